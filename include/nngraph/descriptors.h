@@ -1,0 +1,64 @@
+#pragma once
+// Plain descriptors shared by nodes, data sources and kernels.
+#include <optional>
+#include <string>
+
+namespace nngraph {
+
+enum class NeuronType {
+  None, ReLU, LeakyReLU, Sigmoid, HardSigmoid, TanH, Linear, ELU, SoftPlus, Absolute
+};
+
+// An activation f(x) with its parameters (MPSNNNeuronDescriptor):
+//   leaky_relu x>=0 ? x : a·x        hard_sigmoid clamp(a·x+b, 0, 1)   tanh a·tanh(b·x)
+//   linear a·x+b                     elu x>=0 ? x : a·(eˣ-1)          softplus a·log(1+e^(b·x))
+struct NeuronDescriptor {
+  NeuronType type = NeuronType::None;
+  float a = 0.f, b = 0.f;
+
+  // Fills the parameters a and b the caller leaves out with each type's defaults.
+  static NeuronDescriptor make(NeuronType type, std::optional<float> a = {},
+                               std::optional<float> b = {});
+  static NeuronType parse(const std::string& name);
+  const char* name() const;
+  float apply(float x) const;
+};
+
+struct ConvolutionDescriptor {
+  int kernel_height = 1, kernel_width = 1;
+  int input_feature_channels = 0, output_feature_channels = 0;
+  int stride_y = 1, stride_x = 1;
+  int dilation_y = 1, dilation_x = 1;
+  int groups = 1;
+  NeuronDescriptor neuron;  // fused activation applied after the bias
+
+  size_t weight_count() const {
+    return static_cast<size_t>(output_feature_channels) * (input_feature_channels / groups) *
+           kernel_height * kernel_width;
+  }
+  // Throws InvalidInput, naming `label`, on non-positive sizes or bad groups.
+  void validate(const std::string& label) const;
+  std::string str() const;
+};
+
+enum class PaddingMode { Valid, Same, Full, Explicit };
+
+// How a window node pads its source. same: output = ceil(in / stride), extra padding after;
+// full: every partial overlap of the window; explicit: the given amounts.
+struct Padding {
+  PaddingMode mode = PaddingMode::Valid;
+  int top = 0, bottom = 0, left = 0, right = 0;
+  static Padding parse(const std::string& mode);
+  static Padding explicit_(int top, int bottom, int left, int right);
+  std::string str() const;
+};
+
+// One spatial axis of a window operation after padding is resolved.
+struct Axis {
+  int out = 0, pad_before = 0, pad_after = 0;
+};
+// Output size and padding of one axis; out <= 0 means the window does not fit.
+Axis resolve_axis(int in, int kernel, int stride, int dilation, PaddingMode mode,
+                  int explicit_before, int explicit_after);
+
+}  // namespace nngraph

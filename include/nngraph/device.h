@@ -1,0 +1,30 @@
+#pragma once
+#include <string>
+#include <vector>
+
+namespace nngraph {
+
+enum class DeviceType : uint8_t { CPU, CUDA, MPS };
+
+// Where a graph runs and its memory lives: "cpu", "cuda", "cuda:1" ("mps" is reserved).
+class Device {
+ public:
+  Device() = default;
+  explicit Device(DeviceType type, int index = 0);
+  static Device parse(const std::string& spec);
+
+  DeviceType type() const { return type_; }
+  int index() const { return index_; }
+  std::string str() const;
+  bool operator==(const Device& o) const { return type_ == o.type_ && index_ == o.index_; }
+  bool operator!=(const Device& o) const { return !(*this == o); }
+
+ private:
+  DeviceType type_ = DeviceType::CPU;
+  int index_ = 0;
+};
+
+// Backends compiled into this build ("cpu" always).
+std::vector<std::string> built_backends();
+
+}  // namespace nngraph

@@ -1,0 +1,225 @@
+#pragma once
+// Graph nodes: image nodes are data edges, filter nodes are operations (MPSNNFilterNode).
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "nngraph/data_source.h"
+#include "nngraph/descriptors.h"
+#include "nngraph/image.h"
+
+namespace nngraph {
+
+class Backend;
+class FilterNode;
+
+// A data edge. Made directly it is a graph source, optionally with a declared C×H×W shape
+// (then the graph checks every shape when it is built); a filter node makes its result.
+class ImageNode {
+ public:
+  explicit ImageNode(std::optional<ImageShape> shape = {}, std::string label = "");
+  FilterNode* producer() const { return producer_; }
+  const std::optional<ImageShape>& shape() const { return shape_; }
+  const std::string& label() const { return label_; }
+  void set_label(std::string label) { label_ = std::move(label); }
+
+ private:
+  friend class FilterNode;
+  FilterNode* producer_ = nullptr;
+  std::optional<ImageShape> shape_;
+  std::string label_;
+};
+using ImageNodePtr = std::shared_ptr<ImageNode>;
+
+// Device copies of a node's weights, loaded from its data source.
+struct NodeWeights {
+  std::shared_ptr<Buffer> weights, biases;  // biases may be null
+};
+
+struct EncodeArgs {
+  Backend& backend;
+  std::vector<const Image*> sources;
+  const Image& result;
+  const NodeWeights* weights;  // trainable nodes only
+  NeuronDescriptor fused;      // a neuron the graph folded into this node
+};
+
+class FilterNode : public std::enable_shared_from_this<FilterNode> {
+ public:
+  virtual ~FilterNode() = default;
+  FilterNode(const FilterNode&) = delete;
+  FilterNode& operator=(const FilterNode&) = delete;
+
+  // Shares ownership with this node, so holding the result keeps the node alive.
+  ImageNodePtr result_image();
+  const std::vector<ImageNodePtr>& sources() const { return sources_; }
+  const std::string& label() const { return result_.label(); }
+  void set_label(std::string label) {
+    result_.set_label(std::move(label));
+    default_label_ = false;
+  }
+  // True while the label is the node kind's default, which a graph may number.
+  bool has_default_label() const { return default_label_; }
+
+  virtual const char* kind() const = 0;
+  // Result shape from source shapes; throws InvalidInput naming this node.
+  virtual ImageShape infer(const std::vector<ImageShape>& sources) const = 0;
+  virtual void encode(const EncodeArgs& args) const = 0;
+  // Trainable nodes: the data source and its (validated) descriptor.
+  virtual DataSource* data_source() const { return nullptr; }
+  virtual const ConvolutionDescriptor* weights_descriptor() const { return nullptr; }
+  // Nodes whose inference result is their source (dropout).
+  virtual bool identity_at_inference() const { return false; }
+  // Convolution-like nodes can apply a following neuron in their epilogue.
+  virtual bool accepts_fused_neuron() const { return false; }
+
+ protected:
+  FilterNode(std::vector<ImageNodePtr> sources, std::string label, const char* kind);
+
+ private:
+  std::vector<ImageNodePtr> sources_;
+  ImageNode result_;
+  bool default_label_ = false;
+
+ protected:
+  void set_default_label(std::string label) {
+    if (!default_label_ && !result_.label().empty()) return;
+    result_.set_label(std::move(label));
+    default_label_ = true;
+  }
+};
+using FilterNodePtr = std::shared_ptr<FilterNode>;
+
+class ConvolutionNode : public FilterNode {
+ public:
+  static std::shared_ptr<ConvolutionNode> create(ImageNodePtr source,
+                                                 std::shared_ptr<DataSource> weights,
+                                                 Padding padding, std::string label = "");
+  const char* kind() const override { return "convolution"; }
+  ImageShape infer(const std::vector<ImageShape>& sources) const override;
+  void encode(const EncodeArgs& args) const override;
+  DataSource* data_source() const override { return source_.get(); }
+  const ConvolutionDescriptor* weights_descriptor() const override { return &desc_; }
+  bool accepts_fused_neuron() const override { return desc_.neuron.type == NeuronType::None; }
+  const Padding& padding() const { return padding_; }
+
+ protected:
+  ConvolutionNode(ImageNodePtr source, std::shared_ptr<DataSource> weights, Padding padding,
+                  std::string label, const char* kind);
+  std::shared_ptr<DataSource> source_;
+  ConvolutionDescriptor desc_;
+  Padding padding_;
+};
+
+// A convolution whose kernel covers the whole source: the descriptor's kernel equals the
+// source's H×W with input channels C, or is 1×1 with input channels C·H·W (flattened).
+class FullyConnectedNode : public ConvolutionNode {
+ public:
+  static std::shared_ptr<FullyConnectedNode> create(ImageNodePtr source,
+                                                    std::shared_ptr<DataSource> weights,
+                                                    std::string label = "");
+  const char* kind() const override { return "fully_connected"; }
+  ImageShape infer(const std::vector<ImageShape>& sources) const override;
+  void encode(const EncodeArgs& args) const override;
+
+ private:
+  using ConvolutionNode::ConvolutionNode;
+};
+
+enum class PoolingMode { Max, Average };
+
+class PoolingNode : public FilterNode {
+ public:
+  // stride 0 means stride = kernel. Average pooling divides by the in-bounds count unless
+  // count_include_pad.
+  static std::shared_ptr<PoolingNode> create(ImageNodePtr source, PoolingMode mode,
+                                             int kernel_height, int kernel_width, int stride_y,
+                                             int stride_x, Padding padding,
+                                             bool count_include_pad = false,
+                                             std::string label = "");
+  const char* kind() const override { return "pooling"; }
+  ImageShape infer(const std::vector<ImageShape>& sources) const override;
+  void encode(const EncodeArgs& args) const override;
+
+ private:
+  PoolingNode(ImageNodePtr source, std::string label) : FilterNode({std::move(source)}, std::move(label), "pooling") {}
+  PoolingMode mode_ = PoolingMode::Max;
+  int kh_ = 2, kw_ = 2, sy_ = 2, sx_ = 2;
+  Padding padding_;
+  bool count_include_pad_ = false;
+};
+
+class NeuronNode : public FilterNode {
+ public:
+  static std::shared_ptr<NeuronNode> create(ImageNodePtr source, NeuronDescriptor neuron,
+                                            std::string label = "");
+  const char* kind() const override { return "neuron"; }
+  ImageShape infer(const std::vector<ImageShape>& sources) const override { return sources[0]; }
+  void encode(const EncodeArgs& args) const override;
+  const NeuronDescriptor& neuron() const { return neuron_; }
+
+ private:
+  using FilterNode::FilterNode;
+  NeuronDescriptor neuron_;
+};
+
+// Softmax (or log-softmax) across feature channels, at every pixel of every image.
+class SoftMaxNode : public FilterNode {
+ public:
+  static std::shared_ptr<SoftMaxNode> create(ImageNodePtr source, bool log,
+                                             std::string label = "");
+  const char* kind() const override { return log_ ? "log_softmax" : "softmax"; }
+  ImageShape infer(const std::vector<ImageShape>& sources) const override { return sources[0]; }
+  void encode(const EncodeArgs& args) const override;
+
+ private:
+  using FilterNode::FilterNode;
+  bool log_ = false;
+};
+
+// Keeps each value with keep_probability (scaled by 1/keep_probability) when training;
+// the identity at inference.
+class DropoutNode : public FilterNode {
+ public:
+  static std::shared_ptr<DropoutNode> create(ImageNodePtr source, float keep_probability,
+                                             uint64_t seed, std::string label = "");
+  const char* kind() const override { return "dropout"; }
+  ImageShape infer(const std::vector<ImageShape>& sources) const override { return sources[0]; }
+  void encode(const EncodeArgs& args) const override;
+  bool identity_at_inference() const override { return true; }
+  float keep_probability() const { return keep_probability_; }
+  uint64_t seed() const { return seed_; }
+
+ private:
+  using FilterNode::FilterNode;
+  float keep_probability_ = 0.5f;
+  uint64_t seed_ = 0;
+};
+
+class AdditionNode : public FilterNode {
+ public:
+  static std::shared_ptr<AdditionNode> create(ImageNodePtr a, ImageNodePtr b,
+                                              std::string label = "");
+  const char* kind() const override { return "addition"; }
+  ImageShape infer(const std::vector<ImageShape>& sources) const override;
+  void encode(const EncodeArgs& args) const override;
+
+ private:
+  using FilterNode::FilterNode;
+};
+
+// Joins sources along feature channels; all share H×W.
+class ConcatenationNode : public FilterNode {
+ public:
+  static std::shared_ptr<ConcatenationNode> create(std::vector<ImageNodePtr> sources,
+                                                   std::string label = "");
+  const char* kind() const override { return "concatenation"; }
+  ImageShape infer(const std::vector<ImageShape>& sources) const override;
+  void encode(const EncodeArgs& args) const override;
+
+ private:
+  using FilterNode::FilterNode;
+};
+
+}  // namespace nngraph

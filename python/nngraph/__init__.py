@@ -1,0 +1,55 @@
+"""nngraph: neural-network graphs on a native C++ engine, in the model of Apple's MPS
+training API. Build a graph of image and filter nodes, feed weights through data sources,
+run it on "cpu" (or "cuda" where built)."""
+
+import ctypes as _ctypes
+import os as _os
+
+import scipy_openblas32 as _openblas
+
+# Load the BLAS library before the extension so the loader finds it whatever the layout of
+# site-packages (the extension also carries an rpath to it).
+_ctypes.CDLL(
+    _os.path.join(_openblas.get_lib_dir(), "lib" + _openblas.get_library() + ".so"),
+    mode=_ctypes.RTLD_GLOBAL,
+)
+
+from nngraph._core import (  # noqa: E402
+    Addition,
+    ArrayDataSource,
+    Concatenation,
+    ConvolutionDescriptor,
+    Convolution,
+    DataSource,
+    Device,
+    DeviceError,
+    Dropout,
+    Error,
+    FilterNode,
+    FullyConnected,
+    Graph,
+    Handle,
+    Image,
+    ImageNode,
+    InvalidInputError,
+    LogSoftMax,
+    Matrix,
+    Neuron,
+    NeuronDescriptor,
+    OutOfMemoryError,
+    Pooling,
+    SoftMax,
+    UnsupportedError,
+    WeightsLayout,
+    built_backends,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Addition", "ArrayDataSource", "Concatenation", "Convolution", "ConvolutionDescriptor",
+    "DataSource", "Device", "DeviceError", "Dropout", "Error", "FilterNode", "FullyConnected",
+    "Graph", "Handle", "Image", "ImageNode", "InvalidInputError", "LogSoftMax", "Matrix",
+    "Neuron", "NeuronDescriptor", "OutOfMemoryError", "Pooling", "SoftMax", "UnsupportedError",
+    "WeightsLayout", "built_backends",
+]

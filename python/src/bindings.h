@@ -1,0 +1,44 @@
+#pragma once
+// Shared pieces of the pybind11 layer: one init_<area>() per public header, and numpy
+// marshalling (the only work Python-facing code does besides the training loop).
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <optional>
+#include <string>
+
+#include "nngraph/data_source.h"
+#include "nngraph/device.h"
+#include "nngraph/image.h"
+#include "nngraph/nodes.h"
+
+namespace nngraph::py_bind {
+namespace py = pybind11;
+
+void init_errors(py::module_& m);
+void init_core(py::module_& m);
+void init_image(py::module_& m);
+void init_data_source(py::module_& m);
+void init_nodes(py::module_& m);
+void init_graph(py::module_& m);
+
+enum class Layout { NCHW, NHWC };
+Layout parse_layout(const std::string& layout);
+
+// A float16/float32 array of rank 4 (NCHW or NHWC) or 2 (N, C) copied into an Image on
+// `device`, strided or not. Errors start with `what` and name `expected` when given.
+Image image_from_array(const py::handle& array, Layout layout, const Device& device,
+                       const std::string& what, const std::optional<ImageShape>& expected = {});
+py::array image_to_array(const Image& image, Layout layout);
+
+// Weights-like arrays: any float dtype; float64 is cast to float32, float16 kept.
+py::array float_array(const py::handle& obj, const std::string& what);
+
+Device to_device(const py::handle& device);
+// A source argument: an ImageNode, or a filter node standing for its result image.
+ImageNodePtr to_image_node(const py::handle& obj, const std::string& what);
+// Holds the Python object for as long as C++ holds the data source.
+std::shared_ptr<DataSource> hold_data_source(const py::object& obj);
+
+}  // namespace nngraph::py_bind

@@ -1,0 +1,144 @@
+// Errors, devices and descriptors.
+#include "bindings.h"
+#include "nngraph/descriptors.h"
+#include "nngraph/error.h"
+
+namespace nngraph::py_bind {
+namespace {
+
+PyObject* new_error(py::module_& m, const char* name, PyObject* bases, const char* doc) {
+  PyObject* type = PyErr_NewExceptionWithDoc((std::string("nngraph.") + name).c_str(), doc, bases, nullptr);
+  if (!type) throw py::error_already_set();
+  m.add_object(name, py::handle(type));
+  return type;
+}
+
+std::pair<int, int> pair_of(const py::handle& v, const char* what) {
+  if (py::isinstance<py::int_>(v)) {
+    const int x = v.cast<int>();
+    return {x, x};
+  }
+  auto t = v.cast<std::vector<int>>();
+  if (t.size() != 2) fail("[", what, "] expected an int or a pair (y, x)");
+  return {t[0], t[1]};
+}
+
+// Python exception types, created once at import (the translator takes no captures).
+struct ErrorTypes {
+  PyObject *error, *invalid, *device, *oom, *unsupported;
+};
+ErrorTypes& error_types() {
+  static ErrorTypes types{};
+  return types;
+}
+
+}  // namespace
+
+void init_errors(py::module_& m) {
+  PyObject* error = new_error(m, "Error", PyExc_Exception, "Base of every nngraph error.");
+  auto bases = [&](PyObject* other) { return py::make_tuple(py::handle(error), py::handle(other)).release().ptr(); };
+  PyObject* invalid = new_error(m, "InvalidInputError", bases(PyExc_ValueError),
+                                "Bad argument, shape, dtype or label.");
+  PyObject* device = new_error(m, "DeviceError", bases(PyExc_RuntimeError),
+                               "Execution or device failure.");
+  PyObject* oom = new_error(m, "OutOfMemoryError",
+                            py::make_tuple(py::handle(device), py::handle(PyExc_MemoryError)).release().ptr(),
+                            "Device memory exhausted; the graph stays usable.");
+  PyObject* unsupported = new_error(m, "UnsupportedError", bases(PyExc_NotImplementedError),
+                                    "A feature or kernel this build or backend lacks.");
+  error_types() = ErrorTypes{error, invalid, device, oom, unsupported};
+  py::register_exception_translator([](std::exception_ptr p) {
+    const ErrorTypes& t = error_types();
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const OutOfMemory& e) {
+      PyErr_SetString(t.oom, e.what());
+    } catch (const DeviceError& e) {
+      PyErr_SetString(t.device, e.what());
+    } catch (const InvalidInput& e) {
+      PyErr_SetString(t.invalid, e.what());
+    } catch (const Unsupported& e) {
+      PyErr_SetString(t.unsupported, e.what());
+    } catch (const Error& e) {
+      PyErr_SetString(t.error, e.what());
+    }
+  });
+}
+
+void init_core(py::module_& m) {
+  m.def("built_backends", &built_backends, "Backends compiled into this build.");
+
+  py::class_<Device>(m, "Device", "Where a graph runs: 'cpu', 'cuda', 'cuda:N' ('mps' reserved).")
+      .def(py::init(&Device::parse), py::arg("spec") = "cpu")
+      .def_property_readonly("type", [](const Device& d) { return d.str().substr(0, d.str().find(':')); })
+      .def_property_readonly("index", &Device::index)
+      .def("__str__", &Device::str)
+      .def("__repr__", [](const Device& d) { return "Device('" + d.str() + "')"; })
+      .def("__eq__", [](const Device& a, const py::handle& b) {
+        return py::isinstance<Device>(b) ? a == b.cast<Device>() : false;
+      });
+
+  py::class_<NeuronDescriptor>(m, "NeuronDescriptor",
+                               "An activation and its parameters a, b (None: the type's default).")
+      .def(py::init([](const std::string& type, std::optional<float> a, std::optional<float> b) {
+             return NeuronDescriptor::make(NeuronDescriptor::parse(type), a, b);
+           }),
+           py::arg("type") = "none", py::arg("a") = py::none(), py::arg("b") = py::none())
+      .def_property_readonly("type", [](const NeuronDescriptor& n) { return std::string(n.name()); })
+      .def_readonly("a", &NeuronDescriptor::a)
+      .def_readonly("b", &NeuronDescriptor::b)
+      .def("__repr__", [](const NeuronDescriptor& n) {
+        return cat("NeuronDescriptor('", n.name(), "', a=", n.a, ", b=", n.b, ")");
+      });
+
+  py::class_<ConvolutionDescriptor>(m, "ConvolutionDescriptor",
+                                    "Kernel size, feature channels, stride, dilation, groups and a fused neuron.")
+      .def(py::init([](const py::object& kernel, int in, int out, const py::object& stride,
+                       const py::object& dilation, int groups, const py::object& neuron) {
+             ConvolutionDescriptor d;
+             std::tie(d.kernel_height, d.kernel_width) = pair_of(kernel, "convolution descriptor");
+             std::tie(d.stride_y, d.stride_x) = pair_of(stride, "convolution descriptor");
+             std::tie(d.dilation_y, d.dilation_x) = pair_of(dilation, "convolution descriptor");
+             d.input_feature_channels = in;
+             d.output_feature_channels = out;
+             d.groups = groups;
+             if (py::isinstance<py::str>(neuron))
+               d.neuron = NeuronDescriptor::make(NeuronDescriptor::parse(neuron.cast<std::string>()));
+             else if (!neuron.is_none())
+               d.neuron = neuron.cast<NeuronDescriptor>();
+             d.validate("convolution descriptor");
+             return d;
+           }),
+           py::arg("kernel"), py::arg("input_channels"), py::arg("output_channels"),
+           py::arg("stride") = 1, py::arg("dilation") = 1, py::arg("groups") = 1,
+           py::arg("neuron") = py::none())
+      .def_readonly("kernel_height", &ConvolutionDescriptor::kernel_height)
+      .def_readonly("kernel_width", &ConvolutionDescriptor::kernel_width)
+      .def_readonly("input_feature_channels", &ConvolutionDescriptor::input_feature_channels)
+      .def_readonly("output_feature_channels", &ConvolutionDescriptor::output_feature_channels)
+      .def_readonly("stride_y", &ConvolutionDescriptor::stride_y)
+      .def_readonly("stride_x", &ConvolutionDescriptor::stride_x)
+      .def_readonly("dilation_y", &ConvolutionDescriptor::dilation_y)
+      .def_readonly("dilation_x", &ConvolutionDescriptor::dilation_x)
+      .def_readonly("groups", &ConvolutionDescriptor::groups)
+      .def_readonly("neuron", &ConvolutionDescriptor::neuron)
+      .def_property_readonly("weights_shape", [](const ConvolutionDescriptor& d) {
+        return py::make_tuple(d.output_feature_channels, d.input_feature_channels / d.groups,
+                              d.kernel_height, d.kernel_width);
+      })
+      .def("__repr__", [](const ConvolutionDescriptor& d) {
+        return cat("ConvolutionDescriptor(kernel=(", d.kernel_height, ", ", d.kernel_width,
+                   "), input_channels=", d.input_feature_channels, ", output_channels=",
+                   d.output_feature_channels, ", stride=(", d.stride_y, ", ", d.stride_x,
+                   "), dilation=(", d.dilation_y, ", ", d.dilation_x, "), groups=", d.groups,
+                   ", neuron='", d.neuron.name(), "')");
+      });
+}
+
+Device to_device(const py::handle& device) {
+  if (py::isinstance<Device>(device)) return device.cast<Device>();
+  if (py::isinstance<py::str>(device)) return Device::parse(device.cast<std::string>());
+  fail("[device] expected a Device or a string such as 'cpu' or 'cuda:0'");
+}
+
+}  // namespace nngraph::py_bind

@@ -1,0 +1,156 @@
+// Graph, Handle and the marshalling of a run's sources and results.
+#include "bindings.h"
+#include "nngraph/error.h"
+#include "nngraph/graph.h"
+
+namespace nngraph::py_bind {
+namespace {
+
+// The graph's worker may be waiting for the GIL (a Python callback); drop the GIL while
+// the graph finishes its queued work and joins.
+struct ReleaseGilDelete {
+  void operator()(Graph* g) const {
+    std::unique_ptr<Graph> owned(g);
+    if (PyGILState_Check()) {
+      py::gil_scoped_release release;
+      owned.reset();
+    }
+  }
+};
+
+std::vector<ImageNodePtr> to_results(const py::object& result) {
+  std::vector<ImageNodePtr> out;
+  if (py::isinstance<py::list>(result) || py::isinstance<py::tuple>(result)) {
+    for (const auto& r : result) out.push_back(to_image_node(r, "graph"));
+  } else {
+    out.push_back(to_image_node(result, "graph"));
+  }
+  return out;
+}
+
+std::string source_name(const ImageNodePtr& s, size_t i) {
+  return s->label().empty() ? cat("source ", i) : s->label();
+}
+
+std::vector<Image> to_sources(const Graph& g, const py::object& images, Layout layout) {
+  const auto& srcs = g.sources();
+  std::vector<py::object> items(srcs.size());
+  if (py::isinstance<py::dict>(images)) {
+    auto d = images.cast<py::dict>();
+    size_t used = 0;
+    for (size_t i = 0; i < srcs.size(); ++i) {
+      py::object key = py::cast(srcs[i]);
+      if (d.contains(key)) {
+        items[i] = d[key];
+      } else if (!srcs[i]->label().empty() && d.contains(srcs[i]->label())) {
+        items[i] = d[py::str(srcs[i]->label())];
+      } else {
+        fail("[graph] no image given for ", source_name(srcs[i], i));
+      }
+      ++used;
+    }
+    if (used != d.size()) fail("[graph] got ", d.size(), " images for ", srcs.size(), " sources");
+  } else if (py::isinstance<py::list>(images) || py::isinstance<py::tuple>(images)) {
+    auto seq = images.cast<py::sequence>();
+    if (seq.size() != srcs.size())
+      fail("[graph] expected ", srcs.size(), " source image(s), got ", seq.size());
+    for (size_t i = 0; i < srcs.size(); ++i) items[i] = seq[i];
+  } else {
+    if (srcs.size() != 1) fail("[graph] expected a list of ", srcs.size(), " source images");
+    items[0] = images;
+  }
+  std::vector<Image> out;
+  for (size_t i = 0; i < srcs.size(); ++i)
+    out.push_back(image_from_array(items[i], layout, g.device(), source_name(srcs[i], i), srcs[i]->shape()));
+  return out;
+}
+
+py::object to_python(const std::vector<Image>& results, Layout layout) {
+  if (results.size() == 1) return image_to_array(results[0], layout);
+  py::list out;
+  for (const auto& r : results) out.append(image_to_array(r, layout));
+  return out;
+}
+
+Callback wrap_callback(const py::object& fn) {
+  if (fn.is_none()) return {};
+  if (!PyCallable_Check(fn.ptr())) fail("[graph] callback must be callable");
+  std::shared_ptr<py::object> held(new py::object(fn), [](py::object* o) {
+    py::gil_scoped_acquire gil;
+    std::unique_ptr<py::object> owned(o);
+  });
+  return [held](Handle& h) {
+    py::gil_scoped_acquire gil;
+    (*held)(h.shared_from_this());
+  };
+}
+
+}  // namespace
+
+void init_graph(py::module_& m) {
+  py::class_<Handle, HandlePtr>(m, "Handle", "One encode in flight: wait(), done, result().")
+      .def("wait", [](Handle& h) {
+        py::gil_scoped_release release;
+        h.wait();
+      }, "Blocks until the encode and its callback finished; raises what they raised.")
+      .def_property_readonly("done", &Handle::done)
+      .def("result", [](Handle& h, const std::string& layout) {
+        const Layout l = parse_layout(layout);
+        const std::vector<Image>* r;
+        {
+          py::gil_scoped_release release;
+          r = &h.results();
+        }
+        return to_python(*r, l);
+      }, py::arg("layout") = "NCHW", "The result image(s) as numpy; waits for them.");
+
+  py::class_<Graph, std::shared_ptr<Graph>>(
+      m, "Graph",
+      "Compiled graph from result image(s): orders nodes, infers shapes, fuses neurons into "
+      "convolutions, plans one arena for intermediates and loads weights from data sources.")
+      .def(py::init([](const py::object& result, const py::object& device, int max_in_flight) {
+             return std::shared_ptr<Graph>(new Graph(to_results(result), to_device(device), max_in_flight),
+                                           ReleaseGilDelete{});
+           }),
+           py::arg("result"), py::arg("device") = "cpu", py::arg("max_in_flight") = 2)
+      .def_property_readonly("device", &Graph::device)
+      .def_property_readonly("max_in_flight", &Graph::max_in_flight)
+      .def_property_readonly("source_image_handles", &Graph::sources)
+      .def_property_readonly("result_images", &Graph::results)
+      .def_property_readonly("node_labels", &Graph::node_labels)
+      .def("encode", [](Graph& g, const py::object& images, const py::object& callback, const std::string& layout) {
+             auto srcs = to_sources(g, images, parse_layout(layout));
+             auto cb = wrap_callback(callback);
+             py::gil_scoped_release release;
+             return g.encode(std::move(srcs), std::move(cb));
+           },
+           py::arg("images"), py::arg("callback") = py::none(), py::arg("layout") = "NCHW",
+           "Queues a run and returns a Handle at once (blocks only while max_in_flight are outstanding). "
+           "callback(handle) runs on the graph's worker when the run completes.")
+      .def("run", [](Graph& g, const py::object& images, const std::string& layout) {
+             const Layout l = parse_layout(layout);
+             auto srcs = to_sources(g, images, l);
+             std::vector<Image> out;
+             {
+               py::gil_scoped_release release;
+               out = g.run(std::move(srcs));
+             }
+             return to_python(out, l);
+           },
+           py::arg("images"), py::arg("layout") = "NCHW",
+           "Runs synchronously: one array per source (a list, a dict keyed by node or label, or "
+           "the array alone for one source) → the result array(s).")
+      .def("reload_from_data_sources", &Graph::reload_from_data_sources)
+      .def("memory_plan", [](const Graph& g, int batch) {
+             const MemoryPlan p = g.memory_plan(batch);
+             py::dict d;
+             d["batch"] = p.batch;
+             d["planned_bytes"] = p.planned_bytes;
+             d["naive_bytes"] = p.naive_bytes;
+             d["steps"] = p.steps;
+             return d;
+           },
+           py::arg("batch"), "Arena bytes (intermediates aliased by liveness) against one buffer each.");
+}
+
+}  // namespace nngraph::py_bind

@@ -1,0 +1,163 @@
+// numpy ⇄ Image and Matrix marshalling.
+#include <cstring>
+#include <vector>
+
+#include "bindings.h"
+#include "nngraph/error.h"
+
+namespace nngraph::py_bind {
+namespace {
+
+DType array_dtype(const py::array& a, const std::string& what) {
+  const auto dt = a.dtype();
+  if (dt.kind() == 'f' && dt.itemsize() == 4) return DType::Float32;
+  if (dt.kind() == 'f' && dt.itemsize() == 2) return DType::Float16;
+  fail("[", what, "] expected a float32 or float16 array, got ", py::str(dt).cast<std::string>(),
+       " (convert with .astype(numpy.float32))");
+}
+
+std::string shape_str(const py::array& a) {
+  std::string s = "(";
+  for (py::ssize_t i = 0; i < a.ndim(); ++i) s += (i ? ", " : "") + std::to_string(a.shape(i));
+  return s + (a.ndim() == 1 ? ",)" : ")");
+}
+
+std::string expected_str(Layout layout, const std::optional<ImageShape>& e) {
+  const std::string c = e ? std::to_string(e->c) : "C", h = e ? std::to_string(e->h) : "H",
+                    w = e ? std::to_string(e->w) : "W";
+  return layout == Layout::NCHW ? "(N, " + c + ", " + h + ", " + w + ")"
+                                : "(N, " + h + ", " + w + ", " + c + ")";
+}
+
+py::dtype numpy_dtype(DType t) {
+  return t == DType::Float32 ? py::dtype::of<float>() : py::dtype("float16");
+}
+
+}  // namespace
+
+Layout parse_layout(const std::string& layout) {
+  if (layout == "NCHW") return Layout::NCHW;
+  if (layout == "NHWC") return Layout::NHWC;
+  fail("[layout] expected 'NCHW' or 'NHWC', got '", layout, "'");
+}
+
+Image image_from_array(const py::handle& obj, Layout layout, const Device& device,
+                       const std::string& what, const std::optional<ImageShape>& expected) {
+  if (py::isinstance<Image>(obj)) return obj.cast<Image>();
+  if (!py::isinstance<py::array>(obj))
+    fail("[", what, "] expected a numpy array or nngraph.Image, got ",
+         py::str(py::type::of(obj).attr("__name__")).cast<std::string>());
+  py::array a = py::reinterpret_borrow<py::array>(obj);
+  const DType dtype = array_dtype(a, what);
+  if (a.ndim() != 4 && a.ndim() != 2)
+    fail("[", what, "] expected a 4-D array ", expected_str(layout, expected), " or 2-D (N, C), got shape ",
+         shape_str(a));
+  // (n, c, h, w) and their byte strides in the array
+  py::ssize_t dims[4], strides[4];
+  if (a.ndim() == 2) {
+    dims[0] = a.shape(0), dims[1] = a.shape(1), dims[2] = dims[3] = 1;
+    strides[0] = a.strides(0), strides[1] = a.strides(1), strides[2] = strides[3] = 0;
+  } else {
+    const int order[4] = {0, layout == Layout::NCHW ? 1 : 3, layout == Layout::NCHW ? 2 : 1,
+                          layout == Layout::NCHW ? 3 : 2};
+    for (int i = 0; i < 4; ++i) dims[i] = a.shape(order[i]), strides[i] = a.strides(order[i]);
+  }
+  if (dims[0] == 0) fail("[", what, "] empty batch: got shape ", shape_str(a));
+  if (dims[1] == 0 || dims[2] == 0 || dims[3] == 0)
+    fail("[", what, "] images must not be empty, got shape ", shape_str(a));
+  const ImageShape shape{static_cast<int>(dims[1]), static_cast<int>(dims[2]), static_cast<int>(dims[3])};
+  if (expected && *expected != shape)
+    fail("[", what, "] expected images of shape ", expected_str(layout, expected), ", got ", shape_str(a));
+  Image img = Image::allocate({static_cast<int>(dims[0]), shape, dtype}, device);
+  const bool on_host = device.type() == DeviceType::CPU;
+  std::vector<char> staging(on_host ? 0 : img.descriptor().bytes());
+  char* dst = on_host ? static_cast<char*>(img.data()) : staging.data();
+  const char* base = static_cast<const char*>(a.data());
+  const size_t item = dtype_size(dtype), row = static_cast<size_t>(dims[3]) * item;
+  for (py::ssize_t n = 0; n < dims[0]; ++n)
+    for (py::ssize_t c = 0; c < dims[1]; ++c)
+      for (py::ssize_t y = 0; y < dims[2]; ++y, dst += row) {
+        const char* src = base + n * strides[0] + c * strides[1] + y * strides[2];
+        if (strides[3] == static_cast<py::ssize_t>(item) || dims[3] == 1) {
+          std::memcpy(dst, src, row);
+        } else {
+          for (py::ssize_t x = 0; x < dims[3]; ++x) std::memcpy(dst + x * item, src + x * strides[3], item);
+        }
+      }
+  if (!on_host) img.copy_from_host(staging.data());
+  return img;
+}
+
+py::array image_to_array(const Image& image, Layout layout) {
+  const auto& d = image.descriptor();
+  std::vector<py::ssize_t> shape{d.n, d.shape.c, d.shape.h, d.shape.w};
+  py::array out;
+  if (image.device().type() == DeviceType::CPU) {
+    // Zero copy: the array keeps the engine buffer alive.
+    auto* keep = new std::shared_ptr<Buffer>(image.buffer());
+    py::capsule owner(keep, [](void* p) { delete static_cast<std::shared_ptr<Buffer>*>(p); });
+    out = py::array(numpy_dtype(d.dtype), shape, {}, image.data(), owner);
+  } else {
+    out = py::array(numpy_dtype(d.dtype), shape);
+    image.copy_to_host(out.mutable_data());
+  }
+  if (layout == Layout::NHWC) return out.attr("transpose")(0, 2, 3, 1);
+  return out;
+}
+
+py::array float_array(const py::handle& obj, const std::string& what) {
+  py::array a = py::array::ensure(obj);
+  if (!a) fail("[", what, "] expected an array of floats");
+  if (a.dtype().kind() != 'f')
+    fail("[", what, "] expected float values, got ", py::str(a.dtype()).cast<std::string>());
+  if (a.dtype().itemsize() == 2)
+    return py::array::ensure(a, py::array::c_style);
+  return py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(a);
+}
+
+void init_image(py::module_& m) {
+  py::class_<Image>(m, "Image",
+                    "A batch of N images, C×H×W each, in one device buffer (stored NCHW).")
+      .def(py::init([](const py::array& array, const std::string& layout, const py::object& device) {
+             return image_from_array(array, parse_layout(layout), to_device(device), "image");
+           }),
+           py::arg("array"), py::arg("layout") = "NCHW", py::arg("device") = "cpu")
+      .def("numpy", [](const Image& i, const std::string& layout) { return image_to_array(i, parse_layout(layout)); },
+           py::arg("layout") = "NCHW", "The images as a numpy array (a view on cpu).")
+      .def("astype", [](const Image& i, const std::string& dtype) {
+             if (dtype != "float32" && dtype != "float16") fail("[image] dtype must be float32 or float16");
+             return i.converted(dtype == "float32" ? DType::Float32 : DType::Float16);
+           })
+      .def_property_readonly("shape", [](const Image& i) {
+        return py::make_tuple(i.batch(), i.shape().c, i.shape().h, i.shape().w);
+      })
+      .def_property_readonly("dtype", [](const Image& i) { return std::string(dtype_name(i.dtype())); })
+      .def_property_readonly("device", &Image::device)
+      .def("__repr__", [](const Image& i) {
+        return "Image(" + i.descriptor().str() + ", " + i.device().str() + ")";
+      });
+
+  py::class_<Matrix>(m, "Matrix", "rows × columns with a row stride in elements (MPSMatrix).")
+      .def(py::init([](const py::array& array, const py::object& device) {
+             const DType dt = array_dtype(array, "matrix");
+             if (array.ndim() != 2) fail("[matrix] expected a 2-D array (rows, columns), got ", shape_str(array));
+             py::array dense = py::array::ensure(array, py::array::c_style);
+             Matrix mat = Matrix::allocate(static_cast<int>(array.shape(0)), static_cast<int>(array.shape(1)), dt,
+                                           to_device(device));
+             mat.copy_from_host(dense.data());
+             return mat;
+           }),
+           py::arg("array"), py::arg("device") = "cpu")
+      .def("numpy", [](const Matrix& mat) {
+        py::array out(numpy_dtype(mat.dtype()), std::vector<py::ssize_t>{mat.rows(), mat.columns()});
+        mat.copy_to_host(out.mutable_data());
+        return out;
+      })
+      .def_property_readonly("rows", &Matrix::rows)
+      .def_property_readonly("columns", &Matrix::columns)
+      .def_property_readonly("row_stride", &Matrix::row_stride)
+      .def_property_readonly("dtype", [](const Matrix& mat) { return std::string(dtype_name(mat.dtype())); })
+      .def_property_readonly("device", &Matrix::device);
+}
+
+}  // namespace nngraph::py_bind

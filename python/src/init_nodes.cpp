@@ -1,0 +1,143 @@
+// ImageNode and the filter nodes. A source argument takes an ImageNode or a filter node
+// (standing for its result_image).
+#include "bindings.h"
+#include "nngraph/error.h"
+
+namespace nngraph::py_bind {
+namespace {
+
+Padding to_padding(const py::handle& p) {
+  if (py::isinstance<py::str>(p)) return Padding::parse(p.cast<std::string>());
+  auto v = p.cast<std::vector<int>>();
+  if (v.size() != 4) fail("[padding] explicit padding is (top, bottom, left, right)");
+  return Padding::explicit_(v[0], v[1], v[2], v[3]);
+}
+
+std::pair<int, int> to_pair(const py::handle& v, const char* what) {
+  if (py::isinstance<py::int_>(v)) return {v.cast<int>(), v.cast<int>()};
+  auto t = v.cast<std::vector<int>>();
+  if (t.size() != 2) fail("[", what, "] expected an int or a pair (y, x)");
+  return {t[0], t[1]};
+}
+
+NeuronDescriptor to_neuron(const py::handle& n, std::optional<float> a, std::optional<float> b) {
+  if (py::isinstance<NeuronDescriptor>(n)) return n.cast<NeuronDescriptor>();
+  return NeuronDescriptor::make(NeuronDescriptor::parse(n.cast<std::string>()), a, b);
+}
+
+}  // namespace
+
+ImageNodePtr to_image_node(const py::handle& obj, const std::string& what) {
+  if (py::isinstance<ImageNode>(obj)) return obj.cast<ImageNodePtr>();
+  if (py::isinstance<FilterNode>(obj)) return obj.cast<FilterNodePtr>()->result_image();
+  if (obj.is_none()) fail("[", what, "] source is None");
+  fail("[", what, "] expected an ImageNode or a filter node as source, got ",
+       py::str(py::type::of(obj).attr("__name__")).cast<std::string>());
+}
+
+void init_nodes(py::module_& m) {
+  py::class_<ImageNode, ImageNodePtr>(
+      m, "ImageNode",
+      "A data edge. Made directly it is a graph source; shape=(C, H, W) declares its images "
+      "so the graph checks every shape when it is built.")
+      .def(py::init([](std::optional<std::tuple<int, int, int>> shape, std::string label) {
+             std::optional<ImageShape> s;
+             if (shape) s = ImageShape{std::get<0>(*shape), std::get<1>(*shape), std::get<2>(*shape)};
+             return std::make_shared<ImageNode>(s, std::move(label));
+           }),
+           py::arg("shape") = py::none(), py::arg("label") = "")
+      .def_property("label", &ImageNode::label, &ImageNode::set_label)
+      .def_property_readonly("shape", [](const ImageNode& n) -> py::object {
+        if (!n.shape()) return py::none();
+        return py::make_tuple(n.shape()->c, n.shape()->h, n.shape()->w);
+      })
+      .def_property_readonly("producer", [](const ImageNode& n) -> py::object {
+        if (!n.producer()) return py::none();
+        return py::cast(n.producer()->shared_from_this());
+      })
+      .def("__repr__", [](const ImageNode& n) { return "ImageNode('" + n.label() + "')"; });
+
+  py::class_<FilterNode, FilterNodePtr>(m, "FilterNode", "An operation; result_image feeds the next node.")
+      .def_property_readonly("result_image", &FilterNode::result_image)
+      .def_property_readonly("sources", &FilterNode::sources)
+      .def_property("label", &FilterNode::label, &FilterNode::set_label)
+      .def_property_readonly("kind", &FilterNode::kind)
+      .def("__repr__", [](const FilterNode& f) { return cat(f.kind(), "('", f.label(), "')"); });
+
+  py::class_<ConvolutionNode, FilterNode, std::shared_ptr<ConvolutionNode>>(m, "Convolution")
+      .def(py::init([](const py::object& src, const py::object& weights, const py::object& padding,
+                       std::string label) {
+             return ConvolutionNode::create(to_image_node(src, "convolution"), hold_data_source(weights),
+                                            to_padding(padding), std::move(label));
+           }),
+           py::arg("source"), py::arg("weights"), py::arg("padding") = "valid", py::arg("label") = "",
+           "padding: 'valid', 'same', 'full' or (top, bottom, left, right).");
+
+  py::class_<FullyConnectedNode, ConvolutionNode, std::shared_ptr<FullyConnectedNode>>(m, "FullyConnected")
+      .def(py::init([](const py::object& src, const py::object& weights, std::string label) {
+             return FullyConnectedNode::create(to_image_node(src, "fully_connected"), hold_data_source(weights),
+                                               std::move(label));
+           }),
+           py::arg("source"), py::arg("weights"), py::arg("label") = "");
+
+  py::class_<PoolingNode, FilterNode, std::shared_ptr<PoolingNode>>(m, "Pooling")
+      .def(py::init([](const py::object& src, const std::string& mode, const py::object& kernel,
+                       const py::object& stride, const py::object& padding, bool count_include_pad,
+                       std::string label) {
+             if (mode != "max" && mode != "average") fail("[pooling] mode must be 'max' or 'average', got '", mode, "'");
+             auto [kh, kw] = to_pair(kernel, "pooling");
+             auto [sy, sx] = stride.is_none() ? std::pair<int, int>{0, 0} : to_pair(stride, "pooling");
+             if (!stride.is_none() && (sy < 1 || sx < 1)) fail("[pooling] stride must be >= 1");
+             return PoolingNode::create(to_image_node(src, "pooling"),
+                                        mode == "max" ? PoolingMode::Max : PoolingMode::Average, kh, kw, sy, sx,
+                                        to_padding(padding), count_include_pad, std::move(label));
+           }),
+           py::arg("source"), py::arg("mode") = "max", py::arg("kernel") = 2, py::arg("stride") = py::none(),
+           py::arg("padding") = "valid", py::arg("count_include_pad") = false, py::arg("label") = "",
+           "stride defaults to the kernel size.");
+
+  py::class_<NeuronNode, FilterNode, std::shared_ptr<NeuronNode>>(m, "Neuron")
+      .def(py::init([](const py::object& src, const py::object& neuron, std::optional<float> a,
+                       std::optional<float> b, std::string label) {
+             return NeuronNode::create(to_image_node(src, "neuron"), to_neuron(neuron, a, b), std::move(label));
+           }),
+           py::arg("source"), py::arg("neuron") = "relu", py::arg("a") = py::none(), py::arg("b") = py::none(),
+           py::arg("label") = "")
+      .def_property_readonly("neuron", &NeuronNode::neuron);
+
+  py::class_<SoftMaxNode, FilterNode, std::shared_ptr<SoftMaxNode>>(m, "SoftMax")
+      .def(py::init([](const py::object& src, std::string label) {
+             return SoftMaxNode::create(to_image_node(src, "softmax"), false, std::move(label));
+           }),
+           py::arg("source"), py::arg("label") = "");
+  // LogSoftMax is a SoftMaxNode in log mode; a factory keeps one C++ class.
+  m.def("LogSoftMax", [](const py::object& src, std::string label) {
+        return SoftMaxNode::create(to_image_node(src, "log_softmax"), true, std::move(label));
+      },
+      py::arg("source"), py::arg("label") = "", "Log-softmax across feature channels.");
+
+  py::class_<DropoutNode, FilterNode, std::shared_ptr<DropoutNode>>(m, "Dropout")
+      .def(py::init([](const py::object& src, float keep, uint64_t seed, std::string label) {
+             return DropoutNode::create(to_image_node(src, "dropout"), keep, seed, std::move(label));
+           }),
+           py::arg("source"), py::arg("keep_probability") = 0.5f, py::arg("seed") = 0, py::arg("label") = "")
+      .def_property_readonly("keep_probability", &DropoutNode::keep_probability)
+      .def_property_readonly("seed", &DropoutNode::seed);
+
+  py::class_<AdditionNode, FilterNode, std::shared_ptr<AdditionNode>>(m, "Addition")
+      .def(py::init([](const py::object& a, const py::object& b, std::string label) {
+             return AdditionNode::create(to_image_node(a, "addition"), to_image_node(b, "addition"), std::move(label));
+           }),
+           py::arg("a"), py::arg("b"), py::arg("label") = "");
+
+  py::class_<ConcatenationNode, FilterNode, std::shared_ptr<ConcatenationNode>>(m, "Concatenation")
+      .def(py::init([](const py::list& sources, std::string label) {
+             if (sources.empty()) fail("[concatenation] needs at least one source");
+             std::vector<ImageNodePtr> nodes;
+             for (const auto& s : sources) nodes.push_back(to_image_node(s, "concatenation"));
+             return ConcatenationNode::create(std::move(nodes), std::move(label));
+           }),
+           py::arg("sources"), py::arg("label") = "");
+}
+
+}  // namespace nngraph::py_bind

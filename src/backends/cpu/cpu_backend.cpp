@@ -1,0 +1,76 @@
+#include "backends/cpu/cpu_backend.h"
+
+#include <cblas.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "nngraph/error.h"
+
+namespace nngraph {
+namespace {
+
+int thread_count() {
+  if (const char* env = std::getenv("NNGRAPH_NUM_THREADS")) {
+    const int n = std::atoi(env);
+    if (n > 0) return n;
+  }
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+void free_host(void* p, const Device&) { std::free(p); }
+
+}  // namespace
+
+CpuBackend::CpuBackend() : pool_(thread_count()) { scipy_openblas_set_num_threads(1); }
+
+CpuBackend& cpu_backend() {
+  static CpuBackend backend;
+  return backend;
+}
+
+std::shared_ptr<Buffer> CpuBackend::allocate(size_t bytes) {
+  const size_t rounded = ((bytes ? bytes : 1) + 63) / 64 * 64;  // aligned_alloc wants a multiple
+  void* p = std::aligned_alloc(64, rounded);
+  if (!p) fail<OutOfMemory>("[cpu] out of memory allocating ", bytes, " bytes");
+  return std::make_shared<Buffer>(p, bytes, Device(), &free_host);
+}
+
+void CpuBackend::copy_from_host(void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }
+void CpuBackend::copy_to_host(void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }
+void CpuBackend::copy(void* dst, const void* src, size_t bytes) {
+  if (dst != src) std::memcpy(dst, src, bytes);
+}
+
+void CpuBackend::convert(const Image& in, const Image& out) {
+  convert_host(in.data(), in.dtype(), out.data(), out.dtype(), in.descriptor().count());
+}
+
+void gemm(ThreadPool* pool, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
+          const float* a, int lda, const float* b, int ldb, float beta, float* c, int ldc) {
+  const auto ta = trans_a ? CblasTrans : CblasNoTrans, tb = trans_b ? CblasTrans : CblasNoTrans;
+  const double flops = 2.0 * m * n * k;
+  const int parts = pool ? pool->size() : 1;
+  if (parts <= 1 || flops < 4e6) {
+    scipy_cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+  // Split the larger of M and N: row blocks of A and C, or column blocks of B and C.
+  if (m >= n) {
+    pool->parallel_for(static_cast<size_t>(m), [&](size_t r0, size_t r1) {
+      const float* ab = trans_a ? a + r0 : a + r0 * lda;
+      scipy_cblas_sgemm(CblasRowMajor, ta, tb, static_cast<int>(r1 - r0), n, k, alpha, ab, lda,
+                        b, ldb, beta, c + r0 * ldc, ldc);
+    });
+  } else {
+    pool->parallel_for(static_cast<size_t>(n), [&](size_t c0, size_t c1) {
+      const float* bb = trans_b ? b + c0 * ldb : b + c0;
+      scipy_cblas_sgemm(CblasRowMajor, ta, tb, m, static_cast<int>(c1 - c0), k, alpha, a, lda,
+                        bb, ldb, beta, c + c0, ldc);
+    });
+  }
+}
+
+}  // namespace nngraph

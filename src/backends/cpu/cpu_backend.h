@@ -1,0 +1,45 @@
+#pragma once
+#include "backends/backend.h"
+#include "backends/cpu/thread_pool.h"
+
+namespace nngraph {
+
+// Host memory, our own threaded kernels, GEMM from OpenBLAS (single-threaded per call;
+// we split the work ourselves so kernels and GEMMs share one pool).
+class CpuBackend : public Backend {
+ public:
+  CpuBackend();
+  Device device() const override { return Device(); }
+  std::shared_ptr<Buffer> allocate(size_t bytes) override;
+  void copy_from_host(void* dst, const void* src, size_t bytes) override;
+  void copy_to_host(void* dst, const void* src, size_t bytes) override;
+  void copy(void* dst, const void* src, size_t bytes) override;
+
+  void convert(const Image& in, const Image& out) override;
+  void convolution(const ConvGeometry& g, const Image& in, const float* weights,
+                   const float* bias, const NeuronDescriptor& neuron, const Image& out) override;
+  void fully_connected(const Image& in, const float* weights, const float* bias,
+                       const NeuronDescriptor& neuron, const Image& out) override;
+  void pooling(PoolingMode mode, const PoolGeometry& g, const Image& in,
+               const Image& out) override;
+  void neuron(const NeuronDescriptor& neuron, const Image& in, const Image& out) override;
+  void softmax(bool log, const Image& in, const Image& out) override;
+  void add(const Image& a, const Image& b, const Image& out) override;
+  void copy_channels(const Image& in, const Image& out, int channel_offset) override;
+
+  ThreadPool& pool() { return pool_; }
+
+ private:
+  ThreadPool pool_;
+};
+
+CpuBackend& cpu_backend();
+
+// Row-major C[M×N] = alpha·op(A)·op(B) + beta·C, split over the pool when `parallel`.
+void gemm(ThreadPool* pool, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
+          const float* a, int lda, const float* b, int ldb, float beta, float* c, int ldc);
+
+// x[i] = neuron(x[i] + bias) over `count` values (bias may be null).
+void bias_neuron(float* x, size_t count, const float* bias, const NeuronDescriptor& neuron);
+
+}  // namespace nngraph

@@ -1,0 +1,46 @@
+#include <algorithm>
+#include <cmath>
+
+#include "backends/cpu/cpu_backend.h"
+
+namespace nngraph {
+namespace {
+
+// The switch sits outside the loop so each case vectorizes.
+template <class F>
+void map(float* x, size_t count, const float* bias, F f) {
+  if (bias) {
+    const float b = *bias;
+    for (size_t i = 0; i < count; ++i) x[i] = f(x[i] + b);
+  } else {
+    for (size_t i = 0; i < count; ++i) x[i] = f(x[i]);
+  }
+}
+
+}  // namespace
+
+void bias_neuron(float* x, size_t count, const float* bias, const NeuronDescriptor& nd) {
+  const float a = nd.a, b = nd.b;
+  switch (nd.type) {
+    case NeuronType::None: map(x, count, bias, [](float v) { return v; }); break;
+    case NeuronType::ReLU: map(x, count, bias, [](float v) { return std::max(v, 0.f); }); break;
+    case NeuronType::LeakyReLU: map(x, count, bias, [a](float v) { return v >= 0.f ? v : a * v; }); break;
+    case NeuronType::Linear: map(x, count, bias, [a, b](float v) { return a * v + b; }); break;
+    case NeuronType::Absolute: map(x, count, bias, [](float v) { return std::fabs(v); }); break;
+    case NeuronType::HardSigmoid:
+      map(x, count, bias, [a, b](float v) { return std::min(1.f, std::max(0.f, a * v + b)); });
+      break;
+    default: map(x, count, bias, [&nd](float v) { return nd.apply(v); }); break;
+  }
+}
+
+void CpuBackend::neuron(const NeuronDescriptor& nd, const Image& in, const Image& out) {
+  const float* src = in.data_as<float>();
+  float* dst = out.data_as<float>();
+  pool_.parallel_for(in.descriptor().count(), [&](size_t b, size_t e) {
+    if (dst != src) std::copy(src + b, src + e, dst + b);
+    bias_neuron(dst + b, e - b, nullptr, nd);
+  });
+}
+
+}  // namespace nngraph

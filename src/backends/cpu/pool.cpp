@@ -1,0 +1,44 @@
+#include <algorithm>
+#include <limits>
+
+#include "backends/cpu/cpu_backend.h"
+#include "nngraph/nodes.h"
+
+namespace nngraph {
+
+void CpuBackend::pooling(PoolingMode mode, const PoolGeometry& g, const Image& in,
+                         const Image& out) {
+  const auto& is = in.shape();
+  const auto& os = out.shape();
+  const float* src = in.data_as<float>();
+  float* dst = out.data_as<float>();
+  const bool max = mode == PoolingMode::Max;
+  const size_t planes = static_cast<size_t>(in.batch()) * is.c;
+  pool_.parallel_for(planes, [&](size_t b, size_t e) {
+    for (size_t pl = b; pl < e; ++pl) {
+      const float* x = src + pl * is.h * is.w;
+      float* y = dst + pl * os.h * os.w;
+      for (int oy = 0; oy < os.h; ++oy) {
+        const int y0 = oy * g.sy - g.pad_top;
+        const int ya = std::max(y0, 0), yb = std::min(y0 + g.kh, is.h);
+        for (int ox = 0; ox < os.w; ++ox) {
+          const int x0 = ox * g.sx - g.pad_left;
+          const int xa = std::max(x0, 0), xb = std::min(x0 + g.kw, is.w);
+          float acc = max ? -std::numeric_limits<float>::infinity() : 0.f;
+          for (int iy = ya; iy < yb; ++iy)
+            for (int ix = xa; ix < xb; ++ix) {
+              const float v = x[iy * is.w + ix];
+              acc = max ? std::max(acc, v) : acc + v;
+            }
+          if (!max) {
+            const int count = g.count_include_pad ? g.kh * g.kw : (yb - ya) * (xb - xa);
+            acc /= static_cast<float>(count);
+          }
+          y[oy * os.w + ox] = acc;
+        }
+      }
+    }
+  });
+}
+
+}  // namespace nngraph

@@ -1,0 +1,45 @@
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "backends/cpu/cpu_backend.h"
+
+namespace nngraph {
+
+// Channels are strided by H·W; each image keeps per-pixel max and sum in small arrays so
+// the inner loops run along contiguous pixels.
+void CpuBackend::softmax(bool log, const Image& in, const Image& out) {
+  const int c = in.shape().c;
+  const size_t hw = static_cast<size_t>(in.shape().h) * in.shape().w;
+  const float* src = in.data_as<float>();
+  float* dst = out.data_as<float>();
+  pool_.parallel_for(static_cast<size_t>(in.batch()), [&](size_t b, size_t e) {
+    std::vector<float> mx(hw), sum(hw);
+    for (size_t n = b; n < e; ++n) {
+      const float* x = src + n * c * hw;
+      float* y = dst + n * c * hw;
+      std::fill(mx.begin(), mx.end(), -std::numeric_limits<float>::infinity());
+      std::fill(sum.begin(), sum.end(), 0.f);
+      for (int ch = 0; ch < c; ++ch)
+        for (size_t p = 0; p < hw; ++p) mx[p] = std::max(mx[p], x[ch * hw + p]);
+      for (int ch = 0; ch < c; ++ch)
+        for (size_t p = 0; p < hw; ++p) {
+          const float v = std::exp(x[ch * hw + p] - mx[p]);
+          sum[p] += v;
+          if (!log) y[ch * hw + p] = v;
+        }
+      if (log) {
+        for (size_t p = 0; p < hw; ++p) sum[p] = mx[p] + std::log(sum[p]);
+        for (int ch = 0; ch < c; ++ch)
+          for (size_t p = 0; p < hw; ++p) y[ch * hw + p] = x[ch * hw + p] - sum[p];
+      } else {
+        for (size_t p = 0; p < hw; ++p) sum[p] = 1.f / sum[p];
+        for (int ch = 0; ch < c; ++ch)
+          for (size_t p = 0; p < hw; ++p) y[ch * hw + p] *= sum[p];
+      }
+    }
+  });
+}
+
+}  // namespace nngraph

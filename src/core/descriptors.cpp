@@ -1,0 +1,133 @@
+#include "nngraph/descriptors.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "nngraph/error.h"
+
+namespace nngraph {
+namespace {
+
+struct NeuronInfo {
+  NeuronType type;
+  const char* name;
+  float a, b;  // defaults
+};
+constexpr NeuronInfo kNeurons[] = {
+    {NeuronType::None, "none", 0, 0},         {NeuronType::ReLU, "relu", 0, 0},
+    {NeuronType::LeakyReLU, "leaky_relu", 0.01f, 0},
+    {NeuronType::Sigmoid, "sigmoid", 0, 0},   {NeuronType::HardSigmoid, "hard_sigmoid", 0.2f, 0.5f},
+    {NeuronType::TanH, "tanh", 1, 1},         {NeuronType::Linear, "linear", 1, 0},
+    {NeuronType::ELU, "elu", 1, 0},           {NeuronType::SoftPlus, "softplus", 1, 1},
+    {NeuronType::Absolute, "absolute", 0, 0},
+};
+
+const NeuronInfo& info(NeuronType t) {
+  for (const auto& n : kNeurons)
+    if (n.type == t) return n;
+  return kNeurons[0];
+}
+
+}  // namespace
+
+NeuronDescriptor NeuronDescriptor::make(NeuronType type, std::optional<float> a,
+                                        std::optional<float> b) {
+  const auto& i = info(type);
+  return NeuronDescriptor{type, a.value_or(i.a), b.value_or(i.b)};
+}
+
+NeuronType NeuronDescriptor::parse(const std::string& name) {
+  for (const auto& n : kNeurons)
+    if (name == n.name) return n.type;
+  std::string all;
+  for (const auto& n : kNeurons) all += std::string(all.empty() ? "" : ", ") + n.name;
+  fail("[neuron] unknown neuron type '", name, "' (expected one of ", all, ")");
+}
+
+const char* NeuronDescriptor::name() const { return info(type).name; }
+
+float NeuronDescriptor::apply(float x) const {
+  switch (type) {
+    case NeuronType::None: return x;
+    case NeuronType::ReLU: return x > 0.f ? x : 0.f;
+    case NeuronType::LeakyReLU: return x >= 0.f ? x : a * x;
+    case NeuronType::Sigmoid: return 1.f / (1.f + std::exp(-x));
+    case NeuronType::HardSigmoid: return std::min(1.f, std::max(0.f, a * x + b));
+    case NeuronType::TanH: return a * std::tanh(b * x);
+    case NeuronType::Linear: return a * x + b;
+    case NeuronType::ELU: return x >= 0.f ? x : a * std::expm1(x);
+    case NeuronType::SoftPlus: {
+      const float z = b * x;  // log1p(e^z) without overflow
+      return a * (z > 0.f ? z + std::log1p(std::exp(-z)) : std::log1p(std::exp(z)));
+    }
+    case NeuronType::Absolute: return std::fabs(x);
+  }
+  return x;
+}
+
+void ConvolutionDescriptor::validate(const std::string& label) const {
+  if (kernel_height < 1 || kernel_width < 1)
+    fail("[", label, "] kernel must be at least 1×1, got ", kernel_height, "×", kernel_width);
+  if (input_feature_channels < 1 || output_feature_channels < 1)
+    fail("[", label, "] feature channels must be positive, got ", input_feature_channels, " in, ",
+         output_feature_channels, " out");
+  if (stride_y < 1 || stride_x < 1) fail("[", label, "] stride must be >= 1");
+  if (dilation_y < 1 || dilation_x < 1) fail("[", label, "] dilation must be >= 1");
+  if (groups < 1 || input_feature_channels % groups || output_feature_channels % groups)
+    fail("[", label, "] groups=", groups, " must divide input (", input_feature_channels,
+         ") and output (", output_feature_channels, ") feature channels");
+}
+
+std::string ConvolutionDescriptor::str() const {
+  return cat(output_feature_channels, "×", input_feature_channels / groups, "×", kernel_height,
+             "×", kernel_width);
+}
+
+Padding Padding::parse(const std::string& mode) {
+  if (mode == "valid") return Padding{PaddingMode::Valid};
+  if (mode == "same") return Padding{PaddingMode::Same};
+  if (mode == "full") return Padding{PaddingMode::Full};
+  fail("[padding] unknown padding '", mode,
+       "' (expected valid, same, full or explicit (top, bottom, left, right))");
+}
+
+Padding Padding::explicit_(int top, int bottom, int left, int right) {
+  if (top < 0 || bottom < 0 || left < 0 || right < 0) fail("[padding] amounts must be >= 0");
+  return Padding{PaddingMode::Explicit, top, bottom, left, right};
+}
+
+std::string Padding::str() const {
+  switch (mode) {
+    case PaddingMode::Valid: return "valid";
+    case PaddingMode::Same: return "same";
+    case PaddingMode::Full: return "full";
+    case PaddingMode::Explicit: return cat("(", top, ", ", bottom, ", ", left, ", ", right, ")");
+  }
+  return "?";
+}
+
+Axis resolve_axis(int in, int kernel, int stride, int dilation, PaddingMode mode,
+                  int explicit_before, int explicit_after) {
+  const int span = (kernel - 1) * dilation + 1;
+  Axis a;
+  switch (mode) {
+    case PaddingMode::Valid: break;
+    case PaddingMode::Same: {
+      const int out = (in + stride - 1) / stride;
+      const int total = std::max((out - 1) * stride + span - in, 0);
+      a.pad_before = total / 2;
+      a.pad_after = total - a.pad_before;
+      break;
+    }
+    case PaddingMode::Full: a.pad_before = a.pad_after = span - 1; break;
+    case PaddingMode::Explicit:
+      a.pad_before = explicit_before;
+      a.pad_after = explicit_after;
+      break;
+  }
+  const int padded = in + a.pad_before + a.pad_after;
+  a.out = padded < span ? 0 : (padded - span) / stride + 1;
+  return a;
+}
+
+}  // namespace nngraph

@@ -1,0 +1,45 @@
+#include "nngraph/device.h"
+
+#include "nngraph/error.h"
+
+namespace nngraph {
+
+Device::Device(DeviceType type, int index) : type_(type), index_(index) {
+  if (index < 0) fail("[device] index must be >= 0, got ", index);
+  if (type == DeviceType::CPU && index != 0) fail("[device] cpu has no index, got cpu:", index);
+}
+
+Device Device::parse(const std::string& spec) {
+  const auto colon = spec.find(':');
+  const std::string name = spec.substr(0, colon);
+  int index = 0;
+  if (colon != std::string::npos) {
+    const std::string num = spec.substr(colon + 1);
+    if (num.empty() || num.find_first_not_of("0123456789") != std::string::npos)
+      fail("[device] bad device index in '", spec, "'");
+    index = std::stoi(num);
+  }
+  if (name == "cpu") return Device(DeviceType::CPU, index);
+  if (name == "cuda") return Device(DeviceType::CUDA, index);
+  if (name == "mps") return Device(DeviceType::MPS, index);
+  fail("[device] unknown device '", spec, "' (expected cpu, cuda, cuda:N or mps)");
+}
+
+std::string Device::str() const {
+  switch (type_) {
+    case DeviceType::CPU: return "cpu";
+    case DeviceType::CUDA: return "cuda:" + std::to_string(index_);
+    case DeviceType::MPS: return "mps";
+  }
+  return "?";
+}
+
+std::vector<std::string> built_backends() {
+  std::vector<std::string> out{"cpu"};
+#ifdef NNGRAPH_HAVE_CUDA
+  out.push_back("cuda");
+#endif
+  return out;
+}
+
+}  // namespace nngraph

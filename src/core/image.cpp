@@ -1,0 +1,83 @@
+#include "nngraph/image.h"
+
+#include <vector>
+
+#include "backends/backend.h"
+#include "nngraph/error.h"
+
+namespace nngraph {
+
+std::shared_ptr<Buffer> Buffer::allocate(size_t bytes, const Device& device) {
+  return backend_for(device).allocate(bytes);
+}
+
+std::string ImageShape::str() const { return cat(c, "×", h, "×", w); }
+
+std::string ImageDescriptor::str() const {
+  return cat(n, "×", shape.str(), " ", dtype_name(dtype));
+}
+
+Image::Image(ImageDescriptor desc, std::shared_ptr<Buffer> buffer, size_t offset_bytes)
+    : desc_(desc), buffer_(std::move(buffer)), offset_(offset_bytes) {
+  if (!buffer_) fail("[image] no buffer");
+  if (offset_ + desc_.bytes() > buffer_->bytes())
+    fail("[image] ", desc_.str(), " at offset ", offset_, " does not fit a buffer of ",
+         buffer_->bytes(), " bytes");
+}
+
+Image Image::allocate(const ImageDescriptor& desc, const Device& device) {
+  return Image(desc, Buffer::allocate(desc.bytes(), device));
+}
+
+void Image::copy_from_host(const void* src) const {
+  backend_for(device()).copy_from_host(data(), src, desc_.bytes());
+}
+
+void Image::copy_to_host(void* dst) const {
+  backend_for(device()).copy_to_host(dst, data(), desc_.bytes());
+}
+
+Image Image::converted(DType dtype) const {
+  ImageDescriptor d = desc_;
+  d.dtype = dtype;
+  Image out = allocate(d, device());
+  backend_for(device()).convert(*this, out);
+  return out;
+}
+
+Matrix::Matrix(int rows, int columns, int row_stride, DType dtype, std::shared_ptr<Buffer> buffer,
+               size_t offset_bytes)
+    : rows_(rows), columns_(columns), row_stride_(row_stride), dtype_(dtype),
+      buffer_(std::move(buffer)), offset_(offset_bytes) {
+  if (rows < 0 || columns < 0 || row_stride < columns)
+    fail("[matrix] bad geometry ", rows, "×", columns, " with row stride ", row_stride);
+  if (!buffer_) fail("[matrix] no buffer");
+  const size_t need = rows ? (static_cast<size_t>(rows - 1) * row_stride + columns) * dtype_size(dtype) : 0;
+  if (offset_ + need > buffer_->bytes())
+    fail("[matrix] ", rows, "×", columns, " does not fit a buffer of ", buffer_->bytes(), " bytes");
+}
+
+Matrix Matrix::allocate(int rows, int columns, DType dtype, const Device& device) {
+  return Matrix(rows, columns, columns, dtype,
+                Buffer::allocate(static_cast<size_t>(rows) * columns * dtype_size(dtype), device));
+}
+
+void Matrix::copy_from_host(const void* src) const {
+  auto& b = backend_for(device());
+  const size_t row = static_cast<size_t>(columns_) * dtype_size(dtype_);
+  const size_t stride = static_cast<size_t>(row_stride_) * dtype_size(dtype_);
+  if (row == stride) return b.copy_from_host(data(), src, row * rows_);
+  for (int r = 0; r < rows_; ++r)
+    b.copy_from_host(static_cast<char*>(data()) + r * stride, static_cast<const char*>(src) + r * row, row);
+}
+
+void Matrix::copy_to_host(void* dst) const {
+  auto& b = backend_for(device());
+  const size_t row = static_cast<size_t>(columns_) * dtype_size(dtype_);
+  const size_t stride = static_cast<size_t>(row_stride_) * dtype_size(dtype_);
+  if (row == stride) return b.copy_to_host(dst, data(), row * rows_);
+  for (int r = 0; r < rows_; ++r)
+    b.copy_to_host(static_cast<char*>(dst) + r * row, static_cast<const char*>(data()) + r * stride, row);
+}
+
+}  // namespace nngraph

@@ -1,0 +1,80 @@
+#include "graph/executor.h"
+
+#include "nngraph/graph.h"
+
+namespace nngraph {
+
+Executor::Executor(int max_in_flight) : max_in_flight_(max_in_flight), worker_([this] { loop(); }) {}
+
+Executor::~Executor() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  changed_.notify_all();
+  worker_.join();
+}
+
+void Executor::submit(std::function<void()> work) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  changed_.wait(lock, [&] { return in_flight_ < max_in_flight_; });
+  ++in_flight_;
+  queue_.push_back(std::move(work));
+  changed_.notify_all();
+}
+
+void Executor::loop() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    changed_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // stopping, nothing left
+    auto work = std::move(queue_.front());
+    queue_.pop_front();
+    lock.unlock();
+    work();  // never throws: encode work reports through its Handle
+    work = nullptr;
+    lock.lock();
+    --in_flight_;
+    changed_.notify_all();
+  }
+}
+
+void Handle::wait() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  cv_.wait(lock, [&] { return done_; });
+  if (error_) std::rethrow_exception(error_);
+}
+
+bool Handle::done() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return done_;
+}
+
+const std::vector<Image>& Handle::results() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  cv_.wait(lock, [&] { return ready_; });
+  if (error_) std::rethrow_exception(error_);
+  return results_;
+}
+
+void Handle::set_results(std::vector<Image> results) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  results_ = std::move(results);
+  ready_ = true;
+  cv_.notify_all();
+}
+
+void Handle::set_error(std::exception_ptr error) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!error_) error_ = error;
+  ready_ = true;
+  cv_.notify_all();
+}
+
+void Handle::finish() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ready_ = done_ = true;
+  cv_.notify_all();
+}
+
+}  // namespace nngraph

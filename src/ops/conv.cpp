@@ -1,0 +1,93 @@
+// Convolution and fully connected: shape rules and kernel dispatch.
+#include "backends/backend.h"
+#include "nngraph/error.h"
+#include "nngraph/nodes.h"
+
+namespace nngraph {
+namespace {
+
+const NeuronDescriptor& effective_neuron(const ConvolutionDescriptor& d, const EncodeArgs& a) {
+  return d.neuron.type != NeuronType::None ? d.neuron : a.fused;
+}
+
+}  // namespace
+
+ConvolutionNode::ConvolutionNode(ImageNodePtr source, std::shared_ptr<DataSource> weights,
+                                 Padding padding, std::string label, const char* kind)
+    : FilterNode({std::move(source)}, std::move(label), kind), source_(std::move(weights)),
+      padding_(padding) {
+  if (!source_) fail("[", this->label().empty() ? kind : this->label(), "] needs a data source");
+  set_default_label(source_->label().empty() ? kind : source_->label());
+  desc_ = source_->descriptor();
+  desc_.validate(this->label().empty() ? kind : this->label());
+}
+
+std::shared_ptr<ConvolutionNode> ConvolutionNode::create(ImageNodePtr source,
+                                                         std::shared_ptr<DataSource> weights,
+                                                         Padding padding, std::string label) {
+  return std::shared_ptr<ConvolutionNode>(
+      new ConvolutionNode(std::move(source), std::move(weights), padding, std::move(label), "convolution"));
+}
+
+ImageShape ConvolutionNode::infer(const std::vector<ImageShape>& s) const {
+  const ImageShape& in = s[0];
+  const auto& d = desc_;
+  if (in.c != d.input_feature_channels)
+    fail("[", label(), "] source has ", in.c, " feature channels, weights expect ",
+         d.input_feature_channels);
+  const Axis y = resolve_axis(in.h, d.kernel_height, d.stride_y, d.dilation_y, padding_.mode,
+                              padding_.top, padding_.bottom);
+  const Axis x = resolve_axis(in.w, d.kernel_width, d.stride_x, d.dilation_x, padding_.mode,
+                              padding_.left, padding_.right);
+  if (y.out < 1 || x.out < 1)
+    fail("[", label(), "] ", d.kernel_height, "×", d.kernel_width, " kernel (dilation ",
+         d.dilation_y, "×", d.dilation_x, ") does not fit a ", in.h, "×", in.w,
+         " source with padding ", padding_.str());
+  return {d.output_feature_channels, y.out, x.out};
+}
+
+void ConvolutionNode::encode(const EncodeArgs& a) const {
+  const ImageShape& in = a.sources[0]->shape();
+  const auto& d = desc_;
+  const Axis y = resolve_axis(in.h, d.kernel_height, d.stride_y, d.dilation_y, padding_.mode,
+                              padding_.top, padding_.bottom);
+  const Axis x = resolve_axis(in.w, d.kernel_width, d.stride_x, d.dilation_x, padding_.mode,
+                              padding_.left, padding_.right);
+  const ConvGeometry g{d.kernel_height, d.kernel_width, d.stride_y, d.stride_x, d.dilation_y,
+                       d.dilation_x, d.groups, y.pad_before, x.pad_before};
+  const float* bias = a.weights->biases ? static_cast<const float*>(a.weights->biases->data()) : nullptr;
+  a.backend.convolution(g, *a.sources[0], static_cast<const float*>(a.weights->weights->data()),
+                        bias, effective_neuron(d, a), a.result);
+}
+
+std::shared_ptr<FullyConnectedNode> FullyConnectedNode::create(ImageNodePtr source,
+                                                               std::shared_ptr<DataSource> weights,
+                                                               std::string label) {
+  std::shared_ptr<FullyConnectedNode> node(new FullyConnectedNode(
+      std::move(source), std::move(weights), Padding{}, std::move(label), "fully_connected"));
+  const auto& d = node->desc_;
+  if (d.groups != 1 || d.stride_x != 1 || d.stride_y != 1 || d.dilation_x != 1 || d.dilation_y != 1)
+    fail("[", node->label(), "] fully connected weights take no groups, stride or dilation");
+  return node;
+}
+
+ImageShape FullyConnectedNode::infer(const std::vector<ImageShape>& s) const {
+  const ImageShape& in = s[0];
+  const auto& d = desc_;
+  const bool whole = d.kernel_height == in.h && d.kernel_width == in.w && d.input_feature_channels == in.c;
+  const bool flat = d.kernel_height == 1 && d.kernel_width == 1 &&
+                    static_cast<size_t>(d.input_feature_channels) == in.count();
+  if (!whole && !flat)
+    fail("[", label(), "] source is ", in.str(), " but weights expect ", d.input_feature_channels,
+         "×", d.kernel_height, "×", d.kernel_width,
+         " (a fully connected kernel covers the whole source, or is 1×1 over C·H·W inputs)");
+  return {d.output_feature_channels, 1, 1};
+}
+
+void FullyConnectedNode::encode(const EncodeArgs& a) const {
+  const float* bias = a.weights->biases ? static_cast<const float*>(a.weights->biases->data()) : nullptr;
+  a.backend.fully_connected(*a.sources[0], static_cast<const float*>(a.weights->weights->data()),
+                            bias, effective_neuron(desc_, a), a.result);
+}
+
+}  // namespace nngraph

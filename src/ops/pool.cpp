@@ -1,0 +1,46 @@
+#include "backends/backend.h"
+#include "nngraph/error.h"
+#include "nngraph/nodes.h"
+
+namespace nngraph {
+
+std::shared_ptr<PoolingNode> PoolingNode::create(ImageNodePtr source, PoolingMode mode, int kh,
+                                                 int kw, int sy, int sx, Padding padding,
+                                                 bool count_include_pad, std::string label) {
+  std::shared_ptr<PoolingNode> node(new PoolingNode(std::move(source), std::move(label)));
+  node->set_default_label(mode == PoolingMode::Max ? "max_pooling" : "average_pooling");
+  if (kh < 1 || kw < 1) fail("[", node->label(), "] kernel must be at least 1×1, got ", kh, "×", kw);
+  if (sy < 0 || sx < 0) fail("[", node->label(), "] stride must be >= 1 (0: the kernel size)");
+  if (padding.mode == PaddingMode::Explicit &&
+      (padding.top >= kh || padding.bottom >= kh || padding.left >= kw || padding.right >= kw))
+    fail("[", node->label(), "] explicit padding ", padding.str(), " must be smaller than the ",
+         kh, "×", kw, " kernel");
+  node->mode_ = mode;
+  node->kh_ = kh;
+  node->kw_ = kw;
+  node->sy_ = sy ? sy : kh;
+  node->sx_ = sx ? sx : kw;
+  node->padding_ = padding;
+  node->count_include_pad_ = count_include_pad;
+  return node;
+}
+
+ImageShape PoolingNode::infer(const std::vector<ImageShape>& s) const {
+  const ImageShape& in = s[0];
+  const Axis y = resolve_axis(in.h, kh_, sy_, 1, padding_.mode, padding_.top, padding_.bottom);
+  const Axis x = resolve_axis(in.w, kw_, sx_, 1, padding_.mode, padding_.left, padding_.right);
+  if (y.out < 1 || x.out < 1)
+    fail("[", label(), "] ", kh_, "×", kw_, " window does not fit a ", in.h, "×", in.w,
+         " source with padding ", padding_.str());
+  return {in.c, y.out, x.out};
+}
+
+void PoolingNode::encode(const EncodeArgs& a) const {
+  const ImageShape& in = a.sources[0]->shape();
+  const Axis y = resolve_axis(in.h, kh_, sy_, 1, padding_.mode, padding_.top, padding_.bottom);
+  const Axis x = resolve_axis(in.w, kw_, sx_, 1, padding_.mode, padding_.left, padding_.right);
+  a.backend.pooling(mode_, PoolGeometry{kh_, kw_, sy_, sx_, y.pad_before, x.pad_before, count_include_pad_},
+                    *a.sources[0], a.result);
+}
+
+}  // namespace nngraph
