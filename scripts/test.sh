@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The README's test command: builds the extension (with the C++ tests) and runs both suites,
+# ctest then pytest, on a fresh machine. Extra arguments go to pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+
+if [ ! -f /usr/include/gtest/gtest.h ]; then
+  echo "GoogleTest missing: installing libgtest-dev from apt"
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq libgtest-dev >/dev/null
+fi
+
+"$PY" -m pip install -q --disable-pip-version-check \
+  scikit-build-core pybind11 scipy-openblas32 numpy pytest cmake ninja
+# One build serves both suites: the C++ tests are built in the same build folder.
+"$PY" -m pip install -q --disable-pip-version-check --no-build-isolation \
+  -C build-dir=build/py -C cmake.define.NNGRAPH_TESTS=ON .
+
+ctest --test-dir build/py --output-on-failure
+# Run from the tests folder so the installed package, not python/nngraph, is imported.
+"$PY" -m pytest -q -p no:cacheprovider tests/python "$@"

@@ -1,0 +1,128 @@
+// dtypes, descriptors, padding rules, images and matrices.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "nngraph/descriptors.h"
+#include "nngraph/dtype.h"
+#include "nngraph/error.h"
+#include "nngraph/image.h"
+
+using namespace nngraph;
+
+TEST(DType, HalfKnownValues) {
+  EXPECT_EQ(float_to_half(1.f), 0x3c00);
+  EXPECT_EQ(float_to_half(-2.f), 0xc000);
+  EXPECT_EQ(float_to_half(65504.f), 0x7bff);
+  EXPECT_EQ(float_to_half(1e6f), 0x7c00);                     // overflow → inf
+  EXPECT_EQ(float_to_half(std::ldexp(1.f, -24)), 0x0001);     // smallest subnormal
+  EXPECT_EQ(float_to_half(1.f + std::ldexp(1.f, -11)), 0x3c00);  // tie → even
+  EXPECT_EQ(float_to_half(1.f + 3 * std::ldexp(1.f, -11)), 0x3c02);
+  EXPECT_TRUE(std::isnan(half_to_float(float_to_half(std::numeric_limits<float>::quiet_NaN()))));
+  EXPECT_FLOAT_EQ(half_to_float(0x3555), 0.333251953125f);
+  EXPECT_FLOAT_EQ(half_to_float(0x0001), std::ldexp(1.f, -24));
+}
+
+TEST(DType, HalfRoundTripsEveryFiniteValue) {
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    const auto v = static_cast<uint16_t>(h);
+    if (((v >> 10) & 0x1f) == 0x1f) continue;  // inf / nan
+    ASSERT_EQ(float_to_half(half_to_float(v)), v) << h;
+  }
+}
+
+TEST(Descriptors, PaddingRules) {
+  Axis a = resolve_axis(28, 5, 1, 1, PaddingMode::Same, 0, 0);
+  EXPECT_EQ(a.out, 28);
+  EXPECT_EQ(a.pad_before, 2);
+  EXPECT_EQ(a.pad_after, 2);
+  a = resolve_axis(7, 3, 2, 1, PaddingMode::Same, 0, 0);  // out = ceil(7/2)
+  EXPECT_EQ(a.out, 4);
+  EXPECT_EQ(a.pad_before + a.pad_after, 2);
+  a = resolve_axis(6, 3, 2, 1, PaddingMode::Same, 0, 0);  // extra padding goes after
+  EXPECT_EQ(a.out, 3);
+  EXPECT_EQ(a.pad_before, 0);
+  EXPECT_EQ(a.pad_after, 1);
+  a = resolve_axis(10, 3, 1, 2, PaddingMode::Valid, 0, 0);  // span 5
+  EXPECT_EQ(a.out, 6);
+  a = resolve_axis(4, 3, 1, 1, PaddingMode::Full, 0, 0);
+  EXPECT_EQ(a.out, 6);
+  EXPECT_EQ(a.pad_before, 2);
+  a = resolve_axis(5, 3, 2, 1, PaddingMode::Explicit, 1, 0);
+  EXPECT_EQ(a.out, 2);
+  EXPECT_LE(resolve_axis(2, 5, 1, 1, PaddingMode::Valid, 0, 0).out, 0);
+}
+
+TEST(Descriptors, NeuronValuesAndDefaults) {
+  auto n = NeuronDescriptor::make(NeuronType::HardSigmoid);
+  EXPECT_FLOAT_EQ(n.a, 0.2f);
+  EXPECT_FLOAT_EQ(n.apply(1.f), 0.7f);
+  EXPECT_FLOAT_EQ(n.apply(10.f), 1.f);
+  EXPECT_FLOAT_EQ(NeuronDescriptor::make(NeuronType::LeakyReLU, 0.1f).apply(-2.f), -0.2f);
+  EXPECT_FLOAT_EQ(NeuronDescriptor::make(NeuronType::TanH, 2.f, 0.5f).apply(1.f), 2.f * std::tanh(0.5f));
+  EXPECT_FLOAT_EQ(NeuronDescriptor::make(NeuronType::ELU).apply(-1.f), std::expm1(-1.f));
+  EXPECT_NEAR(NeuronDescriptor::make(NeuronType::SoftPlus).apply(100.f), 100.f, 1e-4);
+  EXPECT_NEAR(NeuronDescriptor::make(NeuronType::SoftPlus).apply(0.f), std::log(2.f), 1e-6);
+  EXPECT_FLOAT_EQ(NeuronDescriptor::make(NeuronType::Absolute).apply(-3.f), 3.f);
+  EXPECT_EQ(NeuronDescriptor::parse("sigmoid"), NeuronType::Sigmoid);
+  EXPECT_THROW(NeuronDescriptor::parse("swishy"), InvalidInput);
+}
+
+TEST(Descriptors, ConvolutionValidation) {
+  ConvolutionDescriptor d;
+  d.input_feature_channels = 6;
+  d.output_feature_channels = 4;
+  d.groups = 4;
+  EXPECT_THROW(d.validate("c"), InvalidInput);
+  d.groups = 2;
+  d.kernel_height = d.kernel_width = 3;
+  EXPECT_NO_THROW(d.validate("c"));
+  EXPECT_EQ(d.weight_count(), 4u * 3 * 3 * 3);
+  try {
+    d.stride_x = 0;
+    d.validate("conv7");
+    FAIL();
+  } catch (const InvalidInput& e) {
+    EXPECT_NE(std::string(e.what()).find("[conv7]"), std::string::npos);
+  }
+}
+
+TEST(Image, AllocateCopyConvert) {
+  Image img = Image::allocate({2, {3, 4, 5}, DType::Float32}, Device());
+  std::vector<float> v(img.descriptor().count());
+  for (size_t i = 0; i < v.size(); ++i) v[i] = 0.25f * static_cast<float>(i) - 7.f;
+  img.copy_from_host(v.data());
+  Image half = img.converted(DType::Float16);
+  EXPECT_EQ(half.dtype(), DType::Float16);
+  EXPECT_EQ(half.descriptor().bytes(), v.size() * 2);
+  std::vector<float> back(v.size());
+  half.converted(DType::Float32).copy_to_host(back.data());
+  EXPECT_EQ(back, v);  // quarter steps in [-7, 23] are exact in float16
+}
+
+TEST(Image, ViewMustFitBuffer) {
+  auto buf = Buffer::allocate(100, Device());
+  EXPECT_THROW(Image({1, {5, 5, 1}, DType::Float32}, buf, 4), InvalidInput);
+  EXPECT_NO_THROW(Image({1, {5, 5, 1}, DType::Float32}, buf, 0));
+}
+
+TEST(Matrix, StridedRows) {
+  auto buf = Buffer::allocate(3 * 8 * sizeof(float), Device());
+  Matrix m(3, 5, 8, DType::Float32, buf);
+  std::vector<float> v(15), back(15);
+  for (int i = 0; i < 15; ++i) v[i] = static_cast<float>(i);
+  m.copy_from_host(v.data());
+  EXPECT_EQ(static_cast<float*>(buf->data())[8], 5.f);  // row 1 starts at the stride
+  m.copy_to_host(back.data());
+  EXPECT_EQ(back, v);
+  EXPECT_THROW(Matrix(3, 9, 8, DType::Float32, buf), InvalidInput);
+}
+
+TEST(DeviceTest, Parse) {
+  EXPECT_EQ(Device::parse("cuda:1").index(), 1);
+  EXPECT_EQ(Device::parse("cuda").str(), "cuda:0");
+  EXPECT_THROW(Device::parse("tpu"), InvalidInput);
+  EXPECT_THROW(Device::parse("cuda:x"), InvalidInput);
+}

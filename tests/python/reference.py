@@ -1,0 +1,98 @@
+"""Plain numpy references for every forward op, computed in float64."""
+
+import numpy as np
+
+
+def resolve(n, k, stride, dilation, padding, axis):
+    """(out, pad_before, pad_after) for one axis; axis 0 = height, 1 = width."""
+    span = (k - 1) * dilation + 1
+    if padding == "valid":
+        before = after = 0
+    elif padding == "same":
+        out = -(-n // stride)
+        total = max((out - 1) * stride + span - n, 0)
+        before, after = total // 2, total - total // 2
+    elif padding == "full":
+        before = after = span - 1
+    else:  # explicit (top, bottom, left, right)
+        before, after = padding[2 * axis], padding[2 * axis + 1]
+    return (n + before + after - span) // stride + 1, before, after
+
+
+def conv2d(x, w, b, stride=(1, 1), dilation=(1, 1), groups=1, padding="valid"):
+    x = x.astype(np.float64)
+    n, c, h, wd = x.shape
+    o, cg, kh, kw = w.shape
+    ho, pt, pb = resolve(h, kh, stride[0], dilation[0], padding, 0)
+    wo, pl, pr = resolve(wd, kw, stride[1], dilation[1], padding, 1)
+    xp = np.pad(x, ((0, 0), (0, 0), (pt, pb), (pl, pr)))
+    out = np.zeros((n, o, ho, wo))
+    og = o // groups
+    for g in range(groups):
+        xs = xp[:, g * cg:(g + 1) * cg]
+        for i in range(kh):
+            for j in range(kw):
+                y0, x0 = i * dilation[0], j * dilation[1]
+                patch = xs[:, :, y0:y0 + stride[0] * (ho - 1) + 1:stride[0],
+                           x0:x0 + stride[1] * (wo - 1) + 1:stride[1]]
+                out[:, g * og:(g + 1) * og] += np.einsum(
+                    "nchw,oc->nohw", patch, w[g * og:(g + 1) * og, :, i, j])
+    if b is not None:
+        out += b.reshape(1, -1, 1, 1)
+    return out
+
+
+def fully_connected(x, w, b):
+    n = x.shape[0]
+    out = x.reshape(n, -1).astype(np.float64) @ w.reshape(w.shape[0], -1).T.astype(np.float64)
+    if b is not None:
+        out += b
+    return out.reshape(n, -1, 1, 1)
+
+
+def pooling(x, mode, kernel, stride, padding="valid", count_include_pad=False):
+    n, c, h, w = x.shape
+    ho, pt, pb = resolve(h, kernel[0], stride[0], 1, padding, 0)
+    wo, pl, pr = resolve(w, kernel[1], stride[1], 1, padding, 1)
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pt, pb), (pl, pr)),
+                constant_values=np.nan)
+    out = np.zeros((n, c, ho, wo))
+    for oy in range(ho):
+        for ox in range(wo):
+            win = xp[:, :, oy * stride[0]:oy * stride[0] + kernel[0],
+                     ox * stride[1]:ox * stride[1] + kernel[1]]
+            if mode == "max":
+                out[:, :, oy, ox] = np.nanmax(win, axis=(2, 3))
+            elif count_include_pad:
+                out[:, :, oy, ox] = np.nansum(win, axis=(2, 3)) / (kernel[0] * kernel[1])
+            else:
+                out[:, :, oy, ox] = np.nanmean(win, axis=(2, 3))
+    return out
+
+
+def neuron(x, kind, a=None, b=None):
+    x = x.astype(np.float64)
+    defaults = {"leaky_relu": (0.01, 0), "hard_sigmoid": (0.2, 0.5), "tanh": (1, 1),
+                "linear": (1, 0), "elu": (1, 0), "softplus": (1, 1)}
+    da, db = defaults.get(kind, (0, 0))
+    a = da if a is None else a
+    b = db if b is None else b
+    return {
+        "none": lambda: x,
+        "relu": lambda: np.maximum(x, 0),
+        "leaky_relu": lambda: np.where(x >= 0, x, a * x),
+        "sigmoid": lambda: 1 / (1 + np.exp(-x)),
+        "hard_sigmoid": lambda: np.clip(a * x + b, 0, 1),
+        "tanh": lambda: a * np.tanh(b * x),
+        "linear": lambda: a * x + b,
+        "elu": lambda: np.where(x >= 0, x, a * np.expm1(x)),
+        "softplus": lambda: a * np.logaddexp(0, b * x),
+        "absolute": lambda: np.abs(x),
+    }[kind]()
+
+
+def softmax(x, log=False):
+    x = x.astype(np.float64)
+    z = x - x.max(axis=1, keepdims=True)
+    lse = np.log(np.exp(z).sum(axis=1, keepdims=True))
+    return z - lse if log else np.exp(z - lse)

@@ -1,0 +1,204 @@
+"""Graph API: marshalling, data sources, asynchronous encode, memory plan."""
+
+import threading
+
+import numpy as np
+import pytest
+
+import nngraph as ng
+
+
+def tiny_conv(label="conv", seed=0, c=2, o=3):
+    return ng.ArrayDataSource(ng.ConvolutionDescriptor(3, c, o), "glorot", "zeros", label, seed)
+
+
+def test_layouts_strides_and_dtypes(device, rng):
+    x = rng.standard_normal((4, 3, 5, 6)).astype(np.float32)
+    g = ng.Graph(ng.Neuron(ng.ImageNode(), "linear", a=2.0), device=device)
+    np.testing.assert_array_equal(g.run(x), 2 * x)
+    nhwc = np.ascontiguousarray(x.transpose(0, 2, 3, 1))
+    out = g.run(nhwc, layout="NHWC")
+    assert out.shape == (4, 5, 6, 3)
+    np.testing.assert_array_equal(out, 2 * nhwc)
+    wide = rng.standard_normal((4, 3, 5, 12)).astype(np.float32)
+    np.testing.assert_array_equal(g.run(wide[:, :, :, ::2]), 2 * wide[:, :, :, ::2])  # strided
+    half = x.astype(np.float16)
+    out16 = g.run(half)
+    assert out16.dtype == np.float16
+    np.testing.assert_array_equal(out16, (2 * half.astype(np.float32)).astype(np.float16))
+    flat = rng.standard_normal((4, 7)).astype(np.float32)
+    assert g.run(flat).shape == (4, 7, 1, 1)
+
+
+def test_image_and_matrix_round_trip(device, rng):
+    x = rng.standard_normal((2, 3, 4, 5)).astype(np.float32)
+    img = ng.Image(x, device=device)
+    assert img.shape == (2, 3, 4, 5) and img.dtype == "float32"
+    np.testing.assert_array_equal(img.numpy(), x)
+    np.testing.assert_array_equal(img.numpy(layout="NHWC"), x.transpose(0, 2, 3, 1))
+    np.testing.assert_array_equal(img.astype("float16").numpy(), x.astype(np.float16))
+    g = ng.Graph(ng.Neuron(ng.ImageNode(), "absolute"), device=device)
+    np.testing.assert_array_equal(g.run(img), np.abs(x))
+    m = rng.standard_normal((7, 3)).astype(np.float32)
+    mat = ng.Matrix(m, device=device)
+    assert (mat.rows, mat.columns, mat.row_stride) == (7, 3, 3)
+    np.testing.assert_array_equal(mat.numpy(), m)
+
+
+class LoggingSource(ng.DataSource):
+    """Records the graph's calls; weights are only reachable between load and purge."""
+
+    def __init__(self, label, log, weights, layout=ng.WeightsLayout.OIHW):
+        super().__init__()
+        self._label, self.log, self.values, self.layout = label, log, weights, layout
+        self.loaded = False
+
+    def descriptor(self):
+        o, i, kh, kw = self.values.shape
+        return ng.ConvolutionDescriptor(kernel=(kh, kw), input_channels=i, output_channels=o)
+
+    def label(self):
+        return self._label
+
+    def load(self):
+        self.log.append(("load", self._label))
+        self.loaded = True
+        return True
+
+    def purge(self):
+        self.log.append(("purge", self._label))
+        self.loaded = False
+
+    def weights(self):
+        assert self.loaded, "weights read outside load/purge"
+        self.log.append(("weights", self._label))
+        w = self.values
+        return w.transpose(0, 2, 3, 1).copy() if self.layout == ng.WeightsLayout.OHWI else w
+
+    def biases(self):
+        self.log.append(("biases", self._label))
+        return np.full(self.values.shape[0], 0.5, np.float32)
+
+    def weights_layout(self):
+        return self.layout
+
+
+def test_python_data_source_loaded_just_in_time_one_node_at_a_time(device, rng):
+    log = []
+    w1 = rng.standard_normal((3, 2, 3, 3)).astype(np.float32)
+    w2 = rng.standard_normal((4, 3, 1, 1)).astype(np.float32)
+    x = ng.ImageNode(shape=(2, 6, 6))
+    c2 = ng.Convolution(ng.Convolution(x, LoggingSource("a", log, w1), padding="same"),
+                        LoggingSource("b", log, w2))
+    g = ng.Graph(c2, device=device)
+    once = [("load", "a"), ("weights", "a"), ("biases", "a"), ("purge", "a"),
+            ("load", "b"), ("weights", "b"), ("biases", "b"), ("purge", "b")]
+    assert log == once
+    xs = rng.standard_normal((2, 2, 6, 6)).astype(np.float32)
+    y1 = g.run(xs)
+    g.run(xs)
+    assert log == once  # weights are not re-read per run
+    g.reload_from_data_sources()
+    assert log == once + once
+    np.testing.assert_allclose(g.run(xs), y1)
+    assert g.node_labels == ["a", "b"]
+
+
+def test_ohwi_weights_layout_matches_oihw(device, rng):
+    w = rng.standard_normal((3, 2, 3, 2)).astype(np.float32)
+    xs = rng.standard_normal((2, 2, 5, 5)).astype(np.float32)
+    outs = []
+    for layout in (ng.WeightsLayout.OIHW, ng.WeightsLayout.OHWI):
+        g = ng.Graph(ng.Convolution(ng.ImageNode(), LoggingSource("c", [], w, layout)), device=device)
+        outs.append(g.run(xs))
+    np.testing.assert_allclose(outs[0], outs[1], rtol=1e-6)
+
+
+def test_graph_keeps_python_data_source_alive(device, rng):
+    w = rng.standard_normal((3, 2, 3, 3)).astype(np.float32)
+
+    def build():
+        return ng.Graph(ng.Convolution(ng.ImageNode(), LoggingSource("s", [], w)), device=device)
+
+    g = build()
+    import gc
+    gc.collect()
+    g.reload_from_data_sources()  # the subclass's methods are still reachable
+    assert g.run(rng.standard_normal((1, 2, 4, 4)).astype(np.float32)).shape == (1, 3, 2, 2)
+
+
+def test_reload_is_all_or_nothing(device, rng):
+    log = []
+    w = rng.standard_normal((3, 2, 3, 3)).astype(np.float32)
+    a = LoggingSource("a", log, w)
+    b = LoggingSource("b", log, rng.standard_normal((3, 3, 3, 3)).astype(np.float32))
+    g = ng.Graph(ng.Convolution(ng.Convolution(ng.ImageNode(), a, padding="same"), b), device=device)
+    xs = rng.standard_normal((2, 2, 5, 5)).astype(np.float32)
+    before = g.run(xs)
+    a.values = 10 * w                      # a's new weights are fine ...
+    b.values = np.zeros((3, 3, 3), np.float32)  # ... b's are the wrong size
+    with pytest.raises(ValueError, match=r"\[b\].*weights"):
+        g.reload_from_data_sources()
+    assert log[-1] == ("purge", "b")
+    np.testing.assert_array_equal(g.run(xs), before)  # neither a nor b changed
+
+
+def test_encode_is_asynchronous_and_bounded(device, rng):
+    g = ng.Graph(ng.SoftMax(ng.ImageNode()), device=device, max_in_flight=2)
+    assert g.max_in_flight == 2
+    xs = [rng.standard_normal((8, 10, 1, 1)).astype(np.float32) for _ in range(6)]
+    seen, lock = [], threading.Lock()
+
+    def done(handle):
+        with lock:
+            seen.append(handle.result().copy())
+
+    handles = [g.encode(x, callback=done) for x in xs]
+    for h in handles:
+        h.wait()
+        assert h.done
+    assert len(seen) == 6
+    for x, h, s in zip(xs, handles, seen):
+        e = np.exp(x - x.max(axis=1, keepdims=True))
+        np.testing.assert_allclose(h.result(), e / e.sum(axis=1, keepdims=True), rtol=1e-5)
+        np.testing.assert_array_equal(h.result(), s)
+
+
+def test_callback_errors_surface_in_wait(device, rng):
+    g = ng.Graph(ng.SoftMax(ng.ImageNode()), device=device)
+
+    def boom(handle):
+        raise KeyError("from callback")
+
+    h = g.encode(rng.standard_normal((2, 3, 1, 1)).astype(np.float32), callback=boom)
+    with pytest.raises(KeyError, match="from callback"):
+        h.wait()
+    assert g.run(np.ones((1, 3, 1, 1), np.float32)).shape == (1, 3, 1, 1)  # still usable
+
+
+def test_multiple_results_and_memory_plan(device, rng):
+    x = ng.ImageNode(shape=(3, 16, 16))
+    c = ng.Convolution(x, tiny_conv(c=3, o=8), padding="same")
+    r = ng.Neuron(c, "relu")
+    p = ng.Pooling(r)
+    s = ng.Neuron(p, "sigmoid")
+    g = ng.Graph([s, p], device=device)
+    plan = g.memory_plan(32)
+    assert plan["steps"] == ["conv+relu", "max_pooling", "sigmoid"]
+    assert plan["planned_bytes"] < plan["naive_bytes"]
+    xs = rng.standard_normal((32, 3, 16, 16)).astype(np.float32)
+    ys, yp = g.run(xs)
+    np.testing.assert_allclose(ys, 1 / (1 + np.exp(-yp)), rtol=1e-5)
+
+
+def test_initializers_are_seeded_and_scaled():
+    d = ng.ConvolutionDescriptor(kernel=3, input_channels=64, output_channels=128)
+    he = ng.ArrayDataSource(d, "he", seed=3).weights()
+    np.testing.assert_array_equal(he, ng.ArrayDataSource(d, "he", seed=3).weights())
+    assert abs(he.std() - np.sqrt(2 / (64 * 9))) < 0.01 * np.sqrt(2 / (64 * 9)) * 5
+    gl = ng.ArrayDataSource(d, "glorot", seed=3).weights()
+    limit = np.sqrt(6 / (64 * 9 + 128 * 9))
+    assert gl.max() <= limit and gl.min() >= -limit and gl.max() > 0.9 * limit
+    assert not ng.ArrayDataSource(d, "zeros").weights().any()
+    assert ng.ArrayDataSource(d, biases=None).biases() is None
+    np.testing.assert_array_equal(ng.ArrayDataSource(d).biases(), np.zeros(128, np.float32))

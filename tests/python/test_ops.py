@@ -1,0 +1,163 @@
+"""Every forward op against its numpy reference on random inputs, on every built backend."""
+
+import numpy as np
+import pytest
+
+import nngraph as ng
+import reference as ref
+
+TOL = dict(rtol=1e-4, atol=1e-5)
+
+
+def run(node, x, device):
+    return ng.Graph(node, device=device).run(x)
+
+
+def conv_source(rng, o, c, kh, kw, stride=1, dilation=1, groups=1, neuron=None, bias=True):
+    desc = ng.ConvolutionDescriptor(kernel=(kh, kw), input_channels=c, output_channels=o,
+                                    stride=stride, dilation=dilation, groups=groups, neuron=neuron)
+    w = rng.standard_normal(desc.weights_shape).astype(np.float32)
+    b = rng.standard_normal(o).astype(np.float32) if bias else None
+    return ng.ArrayDataSource(desc, weights=w, biases=b, label="conv"), w, b
+
+
+CONV_CASES = [
+    # n, c, h, w, o, kernel, stride, dilation, groups, padding
+    (2, 1, 28, 28, 8, (5, 5), (1, 1), (1, 1), 1, "same"),
+    (3, 4, 9, 7, 6, (3, 3), (2, 2), (1, 1), 2, "same"),
+    (1, 3, 11, 10, 5, (3, 2), (1, 1), (2, 3), 1, "valid"),
+    (2, 2, 5, 6, 4, (3, 3), (1, 2), (1, 1), 1, "full"),
+    (2, 3, 8, 9, 6, (3, 3), (2, 1), (1, 1), 3, (1, 0, 2, 1)),
+    (4, 6, 13, 13, 12, (1, 1), (1, 1), (1, 1), 1, "valid"),
+    (1, 5, 15, 17, 7, (4, 3), (3, 2), (1, 1), 1, "same"),
+]
+
+
+@pytest.mark.parametrize("n,c,h,w,o,k,stride,dil,groups,padding", CONV_CASES)
+def test_convolution(device, rng, n, c, h, w, o, k, stride, dil, groups, padding):
+    ds, wt, b = conv_source(rng, o, c, *k, stride=stride, dilation=dil, groups=groups)
+    x = rng.standard_normal((n, c, h, w)).astype(np.float32)
+    got = run(ng.Convolution(ng.ImageNode(), ds, padding=padding), x, device)
+    want = ref.conv2d(x, wt, b, stride, dil, groups, padding)
+    np.testing.assert_allclose(got, want, **TOL)
+
+
+def test_convolution_without_bias_and_fused_neurons(device, rng):
+    x = rng.standard_normal((3, 4, 10, 10)).astype(np.float32)
+    ds, w, _ = conv_source(rng, 5, 4, 3, 3, neuron=ng.NeuronDescriptor("tanh", a=1.5, b=0.5),
+                           bias=False)
+    got = run(ng.Convolution(ng.ImageNode(), ds, padding="same"), x, device)
+    np.testing.assert_allclose(got, ref.neuron(ref.conv2d(x, w, None, padding="same"), "tanh", 1.5, 0.5),
+                               **TOL)
+    # A Neuron node after a convolution is folded into it; values must not change.
+    ds2, w2, b2 = conv_source(rng, 5, 4, 3, 3)
+    conv = ng.Convolution(ng.ImageNode(), ds2)
+    g = ng.Graph(ng.Neuron(conv, "leaky_relu", a=0.2), device=device)
+    g.run(x)
+    assert g.memory_plan(3)["steps"] == ["conv+leaky_relu"]
+    np.testing.assert_allclose(g.run(x), ref.neuron(ref.conv2d(x, w2, b2), "leaky_relu", 0.2), **TOL)
+
+
+def test_neuron_not_fused_when_convolution_result_is_shared(device, rng):
+    x = rng.standard_normal((2, 3, 6, 6)).astype(np.float32)
+    ds, w, b = conv_source(rng, 4, 3, 3, 3)
+    conv = ng.Convolution(ng.ImageNode(), ds)
+    both = ng.Concatenation([conv, ng.Neuron(conv, "relu")])
+    g = ng.Graph(both, device=device)
+    y = ref.conv2d(x, w, b)
+    np.testing.assert_allclose(g.run(x), np.concatenate([y, np.maximum(y, 0)], axis=1), **TOL)
+
+
+@pytest.mark.parametrize("kernel_form", ["whole", "flat"])
+def test_fully_connected(device, rng, kernel_form):
+    x = rng.standard_normal((5, 3, 4, 6)).astype(np.float32)
+    if kernel_form == "whole":
+        desc = ng.ConvolutionDescriptor(kernel=(4, 6), input_channels=3, output_channels=7,
+                                        neuron="sigmoid")
+    else:
+        desc = ng.ConvolutionDescriptor(kernel=1, input_channels=72, output_channels=7,
+                                        neuron="sigmoid")
+    w = rng.standard_normal(desc.weights_shape).astype(np.float32)
+    b = rng.standard_normal(7).astype(np.float32)
+    got = run(ng.FullyConnected(ng.ImageNode(), ng.ArrayDataSource(desc, w, b)), x, device)
+    want = ref.neuron(ref.fully_connected(x, w, b), "sigmoid")
+    np.testing.assert_allclose(got, want, **TOL)
+
+
+POOL_CASES = [
+    # kernel, stride, padding, count_include_pad, shape
+    ((2, 2), None, "valid", False, (2, 3, 8, 8)),
+    ((3, 3), (2, 2), "same", False, (2, 2, 7, 9)),
+    ((3, 2), (1, 2), "full", False, (1, 3, 5, 6)),
+    ((3, 3), (2, 2), (1, 1, 1, 1), True, (2, 2, 7, 7)),
+    ((2, 3), (3, 1), "valid", False, (3, 1, 11, 5)),
+]
+
+
+@pytest.mark.parametrize("mode", ["max", "average"])
+@pytest.mark.parametrize("kernel,stride,padding,include,shape", POOL_CASES)
+def test_pooling(device, rng, mode, kernel, stride, padding, include, shape):
+    x = rng.standard_normal(shape).astype(np.float32)
+    node = ng.Pooling(ng.ImageNode(), mode, kernel=kernel, stride=stride, padding=padding,
+                      count_include_pad=include)
+    want = ref.pooling(x, mode, kernel, stride or kernel, padding, include)
+    np.testing.assert_allclose(run(node, x, device), want, **TOL)
+
+
+NEURONS = [("relu", None, None), ("leaky_relu", 0.3, None), ("sigmoid", None, None),
+           ("hard_sigmoid", None, None), ("hard_sigmoid", 0.5, 0.1), ("tanh", None, None),
+           ("tanh", 1.7, 0.66), ("linear", 2.0, -0.5), ("elu", 0.8, None),
+           ("softplus", None, None), ("softplus", 2.0, 3.0), ("absolute", None, None)]
+
+
+@pytest.mark.parametrize("kind,a,b", NEURONS)
+def test_neuron(device, rng, kind, a, b):
+    x = (3 * rng.standard_normal((3, 5, 7, 3))).astype(np.float32)
+    got = run(ng.Neuron(ng.ImageNode(), kind, a=a, b=b), x, device)
+    np.testing.assert_allclose(got, ref.neuron(x, kind, a, b), **TOL)
+
+
+@pytest.mark.parametrize("log", [False, True])
+@pytest.mark.parametrize("shape", [(4, 10, 1, 1), (2, 7, 3, 5)])
+def test_softmax(device, rng, log, shape):
+    x = (4 * rng.standard_normal(shape)).astype(np.float32)
+    x[0, 0] += 60  # large logits stay finite
+    node = ng.LogSoftMax(ng.ImageNode()) if log else ng.SoftMax(ng.ImageNode())
+    np.testing.assert_allclose(run(node, x, device), ref.softmax(x, log), rtol=1e-4, atol=1e-5)
+
+
+def test_dropout_is_identity_at_inference(device, rng):
+    x = rng.standard_normal((3, 2, 4, 4)).astype(np.float32)
+    node = ng.Neuron(ng.Dropout(ng.ImageNode(), keep_probability=0.3, seed=7), "linear", a=1.0)
+    np.testing.assert_array_equal(run(node, x, device), x)
+    np.testing.assert_array_equal(run(ng.Dropout(ng.ImageNode()), x, device), x)
+
+
+def test_addition_and_concatenation(device, rng):
+    a, b = ng.ImageNode(label="a"), ng.ImageNode(label="b")
+    xa = rng.standard_normal((2, 3, 5, 4)).astype(np.float32)
+    xb = rng.standard_normal((2, 3, 5, 4)).astype(np.float32)
+    xc = rng.standard_normal((2, 1, 5, 4)).astype(np.float32)
+    c = ng.ImageNode(label="c")
+    g = ng.Graph(ng.Concatenation([ng.Addition(a, b), c, a]), device=device)
+    got = g.run({"a": xa, "b": xb, "c": xc})
+    np.testing.assert_allclose(got, np.concatenate([xa + xb, xc, xa], axis=1), **TOL)
+
+
+def test_digit_network_matches_composed_references(device, rng):
+    x = rng.random((6, 1, 28, 28)).astype(np.float32)
+    d1 = ng.ConvolutionDescriptor(5, 1, 32)
+    d2 = ng.ConvolutionDescriptor(5, 32, 64)
+    d3 = ng.ConvolutionDescriptor(7, 64, 1024)
+    d4 = ng.ConvolutionDescriptor(1, 1024, 10)
+    srcs = [ng.ArrayDataSource(d, "he", "zeros", f"l{i}", seed=i) for i, d in enumerate([d1, d2, d3, d4])]
+    img = ng.ImageNode(shape=(1, 28, 28))
+    h = ng.Pooling(ng.Neuron(ng.Convolution(img, srcs[0], padding="same"), "relu"))
+    h = ng.Pooling(ng.Neuron(ng.Convolution(h, srcs[1], padding="same"), "relu"))
+    h = ng.Dropout(ng.Neuron(ng.FullyConnected(h, srcs[2]), "relu"))
+    out = ng.Graph(ng.SoftMax(ng.FullyConnected(h, srcs[3])), device=device).run(x)
+    w = [s.weights() for s in srcs]
+    r = ref.pooling(np.maximum(ref.conv2d(x, w[0], None, padding="same"), 0), "max", (2, 2), (2, 2))
+    r = ref.pooling(np.maximum(ref.conv2d(r, w[1], None, padding="same"), 0), "max", (2, 2), (2, 2))
+    r = np.maximum(ref.fully_connected(r, w[2], None), 0)
+    np.testing.assert_allclose(out, ref.softmax(ref.fully_connected(r, w[3], None)), rtol=1e-3, atol=1e-6)
