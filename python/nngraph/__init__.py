@@ -14,12 +14,12 @@ _ctypes.CDLL(
     mode=_ctypes.RTLD_GLOBAL,
 )
 
-from nngraph._core import (  # noqa: E402
+from nngraph._core import (  # noqa: E402  (after the BLAS library is loaded)
     Addition,
     ArrayDataSource,
     Concatenation,
-    ConvolutionDescriptor,
     Convolution,
+    ConvolutionDescriptor,
     DataSource,
     Device,
     DeviceError,

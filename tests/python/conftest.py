@@ -4,11 +4,7 @@ import pytest
 import nngraph as ng
 
 
-def _devices():
-    return [b for b in ng.built_backends()]
-
-
-@pytest.fixture(params=_devices())
+@pytest.fixture(params=ng.built_backends())
 def device(request):
     """Every backend built into this package (cpu always)."""
     return request.param

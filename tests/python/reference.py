@@ -21,7 +21,7 @@ def resolve(n, k, stride, dilation, padding, axis):
 
 def conv2d(x, w, b, stride=(1, 1), dilation=(1, 1), groups=1, padding="valid"):
     x = x.astype(np.float64)
-    n, c, h, wd = x.shape
+    n, _c, h, wd = x.shape
     o, cg, kh, kw = w.shape
     ho, pt, pb = resolve(h, kh, stride[0], dilation[0], padding, 0)
     wo, pl, pr = resolve(wd, kw, stride[1], dilation[1], padding, 1)

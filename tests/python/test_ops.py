@@ -2,11 +2,11 @@
 
 import numpy as np
 import pytest
-
-import nngraph as ng
 import reference as ref
 
-TOL = dict(rtol=1e-4, atol=1e-5)
+import nngraph as ng
+
+TOL = {"rtol": 1e-4, "atol": 1e-5}
 
 
 def run(node, x, device):

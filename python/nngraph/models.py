@@ -1,0 +1,49 @@
+"""Ready-made networks from the WWDC 2018 session."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from nngraph._core import (
+    ArrayDataSource,
+    Convolution,
+    ConvolutionDescriptor,
+    Dropout,
+    FullyConnected,
+    ImageNode,
+    Neuron,
+    Pooling,
+    SoftMax,
+)
+
+DIGIT_LAYERS = (  # label, kernel, input channels, output channels
+    ("conv1", 5, 1, 32),
+    ("conv2", 5, 32, 64),
+    ("fc1", 7, 64, 1024),
+    ("fc2", 1, 1024, 10),
+)
+
+
+def digit_weights(seed: int = 0) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """He-initialised (weights OIHW, zero biases) for each digit-network layer."""
+    return {
+        label: (ArrayDataSource(ConvolutionDescriptor(k, cin, cout), "he", seed=seed + i).weights(),
+                np.zeros(cout, np.float32))
+        for i, (label, k, cin, cout) in enumerate(DIGIT_LAYERS)
+    }
+
+
+def digit_network(weights=None, keep_probability: float = 0.5, seed: int = 0):
+    """1×28×28 → conv 5×5 32 + relu → max-pool 2 → conv 5×5 64 + relu → max-pool 2 →
+    fc 1024 + relu → dropout → fc 10 → softmax. Returns (source node, softmax node,
+    {label: data source}); `weights` maps labels to (weights, biases) arrays."""
+    weights = weights or digit_weights(seed)
+    sources = {
+        label: ArrayDataSource(ConvolutionDescriptor(k, cin, cout), *weights[label], label=label)
+        for label, k, cin, cout in DIGIT_LAYERS
+    }
+    image = ImageNode(shape=(1, 28, 28), label="digits")
+    h = Pooling(Neuron(Convolution(image, sources["conv1"], padding="same"), "relu"), "max", 2)
+    h = Pooling(Neuron(Convolution(h, sources["conv2"], padding="same"), "relu"), "max", 2)
+    h = Dropout(Neuron(FullyConnected(h, sources["fc1"]), "relu"), keep_probability, seed)
+    return image, SoftMax(FullyConnected(h, sources["fc2"]), label="probabilities"), sources
