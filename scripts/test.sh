@@ -14,7 +14,7 @@ if [ ! -f /usr/include/gtest/gtest.h ]; then
 fi
 
 "$PY" -m pip install -q --disable-pip-version-check \
-  scikit-build-core pybind11 scipy-openblas32 numpy pytest cmake ninja
+  scikit-build-core pybind11 scipy-openblas32 numpy pytest cmake ninja tqdm scikit-learn
 # One build serves both suites: the C++ tests are built in the same build folder.
 "$PY" -m pip install -q --disable-pip-version-check --no-build-isolation \
   -C build-dir=build/py -C cmake.define.NNGRAPH_TESTS=ON .

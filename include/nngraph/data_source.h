@@ -7,6 +7,8 @@
 
 #include "nngraph/descriptors.h"
 #include "nngraph/dtype.h"
+#include "nngraph/image.h"
+#include "nngraph/optimizer.h"
 
 namespace nngraph {
 
@@ -16,6 +18,14 @@ struct WeightsView {
   size_t count = 0;
   DType dtype = DType::Float32;
 };
+
+// A layer's parameters on a device, as a graph holds them (MPSCNNConvolutionWeightsAndBiasesState);
+// the same shape carries their gradients. biases may be null.
+struct WeightsState {
+  std::shared_ptr<Buffer> weights, biases;
+  size_t weight_count = 0, bias_count = 0;
+};
+using GradientState = WeightsState;
 
 // OIHW: output, input/groups, kernel height, kernel width (default). OHWI: the MPS layout.
 enum class WeightsLayout { OIHW, OHWI };
@@ -33,6 +43,21 @@ class DataSource {
   // count 0: the layer has no bias.
   virtual WeightsView biases() = 0;
   virtual WeightsLayout weights_layout() { return WeightsLayout::OIHW; }
+  // Called by a training graph once the gradients of a step are ready: update `weights` in
+  // place. Returns false when the source does not train (its layer stays frozen).
+  virtual bool update(const GradientState& gradient, WeightsState& weights) {
+    (void)gradient;
+    (void)weights;
+    return false;
+  }
+  // Whether update() will change weights; graphs skip weight gradients otherwise.
+  virtual bool trainable() { return false; }
+};
+
+// An optimizer's per-tensor state vectors and its step count, on one device.
+struct OptimizerState {
+  std::vector<std::shared_ptr<Buffer>> weight_slots, bias_slots;
+  int64_t step = 0;
 };
 
 enum class Initializer { He, Glorot, Zeros };
@@ -51,13 +76,33 @@ class ArrayDataSource : public DataSource {
   std::string label() override { return label_; }
   bool load() override { return true; }
   void purge() override {}  // the arrays are the master copy
-  WeightsView weights() override { return {weights_.data(), weights_.size(), DType::Float32}; }
-  WeightsView biases() override { return {biases_.data(), biases_.size(), DType::Float32}; }
+  // The latest values: after training, those of the graph that trained them.
+  WeightsView weights() override;
+  WeightsView biases() override;
+  // Runs the optimizer on the device, in place; remembers the state so later readers
+  // (weights(), new graphs, checkpoints) see the trained values.
+  bool update(const GradientState& gradient, WeightsState& weights) override;
+  bool trainable() override { return optimizer_ != nullptr; }
+
+  const std::shared_ptr<Optimizer>& optimizer() const { return optimizer_; }
+  void set_optimizer(std::shared_ptr<Optimizer> optimizer);
+  // Replaces the values (host and, if a graph trains them, its device copy).
+  void set_values(std::vector<float> weights, std::vector<float> biases);
+  // Optimizer state as host arrays: [weight slots..., bias slots...] and the step count;
+  // restored state replaces the current one at the next update.
+  std::vector<std::vector<float>> optimizer_slots();
+  int64_t optimizer_step() const { return state_.step; }
+  void set_optimizer_state(const std::vector<std::vector<float>>& slots, int64_t step);
 
  private:
+  void sync_from_device();
   ConvolutionDescriptor descriptor_;
   std::vector<float> weights_, biases_;
   std::string label_;
+  std::shared_ptr<Optimizer> optimizer_;
+  OptimizerState state_;
+  std::vector<std::vector<float>> pending_slots_;  // restored state, uploaded at the next update
+  WeightsState trained_;  // the buffers the last update wrote
 };
 
 // Checks a source's arrays against its descriptor and returns float32 OIHW weights and

@@ -22,6 +22,11 @@ struct NeuronDescriptor {
   static NeuronType parse(const std::string& name);
   const char* name() const;
   float apply(float x) const;
+  // True when f'(x) can be computed from y = f(x) alone (all but absolute), which lets a
+  // training graph fold the neuron into a convolution and keep only its output.
+  bool derivative_from_output() const;
+  // f'(x) from x, or from y when derivative_from_output().
+  float derivative(float x_or_y) const;
 };
 
 struct ConvolutionDescriptor {
@@ -39,6 +44,30 @@ struct ConvolutionDescriptor {
   // Throws InvalidInput, naming `label`, on non-positive sizes or bad groups.
   void validate(const std::string& label) const;
   std::string str() const;
+};
+
+enum class LossType {
+  SoftMaxCrossEntropy, SigmoidCrossEntropy, CategoricalCrossEntropy, MeanSquaredError,
+  MeanAbsoluteError, Huber, Hinge, Log, KullbackLeiblerDivergence, CosineDistance
+};
+enum class Reduction { None, Sum, Mean };
+
+// MPSCNNLossDescriptor. Softmax / categorical cross-entropy and KL divergence reduce over the
+// channels at each pixel and `mean` divides by the N·H·W pixels; cosine distance compares
+// whole images and `mean` divides by N; the elementwise types divide by all N·C·H·W values.
+// `none` reports per-image losses and back-propagates their sum.
+struct LossDescriptor {
+  LossType type = LossType::SoftMaxCrossEntropy;
+  Reduction reduction = Reduction::Mean;
+  float weight = 1.f;
+  float label_smoothing = 0.f;  // cross-entropy types only
+  float delta = 1.f;            // huber
+  float epsilon = 1e-7f;        // clamp for logarithms and divisions
+  static LossType parse_type(const std::string& name);
+  static Reduction parse_reduction(const std::string& name);
+  const char* type_name() const;
+  bool per_image() const;
+  void validate() const;
 };
 
 enum class PaddingMode { Valid, Same, Full, Explicit };

@@ -11,7 +11,9 @@
 
 #include "nngraph/device.h"
 #include "nngraph/image.h"
+#include "nngraph/loss.h"
 #include "nngraph/nodes.h"
+#include "nngraph/optimizer.h"
 
 namespace nngraph {
 
@@ -23,9 +25,13 @@ class Handle : public std::enable_shared_from_this<Handle> {
   bool done() const;
   // Blocks until results exist (callbacks may call it); rethrows what the encode raised.
   const std::vector<Image>& results();
+  // Per-image loss values of each loss node (N×1×1×1).
+  const std::vector<Image>& losses();
+  // The reduced loss of loss node i: the value its gradient is of.
+  double loss(size_t i = 0);
 
   // Executor side.
-  void set_results(std::vector<Image> results);
+  void set_results(std::vector<Image> results, std::vector<Image> losses, std::vector<double> divisors);
   void set_error(std::exception_ptr error);
   void finish();
 
@@ -34,7 +40,8 @@ class Handle : public std::enable_shared_from_this<Handle> {
   std::condition_variable cv_;
   bool ready_ = false, done_ = false;
   std::exception_ptr error_;
-  std::vector<Image> results_;
+  std::vector<Image> results_, losses_;
+  std::vector<double> divisors_;
 };
 using HandlePtr = std::shared_ptr<Handle>;
 using Callback = std::function<void(Handle&)>;
@@ -46,9 +53,19 @@ struct MemoryPlan {
   std::vector<std::string> steps;  // executed nodes in order ("conv1+relu" when fused)
 };
 
+struct GraphSpec;
+
 class Graph {
  public:
   Graph(std::vector<ImageNodePtr> results, Device device = Device(), int max_in_flight = 2);
+  // Forward nodes (training mode), the loss, every gradient node, then one data-source update
+  // per trainable node. Results: the loss's source image. `optimizer` goes to every
+  // ArrayDataSource that has none.
+  static std::shared_ptr<Graph> training(const std::shared_ptr<LossNode>& loss, Device device = Device(),
+                                         int max_in_flight = 2, std::shared_ptr<Optimizer> optimizer = nullptr);
+  // Inference over this graph's results that reads this graph's weight buffers in place.
+  std::shared_ptr<Graph> inference() const;
+  explicit Graph(GraphSpec spec);
   ~Graph();
   Graph(const Graph&) = delete;
   Graph& operator=(const Graph&) = delete;
@@ -58,12 +75,24 @@ class Graph {
   // Source image handles in the order encode() takes them.
   const std::vector<ImageNodePtr>& sources() const;
   const std::vector<ImageNodePtr>& results() const;
+  // Data sources of the graph's nodes, each once, in node order.
+  std::vector<DataSource*> data_sources() const;
   // Labels of every filter node, in execution order.
   std::vector<std::string> node_labels() const;
 
+  bool is_training() const;
+  // Loss nodes in the order encode() takes their labels.
+  std::vector<const LossNode*> loss_nodes() const;
+  // The image shape each loss node's labels must have, for these source shapes.
+  std::vector<ImageShape> label_shapes(const std::vector<ImageShape>& source_shapes);
+  // Training graphs: check losses and weight gradients before updating; a NaN or inf
+  // raises DeviceError and leaves every weight unchanged.
+  void set_check_numerics(bool on);
+  bool check_numerics() const;
+
   // Results come back as float16 when every source is float16, else float32.
-  HandlePtr encode(std::vector<Image> sources, Callback on_complete = {});
-  std::vector<Image> run(std::vector<Image> sources);
+  HandlePtr encode(std::vector<Image> sources, std::vector<LossLabels> labels = {}, Callback on_complete = {});
+  std::vector<Image> run(std::vector<Image> sources, std::vector<LossLabels> labels = {});
   // Reads every data source again (load, copy, purge, one node at a time). All or nothing:
   // on error the graph keeps its previous weights.
   void reload_from_data_sources();

@@ -13,6 +13,8 @@ namespace nngraph {
 
 class Backend;
 class FilterNode;
+struct ConvGeometry;
+struct PoolGeometry;
 
 // A data edge. Made directly it is a graph source, optionally with a declared C×H×W shape
 // (then the graph checks every shape when it is built); a filter node makes its result.
@@ -31,18 +33,17 @@ class ImageNode {
   std::string label_;
 };
 using ImageNodePtr = std::shared_ptr<ImageNode>;
-
-// Device copies of a node's weights, loaded from its data source.
-struct NodeWeights {
-  std::shared_ptr<Buffer> weights, biases;  // biases may be null
-};
+using FilterNodePtr = std::shared_ptr<FilterNode>;
 
 struct EncodeArgs {
   Backend& backend;
   std::vector<const Image*> sources;
-  const Image& result;
-  const NodeWeights* weights;  // trainable nodes only
-  NeuronDescriptor fused;      // a neuron the graph folded into this node
+  const Image& result;          // empty when nothing consumes it
+  const WeightsState* weights;  // nodes with a data source, and their gradient nodes
+  GradientState* gradients;     // weight gradients a gradient node writes (else null)
+  NeuronDescriptor fused;       // a neuron the graph folded into this node
+  uint64_t step;                // counts encodes: seeds dropout masks
+  const Image* losses;          // loss nodes: per-image loss values (N×1×1×1)
 };
 
 class FilterNode : public std::enable_shared_from_this<FilterNode> {
@@ -62,6 +63,12 @@ class FilterNode : public std::enable_shared_from_this<FilterNode> {
   // True while the label is the node kind's default, which a graph may number.
   bool has_default_label() const { return default_label_; }
 
+  // Gradient node(s) of this node, one per source: each turns d(loss)/d(result) into
+  // d(loss)/d(source i) (MPS gradientFiltersWithSources).
+  std::vector<FilterNodePtr> gradient_filters(const ImageNodePtr& source_gradient);
+  // The single gradient node of a one-source node.
+  FilterNodePtr gradient_filter(const ImageNodePtr& source_gradient);
+
   virtual const char* kind() const = 0;
   // Result shape from source shapes; throws InvalidInput naming this node.
   virtual ImageShape infer(const std::vector<ImageShape>& sources) const = 0;
@@ -69,13 +76,21 @@ class FilterNode : public std::enable_shared_from_this<FilterNode> {
   // Trainable nodes: the data source and its (validated) descriptor.
   virtual DataSource* data_source() const { return nullptr; }
   virtual const ConvolutionDescriptor* weights_descriptor() const { return nullptr; }
-  // Nodes whose inference result is their source (dropout).
-  virtual bool identity_at_inference() const { return false; }
+  // True when the result is source 0 itself (dropout at inference): no kernel runs.
+  virtual bool identity(bool training) const {
+    (void)training;
+    return false;
+  }
   // Convolution-like nodes can apply a following neuron in their epilogue.
   virtual bool accepts_fused_neuron() const { return false; }
+  // Gradient and loss nodes: a graph holding one runs forward nodes in training mode.
+  virtual bool is_gradient() const { return false; }
+  // Gradient nodes of trainable nodes: the forward node whose weights they train.
+  virtual const FilterNode* trains() const { return nullptr; }
 
  protected:
   FilterNode(std::vector<ImageNodePtr> sources, std::string label, const char* kind);
+  virtual std::vector<FilterNodePtr> make_gradients(const ImageNodePtr& source_gradient);
 
  private:
   std::vector<ImageNodePtr> sources_;
@@ -89,7 +104,6 @@ class FilterNode : public std::enable_shared_from_this<FilterNode> {
     default_label_ = true;
   }
 };
-using FilterNodePtr = std::shared_ptr<FilterNode>;
 
 class ConvolutionNode : public FilterNode {
  public:
@@ -103,7 +117,10 @@ class ConvolutionNode : public FilterNode {
   const ConvolutionDescriptor* weights_descriptor() const override { return &desc_; }
   bool accepts_fused_neuron() const override { return desc_.neuron.type == NeuronType::None; }
   const Padding& padding() const { return padding_; }
+  // Kernel geometry for a source of shape `in` (padding resolved).
+  ConvGeometry geometry(const ImageShape& in) const;
 
+  std::vector<FilterNodePtr> make_gradients(const ImageNodePtr& source_gradient) override;
  protected:
   ConvolutionNode(ImageNodePtr source, std::shared_ptr<DataSource> weights, Padding padding,
                   std::string label, const char* kind);
@@ -141,7 +158,10 @@ class PoolingNode : public FilterNode {
   const char* kind() const override { return "pooling"; }
   ImageShape infer(const std::vector<ImageShape>& sources) const override;
   void encode(const EncodeArgs& args) const override;
+  PoolingMode mode() const { return mode_; }
+  PoolGeometry geometry(const ImageShape& in) const;
 
+  std::vector<FilterNodePtr> make_gradients(const ImageNodePtr& source_gradient) override;
  private:
   PoolingNode(ImageNodePtr source, std::string label) : FilterNode({std::move(source)}, std::move(label), "pooling") {}
   PoolingMode mode_ = PoolingMode::Max;
@@ -159,6 +179,7 @@ class NeuronNode : public FilterNode {
   void encode(const EncodeArgs& args) const override;
   const NeuronDescriptor& neuron() const { return neuron_; }
 
+  std::vector<FilterNodePtr> make_gradients(const ImageNodePtr& source_gradient) override;
  private:
   using FilterNode::FilterNode;
   NeuronDescriptor neuron_;
@@ -170,9 +191,11 @@ class SoftMaxNode : public FilterNode {
   static std::shared_ptr<SoftMaxNode> create(ImageNodePtr source, bool log,
                                              std::string label = "");
   const char* kind() const override { return log_ ? "log_softmax" : "softmax"; }
+  bool log() const { return log_; }
   ImageShape infer(const std::vector<ImageShape>& sources) const override { return sources[0]; }
   void encode(const EncodeArgs& args) const override;
 
+  std::vector<FilterNodePtr> make_gradients(const ImageNodePtr& source_gradient) override;
  private:
   using FilterNode::FilterNode;
   bool log_ = false;
@@ -187,10 +210,11 @@ class DropoutNode : public FilterNode {
   const char* kind() const override { return "dropout"; }
   ImageShape infer(const std::vector<ImageShape>& sources) const override { return sources[0]; }
   void encode(const EncodeArgs& args) const override;
-  bool identity_at_inference() const override { return true; }
+  bool identity(bool training) const override { return !training; }
   float keep_probability() const { return keep_probability_; }
   uint64_t seed() const { return seed_; }
 
+  std::vector<FilterNodePtr> make_gradients(const ImageNodePtr& source_gradient) override;
  private:
   using FilterNode::FilterNode;
   float keep_probability_ = 0.5f;
@@ -205,6 +229,7 @@ class AdditionNode : public FilterNode {
   ImageShape infer(const std::vector<ImageShape>& sources) const override;
   void encode(const EncodeArgs& args) const override;
 
+  std::vector<FilterNodePtr> make_gradients(const ImageNodePtr& source_gradient) override;
  private:
   using FilterNode::FilterNode;
 };
@@ -218,6 +243,7 @@ class ConcatenationNode : public FilterNode {
   ImageShape infer(const std::vector<ImageShape>& sources) const override;
   void encode(const EncodeArgs& args) const override;
 
+  std::vector<FilterNodePtr> make_gradients(const ImageNodePtr& source_gradient) override;
  private:
   using FilterNode::FilterNode;
 };

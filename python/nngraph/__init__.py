@@ -15,6 +15,8 @@ _ctypes.CDLL(
 )
 
 from nngraph._core import (  # noqa: E402  (after the BLAS library is loaded)
+    SGD,
+    Adam,
     Addition,
     ArrayDataSource,
     Concatenation,
@@ -33,23 +35,30 @@ from nngraph._core import (  # noqa: E402  (after the BLAS library is loaded)
     ImageNode,
     InvalidInputError,
     LogSoftMax,
+    Loss,
+    LossDescriptor,
     Matrix,
     Neuron,
     NeuronDescriptor,
+    Optimizer,
     OutOfMemoryError,
     Pooling,
+    RMSProp,
     SoftMax,
     UnsupportedError,
     WeightsLayout,
     built_backends,
 )
+from nngraph.losses import LossDataDescriptor, LossLabels  # noqa: E402
+from nngraph.training import evaluate, fit, load, save  # noqa: E402
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Addition", "ArrayDataSource", "Concatenation", "Convolution", "ConvolutionDescriptor",
+    "SGD", "Adam", "Addition", "ArrayDataSource", "Concatenation", "Convolution", "ConvolutionDescriptor",
     "DataSource", "Device", "DeviceError", "Dropout", "Error", "FilterNode", "FullyConnected",
-    "Graph", "Handle", "Image", "ImageNode", "InvalidInputError", "LogSoftMax", "Matrix",
-    "Neuron", "NeuronDescriptor", "OutOfMemoryError", "Pooling", "SoftMax", "UnsupportedError",
-    "WeightsLayout", "built_backends",
+    "Graph", "Handle", "Image", "ImageNode", "InvalidInputError", "LogSoftMax", "Loss", "LossDataDescriptor",
+    "LossDescriptor", "LossLabels", "Matrix", "Neuron", "NeuronDescriptor", "Optimizer", "OutOfMemoryError",
+    "Pooling", "RMSProp", "SoftMax", "UnsupportedError", "WeightsLayout", "built_backends", "evaluate", "fit",
+    "load", "save",
 ]

@@ -21,6 +21,7 @@ void init_core(py::module_& m);
 void init_image(py::module_& m);
 void init_data_source(py::module_& m);
 void init_nodes(py::module_& m);
+void init_training(py::module_& m);
 void init_graph(py::module_& m);
 
 enum class Layout { NCHW, NHWC };

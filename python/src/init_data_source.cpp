@@ -1,4 +1,5 @@
 // DataSource (subclassable from Python) and ArrayDataSource.
+#include "backends/backend.h"
 #include "bindings.h"
 #include "nngraph/error.h"
 
@@ -25,6 +26,49 @@ class PyDataSource : public DataSource {
   WeightsView biases() override { return fetch("biases", held_biases_, true); }
   WeightsLayout weights_layout() override {
     PYBIND11_OVERRIDE(WeightsLayout, DataSource, weights_layout);
+  }
+  bool trainable() override {
+    py::gil_scoped_acquire gil;
+    return static_cast<bool>(py::get_override(static_cast<const DataSource*>(this), "update"));
+  }
+  // Host update: update((dW, db), (W, b)) returns new (W, b), or None to keep them.
+  bool update(const GradientState& gradient, WeightsState& weights) override {
+    py::gil_scoped_acquire gil;
+    py::function f = py::get_override(static_cast<const DataSource*>(this), "update");
+    if (!f) return false;
+    const ConvolutionDescriptor d = descriptor();
+    const std::vector<py::ssize_t> wshape{d.output_feature_channels, d.input_feature_channels / d.groups,
+                                          d.kernel_height, d.kernel_width};
+    auto host = [](const std::shared_ptr<Buffer>& b, std::vector<py::ssize_t> shape) -> py::object {
+      if (!b) return py::none();
+      py::array_t<float> a(shape);
+      backend_for(b->device()).copy_to_host(a.mutable_data(), b->data(), b->bytes());
+      return std::move(a);
+    };
+    const py::ssize_t o = d.output_feature_channels;
+    py::object r = f(py::make_tuple(host(gradient.weights, wshape), host(gradient.biases, {o})),
+                     py::make_tuple(host(weights.weights, wshape), host(weights.biases, {o})));
+    if (r.is_none()) return true;
+    auto pair = r.cast<py::tuple>();
+    if (pair.size() != 2) fail("[", label(), "] update must return (weights, biases) or None");
+    py::array nw = float_array(pair[0], label() + " updated weights");
+    if (static_cast<size_t>(nw.size()) != weights.weight_count)
+      fail("[", label(), "] update returned ", nw.size(), " weights, expected ", weights.weight_count);
+    py::array nb;
+    if (weights.biases) {
+      nb = float_array(pair[1], label() + " updated biases");
+      if (static_cast<size_t>(nb.size()) != weights.bias_count)
+        fail("[", label(), "] update returned ", nb.size(), " biases, expected ", weights.bias_count);
+    }
+    auto put = [](const std::shared_ptr<Buffer>& b, const py::array& a) {
+      std::vector<float> v(a.size());
+      convert_host(a.data(), a.dtype().itemsize() == 2 ? DType::Float16 : DType::Float32, v.data(), DType::Float32,
+                   v.size());
+      backend_for(b->device()).copy_from_host(b->data(), v.data(), b->bytes());
+    };
+    put(weights.weights, nw);
+    if (weights.biases) put(weights.biases, nb);
+    return true;
   }
 
  private:
@@ -120,6 +164,7 @@ void init_data_source(py::module_& m) {
       .def("load", &DataSource::load)
       .def("purge", &DataSource::purge)
       .def("weights_layout", &DataSource::weights_layout)
+      .def("trainable", &DataSource::trainable)
       .def("weights", [](DataSource& ds) {
         const auto d = ds.descriptor();
         return view_to_array(ds.weights(), {d.output_feature_channels, d.input_feature_channels / d.groups,
@@ -135,13 +180,46 @@ void init_data_source(py::module_& m) {
       m, "ArrayDataSource",
       "Weights from an array (O, I/groups, kh, kw) or an initializer: 'he', 'glorot', 'zeros'.")
       .def(py::init([](const ConvolutionDescriptor& d, const py::object& weights, const py::object& biases,
-                       const std::string& label, uint64_t seed) {
+                       const std::string& label, uint64_t seed, std::shared_ptr<Optimizer> optimizer) {
              d.validate(label.empty() ? "data source" : label);
-             return std::make_shared<ArrayDataSource>(d, initial_or_given(weights, d, seed, label),
-                                                      initial_biases(biases, d, label), label);
+             auto ds = std::make_shared<ArrayDataSource>(d, initial_or_given(weights, d, seed, label),
+                                                         initial_biases(biases, d, label), label);
+             if (optimizer) ds->set_optimizer(std::move(optimizer));
+             return ds;
            }),
            py::arg("descriptor"), py::arg("weights") = "he", py::arg("biases") = "zeros",
-           py::arg("label") = "", py::arg("seed") = 0);
+           py::arg("label") = "", py::arg("seed") = 0, py::arg("optimizer") = nullptr)
+      .def_property("optimizer", &ArrayDataSource::optimizer, &ArrayDataSource::set_optimizer,
+                    "Updates the weights in training graphs; its state (momentum, velocity, step) lives here.")
+      .def("set_weights", [](ArrayDataSource& ds, const py::object& weights, const py::object& biases) {
+             const auto d = ds.descriptor();
+             std::vector<float> b;
+             if (!biases.is_none()) b = initial_biases(biases, d, ds.label());
+             ds.set_values(initial_or_given(weights, d, 0, ds.label()), std::move(b));
+           },
+           py::arg("weights"), py::arg("biases") = py::none(),
+           "Replaces the values, here and in the graph that trains them.")
+      .def("optimizer_state", [](ArrayDataSource& ds) {
+             py::list slots;
+             for (const auto& v : ds.optimizer_slots()) slots.append(py::array_t<float>(v.size(), v.data()));
+             py::dict out;
+             out["step"] = ds.optimizer_step();
+             out["slots"] = slots;
+             return out;
+           },
+           "{'step': updates so far, 'slots': [weight slots..., bias slots...]} as numpy arrays.")
+      .def("load_optimizer_state", [](ArrayDataSource& ds, const py::dict& state) {
+             std::vector<std::vector<float>> slots;
+             for (const auto& s : state["slots"].cast<py::list>()) {
+               py::array a = float_array(s, ds.label() + " optimizer state");
+               std::vector<float> v(a.size());
+               convert_host(a.data(), a.dtype().itemsize() == 2 ? DType::Float16 : DType::Float32, v.data(),
+                            DType::Float32, v.size());
+               slots.push_back(std::move(v));
+             }
+             ds.set_optimizer_state(slots, state["step"].cast<int64_t>());
+           },
+           py::arg("state"));
 }
 
 }  // namespace nngraph::py_bind

@@ -72,6 +72,51 @@ py::object to_python(const std::vector<Image>& results, Layout layout) {
   return out;
 }
 
+// Labels for each loss node: an array (class indices, one-hot or targets), a LossLabels, or a
+// list with one of those per loss. nngraph.losses does the numpy side of the conversion.
+std::vector<LossLabels> to_labels(Graph& g, const std::vector<Image>& sources, const py::object& labels,
+                                  std::vector<py::object>* given) {
+  const auto losses = g.loss_nodes();
+  if (losses.empty()) {
+    if (!labels.is_none()) fail("[graph] has no loss node, so it takes no labels");
+    return {};
+  }
+  if (labels.is_none()) fail("[", losses[0]->label(), "] labels are required by this training graph");
+  std::vector<py::object> items;
+  if (losses.size() > 1) {
+    auto seq = labels.cast<py::sequence>();
+    if (seq.size() != losses.size()) fail("[graph] expected labels for ", losses.size(), " loss nodes, got ", seq.size());
+    for (const auto& item : seq) items.push_back(py::reinterpret_borrow<py::object>(item));
+  } else {
+    items.push_back(labels);
+  }
+  std::vector<ImageShape> shapes;
+  for (const auto& s : sources) shapes.push_back(s.shape());
+  const auto label_shapes = g.label_shapes(shapes);
+  py::object marshal = py::module_::import("nngraph.losses").attr("_marshal_labels");
+  std::vector<LossLabels> out;
+  const int n = sources[0].batch();
+  for (size_t i = 0; i < items.size(); ++i) {
+    const auto& sh = label_shapes[i];
+    const std::string name = losses[i]->label();
+    auto pair = marshal(items[i], n, py::make_tuple(sh.c, sh.h, sh.w), name).cast<py::tuple>();
+    out.push_back({image_from_array(pair[0], Layout::NCHW, g.device(), name, sh),
+                   image_from_array(pair[1], Layout::NCHW, g.device(), name + " weights")});
+    given->push_back(items[i]);
+  }
+  return out;
+}
+
+py::object losses_to_python(Handle& h, size_t i) {
+  const std::vector<Image>* l;
+  {
+    py::gil_scoped_release release;
+    l = &h.losses();
+  }
+  if (i >= l->size()) fail("[handle] no loss ", i, ": the graph has ", l->size(), " loss node(s)");
+  return image_to_array((*l)[i], Layout::NCHW).attr("reshape")(-1);
+}
+
 Callback wrap_callback(const py::object& fn) {
   if (fn.is_none()) return {};
   if (!PyCallable_Check(fn.ptr())) fail("[graph] callback must be callable");
@@ -102,7 +147,13 @@ void init_graph(py::module_& m) {
           r = &h.results();
         }
         return to_python(*r, l);
-      }, py::arg("layout") = "NCHW", "The result image(s) as numpy; waits for them.");
+      }, py::arg("layout") = "NCHW", "The result image(s) as numpy; waits for them.")
+      .def("losses", &losses_to_python, py::arg("index") = 0,
+           "Per-image loss values of loss node `index` (N,), once the encode completed.")
+      .def("loss", [](Handle& h, size_t i) {
+        py::gil_scoped_release release;
+        return h.loss(i);
+      }, py::arg("index") = 0, "The reduced loss (what the gradient is of).");
 
   py::class_<Graph, std::shared_ptr<Graph>>(
       m, "Graph",
@@ -118,29 +169,68 @@ void init_graph(py::module_& m) {
       .def_property_readonly("source_image_handles", &Graph::sources)
       .def_property_readonly("result_images", &Graph::results)
       .def_property_readonly("node_labels", &Graph::node_labels)
-      .def("encode", [](Graph& g, const py::object& images, const py::object& callback, const std::string& layout) {
-             auto srcs = to_sources(g, images, parse_layout(layout));
-             auto cb = wrap_callback(callback);
-             py::gil_scoped_release release;
-             return g.encode(std::move(srcs), std::move(cb));
+      .def_property_readonly("is_training", &Graph::is_training)
+      .def_property_readonly("data_sources", [](const Graph& g) {
+        py::list out;
+        for (DataSource* ds : g.data_sources()) out.append(py::cast(ds, py::return_value_policy::reference));
+        return out;
+      }, "The data sources of the graph's nodes, each once.")
+      .def_property("check_numerics", &Graph::check_numerics, &Graph::set_check_numerics,
+                    "Training graphs: a NaN or inf loss or weight gradient raises and updates no weight.")
+      .def_static("training", [](const std::shared_ptr<LossNode>& loss, const py::object& device,
+                                 std::shared_ptr<Optimizer> optimizer, int max_in_flight, bool check_numerics) {
+             auto g = Graph::training(loss, to_device(device), max_in_flight, std::move(optimizer));
+             g->set_check_numerics(check_numerics);
+             return g;
            },
-           py::arg("images"), py::arg("callback") = py::none(), py::arg("layout") = "NCHW",
+           py::arg("loss"), py::arg("device") = "cpu", py::arg("optimizer") = nullptr, py::arg("max_in_flight") = 2,
+           py::arg("check_numerics") = false, "The training graph of a loss node (see Loss.training_graph).")
+      .def("inference", [](const Graph& g) {
+             auto inf = g.inference();
+             return std::shared_ptr<Graph>(inf.get(), [inf](Graph*) mutable {
+               if (PyGILState_Check()) {
+                 py::gil_scoped_release release;
+                 inf.reset();
+               }
+             });
+           },
+           "An inference graph over this graph's results, reading its (trained) weights in place.")
+      .def("encode", [](Graph& g, const py::object& images, const py::object& labels, const py::object& callback,
+                        const std::string& layout) {
+             auto srcs = to_sources(g, images, parse_layout(layout));
+             std::vector<py::object> given;
+             auto lbls = to_labels(g, srcs, labels, &given);
+             auto cb = wrap_callback(callback);
+             HandlePtr h;
+             {
+               py::gil_scoped_release release;
+               h = g.encode(std::move(srcs), std::move(lbls), std::move(cb));
+             }
+             for (size_t i = 0; i < given.size(); ++i)
+               if (py::hasattr(given[i], "_attach")) given[i].attr("_attach")(h, i);
+             return h;
+           },
+           py::arg("images"), py::arg("labels") = py::none(), py::arg("callback") = py::none(),
+           py::arg("layout") = "NCHW",
            "Queues a run and returns a Handle at once (blocks only while max_in_flight are outstanding). "
            "callback(handle) runs on the graph's worker when the run completes.")
-      .def("run", [](Graph& g, const py::object& images, const std::string& layout) {
+      .def("run", [](Graph& g, const py::object& images, const py::object& labels, const std::string& layout) {
              const Layout l = parse_layout(layout);
              auto srcs = to_sources(g, images, l);
+             std::vector<py::object> given;
+             auto lbls = to_labels(g, srcs, labels, &given);
              std::vector<Image> out;
              {
                py::gil_scoped_release release;
-               out = g.run(std::move(srcs));
+               out = g.run(std::move(srcs), std::move(lbls));
              }
              return to_python(out, l);
            },
-           py::arg("images"), py::arg("layout") = "NCHW",
+           py::arg("images"), py::arg("labels") = py::none(), py::arg("layout") = "NCHW",
            "Runs synchronously: one array per source (a list, a dict keyed by node or label, or "
            "the array alone for one source) → the result array(s).")
-      .def("reload_from_data_sources", &Graph::reload_from_data_sources)
+      .def("reload_from_data_sources", &Graph::reload_from_data_sources,
+           "Reads every data source again (load, copy, purge); all or nothing.")
       .def("memory_plan", [](const Graph& g, int batch) {
              const MemoryPlan p = g.memory_plan(batch);
              py::dict d;

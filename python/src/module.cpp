@@ -9,6 +9,7 @@ PYBIND11_MODULE(_core, m) {
   init_image(m);
   init_data_source(m);
   init_nodes(m);
+  init_training(m);
   init_graph(m);
 }
 

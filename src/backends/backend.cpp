@@ -26,6 +26,31 @@ void Backend::neuron(const NeuronDescriptor&, const Image&, const Image&) { unsu
 void Backend::softmax(bool, const Image&, const Image&) { unsupported("softmax"); }
 void Backend::add(const Image&, const Image&, const Image&) { unsupported("addition"); }
 void Backend::copy_channels(const Image&, const Image&, int) { unsupported("concatenation"); }
+void Backend::slice_channels(const Image&, int, const Image&) { unsupported("concatenation_gradient"); }
+void Backend::dropout(float, uint64_t, uint64_t, const Image&, const Image&) { unsupported("dropout"); }
+void Backend::convolution_gradient(const ConvGeometry&, const Image&, const float*, const Image&, const Image*,
+                                   const NeuronDescriptor&, const Image*, float*, float*) {
+  unsupported("convolution_gradient");
+}
+void Backend::fully_connected_gradient(const Image&, const float*, const Image&, const Image*,
+                                       const NeuronDescriptor&, const Image*, float*, float*) {
+  unsupported("fully_connected_gradient");
+}
+void Backend::pooling_gradient(PoolingMode, const PoolGeometry&, const Image&, const Image&, const Image&) {
+  unsupported("pooling_gradient");
+}
+void Backend::neuron_gradient(const NeuronDescriptor&, const Image&, const Image&, const Image&) {
+  unsupported("neuron_gradient");
+}
+void Backend::softmax_gradient(bool, const Image&, const Image&, const Image&) { unsupported("softmax_gradient"); }
+void Backend::loss(const LossDescriptor&, double, const Image&, const Image&, const Image&, const Image&,
+                   const Image&) {
+  unsupported("loss");
+}
+void Backend::optimizer_step(const OptimizerStep&, float*, const float*, const std::vector<float*>&, size_t) {
+  unsupported("optimizer");
+}
+bool Backend::all_finite(const float*, size_t) { unsupported("check_numerics"); }
 
 Backend& backend_for(const Device& device) {
   switch (device.type()) {

@@ -6,6 +6,7 @@
 
 #include "nngraph/descriptors.h"
 #include "nngraph/image.h"
+#include "nngraph/optimizer.h"
 
 namespace nngraph {
 
@@ -42,6 +43,34 @@ class Backend {
   virtual void add(const Image& a, const Image& b, const Image& out);
   // Writes `in` into channels [offset, offset + C_in) of `out`.
   virtual void copy_channels(const Image& in, const Image& out, int channel_offset);
+  // out = channels [offset, offset + C_out) of `in`.
+  virtual void slice_channels(const Image& in, int channel_offset, const Image& out);
+  // out = in · mask / keep, mask drawn from (seed, step, element index): the same call with
+  // the same seed and step reproduces the mask, so the gradient pass needs no stored state.
+  virtual void dropout(float keep, uint64_t seed, uint64_t step, const Image& in, const Image& out);
+
+  // Gradients. dz = dy ⊙ neuron'(y) first when `neuron` is set (y given); dx may be null
+  // (not needed); dw and db (null: no bias) are overwritten.
+  virtual void convolution_gradient(const ConvGeometry& g, const Image& x, const float* weights,
+                                    const Image& dy, const Image* y, const NeuronDescriptor& neuron,
+                                    const Image* dx, float* dw, float* db);
+  virtual void fully_connected_gradient(const Image& x, const float* weights, const Image& dy,
+                                        const Image* y, const NeuronDescriptor& neuron,
+                                        const Image* dx, float* dw, float* db);
+  // Max routes each dy to the first maximum of its window in x; average spreads it evenly.
+  virtual void pooling_gradient(PoolingMode mode, const PoolGeometry& g, const Image& x,
+                                const Image& dy, const Image& dx);
+  // dx = dy ⊙ neuron.derivative(v), v the forward output (or input for absolute).
+  virtual void neuron_gradient(const NeuronDescriptor& neuron, const Image& v, const Image& dy,
+                               const Image& dx);
+  virtual void softmax_gradient(bool log, const Image& y, const Image& dy, const Image& dx);
+  // Per-image losses (summed over the image, times its weight and the descriptor's) and
+  // d(loss)/d(x) scaled by `scale` (the reduction's 1/divisor).
+  virtual void loss(const LossDescriptor& d, double scale, const Image& x, const Image& labels,
+                    const Image& weights, const Image& gradient, const Image& losses);
+  virtual void optimizer_step(const OptimizerStep& s, float* values, const float* gradient,
+                              const std::vector<float*>& slots, size_t count);
+  virtual bool all_finite(const float* data, size_t count);
 
  protected:
   [[noreturn]] void unsupported(const char* op) const;

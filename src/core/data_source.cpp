@@ -3,6 +3,7 @@
 #include <cmath>
 #include <random>
 
+#include "backends/backend.h"
 #include "nngraph/error.h"
 
 namespace nngraph {
@@ -36,6 +37,115 @@ std::vector<float> ArrayDataSource::initial_weights(const ConvolutionDescriptor&
     for (auto& v : w) v = static_cast<float>(dist(rng));
   }
   return w;
+}
+
+WeightsView ArrayDataSource::weights() {
+  sync_from_device();
+  return {weights_.data(), weights_.size(), DType::Float32};
+}
+
+WeightsView ArrayDataSource::biases() {
+  sync_from_device();
+  return {biases_.data(), biases_.size(), DType::Float32};
+}
+
+void ArrayDataSource::sync_from_device() {
+  if (!trained_.weights) return;
+  Backend& b = backend_for(trained_.weights->device());
+  b.copy_to_host(weights_.data(), trained_.weights->data(), weights_.size() * sizeof(float));
+  if (trained_.biases) b.copy_to_host(biases_.data(), trained_.biases->data(), biases_.size() * sizeof(float));
+}
+
+void ArrayDataSource::set_optimizer(std::shared_ptr<Optimizer> optimizer) {
+  optimizer_ = std::move(optimizer);
+  state_ = OptimizerState{};  // a new optimizer starts from fresh state
+}
+
+void ArrayDataSource::set_values(std::vector<float> weights, std::vector<float> biases) {
+  if (weights.size() != weights_.size())
+    fail("[", label_, "] weights hold ", weights.size(), " values, expected ", weights_.size());
+  if (biases.size() != biases_.size())
+    fail("[", label_, "] biases hold ", biases.size(), " values, expected ", biases_.size());
+  weights_ = std::move(weights);
+  biases_ = std::move(biases);
+  if (!trained_.weights) return;
+  Backend& b = backend_for(trained_.weights->device());
+  b.copy_from_host(trained_.weights->data(), weights_.data(), weights_.size() * sizeof(float));
+  if (trained_.biases) b.copy_from_host(trained_.biases->data(), biases_.data(), biases_.size() * sizeof(float));
+}
+
+namespace {
+
+std::shared_ptr<Buffer> upload(const Device& device, const std::vector<float>& values) {
+  auto buf = Buffer::allocate(values.size() * sizeof(float), device);
+  backend_for(device).copy_from_host(buf->data(), values.data(), buf->bytes());
+  return buf;
+}
+
+std::vector<float> download(const Buffer& buf) {
+  std::vector<float> v(buf.bytes() / sizeof(float));
+  backend_for(buf.device()).copy_to_host(v.data(), buf.data(), buf.bytes());
+  return v;
+}
+
+}  // namespace
+
+bool ArrayDataSource::update(const GradientState& gradient, WeightsState& w) {
+  if (!optimizer_) return false;
+  const Device device = w.weights->device();
+  const size_t k = optimizer_->slot_count();
+  const bool has_bias = w.biases && gradient.biases;
+  if (state_.weight_slots.size() != k || (k && state_.weight_slots[0]->device() != device)) {
+    // First update here: zero state, or the host copy a checkpoint restored.
+    auto host = optimizer_slots();
+    state_.weight_slots.clear();
+    state_.bias_slots.clear();
+    for (size_t i = 0; i < k; ++i) {
+      state_.weight_slots.push_back(upload(device, host.size() == 2 * k || host.size() == k
+                                                       ? host[i]
+                                                       : std::vector<float>(w.weight_count, 0.f)));
+      if (has_bias)
+        state_.bias_slots.push_back(upload(device, host.size() == 2 * k ? host[k + i] : std::vector<float>(w.bias_count, 0.f)));
+    }
+    pending_slots_.clear();
+  }
+  ++state_.step;
+  std::vector<float*> slots;
+  for (auto& b : state_.weight_slots) slots.push_back(static_cast<float*>(b->data()));
+  optimizer_->apply(device, static_cast<float*>(w.weights->data()), static_cast<const float*>(gradient.weights->data()),
+                    slots, w.weight_count, state_.step);
+  if (has_bias) {
+    slots.clear();
+    for (auto& b : state_.bias_slots) slots.push_back(static_cast<float*>(b->data()));
+    optimizer_->apply(device, static_cast<float*>(w.biases->data()), static_cast<const float*>(gradient.biases->data()),
+                      slots, w.bias_count, state_.step);
+  }
+  trained_ = w;
+  return true;
+}
+
+std::vector<std::vector<float>> ArrayDataSource::optimizer_slots() {
+  if (!pending_slots_.empty()) return pending_slots_;
+  std::vector<std::vector<float>> out;
+  for (auto& b : state_.weight_slots) out.push_back(download(*b));
+  for (auto& b : state_.bias_slots) out.push_back(download(*b));
+  return out;
+}
+
+void ArrayDataSource::set_optimizer_state(const std::vector<std::vector<float>>& slots, int64_t step) {
+  if (!optimizer_) fail("[", label_, "] has no optimizer to restore state into");
+  const size_t k = optimizer_->slot_count();
+  const size_t want = biases_.empty() ? k : 2 * k;
+  if (slots.size() != want)
+    fail("[", label_, "] optimizer state has ", slots.size(), " vectors, expected ", want);
+  for (size_t i = 0; i < slots.size(); ++i)
+    if (slots[i].size() != (i < k ? weights_.size() : biases_.size()))
+      fail("[", label_, "] optimizer state vector ", i, " has ", slots[i].size(), " values, expected ",
+           i < k ? weights_.size() : biases_.size());
+  if (step < 0) fail("[", label_, "] optimizer step must be >= 0");
+  state_ = OptimizerState{};
+  state_.step = step;
+  pending_slots_ = slots;
 }
 
 namespace {

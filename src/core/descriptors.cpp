@@ -65,6 +65,81 @@ float NeuronDescriptor::apply(float x) const {
   return x;
 }
 
+bool NeuronDescriptor::derivative_from_output() const { return type != NeuronType::Absolute; }
+
+float NeuronDescriptor::derivative(float v) const {
+  switch (type) {
+    case NeuronType::None: return 1.f;
+    case NeuronType::ReLU: return v > 0.f ? 1.f : 0.f;
+    case NeuronType::LeakyReLU: return v > 0.f ? 1.f : a;  // a > 0 keeps the sign of x
+    case NeuronType::Sigmoid: return v * (1.f - v);
+    case NeuronType::HardSigmoid: return (v > 0.f && v < 1.f) ? a : 0.f;
+    case NeuronType::TanH: return a == 0.f ? 0.f : b * (a - v * v / a);
+    case NeuronType::Linear: return a;
+    case NeuronType::ELU: return v > 0.f ? 1.f : v + a;
+    case NeuronType::SoftPlus: return a == 0.f ? 0.f : a * b * -std::expm1(-v / a);
+    case NeuronType::Absolute: return v > 0.f ? 1.f : (v < 0.f ? -1.f : 0.f);
+  }
+  return 1.f;
+}
+
+namespace {
+
+struct LossInfo {
+  LossType type;
+  const char* name;
+  bool per_image;
+};
+constexpr LossInfo kLosses[] = {
+    {LossType::SoftMaxCrossEntropy, "softmax_cross_entropy", true},
+    {LossType::SigmoidCrossEntropy, "sigmoid_cross_entropy", false},
+    {LossType::CategoricalCrossEntropy, "categorical_cross_entropy", true},
+    {LossType::MeanSquaredError, "mean_squared_error", false},
+    {LossType::MeanAbsoluteError, "mean_absolute_error", false},
+    {LossType::Huber, "huber", false},
+    {LossType::Hinge, "hinge", false},
+    {LossType::Log, "log", false},
+    {LossType::KullbackLeiblerDivergence, "kullback_leibler_divergence", true},
+    {LossType::CosineDistance, "cosine_distance", true},
+};
+
+const LossInfo& loss_info(LossType t) {
+  for (const auto& l : kLosses)
+    if (l.type == t) return l;
+  return kLosses[0];
+}
+
+}  // namespace
+
+LossType LossDescriptor::parse_type(const std::string& name) {
+  for (const auto& l : kLosses)
+    if (name == l.name) return l.type;
+  std::string all;
+  for (const auto& l : kLosses) all += std::string(all.empty() ? "" : ", ") + l.name;
+  fail("[loss] unknown loss type '", name, "' (expected one of ", all, ")");
+}
+
+Reduction LossDescriptor::parse_reduction(const std::string& name) {
+  if (name == "none") return Reduction::None;
+  if (name == "sum") return Reduction::Sum;
+  if (name == "mean") return Reduction::Mean;
+  fail("[loss] unknown reduction '", name, "' (expected none, sum or mean)");
+}
+
+const char* LossDescriptor::type_name() const { return loss_info(type).name; }
+bool LossDescriptor::per_image() const { return loss_info(type).per_image; }
+
+void LossDescriptor::validate() const {
+  const bool smoothable = type == LossType::SoftMaxCrossEntropy || type == LossType::SigmoidCrossEntropy ||
+                          type == LossType::CategoricalCrossEntropy;
+  if (label_smoothing < 0.f || label_smoothing >= 1.f)
+    fail("[loss] label_smoothing must be in [0, 1), got ", label_smoothing);
+  if (label_smoothing > 0.f && !smoothable)
+    fail("[loss] label_smoothing applies to the cross-entropy losses, not ", type_name());
+  if (!(delta > 0.f)) fail("[loss] delta must be > 0, got ", delta);
+  if (!(epsilon > 0.f)) fail("[loss] epsilon must be > 0, got ", epsilon);
+}
+
 void ConvolutionDescriptor::validate(const std::string& label) const {
   if (kernel_height < 1 || kernel_width < 1)
     fail("[", label, "] kernel must be at least 1×1, got ", kernel_height, "×", kernel_width);

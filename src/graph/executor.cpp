@@ -1,5 +1,6 @@
 #include "graph/executor.h"
 
+#include "nngraph/error.h"
 #include "nngraph/graph.h"
 
 namespace nngraph {
@@ -57,9 +58,26 @@ const std::vector<Image>& Handle::results() {
   return results_;
 }
 
-void Handle::set_results(std::vector<Image> results) {
+const std::vector<Image>& Handle::losses() {
+  results();
+  return losses_;
+}
+
+double Handle::loss(size_t i) {
+  const auto& l = losses();
+  if (i >= l.size()) fail("[handle] no loss ", i, ": the graph has ", l.size(), " loss node(s)");
+  std::vector<float> v(l[i].descriptor().count());
+  l[i].copy_to_host(v.data());
+  double sum = 0;
+  for (float x : v) sum += x;
+  return sum / divisors_[i];
+}
+
+void Handle::set_results(std::vector<Image> results, std::vector<Image> losses, std::vector<double> divisors) {
   std::lock_guard<std::mutex> lock(mutex_);
   results_ = std::move(results);
+  losses_ = std::move(losses);
+  divisors_ = std::move(divisors);
   ready_ = true;
   cv_.notify_all();
 }

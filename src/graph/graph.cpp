@@ -1,5 +1,7 @@
 #include "nngraph/graph.h"
 
+#include <algorithm>
+#include <atomic>
 #include <map>
 #include <unordered_map>
 
@@ -10,32 +12,50 @@
 
 namespace nngraph {
 
-using WeightsMap = std::unordered_map<const FilterNode*, NodeWeights>;
+using WeightsMap = std::unordered_map<const FilterNode*, WeightsState>;
+
+struct GraphSpec {
+  std::vector<ImageNodePtr> results, roots;
+  Device device;
+  int max_in_flight = 2;
+  std::shared_ptr<WeightsMap> shared_weights;  // null: load from data sources
+};
 
 struct Graph::Impl {
   Device device;
   Backend& backend;
   int max_in_flight;
-  std::vector<ImageNodePtr> results;
+  std::vector<ImageNodePtr> results, roots;  // own every node the structure points at
   Structure structure;
+  std::vector<ImageNodePtr> image_sources;
+  std::atomic<bool> check_numerics{false};
+  std::atomic<uint64_t> encodes{0};
   mutable std::mutex mutex;  // plans, latest shapes, weights
   std::map<std::vector<int>, std::shared_ptr<const Plan>> plans;
   std::vector<ImageShape> latest_shapes;
-  std::shared_ptr<const WeightsMap> weights;
-  std::shared_ptr<Buffer> arena;  // touched only by the worker
+  std::shared_ptr<WeightsMap> weights;
+  // Touched only by the worker:
+  std::shared_ptr<Buffer> arena;
+  std::unordered_map<const FilterNode*, GradientState> gradients;
   Executor executor;
 
-  Impl(std::vector<ImageNodePtr> r, Device d, int in_flight)
-      : device(d), backend(backend_for(d)), max_in_flight(in_flight), results(std::move(r)),
-        structure(build_structure(results)), executor(in_flight) {}
+  explicit Impl(const GraphSpec& spec)
+      : device(spec.device), backend(backend_for(spec.device)), max_in_flight(spec.max_in_flight),
+        results(spec.results), roots(spec.roots), structure(build_structure(results, roots)),
+        executor(spec.max_in_flight) {
+    for (int i : structure.image_sources) image_sources.push_back(structure.sources[i]);
+  }
 
-  std::shared_ptr<const Plan> plan_for(const std::vector<ImageShape>& shapes) {
+  // Plans are keyed by image shapes alone: label shapes follow the loss sources.
+  std::shared_ptr<const Plan> plan_for(const std::vector<ImageShape>& images) {
     std::vector<int> key;
-    for (const auto& s : shapes) key.insert(key.end(), {s.c, s.h, s.w});
+    for (const auto& s : images) key.insert(key.end(), {s.c, s.h, s.w});
     std::lock_guard<std::mutex> lock(mutex);
-    latest_shapes = shapes;
+    latest_shapes = images;
     auto& slot = plans[key];
     if (!slot) {
+      std::vector<ImageShape> shapes(structure.sources.size(), ImageShape{1, 1, 1});
+      for (size_t i = 0; i < images.size(); ++i) shapes[structure.image_sources[i]] = images[i];
       try {
         slot = std::make_shared<const Plan>(make_plan(structure, shapes));
       } catch (...) {
@@ -46,7 +66,7 @@ struct Graph::Impl {
     return slot;
   }
 
-  std::shared_ptr<const WeightsMap> load_weights() const {
+  std::shared_ptr<WeightsMap> load_weights() const {
     auto map = std::make_shared<WeightsMap>();
     for (const FilterNode* f : structure.order) {
       DataSource* ds = f->data_source();
@@ -60,19 +80,47 @@ struct Graph::Impl {
         throw;
       }
       ds->purge();  // one node's host weights at a time
-      NodeWeights& nw = (*map)[f];
-      nw.weights = backend.allocate(w.weights.size() * sizeof(float));
-      backend.copy_from_host(nw.weights->data(), w.weights.data(), nw.weights->bytes());
+      WeightsState& st = (*map)[f];
+      st.weight_count = w.weights.size();
+      st.weights = backend.allocate(w.weights.size() * sizeof(float));
+      backend.copy_from_host(st.weights->data(), w.weights.data(), st.weights->bytes());
       if (!w.biases.empty()) {
-        nw.biases = backend.allocate(w.biases.size() * sizeof(float));
-        backend.copy_from_host(nw.biases->data(), w.biases.data(), nw.biases->bytes());
+        st.bias_count = w.biases.size();
+        st.biases = backend.allocate(w.biases.size() * sizeof(float));
+        backend.copy_from_host(st.biases->data(), w.biases.data(), st.biases->bytes());
       }
     }
     return map;
   }
 
-  // Runs on the worker.
-  std::vector<Image> execute(const Plan& plan, const WeightsMap& wm, const std::vector<Image>& src) {
+  GradientState& gradients_for(const FilterNode* forward, const WeightsState& w) {
+    auto& g = gradients[forward];
+    if (!g.weights) {
+      g.weight_count = w.weight_count;
+      g.weights = backend.allocate(w.weight_count * sizeof(float));
+      if (w.biases) {
+        g.bias_count = w.bias_count;
+        g.biases = backend.allocate(w.bias_count * sizeof(float));
+      }
+    }
+    return g;
+  }
+
+  void check_finite(const std::vector<Image>& losses, const std::vector<const FilterNode*>& trained) {
+    for (size_t i = 0; i < losses.size(); ++i)
+      if (!backend.all_finite(losses[i].data_as<float>(), losses[i].descriptor().count()))
+        fail<DeviceError>("[", structure.losses[i].node->label(), "] loss is NaN or infinite; no weights were updated");
+    for (const FilterNode* f : trained) {
+      const GradientState& g = gradients.at(f);
+      if (!backend.all_finite(static_cast<const float*>(g.weights->data()), g.weight_count) ||
+          (g.biases && !backend.all_finite(static_cast<const float*>(g.biases->data()), g.bias_count)))
+        fail<DeviceError>("[", f->label(), "] weight gradient is NaN or infinite; no weights were updated");
+    }
+  }
+
+  // Runs on the worker. Returns the results; fills per-image losses.
+  std::vector<Image> execute(const Plan& plan, WeightsMap& wm, const std::vector<Image>& src,
+                             const std::vector<LossLabels>& labels, uint64_t step, std::vector<Image>& losses) {
     const int n = src[0].batch();
     const size_t need = plan.arena * n * sizeof(float);
     if (!arena || arena->bytes() < need) {
@@ -84,19 +132,40 @@ struct Graph::Impl {
     bool all_half = true;
     for (size_t i = 0; i < src.size(); ++i) {
       all_half = all_half && src[i].dtype() == DType::Float16;
-      t[i] = src[i].dtype() == DType::Float32 ? src[i] : src[i].converted(DType::Float32);
+      t[s.image_sources[i]] = src[i].dtype() == DType::Float32 ? src[i] : src[i].converted(DType::Float32);
     }
-    for (size_t i = src.size(); i < t.size(); ++i)
+    for (size_t i = 0; i < s.losses.size(); ++i) {
+      t[s.losses[i].labels] = labels[i].labels;
+      t[s.losses[i].weights] = labels[i].weights;
+      losses.push_back(Image::allocate({n, {1, 1, 1}, DType::Float32}, device));
+    }
+    const size_t n_src = s.sources.size();
+    for (size_t i = n_src; i < t.size(); ++i)
       if (s.root[i] == static_cast<int>(i))
         t[i] = Image({n, plan.shapes[i], DType::Float32}, arena, plan.offset[i] * n * sizeof(float));
-    for (size_t i = src.size(); i < t.size(); ++i)
+    for (size_t i = n_src; i < t.size(); ++i)
       if (s.root[i] != static_cast<int>(i)) t[i] = t[s.root[i]];
-    for (const Step& step : s.steps) {
+    std::vector<const FilterNode*> trained;
+    const Image none;
+    for (const Step& step_ : s.steps) {
       std::vector<const Image*> ins;
-      for (int id : step.inputs) ins.push_back(&t[id]);
-      auto w = wm.find(step.node);
-      step.node->encode(EncodeArgs{backend, ins, t[step.output], w == wm.end() ? nullptr : &w->second, step.fused});
+      for (int id : step_.inputs) ins.push_back(&t[id]);
+      const FilterNode* owner = step_.node->trains() ? step_.node->trains() : step_.node;
+      auto w = wm.find(owner);
+      GradientState* grads = nullptr;
+      if (step_.node->trains() && owner->data_source()->trainable()) {
+        grads = &gradients_for(owner, w->second);
+        trained.push_back(owner);
+      }
+      const Image* loss_out = nullptr;
+      for (size_t i = 0; i < s.losses.size(); ++i)
+        if (s.losses[i].node == step_.node) loss_out = &losses[i];
+      step_.node->encode(EncodeArgs{backend, ins, step_.output_needed ? t[step_.output] : none,
+                                    w == wm.end() ? nullptr : &w->second, grads, step_.fused, step, loss_out});
     }
+    if (check_numerics) check_finite(losses, trained);
+    // Every gradient is ready before the first update, so a failure leaves all weights as they were.
+    for (const FilterNode* f : trained) f->data_source()->update(gradients.at(f), wm.at(f));
     std::vector<Image> out;
     for (int r : s.results) {
       const Image& img = t[r];
@@ -111,22 +180,77 @@ struct Graph::Impl {
   }
 };
 
-Graph::Graph(std::vector<ImageNodePtr> results, Device device, int max_in_flight) {
-  if (max_in_flight < 1) fail("[graph] max_in_flight must be >= 1, got ", max_in_flight);
-  impl_ = std::make_unique<Impl>(std::move(results), device, max_in_flight);
+Graph::Graph(std::vector<ImageNodePtr> results, Device device, int max_in_flight)
+    : Graph(GraphSpec{std::move(results), {}, device, max_in_flight, nullptr}) {}
+
+Graph::Graph(GraphSpec spec) {
+  if (spec.max_in_flight < 1) fail("[graph] max_in_flight must be >= 1, got ", spec.max_in_flight);
+  impl_ = std::make_unique<Impl>(spec);
   std::vector<ImageShape> declared;
-  for (const auto& s : impl_->structure.sources)
+  for (const auto& s : impl_->image_sources)
     if (s->shape()) declared.push_back(*s->shape());
-  if (declared.size() == impl_->structure.sources.size()) impl_->plan_for(declared);
-  impl_->weights = impl_->load_weights();
+  if (declared.size() == impl_->image_sources.size()) impl_->plan_for(declared);
+  impl_->weights = spec.shared_weights ? spec.shared_weights : impl_->load_weights();
+}
+
+std::shared_ptr<Graph> Graph::training(const std::shared_ptr<LossNode>& loss, Device device, int max_in_flight,
+                                       std::shared_ptr<Optimizer> optimizer) {
+  if (!loss) fail("[graph] training needs a loss node");
+  const Structure forward = build_structure({loss->sources()[0]}, {});
+  for (const FilterNode* f : forward.order) {
+    auto* ds = dynamic_cast<ArrayDataSource*>(f->data_source());
+    if (ds && !ds->optimizer()) {
+      if (!optimizer)
+        fail("[", f->label(), "] data source '", ds->label(),
+             "' has no optimizer: give ArrayDataSource(optimizer=...) or training_graph(optimizer=...)");
+      ds->set_optimizer(optimizer);
+    }
+  }
+  return std::make_shared<Graph>(GraphSpec{{loss->sources()[0]}, build_gradient_pass(loss), device, max_in_flight, nullptr});
+}
+
+std::shared_ptr<Graph> Graph::inference() const {
+  std::shared_ptr<WeightsMap> weights;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    weights = impl_->weights;
+  }
+  return std::make_shared<Graph>(GraphSpec{impl_->results, {}, impl_->device, impl_->max_in_flight, weights});
 }
 
 Graph::~Graph() = default;
 
 const Device& Graph::device() const { return impl_->device; }
 int Graph::max_in_flight() const { return impl_->max_in_flight; }
-const std::vector<ImageNodePtr>& Graph::sources() const { return impl_->structure.sources; }
+const std::vector<ImageNodePtr>& Graph::sources() const { return impl_->image_sources; }
 const std::vector<ImageNodePtr>& Graph::results() const { return impl_->results; }
+bool Graph::is_training() const { return impl_->structure.training; }
+void Graph::set_check_numerics(bool on) { impl_->check_numerics = on; }
+bool Graph::check_numerics() const { return impl_->check_numerics; }
+
+std::vector<const LossNode*> Graph::loss_nodes() const {
+  std::vector<const LossNode*> out;
+  for (const auto& l : impl_->structure.losses) out.push_back(l.node);
+  return out;
+}
+
+std::vector<ImageShape> Graph::label_shapes(const std::vector<ImageShape>& source_shapes) {
+  if (source_shapes.size() != impl_->image_sources.size())
+    fail("[graph] expected ", impl_->image_sources.size(), " source shape(s), got ", source_shapes.size());
+  auto plan = impl_->plan_for(source_shapes);
+  std::vector<ImageShape> out;
+  for (const auto& l : impl_->structure.losses) out.push_back(plan->shapes[l.labels]);
+  return out;
+}
+
+std::vector<DataSource*> Graph::data_sources() const {
+  std::vector<DataSource*> out;
+  for (const auto* f : impl_->structure.order)
+    if (f->data_source() && !f->trains() &&
+        std::find(out.begin(), out.end(), f->data_source()) == out.end())
+      out.push_back(f->data_source());
+  return out;
+}
 
 std::vector<std::string> Graph::node_labels() const {
   std::vector<std::string> out;
@@ -142,8 +266,8 @@ std::string source_name(const ImageNodePtr& s, size_t i) {
 
 }  // namespace
 
-HandlePtr Graph::encode(std::vector<Image> sources, Callback on_complete) {
-  const auto& expected = impl_->structure.sources;
+HandlePtr Graph::encode(std::vector<Image> sources, std::vector<LossLabels> labels, Callback on_complete) {
+  const auto& expected = impl_->image_sources;
   if (sources.size() != expected.size())
     fail("[graph] expected ", expected.size(), " source image(s), got ", sources.size());
   std::vector<ImageShape> shapes;
@@ -164,21 +288,44 @@ HandlePtr Graph::encode(std::vector<Image> sources, Callback on_complete) {
     shapes.push_back(img.shape());
   }
   auto plan = impl_->plan_for(shapes);
-  std::shared_ptr<const WeightsMap> weights;
+  const auto& losses = impl_->structure.losses;
+  if (labels.size() != losses.size())
+    fail("[graph] expected labels for ", losses.size(), " loss node(s), got ", labels.size());
+  std::vector<double> divisors;
+  for (size_t i = 0; i < losses.size(); ++i) {
+    const std::string& name = losses[i].node->label();
+    const ImageShape want = plan->shapes[losses[i].labels];
+    const Image& l = labels[i].labels;
+    if (l.empty()) fail("[", name, "] no labels given");
+    if (l.batch() != sources[0].batch())
+      fail("[", name, "] labels hold ", l.batch(), " images but the batch has ", sources[0].batch());
+    if (l.shape() != want) fail("[", name, "] labels must be ", want.str(), " per image, got ", l.shape().str());
+    if (l.dtype() != DType::Float32 || l.device() != impl_->device)
+      fail("[", name, "] labels must be float32 on ", impl_->device.str());
+    const Image& w = labels[i].weights;
+    if (w.empty() || w.batch() != l.batch() || w.shape() != ImageShape{1, 1, 1} || w.dtype() != DType::Float32)
+      fail("[", name, "] label weights must be one float32 per image");
+    divisors.push_back(losses[i].node->reduction_divisor(l.batch(), want));
+  }
+  std::shared_ptr<WeightsMap> weights;
   {
     std::lock_guard<std::mutex> lock(impl_->mutex);
     weights = impl_->weights;
   }
   auto handle = std::make_shared<Handle>();
   Impl* impl = impl_.get();
-  impl_->executor.submit([impl, plan, weights, handle, srcs = std::move(sources),
-                          cb = std::move(on_complete)]() mutable {
+  const uint64_t step = impl_->encodes++;
+  impl_->executor.submit([impl, plan, weights, handle, step, divisors, srcs = std::move(sources),
+                          lbls = std::move(labels), cb = std::move(on_complete)]() mutable {
     try {
-      handle->set_results(impl->execute(*plan, *weights, srcs));
+      std::vector<Image> losses;
+      auto results = impl->execute(*plan, *weights, srcs, lbls, step, losses);
+      handle->set_results(std::move(results), std::move(losses), divisors);
     } catch (...) {
       handle->set_error(std::current_exception());
     }
     srcs.clear();
+    lbls.clear();
     if (cb) {
       try {
         cb(*handle);
@@ -192,8 +339,8 @@ HandlePtr Graph::encode(std::vector<Image> sources, Callback on_complete) {
   return handle;
 }
 
-std::vector<Image> Graph::run(std::vector<Image> sources) {
-  auto h = encode(std::move(sources));
+std::vector<Image> Graph::run(std::vector<Image> sources, std::vector<LossLabels> labels) {
+  auto h = encode(std::move(sources), std::move(labels));
   h->wait();
   return h->results();
 }

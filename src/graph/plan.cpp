@@ -41,8 +41,8 @@ void number_default_labels(const std::vector<FilterNode*>& order) {
 
 }  // namespace
 
-Structure build_structure(const std::vector<ImageNodePtr>& results) {
-  if (results.empty()) fail("[graph] needs at least one result image");
+Structure build_structure(const std::vector<ImageNodePtr>& results, const std::vector<ImageNodePtr>& roots) {
+  if (results.empty() && roots.empty()) fail("[graph] needs at least one result image");
   Structure s;
   std::unordered_set<const FilterNode*> seen;
   std::unordered_map<const ImageNode*, int> tensor;
@@ -53,10 +53,14 @@ Structure build_structure(const std::vector<ImageNodePtr>& results) {
            " is a source image that no filter node produces; pass a node's result_image");
     visit(results[i], s, seen, tensor);
   }
+  for (const auto& r : roots) visit(r, s, seen, tensor);
   number_default_labels(s.order);
   const int n_src = static_cast<int>(s.sources.size());
   std::unordered_map<const FilterNode*, int> out_of;
-  for (size_t i = 0; i < s.order.size(); ++i) out_of[s.order[i]] = n_src + static_cast<int>(i);
+  for (size_t i = 0; i < s.order.size(); ++i) {
+    out_of[s.order[i]] = n_src + static_cast<int>(i);
+    s.training = s.training || s.order[i]->is_gradient();
+  }
   auto id_of = [&](const ImageNodePtr& img) {
     return img->producer() ? out_of.at(img->producer()) : tensor.at(img.get());
   };
@@ -64,6 +68,13 @@ Structure build_structure(const std::vector<ImageNodePtr>& results) {
     std::vector<int> ins;
     for (const auto& src : f->sources()) ins.push_back(id_of(src));
     s.node_inputs.push_back(std::move(ins));
+    if (auto* loss = dynamic_cast<const LossNode*>(f))
+      s.losses.push_back({loss, id_of(loss->labels()), id_of(loss->label_weights())});
+  }
+  for (int i = 0; i < n_src; ++i) {
+    bool label = false;
+    for (const auto& l : s.losses) label = label || l.labels == i || l.weights == i;
+    if (!label) s.image_sources.push_back(i);
   }
   for (const auto& r : results) s.results.push_back(id_of(r));
 
@@ -80,11 +91,12 @@ Structure build_structure(const std::vector<ImageNodePtr>& results) {
     FilterNode* f = s.order[i];
     const int out = n_src + static_cast<int>(i);
     const auto& ins = s.node_inputs[i];
-    if (f->identity_at_inference()) {
+    if (f->identity(s.training)) {
       s.root[out] = s.root[ins[0]];
       continue;
     }
-    if (auto* neuron = dynamic_cast<NeuronNode*>(f)) {
+    // A training graph may fold a neuron only if its gradient can work from the output.
+    if (auto* neuron = dynamic_cast<NeuronNode*>(f); neuron && (!s.training || neuron->neuron().derivative_from_output())) {
       const int src = ins[0];
       const int producer = step_of[src];
       if (producer >= 0 && s.root[src] == src && uses[src] == 1 &&
@@ -95,12 +107,52 @@ Structure build_structure(const std::vector<ImageNodePtr>& results) {
         continue;
       }
     }
-    std::vector<int> roots;
-    for (int t : ins) roots.push_back(s.root[t]);
+    std::vector<int> roots_in;
+    for (int t : ins) roots_in.push_back(s.root[t]);
     step_of[out] = static_cast<int>(s.steps.size());
-    s.steps.push_back(Step{f, std::move(roots), out, NeuronDescriptor{}});
+    s.steps.push_back(Step{f, std::move(roots_in), out, true, NeuronDescriptor{}});
   }
+
+  // Dead steps, last to first: a step runs if something needs its result or it trains weights.
+  std::vector<bool> live(s.tensor_count(), false);
+  for (int t : s.results) live[s.root[t]] = true;
+  std::vector<Step> kept;
+  for (auto it = s.steps.rbegin(); it != s.steps.rend(); ++it) {
+    const FilterNode* trains = it->node->trains();
+    const bool trainable = trains && trains->data_source() && trains->data_source()->trainable();
+    it->output_needed = live[it->output];
+    if (!it->output_needed && !trainable) continue;
+    for (int t : it->inputs) live[t] = true;
+    kept.push_back(*it);
+  }
+  s.steps.assign(kept.rbegin(), kept.rend());
   return s;
+}
+
+std::vector<ImageNodePtr> build_gradient_pass(const std::shared_ptr<LossNode>& loss) {
+  Structure fwd;
+  std::unordered_set<const FilterNode*> seen;
+  std::unordered_map<const ImageNode*, int> tensor;
+  visit(loss->sources()[0], fwd, seen, tensor);
+  std::unordered_map<const ImageNode*, std::vector<ImageNodePtr>> incoming;
+  incoming[loss->sources()[0].get()] = {loss->result_image()};
+  std::vector<ImageNodePtr> roots;
+  for (auto it = fwd.order.rbegin(); it != fwd.order.rend(); ++it) {
+    FilterNode* f = *it;
+    if (f->is_gradient()) fail("[", loss->label(), "] the loss source depends on gradient node '", f->label(), "'");
+    auto found = incoming.find(f->result_image().get());
+    if (found == incoming.end()) continue;
+    // A result read by several nodes receives the sum of their gradients.
+    ImageNodePtr dy = found->second[0];
+    for (size_t k = 1; k < found->second.size(); ++k)
+      dy = AdditionNode::create(dy, found->second[k], f->label() + "_gradient_sum")->result_image();
+    const auto grads = f->gradient_filters(dy);
+    for (size_t i = 0; i < grads.size(); ++i) {
+      roots.push_back(grads[i]->result_image());
+      if (f->sources()[i]->producer()) incoming[f->sources()[i].get()].push_back(grads[i]->result_image());
+    }
+  }
+  return roots;
 }
 
 Plan make_plan(const Structure& s, const std::vector<ImageShape>& source_shapes) {
@@ -109,6 +161,8 @@ Plan make_plan(const Structure& s, const std::vector<ImageShape>& source_shapes)
   std::copy(source_shapes.begin(), source_shapes.end(), p.shapes.begin());
   const size_t n_src = s.sources.size();
   for (size_t i = 0; i < s.order.size(); ++i) {
+    for (const auto& l : s.losses)  // label states take the shape of what the loss compares
+      if (l.node == s.order[i]) p.shapes[l.labels] = p.shapes[s.node_inputs[i][0]];
     std::vector<ImageShape> ins;
     for (int t : s.node_inputs[i]) ins.push_back(p.shapes[t]);
     p.shapes[n_src + i] = s.order[i]->infer(ins);
@@ -118,10 +172,12 @@ Plan make_plan(const Structure& s, const std::vector<ImageShape>& source_shapes)
   const int n_steps = static_cast<int>(s.steps.size());
   std::vector<int> def(s.tensor_count(), -1), last(s.tensor_count(), -1);
   for (int i = 0; i < n_steps; ++i) {
+    if (!s.steps[i].output_needed) continue;
     def[s.steps[i].output] = i;
     last[s.steps[i].output] = std::max(last[s.steps[i].output], i);
-    for (int t : s.steps[i].inputs) last[t] = std::max(last[t], i);
   }
+  for (int i = 0; i < n_steps; ++i)
+    for (int t : s.steps[i].inputs) last[t] = std::max(last[t], i);
   for (int t : s.results) last[s.root[t]] = n_steps;
   auto padded = [&](int t) { return (p.shapes[t].count() + 15) / 16 * 16; };  // 64-byte aligned
   std::vector<int> arena;

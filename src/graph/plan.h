@@ -1,34 +1,48 @@
 #pragma once
-// Shape-independent structure of a graph (order, fusion, aliases) and the per-shape plan
-// (descriptors and arena offsets) derived from it.
+// Shape-independent structure of a graph (order, fusion, aliases, dead steps) and the
+// per-shape plan (descriptors and arena offsets) derived from it.
 #include <string>
 #include <vector>
 
+#include "nngraph/loss.h"
 #include "nngraph/nodes.h"
 
 namespace nngraph {
 
 struct Step {
   const FilterNode* node;
-  std::vector<int> inputs;  // tensor ids
+  std::vector<int> inputs;  // tensor ids (alias roots)
   int output;
+  bool output_needed;       // false: a gradient step kept only for its weight gradients
   NeuronDescriptor fused;
+};
+
+struct LossBinding {
+  const LossNode* node;
+  int labels, weights;  // source tensor ids
 };
 
 // Tensors 0..S-1 are the graph sources; tensor S+i is the result of order[i].
 struct Structure {
-  std::vector<ImageNodePtr> sources;
+  std::vector<ImageNodePtr> sources;   // every producer-less image node
+  std::vector<int> image_sources;      // of those, the ones encode() takes as images
+  std::vector<LossBinding> losses;     // the others: label states of loss nodes
   std::vector<FilterNode*> order;
   std::vector<std::vector<int>> node_inputs;  // per order[i]
   std::vector<int> results;                   // tensor ids
   std::vector<int> root;                      // tensor whose memory a tensor uses
   std::vector<Step> steps;
+  bool training = false;  // holds gradient or loss nodes: forward nodes run in training mode
   size_t tensor_count() const { return sources.size() + order.size(); }
 };
 
-// Walks back from the results, orders nodes, numbers default labels, folds neurons into
-// convolutions and aliases identity nodes. Throws on a result that no filter produced.
-Structure build_structure(const std::vector<ImageNodePtr>& results);
+// Walks back from results and roots (images to compute without returning them), orders
+// nodes, numbers default labels, folds neurons into convolutions, aliases identity nodes and
+// drops steps whose results nothing needs. Throws on a result no filter produced.
+Structure build_structure(const std::vector<ImageNodePtr>& results, const std::vector<ImageNodePtr>& roots);
+
+// Every gradient node from `loss` back to the graph sources; returns their result images.
+std::vector<ImageNodePtr> build_gradient_pass(const std::shared_ptr<LossNode>& loss);
 
 struct Plan {
   std::vector<ImageShape> shapes;  // per tensor
@@ -37,7 +51,8 @@ struct Plan {
   size_t naive = 0;                // floats per image with one buffer per filter result
 };
 
-// Infers every shape (errors name the node) and places intermediates in one arena.
+// Infers every shape (errors name the node; label states take their loss source's shape)
+// and places intermediates in one arena.
 Plan make_plan(const Structure& s, const std::vector<ImageShape>& source_shapes);
 
 }  // namespace nngraph

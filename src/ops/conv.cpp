@@ -46,15 +46,19 @@ ImageShape ConvolutionNode::infer(const std::vector<ImageShape>& s) const {
   return {d.output_feature_channels, y.out, x.out};
 }
 
-void ConvolutionNode::encode(const EncodeArgs& a) const {
-  const ImageShape& in = a.sources[0]->shape();
+ConvGeometry ConvolutionNode::geometry(const ImageShape& in) const {
   const auto& d = desc_;
   const Axis y = resolve_axis(in.h, d.kernel_height, d.stride_y, d.dilation_y, padding_.mode,
                               padding_.top, padding_.bottom);
   const Axis x = resolve_axis(in.w, d.kernel_width, d.stride_x, d.dilation_x, padding_.mode,
                               padding_.left, padding_.right);
-  const ConvGeometry g{d.kernel_height, d.kernel_width, d.stride_y, d.stride_x, d.dilation_y,
-                       d.dilation_x, d.groups, y.pad_before, x.pad_before};
+  return ConvGeometry{d.kernel_height, d.kernel_width, d.stride_y, d.stride_x, d.dilation_y,
+                      d.dilation_x, d.groups, y.pad_before, x.pad_before};
+}
+
+void ConvolutionNode::encode(const EncodeArgs& a) const {
+  const auto& d = desc_;
+  const ConvGeometry g = geometry(a.sources[0]->shape());
   const float* bias = a.weights->biases ? static_cast<const float*>(a.weights->biases->data()) : nullptr;
   a.backend.convolution(g, *a.sources[0], static_cast<const float*>(a.weights->weights->data()),
                         bias, effective_neuron(d, a), a.result);

@@ -35,9 +35,9 @@ std::shared_ptr<DropoutNode> DropoutNode::create(ImageNodePtr source, float keep
   return node;
 }
 
-// Inference graphs alias dropout away; a forced encode is the inference identity.
+// Runs only in training graphs; inference graphs alias dropout away.
 void DropoutNode::encode(const EncodeArgs& a) const {
-  a.backend.copy(a.result.data(), a.sources[0]->data(), a.result.descriptor().bytes());
+  a.backend.dropout(keep_probability_, seed_, a.step, *a.sources[0], a.result);
 }
 
 std::shared_ptr<AdditionNode> AdditionNode::create(ImageNodePtr a, ImageNodePtr b, std::string label) {

@@ -35,12 +35,14 @@ ImageShape PoolingNode::infer(const std::vector<ImageShape>& s) const {
   return {in.c, y.out, x.out};
 }
 
-void PoolingNode::encode(const EncodeArgs& a) const {
-  const ImageShape& in = a.sources[0]->shape();
+PoolGeometry PoolingNode::geometry(const ImageShape& in) const {
   const Axis y = resolve_axis(in.h, kh_, sy_, 1, padding_.mode, padding_.top, padding_.bottom);
   const Axis x = resolve_axis(in.w, kw_, sx_, 1, padding_.mode, padding_.left, padding_.right);
-  a.backend.pooling(mode_, PoolGeometry{kh_, kw_, sy_, sx_, y.pad_before, x.pad_before, count_include_pad_},
-                    *a.sources[0], a.result);
+  return PoolGeometry{kh_, kw_, sy_, sx_, y.pad_before, x.pad_before, count_include_pad_};
+}
+
+void PoolingNode::encode(const EncodeArgs& a) const {
+  a.backend.pooling(mode_, geometry(a.sources[0]->shape()), *a.sources[0], a.result);
 }
 
 }  // namespace nngraph

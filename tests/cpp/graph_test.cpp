@@ -98,7 +98,7 @@ TEST(GraphBuild, ErrorsNameTheNode) {
 TEST(GraphBuild, DanglingResultAndMissingSources) {
   auto x = std::make_shared<ImageNode>();
   EXPECT_THROW(Graph({x}), InvalidInput);  // no filter produces it
-  EXPECT_THROW(Graph({}), InvalidInput);
+  EXPECT_THROW(Graph(std::vector<ImageNodePtr>{}), InvalidInput);
   auto a = AdditionNode::create(std::make_shared<ImageNode>(), std::make_shared<ImageNode>());
   Graph g({a->result_image()});
   EXPECT_EQ(g.sources().size(), 2u);
@@ -174,13 +174,13 @@ TEST(GraphExec, EncodeIsAsynchronousWithCallbacksInOrder) {
   std::mutex m;
   std::vector<HandlePtr> handles;
   for (int i = 0; i < 6; ++i)
-    handles.push_back(g.encode({filled(4, {10, 1, 1}, 0.1f * i)}, [&, i](Handle& h) {
+    handles.push_back(g.encode({filled(4, {10, 1, 1}, 0.1f * i)}, {}, [&, i](Handle& h) {
       EXPECT_EQ(h.results().size(), 1u);
       std::lock_guard<std::mutex> lock(m);
       order.push_back(i);
     }));
   for (auto& h : handles) h->wait();
   EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3, 4, 5}));
-  auto bad = g.encode({filled(4, {10, 1, 1}, 0.1f)}, [](Handle&) { throw DeviceError("callback failed"); });
+  auto bad = g.encode({filled(4, {10, 1, 1}, 0.1f)}, {}, [](Handle&) { throw DeviceError("callback failed"); });
   EXPECT_THROW(bad->wait(), DeviceError);
 }

@@ -1,6 +1,8 @@
 #include <algorithm>
+#include <cmath>
 
 #include "backends/cpu/cpu_backend.h"
+#include "backends/dropout_mask.h"
 
 namespace nngraph {
 
@@ -22,6 +24,36 @@ void CpuBackend::copy_channels(const Image& in, const Image& out, int channel_of
   pool_.parallel_for(static_cast<size_t>(in.batch()), [&](size_t b, size_t e) {
     for (size_t n = b; n < e; ++n) std::copy(src + n * block, src + (n + 1) * block, dst + n * stride + skip);
   });
+}
+
+}  // namespace nngraph
+
+namespace nngraph {
+
+void CpuBackend::slice_channels(const Image& in, int channel_offset, const Image& out) {
+  const size_t block = out.shape().count(), stride = in.shape().count();
+  const size_t skip = static_cast<size_t>(channel_offset) * in.shape().h * in.shape().w;
+  const float* src = in.data_as<float>();
+  float* dst = out.data_as<float>();
+  pool_.parallel_for(static_cast<size_t>(in.batch()), [&](size_t b, size_t e) {
+    for (size_t n = b; n < e; ++n) std::copy(src + n * stride + skip, src + n * stride + skip + block, dst + n * block);
+  });
+}
+
+void CpuBackend::dropout(float keep, uint64_t seed, uint64_t step, const Image& in, const Image& out) {
+  const float* x = in.data_as<float>();
+  float* y = out.data_as<float>();
+  const uint64_t key = dropout_key(seed, step);
+  const float scale = 1.f / keep;
+  pool_.parallel_for(in.descriptor().count(), [&](size_t b, size_t e) {
+    for (size_t i = b; i < e; ++i) y[i] = dropout_keep(key, i, keep) ? x[i] * scale : 0.f;
+  });
+}
+
+bool CpuBackend::all_finite(const float* data, size_t count) {
+  for (size_t i = 0; i < count; ++i)
+    if (!std::isfinite(data[i])) return false;
+  return true;
 }
 
 }  // namespace nngraph

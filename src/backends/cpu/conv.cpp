@@ -38,6 +38,24 @@ void im2col(const float* in, int channels, int h, int w, const ConvGeometry& g, 
       }
 }
 
+// Adds each column back to the pixel it was read from (im2col's transpose).
+void col2im(const float* col, int channels, int h, int w, const ConvGeometry& g, int ho, int wo, float* out) {
+  for (int c = 0; c < channels; ++c)
+    for (int i = 0; i < g.kh; ++i)
+      for (int j = 0; j < g.kw; ++j) {
+        const int off_x = j * g.dx - g.pad_left;
+        const int lo = std::min(wo, std::max(0, -floor_div(off_x, g.sx)));
+        const int hi = std::max(lo, std::min(wo, floor_div(w - 1 - off_x, g.sx) + 1));
+        float* plane = out + static_cast<size_t>(c) * h * w;
+        for (int oy = 0; oy < ho; ++oy, col += wo) {
+          const int iy = oy * g.sy - g.pad_top + i * g.dy;
+          if (iy < 0 || iy >= h) continue;
+          float* row = plane + static_cast<size_t>(iy) * w + off_x;
+          for (int ox = lo; ox < hi; ++ox) row[ox * g.sx] += col[ox];
+        }
+      }
+}
+
 }  // namespace
 
 void CpuBackend::convolution(const ConvGeometry& g, const Image& in, const float* weights,
@@ -85,6 +103,88 @@ void CpuBackend::fully_connected(const Image& in, const float* weights, const fl
       bias_neuron(row, o, nullptr, neuron);
     }
   });
+}
+
+}  // namespace nngraph
+
+namespace nngraph {
+
+void CpuBackend::convolution_gradient(const ConvGeometry& g, const Image& x, const float* weights, const Image& dy,
+                                      const Image* y, const NeuronDescriptor& neuron, const Image* dx, float* dw,
+                                      float* db) {
+  const auto& is = x.shape();
+  const auto& os = dy.shape();
+  const int n = x.batch(), cg = is.c / g.groups, og = os.c / g.groups;
+  const int k = cg * g.kh * g.kw, p = os.h * os.w;
+  const size_t wcount = static_cast<size_t>(os.c) * k;
+  const bool act = y && neuron.type != NeuronType::None;
+  // Image ranges run in parallel, each into its own weight-gradient partial sums.
+  const int chunks = std::min(n, pool_.size());
+  ThreadPool* inner = chunks > 1 ? nullptr : &pool_;
+  std::vector<std::vector<float>> partial(chunks, std::vector<float>(dw ? wcount + os.c : 0, 0.f));
+  pool_.parallel_for(static_cast<size_t>(chunks), [&](size_t c0, size_t c1) {
+    std::vector<float> col(static_cast<size_t>(k) * p), dz(act ? static_cast<size_t>(og) * p : 0);
+    for (size_t chunk = c0; chunk < c1; ++chunk) {
+      float* pdw = dw ? partial[chunk].data() : nullptr;
+      for (size_t img = n * chunk / chunks; img < n * (chunk + 1) / chunks; ++img) {
+        if (dx) std::fill_n(dx->data_as<float>() + img * is.count(), is.count(), 0.f);
+        for (int grp = 0; grp < g.groups; ++grp) {
+          const size_t out_off = (img * os.c + static_cast<size_t>(grp) * og) * p;
+          const float* z = dy.data_as<float>() + out_off;
+          if (act) {
+            neuron_derivative(z, y->data_as<float>() + out_off, dz.data(), dz.size(), neuron);
+            z = dz.data();
+          }
+          const float* xi = x.data_as<float>() + (img * is.c + static_cast<size_t>(grp) * cg) * is.h * is.w;
+          if (pdw) {
+            im2col(xi, cg, is.h, is.w, g, os.h, os.w, col.data());
+            gemm(inner, false, true, og, k, p, 1.f, z, p, col.data(), p, 1.f, pdw + static_cast<size_t>(grp) * og * k, k);
+            for (int o = 0; o < og; ++o) {
+              double sum = 0;
+              for (int q = 0; q < p; ++q) sum += z[static_cast<size_t>(o) * p + q];
+              pdw[wcount + grp * og + o] += static_cast<float>(sum);
+            }
+          }
+          if (dx) {
+            gemm(inner, true, false, k, p, og, 1.f, weights + static_cast<size_t>(grp) * og * k, k, z, p, 0.f,
+                 col.data(), p);
+            col2im(col.data(), cg, is.h, is.w, g, os.h, os.w,
+                   dx->data_as<float>() + (img * is.c + static_cast<size_t>(grp) * cg) * is.h * is.w);
+          }
+        }
+      }
+    }
+  });
+  if (!dw) return;
+  pool_.parallel_for(wcount + os.c, [&](size_t b, size_t e) {
+    for (size_t i = b; i < e; ++i) {
+      float sum = 0.f;
+      for (const auto& part : partial) sum += part[i];
+      if (i < wcount)
+        dw[i] = sum;
+      else if (db)
+        db[i - wcount] = sum;
+    }
+  });
+}
+
+void CpuBackend::fully_connected_gradient(const Image& x, const float* weights, const Image& dy, const Image* y,
+                                          const NeuronDescriptor& neuron, const Image* dx, float* dw, float* db) {
+  const int n = x.batch(), k = static_cast<int>(x.shape().count()), o = dy.shape().c;
+  const float* z = dy.data_as<float>();
+  std::vector<float> dz;
+  if (y && neuron.type != NeuronType::None) {
+    dz.resize(static_cast<size_t>(n) * o);
+    neuron_derivative(z, y->data_as<float>(), dz.data(), dz.size(), neuron);
+    z = dz.data();
+  }
+  if (dw) gemm(&pool_, true, false, o, k, n, 1.f, z, o, x.data_as<float>(), k, 0.f, dw, k);
+  if (db) {
+    std::fill_n(db, o, 0.f);
+    for (int r = 0; r < n; ++r)
+      for (int j = 0; j < o; ++j) db[j] += z[static_cast<size_t>(r) * o + j];
+  }
+  if (dx) gemm(&pool_, false, false, n, k, o, 1.f, z, o, weights, k, 0.f, dx->data_as<float>(), k);
 }
 
 }  // namespace nngraph

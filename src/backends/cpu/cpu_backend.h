@@ -26,6 +26,22 @@ class CpuBackend : public Backend {
   void softmax(bool log, const Image& in, const Image& out) override;
   void add(const Image& a, const Image& b, const Image& out) override;
   void copy_channels(const Image& in, const Image& out, int channel_offset) override;
+  void slice_channels(const Image& in, int channel_offset, const Image& out) override;
+  void dropout(float keep, uint64_t seed, uint64_t step, const Image& in, const Image& out) override;
+  void convolution_gradient(const ConvGeometry& g, const Image& x, const float* weights, const Image& dy,
+                            const Image* y, const NeuronDescriptor& neuron, const Image* dx, float* dw,
+                            float* db) override;
+  void fully_connected_gradient(const Image& x, const float* weights, const Image& dy, const Image* y,
+                                const NeuronDescriptor& neuron, const Image* dx, float* dw, float* db) override;
+  void pooling_gradient(PoolingMode mode, const PoolGeometry& g, const Image& x, const Image& dy,
+                        const Image& dx) override;
+  void neuron_gradient(const NeuronDescriptor& neuron, const Image& v, const Image& dy, const Image& dx) override;
+  void softmax_gradient(bool log, const Image& y, const Image& dy, const Image& dx) override;
+  void loss(const LossDescriptor& d, double scale, const Image& x, const Image& labels, const Image& weights,
+            const Image& gradient, const Image& losses) override;
+  void optimizer_step(const OptimizerStep& s, float* values, const float* gradient, const std::vector<float*>& slots,
+                      size_t count) override;
+  bool all_finite(const float* data, size_t count) override;
 
   ThreadPool& pool() { return pool_; }
 
@@ -41,5 +57,7 @@ void gemm(ThreadPool* pool, bool trans_a, bool trans_b, int m, int n, int k, flo
 
 // x[i] = neuron(x[i] + bias) over `count` values (bias may be null).
 void bias_neuron(float* x, size_t count, const float* bias, const NeuronDescriptor& neuron);
+// dz[i] = dy[i] · neuron.derivative(v[i]).
+void neuron_derivative(const float* dy, const float* v, float* dz, size_t count, const NeuronDescriptor& neuron);
 
 }  // namespace nngraph

@@ -44,3 +44,28 @@ void CpuBackend::neuron(const NeuronDescriptor& nd, const Image& in, const Image
 }
 
 }  // namespace nngraph
+
+namespace nngraph {
+
+void neuron_derivative(const float* dy, const float* v, float* dz, size_t count, const NeuronDescriptor& nd) {
+  switch (nd.type) {
+    case NeuronType::None: std::copy(dy, dy + count, dz); break;
+    case NeuronType::ReLU:
+      for (size_t i = 0; i < count; ++i) dz[i] = v[i] > 0.f ? dy[i] : 0.f;
+      break;
+    default:
+      for (size_t i = 0; i < count; ++i) dz[i] = dy[i] * nd.derivative(v[i]);
+      break;
+  }
+}
+
+void CpuBackend::neuron_gradient(const NeuronDescriptor& nd, const Image& v, const Image& dy, const Image& dx) {
+  const float* g = dy.data_as<float>();
+  const float* val = v.data_as<float>();
+  float* out = dx.data_as<float>();
+  pool_.parallel_for(dy.descriptor().count(), [&](size_t b, size_t e) {
+    neuron_derivative(g + b, val + b, out + b, e - b, nd);
+  });
+}
+
+}  // namespace nngraph

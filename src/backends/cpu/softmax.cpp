@@ -42,4 +42,26 @@ void CpuBackend::softmax(bool log, const Image& in, const Image& out) {
   });
 }
 
+void CpuBackend::softmax_gradient(bool log, const Image& y, const Image& dy, const Image& dx) {
+  const int c = y.shape().c;
+  const size_t hw = static_cast<size_t>(y.shape().h) * y.shape().w;
+  pool_.parallel_for(static_cast<size_t>(y.batch()), [&](size_t b, size_t e) {
+    std::vector<float> sum(hw);
+    for (size_t n = b; n < e; ++n) {
+      const float* yv = y.data_as<float>() + n * c * hw;
+      const float* g = dy.data_as<float>() + n * c * hw;
+      float* out = dx.data_as<float>() + n * c * hw;
+      std::fill(sum.begin(), sum.end(), 0.f);
+      // softmax: dx = y·(dy − Σ dy·y);  log-softmax: dx = dy − exp(y)·Σ dy
+      for (int ch = 0; ch < c; ++ch)
+        for (size_t p = 0; p < hw; ++p) sum[p] += log ? g[ch * hw + p] : g[ch * hw + p] * yv[ch * hw + p];
+      for (int ch = 0; ch < c; ++ch)
+        for (size_t p = 0; p < hw; ++p) {
+          const size_t i = ch * hw + p;
+          out[i] = log ? g[i] - std::exp(yv[i]) * sum[p] : yv[i] * (g[i] - sum[p]);
+        }
+    }
+  });
+}
+
 }  // namespace nngraph

@@ -1,0 +1,71 @@
+#pragma once
+// Optimizers (MPSNNOptimizer*): hyper-parameters live here; the per-parameter state
+// (momentum, velocity, time step) belongs to the data source that owns the weights.
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "nngraph/device.h"
+
+namespace nngraph {
+
+enum class Regularization { None, L1, L2 };
+
+// g ← clamp(gradient_rescale·g) (when clipping), then + scale·w (L2) or + scale·sign(w) (L1).
+struct OptimizerDescriptor {
+  float learning_rate = 1e-3f;
+  float gradient_rescale = 1.f;
+  bool apply_gradient_clipping = false;
+  float gradient_clip_min = 0.f, gradient_clip_max = 0.f;
+  Regularization regularization = Regularization::None;
+  float regularization_scale = 0.f;
+  void validate() const;
+};
+
+enum class OptimizerKind { SGD, Adam, RMSProp };
+
+// Everything a backend's fused update kernel needs for one parameter tensor.
+struct OptimizerStep {
+  OptimizerKind kind;
+  OptimizerDescriptor d;
+  float momentum = 0.f;
+  bool nesterov = false;
+  float beta1 = 0.9f, beta2 = 0.999f, epsilon = 1e-8f, decay = 0.9f;
+  bool amsgrad = false;
+  int64_t step = 1;  // 1 on the first update
+};
+
+class Optimizer {
+ public:
+  explicit Optimizer(OptimizerDescriptor d) : descriptor(d) { descriptor.validate(); }
+  virtual ~Optimizer() = default;
+  OptimizerDescriptor descriptor;  // learning_rate may change between steps
+  // State vectors kept per parameter tensor, each as long as the tensor, zero at start.
+  virtual int slot_count() const = 0;
+  // values ← update(values, gradient, slots); step counts updates from 1.
+  virtual void apply(const Device& device, float* values, const float* gradient,
+                     const std::vector<float*>& slots, size_t count, int64_t step) = 0;
+};
+
+// Built-in optimizers run one backend kernel per tensor, on the device.
+class BuiltinOptimizer : public Optimizer {
+ public:
+  explicit BuiltinOptimizer(OptimizerStep params);
+  int slot_count() const override;
+  void apply(const Device& device, float* values, const float* gradient,
+             const std::vector<float*>& slots, size_t count, int64_t step) override;
+  OptimizerStep& params() { return params_; }
+
+ private:
+  OptimizerStep params_;
+};
+
+// v ← μ·v + g; w ← w − lr·(nesterov ? g + μ·v : v)   (μ = 0: plain SGD, no state)
+std::shared_ptr<BuiltinOptimizer> make_sgd(OptimizerDescriptor d, float momentum, bool nesterov);
+// Adam with bias correction; amsgrad keeps the running maximum of v.
+std::shared_ptr<BuiltinOptimizer> make_adam(OptimizerDescriptor d, float beta1, float beta2,
+                                            float epsilon, bool amsgrad);
+// s ← ρ·s + (1−ρ)·g²; w ← w − lr·g / (sqrt(s) + ε)
+std::shared_ptr<BuiltinOptimizer> make_rmsprop(OptimizerDescriptor d, float decay, float epsilon);
+
+}  // namespace nngraph
