@@ -30,7 +30,7 @@ def run_nngraph(batch, steps, threads):
     os.environ["NNGRAPH_NUM_THREADS"] = str(threads)
     import nngraph as ng
     from nngraph.models import digit_network
-    _, probs, _ = digit_network(weights())
+    probs = digit_network(weights()).probabilities
     graph = ng.Graph(probs, device="cpu")
     x = np.random.default_rng(1).random((batch, 1, 28, 28), dtype=np.float32)
     base = rss_mib()
@@ -40,17 +40,9 @@ def run_nngraph(batch, steps, threads):
 
 def run_torch(batch, steps, threads):
     import torch
+    from torch_models import digit_network
     torch.set_num_threads(threads)
-    w = {k: (torch.from_numpy(a), torch.from_numpy(b)) for k, (a, b) in weights().items()}
-    net = torch.nn.Sequential(
-        torch.nn.Conv2d(1, 32, 5, padding=2), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
-        torch.nn.Conv2d(32, 64, 5, padding=2), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
-        torch.nn.Flatten(), torch.nn.Linear(3136, 1024), torch.nn.ReLU(), torch.nn.Dropout(0.5),
-        torch.nn.Linear(1024, 10), torch.nn.Softmax(dim=1)).eval()
-    with torch.no_grad():
-        for layer, label in zip([net[0], net[3], net[7], net[10]], ["conv1", "conv2", "fc1", "fc2"]):
-            layer.weight.copy_(w[label][0].reshape(layer.weight.shape))
-            layer.bias.copy_(w[label][1])
+    net = torch.nn.Sequential(digit_network(weights()), torch.nn.Softmax(dim=1)).eval()
     x = torch.from_numpy(np.random.default_rng(1).random((batch, 1, 28, 28), dtype=np.float32))
     base = rss_mib()
     with torch.inference_mode():

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from nngraph._core import (
@@ -9,6 +11,7 @@ from nngraph._core import (
     Convolution,
     ConvolutionDescriptor,
     Dropout,
+    FilterNode,
     FullyConnected,
     ImageNode,
     Neuron,
@@ -33,17 +36,26 @@ def digit_weights(seed: int = 0) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     }
 
 
-def digit_network(weights=None, keep_probability: float = 0.5, seed: int = 0):
+@dataclass
+class DigitNetwork:
+    image: ImageNode  # the 1×28×28 source
+    logits: FilterNode  # fc2, what the loss reads
+    probabilities: FilterNode  # softmax over the logits, for inference
+    sources: dict  # label → ArrayDataSource
+
+
+def digit_network(weights=None, keep_probability: float = 0.5, seed: int = 0, optimizer=None) -> DigitNetwork:
     """1×28×28 → conv 5×5 32 + relu → max-pool 2 → conv 5×5 64 + relu → max-pool 2 →
-    fc 1024 + relu → dropout → fc 10 → softmax. Returns (source node, softmax node,
-    {label: data source}); `weights` maps labels to (weights, biases) arrays."""
+    fc 1024 + relu → dropout → fc 10 → softmax. `weights` maps labels to (weights, biases)
+    arrays (default: He initialisation); `optimizer` goes to every data source."""
     weights = weights or digit_weights(seed)
     sources = {
-        label: ArrayDataSource(ConvolutionDescriptor(k, cin, cout), *weights[label], label=label)
+        label: ArrayDataSource(ConvolutionDescriptor(k, cin, cout), *weights[label], label=label, optimizer=optimizer)
         for label, k, cin, cout in DIGIT_LAYERS
     }
     image = ImageNode(shape=(1, 28, 28), label="digits")
     h = Pooling(Neuron(Convolution(image, sources["conv1"], padding="same"), "relu"), "max", 2)
     h = Pooling(Neuron(Convolution(h, sources["conv2"], padding="same"), "relu"), "max", 2)
     h = Dropout(Neuron(FullyConnected(h, sources["fc1"]), "relu"), keep_probability, seed)
-    return image, SoftMax(FullyConnected(h, sources["fc2"]), label="probabilities"), sources
+    logits = FullyConnected(h, sources["fc2"])
+    return DigitNetwork(image, logits, SoftMax(logits, label="probabilities"), sources)

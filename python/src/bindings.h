@@ -12,6 +12,12 @@
 #include "nngraph/device.h"
 #include "nngraph/image.h"
 #include "nngraph/nodes.h"
+#include "nngraph/optimizer.h"
+
+namespace nngraph {
+class Graph;
+class LossNode;
+}  // namespace nngraph
 
 namespace nngraph::py_bind {
 namespace py = pybind11;
@@ -39,7 +45,28 @@ py::array float_array(const py::handle& obj, const std::string& what);
 Device to_device(const py::handle& device);
 // A source argument: an ImageNode, or a filter node standing for its result image.
 ImageNodePtr to_image_node(const py::handle& obj, const std::string& what);
-// Holds the Python object for as long as C++ holds the data source.
-std::shared_ptr<DataSource> hold_data_source(const py::object& obj);
+// Graphs handed to Python release the GIL while they finish and join their worker.
+std::shared_ptr<Graph> python_owned(std::shared_ptr<Graph> graph);
+std::shared_ptr<Graph> training_graph(const std::shared_ptr<LossNode>& loss, const py::object& device,
+                                      const py::object& optimizer, int max_in_flight, bool check_numerics);
+
+// A C++ pointer to a Python object that keeps the object (and so a Python subclass's
+// overrides) alive for as long as C++ holds it.
+template <class T>
+std::shared_ptr<T> hold_python(const py::object& obj, const char* what) {
+  if (obj.is_none()) return nullptr;
+  if (!py::isinstance<T>(obj))
+    throw py::type_error(std::string("expected an nngraph.") + what + ", got " +
+                         py::str(py::type::of(obj).attr("__name__")).cast<std::string>());
+  auto keeper = std::make_shared<py::object>(obj);
+  return std::shared_ptr<T>(obj.cast<T*>(), [keeper](T*) mutable {
+    py::gil_scoped_acquire gil;
+    keeper.reset();
+  });
+}
+inline std::shared_ptr<DataSource> hold_data_source(const py::object& obj) {
+  if (obj.is_none()) throw py::value_error("[data source] is None");
+  return hold_python<DataSource>(obj, "DataSource");
+}
 
 }  // namespace nngraph::py_bind

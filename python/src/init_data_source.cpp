@@ -137,18 +137,6 @@ std::vector<float> initial_biases(const py::object& biases, const ConvolutionDes
 
 }  // namespace
 
-std::shared_ptr<DataSource> hold_data_source(const py::object& obj) {
-  if (!py::isinstance<DataSource>(obj))
-    fail("[data source] expected an nngraph.DataSource, got ",
-         py::str(py::type::of(obj).attr("__name__")).cast<std::string>());
-  auto* raw = obj.cast<DataSource*>();
-  auto keeper = std::make_shared<py::object>(obj);
-  return std::shared_ptr<DataSource>(raw, [keeper](DataSource*) mutable {
-    py::gil_scoped_acquire gil;
-    keeper.reset();
-  });
-}
-
 void init_data_source(py::module_& m) {
   py::enum_<WeightsLayout>(m, "WeightsLayout")
       .value("OIHW", WeightsLayout::OIHW)
@@ -180,16 +168,17 @@ void init_data_source(py::module_& m) {
       m, "ArrayDataSource",
       "Weights from an array (O, I/groups, kh, kw) or an initializer: 'he', 'glorot', 'zeros'.")
       .def(py::init([](const ConvolutionDescriptor& d, const py::object& weights, const py::object& biases,
-                       const std::string& label, uint64_t seed, std::shared_ptr<Optimizer> optimizer) {
+                       const std::string& label, uint64_t seed, const py::object& optimizer) {
              d.validate(label.empty() ? "data source" : label);
              auto ds = std::make_shared<ArrayDataSource>(d, initial_or_given(weights, d, seed, label),
                                                          initial_biases(biases, d, label), label);
-             if (optimizer) ds->set_optimizer(std::move(optimizer));
+             if (!optimizer.is_none()) ds->set_optimizer(hold_python<Optimizer>(optimizer, "Optimizer"));
              return ds;
            }),
            py::arg("descriptor"), py::arg("weights") = "he", py::arg("biases") = "zeros",
-           py::arg("label") = "", py::arg("seed") = 0, py::arg("optimizer") = nullptr)
-      .def_property("optimizer", &ArrayDataSource::optimizer, &ArrayDataSource::set_optimizer,
+           py::arg("label") = "", py::arg("seed") = 0, py::arg("optimizer") = py::none())
+      .def_property("optimizer", &ArrayDataSource::optimizer,
+                    [](ArrayDataSource& ds, const py::object& o) { ds.set_optimizer(hold_python<Optimizer>(o, "Optimizer")); },
                     "Updates the weights in training graphs; its state (momentum, velocity, step) lives here.")
       .def("set_weights", [](ArrayDataSource& ds, const py::object& weights, const py::object& biases) {
              const auto d = ds.descriptor();

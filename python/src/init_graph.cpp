@@ -6,17 +6,6 @@
 namespace nngraph::py_bind {
 namespace {
 
-// The graph's worker may be waiting for the GIL (a Python callback); drop the GIL while
-// the graph finishes its queued work and joins.
-struct ReleaseGilDelete {
-  void operator()(Graph* g) const {
-    std::unique_ptr<Graph> owned(g);
-    if (PyGILState_Check()) {
-      py::gil_scoped_release release;
-      owned.reset();
-    }
-  }
-};
 
 std::vector<ImageNodePtr> to_results(const py::object& result) {
   std::vector<ImageNodePtr> out;
@@ -132,6 +121,26 @@ Callback wrap_callback(const py::object& fn) {
 
 }  // namespace
 
+std::shared_ptr<Graph> python_owned(std::shared_ptr<Graph> graph) {
+  // The graph's worker may be waiting for the GIL (a Python callback): drop the GIL while
+  // the graph finishes its queued work and joins.
+  Graph* raw = graph.get();
+  return std::shared_ptr<Graph>(raw, [held = std::move(graph)](Graph*) mutable {
+    if (PyGILState_Check()) {
+      py::gil_scoped_release release;
+      held.reset();
+    }
+    held.reset();
+  });
+}
+
+std::shared_ptr<Graph> training_graph(const std::shared_ptr<LossNode>& loss, const py::object& device,
+                                      const py::object& optimizer, int max_in_flight, bool check_numerics) {
+  auto g = Graph::training(loss, to_device(device), max_in_flight, hold_python<Optimizer>(optimizer, "Optimizer"));
+  g->set_check_numerics(check_numerics);
+  return python_owned(std::move(g));
+}
+
 void init_graph(py::module_& m) {
   py::class_<Handle, HandlePtr>(m, "Handle", "One encode in flight: wait(), done, result().")
       .def("wait", [](Handle& h) {
@@ -160,8 +169,7 @@ void init_graph(py::module_& m) {
       "Compiled graph from result image(s): orders nodes, infers shapes, fuses neurons into "
       "convolutions, plans one arena for intermediates and loads weights from data sources.")
       .def(py::init([](const py::object& result, const py::object& device, int max_in_flight) {
-             return std::shared_ptr<Graph>(new Graph(to_results(result), to_device(device), max_in_flight),
-                                           ReleaseGilDelete{});
+             return python_owned(std::make_shared<Graph>(to_results(result), to_device(device), max_in_flight));
            }),
            py::arg("result"), py::arg("device") = "cpu", py::arg("max_in_flight") = 2)
       .def_property_readonly("device", &Graph::device)
@@ -177,23 +185,10 @@ void init_graph(py::module_& m) {
       }, "The data sources of the graph's nodes, each once.")
       .def_property("check_numerics", &Graph::check_numerics, &Graph::set_check_numerics,
                     "Training graphs: a NaN or inf loss or weight gradient raises and updates no weight.")
-      .def_static("training", [](const std::shared_ptr<LossNode>& loss, const py::object& device,
-                                 std::shared_ptr<Optimizer> optimizer, int max_in_flight, bool check_numerics) {
-             auto g = Graph::training(loss, to_device(device), max_in_flight, std::move(optimizer));
-             g->set_check_numerics(check_numerics);
-             return g;
-           },
-           py::arg("loss"), py::arg("device") = "cpu", py::arg("optimizer") = nullptr, py::arg("max_in_flight") = 2,
+      .def_static("training", &training_graph,
+           py::arg("loss"), py::arg("device") = "cpu", py::arg("optimizer") = py::none(), py::arg("max_in_flight") = 2,
            py::arg("check_numerics") = false, "The training graph of a loss node (see Loss.training_graph).")
-      .def("inference", [](const Graph& g) {
-             auto inf = g.inference();
-             return std::shared_ptr<Graph>(inf.get(), [inf](Graph*) mutable {
-               if (PyGILState_Check()) {
-                 py::gil_scoped_release release;
-                 inf.reset();
-               }
-             });
-           },
+      .def("inference", [](const Graph& g) { return python_owned(g.inference()); },
            "An inference graph over this graph's results, reading its (trained) weights in place.")
       .def("encode", [](Graph& g, const py::object& images, const py::object& labels, const py::object& callback,
                         const std::string& layout) {

@@ -62,6 +62,13 @@ void init_nodes(py::module_& m) {
       .def_property_readonly("sources", &FilterNode::sources)
       .def_property("label", &FilterNode::label, &FilterNode::set_label)
       .def_property_readonly("kind", &FilterNode::kind)
+      .def("gradient_filter", [](FilterNode& f, const py::object& g) {
+             return f.gradient_filter(to_image_node(g, f.label()));
+           }, py::arg("source_gradient"),
+           "The gradient node: turns d(loss)/d(result) into d(loss)/d(source).")
+      .def("gradient_filters", [](FilterNode& f, const py::object& g) {
+             return f.gradient_filters(to_image_node(g, f.label()));
+           }, py::arg("source_gradient"), "One gradient node per source (addition, concatenation).")
       .def("__repr__", [](const FilterNode& f) { return cat(f.kind(), "('", f.label(), "')"); });
 
   py::class_<ConvolutionNode, FilterNode, std::shared_ptr<ConvolutionNode>>(m, "Convolution")

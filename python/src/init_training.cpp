@@ -103,13 +103,8 @@ void init_training(py::module_& m) {
            }),
            py::arg("source"), py::arg("descriptor") = "softmax_cross_entropy", py::arg("label") = "")
       .def_property_readonly("descriptor", &LossNode::descriptor)
-      .def("training_graph", [](const std::shared_ptr<LossNode>& loss, const py::object& device,
-                                std::shared_ptr<Optimizer> optimizer, int max_in_flight, bool check_numerics) {
-             auto g = Graph::training(loss, to_device(device), max_in_flight, std::move(optimizer));
-             g->set_check_numerics(check_numerics);
-             return g;
-           },
-           py::arg("device") = "cpu", py::arg("optimizer") = nullptr, py::arg("max_in_flight") = 2,
+      .def("training_graph", &training_graph,
+           py::arg("device") = "cpu", py::arg("optimizer") = py::none(), py::arg("max_in_flight") = 2,
            py::arg("check_numerics") = false,
            "Every gradient node at once, wired to the forward nodes; data sources update after each step.");
 

@@ -68,9 +68,11 @@ struct Graph::Impl {
 
   std::shared_ptr<WeightsMap> load_weights() const {
     auto map = std::make_shared<WeightsMap>();
-    for (const FilterNode* f : structure.order) {
+    for (const FilterNode* node : structure.order) {
+      // Gradient nodes read their forward node's weights even when it is not in this graph.
+      const FilterNode* f = node->trains() ? node->trains() : node;
       DataSource* ds = f->data_source();
-      if (!ds) continue;
+      if (!ds || map->count(f)) continue;
       if (!ds->load()) fail<DeviceError>("[", f->label(), "] data source '", ds->label(), "' failed to load");
       LoadedWeights w;
       try {
@@ -245,10 +247,11 @@ std::vector<ImageShape> Graph::label_shapes(const std::vector<ImageShape>& sourc
 
 std::vector<DataSource*> Graph::data_sources() const {
   std::vector<DataSource*> out;
-  for (const auto* f : impl_->structure.order)
-    if (f->data_source() && !f->trains() &&
-        std::find(out.begin(), out.end(), f->data_source()) == out.end())
+  for (const auto* node : impl_->structure.order) {
+    const FilterNode* f = node->trains() ? node->trains() : node;
+    if (f->data_source() && std::find(out.begin(), out.end(), f->data_source()) == out.end())
       out.push_back(f->data_source());
+  }
   return out;
 }
 

@@ -27,7 +27,7 @@ def main(argv=None) -> dict:
     t0 = time.perf_counter()
     _, _, x_test, y_test = load_mnist(args.data)
     print(f"MNIST test set: {len(x_test)} images ({time.perf_counter() - t0:.1f} s to load)")
-    _, probs, _ = digit_network(seed=args.seed)
+    probs = digit_network(seed=args.seed).probabilities
     graph = ng.Graph(probs, device=args.device)
     plan = graph.memory_plan(args.batch_size)
     print(f"graph on {graph.device}: {' → '.join(plan['steps'])}")

@@ -9,9 +9,10 @@ namespace {
 
 int floor_div(int a, int b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
 
-// Columns of one group of one image: row (c, i, j), column (oy, ox).
-void im2col(const float* in, int channels, int h, int w, const ConvGeometry& g, int ho, int wo,
-            float* col) {
+// Columns of one group of one image: row (c, i, j), column (oy, ox). Stride-1 rows are
+// short contiguous runs, so plain loops (which vectorize and inline) beat memmove calls.
+void im2col(const float* __restrict in, int channels, int h, int w, const ConvGeometry& g, int ho, int wo,
+            float* __restrict col) {
   for (int c = 0; c < channels; ++c)
     for (int i = 0; i < g.kh; ++i)
       for (int j = 0; j < g.kw; ++j) {
@@ -23,23 +24,24 @@ void im2col(const float* in, int channels, int h, int w, const ConvGeometry& g, 
         for (int oy = 0; oy < ho; ++oy, col += wo) {
           const int iy = oy * g.sy - g.pad_top + i * g.dy;
           if (iy < 0 || iy >= h) {
-            std::fill(col, col + wo, 0.f);
+            for (int ox = 0; ox < wo; ++ox) col[ox] = 0.f;
             continue;
           }
-          const float* row = plane + static_cast<size_t>(iy) * w + off_x;
-          std::fill(col, col + lo, 0.f);
+          const float* row = plane + static_cast<ptrdiff_t>(iy) * w + off_x;
+          for (int ox = 0; ox < lo; ++ox) col[ox] = 0.f;
           if (g.sx == 1) {
-            std::copy(row + lo, row + hi, col + lo);
+            for (int ox = lo; ox < hi; ++ox) col[ox] = row[ox];
           } else {
             for (int ox = lo; ox < hi; ++ox) col[ox] = row[ox * g.sx];
           }
-          std::fill(col + hi, col + wo, 0.f);
+          for (int ox = hi; ox < wo; ++ox) col[ox] = 0.f;
         }
       }
 }
 
 // Adds each column back to the pixel it was read from (im2col's transpose).
-void col2im(const float* col, int channels, int h, int w, const ConvGeometry& g, int ho, int wo, float* out) {
+void col2im(const float* __restrict col, int channels, int h, int w, const ConvGeometry& g, int ho, int wo,
+            float* __restrict out) {
   for (int c = 0; c < channels; ++c)
     for (int i = 0; i < g.kh; ++i)
       for (int j = 0; j < g.kw; ++j) {
@@ -50,8 +52,12 @@ void col2im(const float* col, int channels, int h, int w, const ConvGeometry& g,
         for (int oy = 0; oy < ho; ++oy, col += wo) {
           const int iy = oy * g.sy - g.pad_top + i * g.dy;
           if (iy < 0 || iy >= h) continue;
-          float* row = plane + static_cast<size_t>(iy) * w + off_x;
-          for (int ox = lo; ox < hi; ++ox) row[ox * g.sx] += col[ox];
+          float* row = plane + static_cast<ptrdiff_t>(iy) * w + off_x;
+          if (g.sx == 1) {
+            for (int ox = lo; ox < hi; ++ox) row[ox] += col[ox];
+          } else {
+            for (int ox = lo; ox < hi; ++ox) row[ox * g.sx] += col[ox];
+          }
         }
       }
 }

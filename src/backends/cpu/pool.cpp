@@ -5,6 +5,55 @@
 #include "nngraph/nodes.h"
 
 namespace nngraph {
+namespace {
+
+// 2×2 windows with stride 2 and no padding (the common down-sampling): no bounds checks,
+// and the gradient writes every input pixel once instead of zero-fill then scatter.
+bool is_halving(const PoolGeometry& g) {
+  return g.kh == 2 && g.kw == 2 && g.sy == 2 && g.sx == 2 && g.pad_top == 0 && g.pad_left == 0;
+}
+
+void halve(bool max, const float* __restrict x, int w, float* __restrict y, int oh, int ow) {
+  for (int oy = 0; oy < oh; ++oy) {
+    const float* r0 = x + static_cast<size_t>(2 * oy) * w;
+    const float* r1 = r0 + w;
+    float* out = y + static_cast<size_t>(oy) * ow;
+    if (max) {
+      for (int ox = 0; ox < ow; ++ox)
+        out[ox] = std::max(std::max(r0[2 * ox], r0[2 * ox + 1]), std::max(r1[2 * ox], r1[2 * ox + 1]));
+    } else {
+      for (int ox = 0; ox < ow; ++ox) out[ox] = 0.25f * (r0[2 * ox] + r0[2 * ox + 1] + r1[2 * ox] + r1[2 * ox + 1]);
+    }
+  }
+}
+
+void halve_gradient(bool max, const float* __restrict x, int h, int w, const float* __restrict dy, int oh, int ow,
+                    float* __restrict dx) {
+  if (h != 2 * oh || w != 2 * ow) std::fill_n(dx, static_cast<size_t>(h) * w, 0.f);  // uncovered edge
+  for (int oy = 0; oy < oh; ++oy) {
+    const size_t o0 = static_cast<size_t>(2 * oy) * w;
+    const float* r0 = x + o0;
+    const float* r1 = r0 + w;
+    float* d0 = dx + o0;
+    float* d1 = d0 + w;
+    for (int ox = 0; ox < ow; ++ox) {
+      const float g = dy[static_cast<size_t>(oy) * ow + ox];
+      const float a = r0[2 * ox], b = r0[2 * ox + 1], c = r1[2 * ox], d = r1[2 * ox + 1];
+      if (max) {  // the first maximum in scan order takes the gradient, as in the generic path
+        const float m = std::max(std::max(a, b), std::max(c, d));
+        const float ta = a == m, tb = (b == m) * (1.f - ta), tc = (c == m) * (1.f - ta - tb);
+        d0[2 * ox] = ta * g;
+        d0[2 * ox + 1] = tb * g;
+        d1[2 * ox] = tc * g;
+        d1[2 * ox + 1] = (1.f - ta - tb - tc) * g;
+      } else {
+        d0[2 * ox] = d0[2 * ox + 1] = d1[2 * ox] = d1[2 * ox + 1] = 0.25f * g;
+      }
+    }
+  }
+}
+
+}  // namespace
 
 void CpuBackend::pooling(PoolingMode mode, const PoolGeometry& g, const Image& in,
                          const Image& out) {
@@ -14,6 +63,12 @@ void CpuBackend::pooling(PoolingMode mode, const PoolGeometry& g, const Image& i
   float* dst = out.data_as<float>();
   const bool max = mode == PoolingMode::Max;
   const size_t planes = static_cast<size_t>(in.batch()) * is.c;
+  if (is_halving(g)) {
+    pool_.parallel_for(planes, [&](size_t b, size_t e) {
+      for (size_t pl = b; pl < e; ++pl) halve(max, src + pl * is.h * is.w, is.w, dst + pl * os.h * os.w, os.h, os.w);
+    });
+    return;
+  }
   pool_.parallel_for(planes, [&](size_t b, size_t e) {
     for (size_t pl = b; pl < e; ++pl) {
       const float* x = src + pl * is.h * is.w;
@@ -50,6 +105,14 @@ void CpuBackend::pooling_gradient(PoolingMode mode, const PoolGeometry& g, const
   float* dst = dx.data_as<float>();
   const bool max = mode == PoolingMode::Max;
   const size_t planes = static_cast<size_t>(in.batch()) * is.c;
+  if (is_halving(g)) {
+    pool_.parallel_for(planes, [&](size_t b, size_t e) {
+      for (size_t pl = b; pl < e; ++pl)
+        halve_gradient(max, src + pl * is.h * is.w, is.h, is.w, grad + pl * os.h * os.w, os.h, os.w,
+                       dst + pl * is.h * is.w);
+    });
+    return;
+  }
   pool_.parallel_for(planes, [&](size_t b, size_t e) {
     for (size_t pl = b; pl < e; ++pl) {
       const float* x = src + pl * is.h * is.w;

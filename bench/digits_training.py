@@ -1,0 +1,96 @@
+"""One training step of the WWDC digit network (forward, softmax cross-entropy, gradients,
+Adam update): nngraph against PyTorch on the same machine, in the same run, each
+(framework, batch) in its own process.
+
+    python bench/digits_training.py [--batches 64 1024] [--steps 20] [--device cpu]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+from common import measure_in_subprocess, median_ms, peak_rss_mib, rss_mib  # noqa: E402
+from digits_inference import weights  # noqa: E402
+
+
+def batch_data(batch):
+    rng = np.random.default_rng(2)
+    return rng.random((batch, 1, 28, 28), dtype=np.float32), rng.integers(0, 10, batch).astype(np.int64)
+
+
+def run_nngraph(batch, steps, threads, device):
+    os.environ["NNGRAPH_NUM_THREADS"] = str(threads)
+    import nngraph as ng
+    from nngraph.models import digit_network
+    net = digit_network(weights(), optimizer=ng.Adam(learning_rate=1e-4))
+    graph = ng.Loss(net.logits, ng.LossDescriptor("softmax_cross_entropy", "mean")).training_graph(device=device)
+    x, y = batch_data(batch)
+    base = rss_mib()
+    first = graph.encode(x, labels=y).loss()
+    ms = median_ms(lambda: graph.run(x, labels=y), warmup=2, steps=steps)
+    return {"ms": ms, "peak_mib": peak_rss_mib(), "base_mib": base, "first_loss": first}
+
+
+def run_torch(batch, steps, threads, device):
+    import torch
+    from torch_models import digit_network
+    torch.set_num_threads(threads)
+    net = digit_network(weights()).to(device).train()
+    opt = torch.optim.Adam(net.parameters(), lr=1e-4)
+    lossf = torch.nn.CrossEntropyLoss()
+    xn, yn = batch_data(batch)
+    x, y = torch.from_numpy(xn).to(device), torch.from_numpy(yn).to(device)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = lossf(net(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    base = rss_mib()
+    first = float(step())
+    sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+    ms = median_ms(step, warmup=2, steps=steps, sync=sync)
+    return {"ms": ms, "peak_mib": peak_rss_mib(), "base_mib": base, "first_loss": first}
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--batches", type=int, nargs="+", default=[64, 1024])
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--threads", type=int, default=os.cpu_count())
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--worker", nargs=2, metavar=("FRAMEWORK", "BATCH"))
+    a = p.parse_args()
+    if a.worker:
+        fn = run_nngraph if a.worker[0] == "nngraph" else run_torch
+        print(json.dumps(fn(int(a.worker[1]), a.steps, a.threads, a.device)))
+        return
+    import torch
+    print(f"digit network training step (Adam), {a.device}, {a.threads} threads, {platform.machine()}, "
+          f"torch {torch.__version__}; median of the steps after 2 warm-up")
+    print("| batch | nngraph ms/step | PyTorch ms/step | ratio | nngraph peak RSS MiB (+over setup) "
+          "| PyTorch peak RSS MiB (+over setup) |")
+    print("|---:|---:|---:|---:|---:|---:|")
+    for batch in a.batches:
+        steps = max(5, a.steps * 64 // batch)
+        args = [str(batch), "--steps", str(steps), "--threads", str(a.threads), "--device", a.device]
+        r = {fw: measure_in_subprocess(__file__, [fw, *args]) for fw in ("nngraph", "torch")}
+        n, t = r["nngraph"], r["torch"]
+        # Same weights and data: the first step's loss must agree (dropout differs, so loosely).
+        assert abs(n["first_loss"] - t["first_loss"]) < 0.1 * max(1.0, t["first_loss"]), (n, t)
+        print(f"| {batch} | {n['ms']:.2f} | {t['ms']:.2f} | {n['ms'] / t['ms']:.2f} | "
+              f"{n['peak_mib']:.0f} (+{n['peak_mib'] - n['base_mib']:.0f}) | "
+              f"{t['peak_mib']:.0f} (+{t['peak_mib'] - t['base_mib']:.0f}) |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,228 @@
+"""Every gradient node against central finite differences of the float64 numpy reference."""
+
+import numpy as np
+import pytest
+
+import nngraph as ng
+import reference as ref
+
+
+def numeric_grad(f, x, eps=1e-5):
+    """d(f)/d(x) by central differences, f: float64 array -> float."""
+    x = x.astype(np.float64).copy()
+    g = np.zeros_like(x)
+    it = np.nditer(x, flags=["multi_index"])
+    for _ in it:
+        i = it.multi_index
+        old = x[i]
+        x[i] = old + eps
+        up = f(x)
+        x[i] = old - eps
+        down = f(x)
+        x[i] = old
+        g[i] = (up - down) / (2 * eps)
+    return g
+
+
+def input_gradient(node_factory, x, r, device):
+    """dx from the gradient node of node_factory(source), for upstream gradient r."""
+    src, dy = ng.ImageNode(label="x"), ng.ImageNode(label="dy")
+    node = node_factory(src)
+    grads = node.gradient_filters(dy)
+    g = ng.Graph([gr.result_image for gr in grads], device=device)
+    out = g.run({"x": x, "dy": r})
+    return out if isinstance(out, list) else [out]
+
+
+def check(got, want, rtol=2e-3, atol=2e-4):
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=atol)
+
+
+class Capture(ng.DataSource):
+    """Fixed weights; records the weight gradients the graph hands to update()."""
+
+    def __init__(self, w, b, stride=1, dilation=1, groups=1, neuron=None):
+        super().__init__()
+        self.w, self.b = w, b
+        self.desc = ng.ConvolutionDescriptor(kernel=w.shape[2:], input_channels=w.shape[1] * groups,
+                                             output_channels=w.shape[0], stride=stride, dilation=dilation,
+                                             groups=groups, neuron=neuron)
+        self.grads = None
+
+    def descriptor(self):
+        return self.desc
+
+    def label(self):
+        return "capture"
+
+    def load(self):
+        return True
+
+    def purge(self):
+        pass
+
+    def weights(self):
+        return self.w
+
+    def biases(self):
+        return self.b
+
+    def update(self, gradient, weights):
+        self.grads = gradient
+        return None
+
+
+CONV_CASES = [
+    # c, o, h, w, kernel, stride, dilation, groups, padding
+    (2, 3, 6, 5, (3, 3), 1, 1, 1, "same"),
+    (4, 4, 7, 7, (3, 2), 2, 1, 2, "valid"),
+    (1, 2, 7, 6, (2, 2), 1, 2, 1, "full"),
+    (3, 2, 5, 5, (1, 1), 1, 1, 1, (1, 0, 0, 1)),
+]
+
+
+@pytest.mark.parametrize("c,o,h,w,k,stride,dil,groups,padding", CONV_CASES)
+def test_convolution_gradients(device, rng, c, o, h, w, k, stride, dil, groups, padding):
+    x = rng.standard_normal((2, c, h, w)).astype(np.float32)
+    wt = rng.standard_normal((o, c // groups, *k)).astype(np.float32)
+    b = rng.standard_normal(o).astype(np.float32)
+    ds = Capture(wt, b, stride, dil, groups)
+    fwd = lambda xx, ww=wt, bb=b: ref.conv2d(xx, ww, bb, (stride, stride), (dil, dil), groups, padding)  # noqa: E731
+    r = rng.standard_normal(fwd(x).shape).astype(np.float32)
+    [dx] = input_gradient(lambda s: ng.Convolution(s, ds, padding=padding), x, r, device)
+    check(dx, numeric_grad(lambda v: (fwd(v) * r).sum(), x))
+    dw, db = ds.grads
+    check(dw, numeric_grad(lambda v: (fwd(x, v) * r).sum(), wt))
+    check(db, numeric_grad(lambda v: (fwd(x, wt, v) * r).sum(), b))
+
+
+def test_convolution_gradient_through_fused_descriptor_neuron(device, rng):
+    x = rng.standard_normal((2, 2, 5, 5)).astype(np.float32)
+    wt = rng.standard_normal((3, 2, 3, 3)).astype(np.float32) * 0.3
+    b = rng.standard_normal(3).astype(np.float32) * 0.3
+    ds = Capture(wt, b, neuron=ng.NeuronDescriptor("tanh", a=1.2, b=0.7))
+    fwd = lambda xx, ww=wt: ref.neuron(ref.conv2d(xx, ww, b, padding="same"), "tanh", 1.2, 0.7)  # noqa: E731
+    r = rng.standard_normal(fwd(x).shape).astype(np.float32)
+    [dx] = input_gradient(lambda s: ng.Convolution(s, ds, padding="same"), x, r, device)
+    check(dx, numeric_grad(lambda v: (fwd(v) * r).sum(), x))
+    check(ds.grads[0], numeric_grad(lambda v: (fwd(x, v) * r).sum(), wt))
+
+
+@pytest.mark.parametrize("flat", [False, True])
+def test_fully_connected_gradients(device, rng, flat):
+    x = rng.standard_normal((3, 2, 3, 4)).astype(np.float32)
+    wt = rng.standard_normal((5, 24, 1, 1) if flat else (5, 2, 3, 4)).astype(np.float32)
+    b = rng.standard_normal(5).astype(np.float32)
+    ds = Capture(wt, b, neuron="sigmoid")
+    fwd = lambda xx, ww=wt, bb=b: ref.neuron(ref.fully_connected(xx, ww, bb), "sigmoid")  # noqa: E731
+    r = rng.standard_normal((3, 5, 1, 1)).astype(np.float32)
+    [dx] = input_gradient(lambda s: ng.FullyConnected(s, ds), x, r, device)
+    check(dx, numeric_grad(lambda v: (fwd(v) * r).sum(), x))
+    check(ds.grads[0], numeric_grad(lambda v: (fwd(x, v) * r).sum(), wt))
+    check(ds.grads[1], numeric_grad(lambda v: (fwd(x, wt, v) * r).sum(), b))
+
+
+@pytest.mark.parametrize("mode", ["max", "average"])
+@pytest.mark.parametrize("kernel,stride,padding,include", [
+    ((2, 2), None, "valid", False), ((3, 3), (2, 2), "same", False),
+    ((3, 2), (1, 1), (1, 1, 1, 0), True), ((2, 3), (2, 1), "full", False)])
+def test_pooling_gradients(device, rng, mode, kernel, stride, padding, include):
+    shape = (2, 2, 6, 7)
+    # distinct, well separated values keep the max stable under the finite-difference step
+    x = (rng.permutation(np.prod(shape)).reshape(shape) * 0.01).astype(np.float32)
+    fwd = lambda v: ref.pooling(v, mode, kernel, stride or kernel, padding, include)  # noqa: E731
+    r = rng.standard_normal(fwd(x).shape).astype(np.float32)
+    [dx] = input_gradient(lambda s: ng.Pooling(s, mode, kernel=kernel, stride=stride, padding=padding,
+                                               count_include_pad=include), x, r, device)
+    check(dx, numeric_grad(lambda v: (fwd(v) * r).sum(), x))
+
+
+NEURONS = [("relu", None, None), ("leaky_relu", 0.2, None), ("sigmoid", None, None),
+           ("hard_sigmoid", None, None), ("tanh", 1.5, 0.8), ("linear", 2.0, 0.5), ("elu", 0.7, None),
+           ("softplus", 1.5, 2.0), ("absolute", None, None)]
+
+
+@pytest.mark.parametrize("kind,a,b", NEURONS)
+def test_neuron_gradients(device, rng, kind, a, b):
+    x = rng.standard_normal((2, 3, 4, 5))
+    x = np.where(np.abs(x) < 0.05, 0.3, x)  # away from kinks at 0
+    if kind == "hard_sigmoid":  # and from the clamps at ±2.5
+        x = np.where(np.abs(np.abs(x) - 2.5) < 0.05, 1.0, x)
+    x = x.astype(np.float32)
+    r = rng.standard_normal(x.shape).astype(np.float32)
+    [dx] = input_gradient(lambda s: ng.Neuron(s, kind, a=a, b=b), x, r, device)
+    check(dx, numeric_grad(lambda v: (ref.neuron(v, kind, a, b) * r).sum(), x))
+
+
+@pytest.mark.parametrize("log", [False, True])
+def test_softmax_gradients(device, rng, log):
+    x = rng.standard_normal((2, 5, 2, 3)).astype(np.float32)
+    r = rng.standard_normal(x.shape).astype(np.float32)
+    [dx] = input_gradient(lambda s: ng.LogSoftMax(s) if log else ng.SoftMax(s), x, r, device)
+    check(dx, numeric_grad(lambda v: (ref.softmax(v, log) * r).sum(), x))
+
+
+def test_addition_and_concatenation_gradients(device, rng):
+    r = rng.standard_normal((2, 5, 3, 3)).astype(np.float32)
+    a, b, dy = ng.ImageNode(label="a"), ng.ImageNode(label="b"), ng.ImageNode(label="dy")
+    cat = ng.Concatenation([a, b])
+    ga, gb = cat.gradient_filters(dy)
+    out = ng.Graph([ga.result_image, gb.result_image], device=device).run(
+        {"a": np.ones((2, 2, 3, 3), np.float32), "b": np.ones((2, 3, 3, 3), np.float32), "dy": r})
+    np.testing.assert_array_equal(out[0], r[:, :2])
+    np.testing.assert_array_equal(out[1], r[:, 2:])
+    add = ng.Addition(a, b)
+    with pytest.raises(ValueError, match="gradient_filters"):
+        add.gradient_filter(dy)
+    ga, gb = add.gradient_filters(dy)
+    g = ng.Graph([ga.result_image, gb.result_image], device=device)
+    assert [s.label for s in g.source_image_handles] == ["dy"]  # the gradient reads dy alone
+    out = g.run({"dy": r})
+    np.testing.assert_array_equal(out[0], r)
+    np.testing.assert_array_equal(out[1], r)
+
+
+def test_dropout_mask_is_shared_by_forward_and_gradient(device, rng):
+    x = (rng.random((4, 8, 10, 10)) + 0.5).astype(np.float32)
+    r = rng.standard_normal(x.shape).astype(np.float32)
+    src, dy = ng.ImageNode(label="x"), ng.ImageNode(label="dy")
+    drop = ng.Dropout(src, keep_probability=0.7, seed=11)
+    g = ng.Graph([drop.result_image, drop.gradient_filter(dy).result_image], device=device)
+    y, dx = g.run({"x": x, "dy": r})
+    kept = y != 0
+    assert abs(kept.mean() - 0.7) < 0.02
+    np.testing.assert_allclose(y[kept], x[kept] / 0.7, rtol=1e-6)
+    np.testing.assert_allclose(dx, np.where(kept, r / 0.7, 0), rtol=1e-6)
+    y2, _ = g.run({"x": x, "dy": r})
+    assert (y2 != 0).mean() > 0.65 and not np.array_equal(y2 != 0, kept)  # a new mask per step
+
+
+def test_gradient_of_a_network_through_training_graph(device, rng):
+    """conv → relu → max-pool → fc, softmax cross-entropy: weight gradients of the whole graph."""
+    x = rng.standard_normal((3, 1, 6, 6)).astype(np.float32)
+    labels = np.array([0, 2, 1])
+    w1 = (rng.standard_normal((2, 1, 3, 3)) * 0.5).astype(np.float32)
+    b1 = (rng.standard_normal(2) * 0.1).astype(np.float32)
+    w2 = (rng.standard_normal((3, 2, 3, 3)) * 0.5).astype(np.float32)
+    b2 = (rng.standard_normal(3) * 0.1).astype(np.float32)
+    c1, c2 = Capture(w1, b1), Capture(w2, b2)
+    h = ng.Pooling(ng.Neuron(ng.Convolution(ng.ImageNode(), c1, padding="same"), "relu"))
+    loss = ng.Loss(ng.FullyConnected(h, c2), ng.LossDescriptor("softmax_cross_entropy", "mean"))
+    g = loss.training_graph(device=device)
+    g.run(x, labels=labels)
+    onehot = np.eye(3)[labels]
+
+    def total(ww1=w1, ww2=w2):
+        a = ref.pooling(np.maximum(ref.conv2d(x, ww1, b1, padding="same"), 0), "max", (2, 2), (2, 2))
+        z = ref.fully_connected(a, ww2, b2).reshape(3, 3)
+        return float(-(onehot * (z - np.log(np.exp(z).sum(1, keepdims=True)))).sum(1).mean())
+
+    check(c2.grads[0], numeric_grad(lambda v: total(ww2=v), w2))
+    check(c1.grads[0], numeric_grad(lambda v: total(ww1=v), w1))
+
+
+def test_gradient_nodes_have_no_gradients():
+    dy = ng.ImageNode()
+    grad = ng.Neuron(ng.ImageNode(), "relu").gradient_filter(dy)
+    with pytest.raises(NotImplementedError, match="second order"):
+        grad.gradient_filter(ng.ImageNode())

@@ -1,0 +1,126 @@
+"""Every optimizer for several steps against a numpy implementation of its update rule."""
+
+import numpy as np
+import pytest
+
+import nngraph as ng
+
+
+def numpy_step(kind, p, w, g, state, t):
+    g = g * p.get("gradient_rescale", 1.0)
+    if "clip_min" in p or "clip_max" in p:
+        g = np.clip(g, p.get("clip_min", -np.inf), p.get("clip_max", np.inf))
+    if p.get("regularization") == "l2":
+        g = g + p["regularization_scale"] * w
+    if p.get("regularization") == "l1":
+        g = g + p["regularization_scale"] * np.sign(w)
+    lr = p["learning_rate"]
+    if kind == "sgd":
+        mu = p.get("momentum", 0.0)
+        if mu == 0:
+            return w - lr * g
+        state["v"] = mu * state.get("v", 0) + g
+        return w - lr * (g + mu * state["v"] if p.get("nesterov") else state["v"])
+    if kind == "adam":
+        b1, b2, eps = p.get("beta1", 0.9), p.get("beta2", 0.999), p.get("epsilon", 1e-8)
+        state["m"] = b1 * state.get("m", 0) + (1 - b1) * g
+        state["v"] = b2 * state.get("v", 0) + (1 - b2) * g * g
+        v = state["v"]
+        if p.get("amsgrad"):
+            v = state["vmax"] = np.maximum(state.get("vmax", 0), state["v"])
+        return w - lr * (state["m"] / (1 - b1 ** t)) / (np.sqrt(v / (1 - b2 ** t)) + eps)
+    rho, eps = p.get("decay", 0.9), p.get("epsilon", 1e-8)
+    state["s"] = rho * state.get("s", 0) + (1 - rho) * g * g
+    return w - lr * g / (np.sqrt(state["s"]) + eps)
+
+
+CASES = [
+    ("sgd", {"learning_rate": 0.05}),
+    ("sgd", {"learning_rate": 0.02, "momentum": 0.9}),
+    ("sgd", {"learning_rate": 0.02, "momentum": 0.8, "nesterov": True, "regularization": "l2",
+             "regularization_scale": 0.01}),
+    ("sgd", {"learning_rate": 0.05, "gradient_rescale": 0.5, "clip_min": -0.3, "clip_max": 0.2,
+             "regularization": "l1", "regularization_scale": 0.02}),
+    ("adam", {"learning_rate": 0.01}),
+    ("adam", {"learning_rate": 0.01, "beta1": 0.8, "beta2": 0.99, "epsilon": 1e-6, "amsgrad": True}),
+    ("rmsprop", {"learning_rate": 0.01, "decay": 0.95}),
+]
+MAKERS = {"sgd": ng.SGD, "adam": ng.Adam, "rmsprop": ng.RMSProp}
+
+
+def linear_setup(rng, optimizer, device):
+    """One fully connected layer under a summed squared error: gradients are easy in numpy."""
+    x = rng.standard_normal((6, 5, 1, 1)).astype(np.float32)
+    target = rng.standard_normal((6, 3)).astype(np.float32)
+    w0 = rng.standard_normal((3, 5, 1, 1)).astype(np.float32) * 0.5
+    b0 = rng.standard_normal(3).astype(np.float32) * 0.1
+    ds = ng.ArrayDataSource(ng.ConvolutionDescriptor(1, 5, 3), w0, b0, "fc", optimizer=optimizer)
+    loss = ng.Loss(ng.FullyConnected(ng.ImageNode(), ds), ng.LossDescriptor("mean_squared_error", "sum"))
+    return x, target, w0, b0, ds, loss.training_graph(device=device)
+
+
+def numpy_grads(x, target, w, b):
+    xf = x.reshape(len(x), -1).astype(np.float64)
+    dz = 2 * (xf @ w.reshape(3, -1).T + b - target)
+    return (dz.T @ xf).reshape(w.shape), dz.sum(0)
+
+
+@pytest.mark.parametrize("kind,params", CASES)
+def test_builtin_optimizer_matches_numpy(device, rng, kind, params):
+    opt = MAKERS[kind](**params)
+    x, target, w, b, ds, g = linear_setup(rng, opt, device)
+    w, b = w.astype(np.float64), b.astype(np.float64)
+    sw, sb = {}, {}
+    for t in range(1, 6):
+        if t == 4:  # the learning rate may change between steps
+            opt.learning_rate = params["learning_rate"] * 0.5
+            params = {**params, "learning_rate": params["learning_rate"] * 0.5}
+        g.run(x, labels=target.reshape(6, 3, 1, 1))
+        gw, gb = numpy_grads(x, target, w, b)
+        w, b = numpy_step(kind, params, w, gw, sw, t), numpy_step(kind, params, b, gb, sb, t)
+    np.testing.assert_allclose(ds.weights(), w, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(ds.biases(), b, rtol=1e-4, atol=1e-5)
+    assert ds.optimizer_state()["step"] == 5
+
+
+class SignSGD(ng.Optimizer):
+    """A custom optimizer: w ← w − lr·sign(g); slot 0 counts updates."""
+
+    def __init__(self):
+        super().__init__(learning_rate=0.05)
+
+    def slot_count(self):
+        return 1
+
+    def update(self, values, gradient, slots, step):
+        slots[0] += 1
+        values -= self.learning_rate * np.sign(gradient)
+
+
+def test_custom_python_optimizer(device, rng):
+    x, target, w, b, ds, g = linear_setup(rng, SignSGD(), device)
+    w, b = w.astype(np.float64), b.astype(np.float64)
+    for _ in range(3):
+        g.run(x, labels=target.reshape(6, 3, 1, 1))
+        gw, gb = numpy_grads(x, target, w, b)
+        w, b = w - 0.05 * np.sign(gw), b - 0.05 * np.sign(gb)
+    np.testing.assert_allclose(ds.weights(), w, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(ds.biases(), b, rtol=1e-5, atol=1e-6)
+    state = ds.optimizer_state()
+    assert state["step"] == 3 and np.all(state["slots"][0] == 3)
+
+
+def test_optimizer_arguments_are_checked():
+    with pytest.raises(ValueError, match="momentum"):
+        ng.SGD(momentum=1.5)
+    with pytest.raises(ValueError, match="nesterov needs momentum"):
+        ng.SGD(nesterov=True)
+    with pytest.raises(ValueError, match="beta1"):
+        ng.Adam(beta1=1.0)
+    with pytest.raises(ValueError, match="regularization must be"):
+        ng.SGD(regularization="l3")
+    with pytest.raises(ValueError, match="exceeds"):
+        ng.SGD(clip_min=1.0, clip_max=-1.0)
+    opt = ng.Adam()
+    with pytest.raises(ValueError, match="learning_rate"):
+        opt.learning_rate = -1.0

@@ -1,0 +1,240 @@
+"""Training graphs end to end: fit on real digits, inference from trained weights,
+checkpoints, asynchronous encodes and bad input that must leave the weights untouched."""
+
+import os
+
+import numpy as np
+import pytest
+from sklearn.datasets import load_digits
+
+import nngraph as ng
+
+
+@pytest.fixture(scope="module")
+def digits():
+    d = load_digits()
+    x = (d.images / 16.0).astype(np.float32).reshape(-1, 1, 8, 8)
+    y = d.target.astype(np.int32)
+    order = np.random.default_rng(0).permutation(len(x))
+    x, y = x[order], y[order]
+    return (x[:1400], y[:1400]), (x[1400:], y[1400:])
+
+
+def small_net(optimizer=None, seed=0, keep=0.8):
+    srcs = {
+        "c1": ng.ArrayDataSource(ng.ConvolutionDescriptor(3, 1, 16), label="c1", seed=seed + 1, optimizer=optimizer),
+        "f1": ng.ArrayDataSource(ng.ConvolutionDescriptor(4, 16, 64), label="f1", seed=seed + 2, optimizer=optimizer),
+        "f2": ng.ArrayDataSource(ng.ConvolutionDescriptor(1, 64, 10), label="f2", seed=seed + 3, optimizer=optimizer),
+    }
+    h = ng.Neuron(ng.Convolution(ng.ImageNode(shape=(1, 8, 8)), srcs["c1"], padding="same"), "relu")
+    h = ng.Dropout(ng.Neuron(ng.FullyConnected(ng.Pooling(h), srcs["f1"]), "relu"), keep, seed=seed)
+    logits = ng.FullyConnected(h, srcs["f2"])
+    return ng.Loss(logits, ng.LossDescriptor("softmax_cross_entropy", "mean")), srcs
+
+
+def test_small_network_reaches_95_percent_on_digits(device, digits):
+    (xtr, ytr), (xte, yte) = digits
+    loss, _ = small_net()
+    g = loss.training_graph(device=device, optimizer=ng.Adam(learning_rate=0.003))
+    history = ng.fit(g, (xtr, ytr), epochs=20, batch_size=32, test=(xte, yte), stop_at_accuracy=0.97,
+                     progress=False)
+    assert history["test_accuracy"][-1] >= 0.95, history
+    assert history["loss"][-1] < history["loss"][0]
+    assert len(history["seconds"]) == len(history["loss"])
+    assert ng.evaluate(g, xte, yte)["accuracy"] == history["test_accuracy"][-1]
+
+
+def test_inference_reads_trained_weights_without_copies(device, digits):
+    (xtr, ytr), _ = digits
+    loss, srcs = small_net(ng.SGD(learning_rate=0.1))
+    g = loss.training_graph(device=device)
+    infer = g.inference()
+    assert not infer.is_training and infer.node_labels[-1] == "f2"
+    before = infer.run(xtr[:50])
+    g.run(xtr[:64], labels=ytr[:64])
+    after = infer.run(xtr[:50])
+    assert not np.allclose(before, after)  # same buffers, updated in place
+    fresh = ng.Graph(loss.sources[0], device=device)  # a new graph reads the data sources
+    np.testing.assert_allclose(fresh.run(xtr[:50]), after, rtol=1e-6)
+    # The arrays behind each data source follow training too.
+    assert srcs["f2"].optimizer_state()["step"] == 1
+
+
+def test_encode_is_asynchronous_with_losses_in_callbacks(device, digits):
+    (xtr, ytr), _ = digits
+    loss, _ = small_net(ng.SGD(learning_rate=0.05))
+    g = loss.training_graph(device=device, max_in_flight=2)
+    seen = []
+    handles = [g.encode(xtr[i * 32:(i + 1) * 32], labels=ytr[i * 32:(i + 1) * 32],
+                        callback=lambda h: seen.append(h.losses().copy())) for i in range(5)]
+    for h in handles:
+        h.wait()
+    assert len(seen) == 5 and all(s.shape == (32,) for s in seen)
+    for h, s in zip(handles, seen):
+        np.testing.assert_allclose(h.loss(), s.mean(), rtol=1e-5)
+
+
+def test_python_data_source_host_update(device, rng):
+    class HostSGD(ng.DataSource):
+        def __init__(self):
+            super().__init__()
+            self.w = rng.standard_normal((2, 3, 1, 1)).astype(np.float32)
+            self.b = np.zeros(2, np.float32)
+
+        def descriptor(self):
+            return ng.ConvolutionDescriptor(1, 3, 2)
+
+        def label(self):
+            return "host"
+
+        def load(self):
+            return True
+
+        def purge(self):
+            pass
+
+        def weights(self):
+            return self.w
+
+        def biases(self):
+            return self.b
+
+        def update(self, gradient, weights):
+            self.w = weights[0] - 0.1 * gradient[0]
+            self.b = weights[1] - 0.1 * gradient[1]
+            return self.w, self.b
+
+    ds = HostSGD()
+    g = ng.Loss(ng.FullyConnected(ng.ImageNode(), ds), ng.LossDescriptor("mean_squared_error", "sum")).training_graph(
+        device=device)
+    x = rng.standard_normal((4, 3, 1, 1)).astype(np.float32)
+    t = rng.standard_normal((4, 2, 1, 1)).astype(np.float32)
+    w0 = ds.w.copy()
+    g.run(x, labels=t)
+    dz = 2 * (x.reshape(4, 3) @ w0.reshape(2, 3).T - t.reshape(4, 2))
+    np.testing.assert_allclose(ds.w.reshape(2, 3), w0.reshape(2, 3) - 0.1 * dz.T @ x.reshape(4, 3), rtol=1e-5)
+    y = g.inference().run(x)  # the graph's buffers hold what update returned
+    np.testing.assert_allclose(y.reshape(4, 2), x.reshape(4, 3) @ ds.w.reshape(2, 3).T + ds.b, rtol=1e-5)
+
+
+def test_checkpoint_round_trip(device, digits, tmp_path):
+    (xtr, ytr), _ = digits
+    loss, srcs = small_net(ng.Adam(learning_rate=0.01), keep=1.0)  # no dropout: resumed steps must agree
+    g = loss.training_graph(device=device)
+    ng.fit(g, (xtr[:256], ytr[:256]), epochs=1, batch_size=64, progress=False)
+    path = tmp_path / "model.npz"
+    ng.save(path, g)
+    assert os.listdir(tmp_path) == ["model.npz"]  # no temporary file left behind
+    saved = {k: (s.weights(), s.optimizer_state()) for k, s in srcs.items()}
+    ng.fit(g, (xtr[256:512], ytr[256:512]), epochs=1, batch_size=64, progress=False)
+    assert not np.array_equal(srcs["f1"].weights(), saved["f1"][0])
+    ng.load(path, g)
+    for k, s in srcs.items():
+        np.testing.assert_array_equal(s.weights(), saved[k][0])
+        state = s.optimizer_state()
+        assert state["step"] == saved[k][1]["step"]
+        for a, b in zip(state["slots"], saved[k][1]["slots"]):
+            np.testing.assert_array_equal(a, b)
+    # Training resumes identically from the restored weights and optimizer state.
+    loss2, srcs2 = small_net(ng.Adam(learning_rate=0.01), seed=50, keep=1.0)
+    g2 = loss2.training_graph(device=device)
+    ng.load(path, g2)
+    g.run(xtr[:64], labels=ytr[:64])
+    g2.run(xtr[:64], labels=ytr[:64])
+    np.testing.assert_allclose(srcs2["f1"].weights(), srcs["f1"].weights(), rtol=1e-6)
+
+
+def test_bad_checkpoints_raise_clearly(tmp_path):
+    loss, _ = small_net(ng.SGD())
+    g = loss.training_graph()
+    path = tmp_path / "m.npz"
+    ng.save(path, g)
+    data = path.read_bytes()
+    (tmp_path / "cut.npz").write_bytes(data[: len(data) // 2])
+    with pytest.raises(ng.InvalidInputError, match="not a readable nngraph checkpoint"):
+        ng.load(tmp_path / "cut.npz", g)
+    np.savez(tmp_path / "foreign.npz", a=np.ones(3))
+    with pytest.raises(ng.InvalidInputError, match="not a readable nngraph checkpoint"):
+        ng.load(tmp_path / "foreign.npz", g)
+    (tmp_path / "text.npz").write_text("hello")
+    with pytest.raises(ng.InvalidInputError):
+        ng.load(tmp_path / "text.npz", g)
+    # A graph whose layer shapes differ is refused before anything changes.
+    x = ng.ImageNode(shape=(1, 8, 8))
+    wrong = ng.FullyConnected(x, ng.ArrayDataSource(ng.ConvolutionDescriptor(8, 1, 10), label="f2"))
+    with pytest.raises(ng.InvalidInputError, match="'f2' weights are"):
+        ng.load(path, ng.Graph(wrong))
+
+
+def weights_of(srcs):
+    return {k: (s.weights().copy(), s.biases().copy()) for k, s in srcs.items()}
+
+
+def assert_unchanged(srcs, before):
+    for k, s in srcs.items():
+        np.testing.assert_array_equal(s.weights(), before[k][0])
+        np.testing.assert_array_equal(s.biases(), before[k][1])
+
+
+def test_bad_labels_raise_and_leave_weights(device, digits):
+    (xtr, ytr), _ = digits
+    loss, srcs = small_net(ng.SGD(learning_rate=0.1))
+    g = loss.training_graph(device=device)
+    before = weights_of(srcs)
+    with pytest.raises(ValueError, match="label 10 out of range for 10 classes"):
+        g.run(xtr[:8], labels=np.array([0, 1, 2, 3, 4, 5, 6, 10]))
+    with pytest.raises(ValueError, match="label -1 out of range"):
+        g.run(xtr[:2], labels=np.array([-1, 1]))
+    with pytest.raises(ValueError, match="labels hold 7 entries but the batch has 8"):
+        g.run(xtr[:8], labels=ytr[:7])
+    with pytest.raises(ValueError, match=r"must have shape \(8,\) of class indices or \(8, 10, 1, 1\)"):
+        g.run(xtr[:8], labels=np.zeros((8, 9), np.float32))
+    with pytest.raises(ValueError, match="labels are required"):
+        g.run(xtr[:8])
+    with pytest.raises(ValueError, match=r"label weights must have shape \(8,\)"):
+        g.run(xtr[:8], labels=ng.LossLabels(ytr[:8], weights=np.ones(3)))
+    with pytest.raises(ValueError, match="takes no labels"):
+        g.inference().run(xtr[:8], labels=ytr[:8])
+    assert_unchanged(srcs, before)
+
+
+def test_nan_loss_with_check_numerics(device, digits):
+    (xtr, ytr), _ = digits
+    loss, srcs = small_net(ng.SGD(learning_rate=0.1))
+    g = loss.training_graph(device=device, check_numerics=True)
+    assert g.check_numerics
+    before = weights_of(srcs)
+    bad = xtr[:8].copy()
+    bad[3, 0, 2, 2] = np.nan
+    with pytest.raises(ng.DeviceError, match=r"\[loss\] loss is NaN or infinite; no weights were updated"):
+        g.run(bad, labels=ytr[:8])
+    assert_unchanged(srcs, before)
+    g.run(xtr[:8], labels=ytr[:8])  # the graph stays usable
+    assert not np.array_equal(srcs["f2"].weights(), before["f2"][0])
+
+
+def test_training_graph_needs_an_optimizer():
+    loss, _ = small_net()
+    with pytest.raises(ValueError, match=r"\[c1\] data source 'c1' has no optimizer"):
+        loss.training_graph()
+    assert ng.Graph.training(loss, optimizer=ng.SGD()).is_training
+
+
+def test_fit_callbacks_and_early_stop(digits):
+    (xtr, ytr), (xte, yte) = digits
+    loss, srcs = small_net(ng.Adam(learning_rate=0.003))
+    g = loss.training_graph()
+    calls = []
+
+    def schedule(epoch, logs):
+        calls.append((epoch, sorted(logs)))
+        srcs["c1"].optimizer.learning_rate = 0.003 * 0.5 ** (epoch + 1)
+        return epoch == 1  # stop after the second epoch
+
+    history = ng.fit(g, (xtr, ytr), epochs=10, batch_size=64, test=(xte, yte), callbacks=[schedule],
+                     progress=False)
+    assert len(history["loss"]) == 2
+    assert calls[0] == (0, ["accuracy", "loss", "seconds", "test_accuracy"])
+    assert srcs["c1"].optimizer.learning_rate == pytest.approx(0.003 / 4)
+    with pytest.raises(ValueError, match="needs a training graph"):
+        ng.fit(g.inference(), (xtr, ytr))
