@@ -2,14 +2,14 @@
 nngraph native engine
 """
 from __future__ import annotations
-
-import typing
-
+from nngraph import DeviceError
+from nngraph import Error
+from nngraph import InvalidInputError
+from nngraph import OutOfMemoryError
+from nngraph import UnsupportedError
 import numpy
-
-from nngraph import DeviceError, Error, InvalidInputError, OutOfMemoryError, UnsupportedError
-
-__all__: list[str] = ['Addition', 'ArrayDataSource', 'Concatenation', 'Convolution', 'ConvolutionDescriptor', 'DataSource', 'Device', 'DeviceError', 'Dropout', 'Error', 'FilterNode', 'FullyConnected', 'Graph', 'Handle', 'Image', 'ImageNode', 'InvalidInputError', 'LogSoftMax', 'Matrix', 'Neuron', 'NeuronDescriptor', 'OutOfMemoryError', 'Pooling', 'SoftMax', 'UnsupportedError', 'WeightsLayout', 'built_backends']
+import typing
+__all__: list[str] = ['Adam', 'Addition', 'ArrayDataSource', 'BuiltinOptimizer', 'Concatenation', 'Convolution', 'ConvolutionDescriptor', 'DataSource', 'Device', 'DeviceError', 'Dropout', 'Error', 'FilterNode', 'FullyConnected', 'Graph', 'Handle', 'Image', 'ImageNode', 'InvalidInputError', 'LogSoftMax', 'Loss', 'LossDescriptor', 'Matrix', 'Neuron', 'NeuronDescriptor', 'Optimizer', 'OutOfMemoryError', 'Pooling', 'RMSProp', 'SGD', 'SoftMax', 'UnsupportedError', 'WeightsLayout', 'built_backends']
 class Device:
     """
     Where a graph runs: 'cpu', 'cuda', 'cuda:N' ('mps' reserved).
@@ -133,6 +133,28 @@ class Matrix:
     @property
     def rows(self) -> int:
         ...
+class Optimizer:
+    """
+    Base of optimizers. Subclass it and define slot_count() and update(values, gradient, slots, step), which changes values and slots in place (numpy arrays).
+    """
+    def __init__(self, learning_rate: typing.SupportsFloat | typing.SupportsIndex = 0.0010000000474974513, gradient_rescale: typing.SupportsFloat | typing.SupportsIndex = 1.0, clip_min: typing.SupportsFloat | typing.SupportsIndex | None = None, clip_max: typing.SupportsFloat | typing.SupportsIndex | None = None, regularization: str = 'none', regularization_scale: typing.SupportsFloat | typing.SupportsIndex = 0.0) -> None:
+        ...
+    def slot_count(self) -> int:
+        ...
+    @property
+    def gradient_rescale(self) -> float:
+        ...
+    @property
+    def learning_rate(self) -> float:
+        ...
+    @learning_rate.setter
+    def learning_rate(self, arg1: typing.SupportsFloat | typing.SupportsIndex) -> None:
+        ...
+    @property
+    def regularization_scale(self) -> float:
+        ...
+class BuiltinOptimizer(Optimizer):
+    pass
 class WeightsLayout:
     """
     Members:
@@ -194,6 +216,8 @@ class DataSource:
         ...
     def purge(self) -> None:
         ...
+    def trainable(self) -> bool:
+        ...
     def weights(self) -> numpy.ndarray:
         ...
     def weights_layout(self) -> WeightsLayout:
@@ -202,7 +226,25 @@ class ArrayDataSource(DataSource):
     """
     Weights from an array (O, I/groups, kh, kw) or an initializer: 'he', 'glorot', 'zeros'.
     """
-    def __init__(self, descriptor: ConvolutionDescriptor, weights: typing.Any = 'he', biases: typing.Any = 'zeros', label: str = '', seed: typing.SupportsInt | typing.SupportsIndex = 0) -> None:
+    def __init__(self, descriptor: ConvolutionDescriptor, weights: typing.Any = 'he', biases: typing.Any = 'zeros', label: str = '', seed: typing.SupportsInt | typing.SupportsIndex = 0, optimizer: typing.Any = None) -> None:
+        ...
+    def load_optimizer_state(self, state: dict) -> None:
+        ...
+    def optimizer_state(self) -> dict:
+        """
+        {'step': updates so far, 'slots': [weight slots..., bias slots...]} as numpy arrays.
+        """
+    def set_weights(self, weights: typing.Any, biases: typing.Any = None) -> None:
+        """
+        Replaces the values, here and in the graph that trains them.
+        """
+    @property
+    def optimizer(self) -> Optimizer:
+        """
+        Updates the weights in training graphs; its state (momentum, velocity, step) lives here.
+        """
+    @optimizer.setter
+    def optimizer(self, arg1: typing.Any) -> None:
         ...
 class ImageNode:
     """
@@ -226,6 +268,14 @@ class FilterNode:
     label: str
     def __repr__(self) -> str:
         ...
+    def gradient_filter(self, source_gradient: typing.Any) -> FilterNode:
+        """
+        The gradient node: turns d(loss)/d(result) into d(loss)/d(source).
+        """
+    def gradient_filters(self, source_gradient: typing.Any) -> list[FilterNode]:
+        """
+        One gradient node per source (addition, concatenation).
+        """
     @property
     def kind(self) -> str:
         ...
@@ -272,10 +322,55 @@ class Addition(FilterNode):
 class Concatenation(FilterNode):
     def __init__(self, sources: list, label: str = '') -> None:
         ...
+class LossDescriptor:
+    """
+    Loss type, reduction (none, sum, mean), weight, label_smoothing, delta (huber), epsilon.
+    """
+    def __init__(self, type: str = 'softmax_cross_entropy', reduction: str = 'mean', weight: typing.SupportsFloat | typing.SupportsIndex = 1.0, label_smoothing: typing.SupportsFloat | typing.SupportsIndex = 0.0, delta: typing.SupportsFloat | typing.SupportsIndex = 1.0, epsilon: typing.SupportsFloat | typing.SupportsIndex = 1.0000000116860974e-07) -> None:
+        ...
+    @property
+    def delta(self) -> float:
+        ...
+    @property
+    def epsilon(self) -> float:
+        ...
+    @property
+    def label_smoothing(self) -> float:
+        ...
+    @property
+    def reduction(self) -> str:
+        ...
+    @property
+    def type(self) -> str:
+        ...
+    @property
+    def weight(self) -> float:
+        ...
+class Loss(FilterNode):
+    """
+    A loss over `source`; its labels enter at encode time. Its result image is d(loss)/d(source).
+    """
+    def __init__(self, source: typing.Any, descriptor: typing.Any = 'softmax_cross_entropy', label: str = '') -> None:
+        ...
+    def training_graph(self, device: typing.Any = 'cpu', optimizer: typing.Any = None, max_in_flight: typing.SupportsInt | typing.SupportsIndex = 2, check_numerics: bool = False) -> Graph:
+        """
+        Every gradient node at once, wired to the forward nodes; data sources update after each step.
+        """
+    @property
+    def descriptor(self) -> LossDescriptor:
+        ...
 class Handle:
     """
     One encode in flight: wait(), done, result().
     """
+    def loss(self, index: typing.SupportsInt | typing.SupportsIndex = 0) -> float:
+        """
+        The reduced loss (what the gradient is of).
+        """
+    def losses(self, index: typing.SupportsInt | typing.SupportsIndex = 0) -> typing.Any:
+        """
+        Per-image loss values of loss node `index` (N,), once the encode completed.
+        """
     def result(self, layout: str = 'NCHW') -> typing.Any:
         """
         The result image(s) as numpy; waits for them.
@@ -291,24 +386,51 @@ class Graph:
     """
     Compiled graph from result image(s): orders nodes, infers shapes, fuses neurons into convolutions, plans one arena for intermediates and loads weights from data sources.
     """
+    @staticmethod
+    def training(loss: Loss, device: typing.Any = 'cpu', optimizer: typing.Any = None, max_in_flight: typing.SupportsInt | typing.SupportsIndex = 2, check_numerics: bool = False) -> Graph:
+        """
+        The training graph of a loss node (see Loss.training_graph).
+        """
     def __init__(self, result: typing.Any, device: typing.Any = 'cpu', max_in_flight: typing.SupportsInt | typing.SupportsIndex = 2) -> None:
         ...
-    def encode(self, images: typing.Any, callback: typing.Any = None, layout: str = 'NCHW') -> Handle:
+    def encode(self, images: typing.Any, labels: typing.Any = None, callback: typing.Any = None, layout: str = 'NCHW') -> Handle:
         """
         Queues a run and returns a Handle at once (blocks only while max_in_flight are outstanding). callback(handle) runs on the graph's worker when the run completes.
+        """
+    def inference(self) -> Graph:
+        """
+        An inference graph over this graph's results, reading its (trained) weights in place.
         """
     def memory_plan(self, batch: typing.SupportsInt | typing.SupportsIndex) -> dict:
         """
         Arena bytes (intermediates aliased by liveness) against one buffer each.
         """
     def reload_from_data_sources(self) -> None:
-        ...
-    def run(self, images: typing.Any, layout: str = 'NCHW') -> typing.Any:
+        """
+        Reads every data source again (load, copy, purge); all or nothing.
+        """
+    def run(self, images: typing.Any, labels: typing.Any = None, layout: str = 'NCHW') -> typing.Any:
         """
         Runs synchronously: one array per source (a list, a dict keyed by node or label, or the array alone for one source) → the result array(s).
         """
     @property
+    def check_numerics(self) -> bool:
+        """
+        Training graphs: a NaN or inf loss or weight gradient raises and updates no weight.
+        """
+    @check_numerics.setter
+    def check_numerics(self, arg1: bool) -> None:
+        ...
+    @property
+    def data_sources(self) -> list:
+        """
+        The data sources of the graph's nodes, each once.
+        """
+    @property
     def device(self) -> Device:
+        ...
+    @property
+    def is_training(self) -> bool:
         ...
     @property
     def max_in_flight(self) -> int:
@@ -322,9 +444,21 @@ class Graph:
     @property
     def source_image_handles(self) -> list[ImageNode]:
         ...
+def Adam(learning_rate: typing.SupportsFloat | typing.SupportsIndex = 0.0010000000474974513, beta1: typing.SupportsFloat | typing.SupportsIndex = 0.8999999761581421, beta2: typing.SupportsFloat | typing.SupportsIndex = 0.9990000128746033, epsilon: typing.SupportsFloat | typing.SupportsIndex = 9.99999993922529e-09, amsgrad: bool = False, gradient_rescale: typing.SupportsFloat | typing.SupportsIndex = 1.0, clip_min: typing.SupportsFloat | typing.SupportsIndex | None = None, clip_max: typing.SupportsFloat | typing.SupportsIndex | None = None, regularization: str = 'none', regularization_scale: typing.SupportsFloat | typing.SupportsIndex = 0.0) -> BuiltinOptimizer:
+    """
+    Adam with bias correction.
+    """
 def LogSoftMax(source: typing.Any, label: str = '') -> SoftMax:
     """
     Log-softmax across feature channels.
+    """
+def RMSProp(learning_rate: typing.SupportsFloat | typing.SupportsIndex = 0.009999999776482582, decay: typing.SupportsFloat | typing.SupportsIndex = 0.8999999761581421, epsilon: typing.SupportsFloat | typing.SupportsIndex = 9.99999993922529e-09, gradient_rescale: typing.SupportsFloat | typing.SupportsIndex = 1.0, clip_min: typing.SupportsFloat | typing.SupportsIndex | None = None, clip_max: typing.SupportsFloat | typing.SupportsIndex | None = None, regularization: str = 'none', regularization_scale: typing.SupportsFloat | typing.SupportsIndex = 0.0) -> BuiltinOptimizer:
+    """
+    RMSProp: s ← ρ·s + (1−ρ)·g²; w ← w − lr·g/(√s + ε).
+    """
+def SGD(learning_rate: typing.SupportsFloat | typing.SupportsIndex = 0.009999999776482582, momentum: typing.SupportsFloat | typing.SupportsIndex = 0.0, nesterov: bool = False, gradient_rescale: typing.SupportsFloat | typing.SupportsIndex = 1.0, clip_min: typing.SupportsFloat | typing.SupportsIndex | None = None, clip_max: typing.SupportsFloat | typing.SupportsIndex | None = None, regularization: str = 'none', regularization_scale: typing.SupportsFloat | typing.SupportsIndex = 0.0) -> BuiltinOptimizer:
+    """
+    SGD: v ← μ·v + g; w ← w − lr·(nesterov ? g + μ·v : v).
     """
 def built_backends() -> list[str]:
     """

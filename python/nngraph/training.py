@@ -70,40 +70,46 @@ def fit(graph: Graph, train: tuple[np.ndarray, np.ndarray], epochs: int = 1, bat
     for epoch in range(epochs):
         t0 = time.perf_counter()
         order = rng.permutation(len(x)) if shuffle else np.arange(len(x))
-        totals = {"loss": 0.0, "correct": 0, "seen": 0}
-        bar = _progress(len(x), epoch, epochs) if progress else None
+        totals = _Totals(_progress(len(x), epoch, epochs) if progress else None)
         pending = []
-
-        def collect(entry):
-            idx, handle = entry
-            predictions = handle.result()
-            totals["loss"] += handle.loss() * len(idx)
-            totals["correct"] += _correct(predictions, y[idx])
-            totals["seen"] += len(idx)
-            if bar is not None:
-                bar.update(len(idx))
-                bar.set_postfix(loss=f"{totals['loss'] / totals['seen']:.4f}",
-                                accuracy=f"{totals['correct'] / totals['seen']:.4f}")
-
         for idx in _batches(len(x), batch_size, order):
             pending.append((idx, graph.encode(x[idx], labels=y[idx])))
-            if len(pending) >= graph.max_in_flight:
-                collect(pending.pop(0))
+            if len(pending) >= graph.max_in_flight:  # read the oldest while the newest runs
+                totals.add(*pending.pop(0), y)
         for entry in pending:
-            collect(entry)
-        if bar is not None:
-            bar.close()
-        logs = {"loss": totals["loss"] / max(1, totals["seen"]),
-                "accuracy": totals["correct"] / max(1, totals["seen"])}
+            totals.add(*entry, y)
+        totals.close()
+        logs = {"loss": totals.loss / max(1, totals.seen), "accuracy": totals.correct / max(1, totals.seen)}
         if inference is not None:
             logs["test_accuracy"] = evaluate(inference, *test)["accuracy"]
         logs["seconds"] = time.perf_counter() - t0
         for key in history:
             history[key].append(logs.get(key))
-        stop = any(cb(epoch, logs) is True for cb in callbacks)
+        answers = [cb(epoch, logs) for cb in callbacks]  # every callback runs, then any may stop
+        stop = any(a is True for a in answers)
         if stop or (stop_at_accuracy is not None and logs.get("test_accuracy", 0.0) >= stop_at_accuracy):
             break
     return history
+
+
+class _Totals:
+    """Running loss and accuracy of an epoch, shown on the progress bar."""
+
+    def __init__(self, bar):
+        self.bar, self.loss, self.correct, self.seen = bar, 0.0, 0, 0
+
+    def add(self, idx, handle, labels):
+        predictions = handle.result()
+        self.loss += handle.loss() * len(idx)
+        self.correct += _correct(predictions, labels[idx])
+        self.seen += len(idx)
+        if self.bar is not None:
+            self.bar.update(len(idx))
+            self.bar.set_postfix(loss=f"{self.loss / self.seen:.4f}", accuracy=f"{self.correct / self.seen:.4f}")
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.close()
 
 
 def _progress(total: int, epoch: int, epochs: int):

@@ -27,7 +27,8 @@ void init_core(py::module_& m);
 void init_image(py::module_& m);
 void init_data_source(py::module_& m);
 void init_nodes(py::module_& m);
-void init_training(py::module_& m);
+void init_optimizers(py::module_& m);
+void init_losses(py::module_& m);
 void init_graph(py::module_& m);
 
 enum class Layout { NCHW, NHWC };
@@ -47,8 +48,6 @@ Device to_device(const py::handle& device);
 ImageNodePtr to_image_node(const py::handle& obj, const std::string& what);
 // Graphs handed to Python release the GIL while they finish and join their worker.
 std::shared_ptr<Graph> python_owned(std::shared_ptr<Graph> graph);
-std::shared_ptr<Graph> training_graph(const std::shared_ptr<LossNode>& loss, const py::object& device,
-                                      const py::object& optimizer, int max_in_flight, bool check_numerics);
 
 // A C++ pointer to a Python object that keeps the object (and so a Python subclass's
 // overrides) alive for as long as C++ holds it.

@@ -2,6 +2,7 @@
 #include "bindings.h"
 #include "nngraph/error.h"
 #include "nngraph/graph.h"
+#include "nngraph/loss.h"
 
 namespace nngraph::py_bind {
 namespace {
@@ -134,12 +135,16 @@ std::shared_ptr<Graph> python_owned(std::shared_ptr<Graph> graph) {
   });
 }
 
+namespace {
+
 std::shared_ptr<Graph> training_graph(const std::shared_ptr<LossNode>& loss, const py::object& device,
                                       const py::object& optimizer, int max_in_flight, bool check_numerics) {
   auto g = Graph::training(loss, to_device(device), max_in_flight, hold_python<Optimizer>(optimizer, "Optimizer"));
   g->set_check_numerics(check_numerics);
   return python_owned(std::move(g));
 }
+
+}  // namespace
 
 void init_graph(py::module_& m) {
   py::class_<Handle, HandlePtr>(m, "Handle", "One encode in flight: wait(), done, result().")
@@ -236,6 +241,12 @@ void init_graph(py::module_& m) {
              return d;
            },
            py::arg("batch"), "Arena bytes (intermediates aliased by liveness) against one buffer each.");
+
+  // Registered here, after Graph, so signatures name the Python types.
+  py::reinterpret_borrow<py::class_<LossNode, FilterNode, std::shared_ptr<LossNode>>>(m.attr("Loss"))
+      .def("training_graph", &training_graph, py::arg("device") = "cpu", py::arg("optimizer") = py::none(),
+           py::arg("max_in_flight") = 2, py::arg("check_numerics") = false,
+           "Every gradient node at once, wired to the forward nodes; data sources update after each step.");
 }
 
 }  // namespace nngraph::py_bind

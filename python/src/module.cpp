@@ -7,9 +7,10 @@ PYBIND11_MODULE(_core, m) {
   init_errors(m);
   init_core(m);
   init_image(m);
+  init_optimizers(m);
   init_data_source(m);
   init_nodes(m);
-  init_training(m);
+  init_losses(m);
   init_graph(m);
 }
 

@@ -2,9 +2,9 @@
 
 import numpy as np
 import pytest
+import reference as ref
 
 import nngraph as ng
-import reference as ref
 
 
 def numeric_grad(f, x, eps=1e-5):

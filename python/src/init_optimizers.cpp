@@ -1,20 +1,11 @@
-// Losses, optimizers (subclassable from Python) and the training graph factory.
+// Optimizers, subclassable from Python.
 #include "backends/backend.h"
 #include "bindings.h"
 #include "nngraph/error.h"
-#include "nngraph/graph.h"
-#include "nngraph/loss.h"
 #include "nngraph/optimizer.h"
 
 namespace nngraph::py_bind {
 namespace {
-
-void backend_copy_to_host(const Device& d, void* dst, const void* src, size_t count) {
-  backend_for(d).copy_to_host(dst, src, count * sizeof(float));
-}
-void backend_copy_from_host(const Device& d, void* dst, const void* src, size_t count) {
-  backend_for(d).copy_from_host(dst, src, count * sizeof(float));
-}
 
 // Python optimizers update host arrays in place: zero-copy views on cpu, copies elsewhere.
 class PyOptimizer : public Optimizer {
@@ -27,10 +18,12 @@ class PyOptimizer : public Optimizer {
     py::function f = py::get_override(static_cast<const Optimizer*>(this), "update");
     if (!f) fail("[optimizer] subclass must define update(values, gradient, slots, step)");
     const bool host = device.type() == DeviceType::CPU;
+    Backend& backend = backend_for(device);
+    const size_t bytes = count * sizeof(float);
     auto view = [&](const float* p) {
       if (host) return py::array_t<float>({static_cast<py::ssize_t>(count)}, {sizeof(float)}, p, py::none());
       py::array_t<float> a(static_cast<py::ssize_t>(count));
-      backend_copy_to_host(device, a.mutable_data(), p, count);
+      backend.copy_to_host(a.mutable_data(), p, bytes);
       return a;
     };
     py::array_t<float> v = view(values), g = view(gradient);
@@ -38,9 +31,8 @@ class PyOptimizer : public Optimizer {
     for (float* p : slots) s.append(view(p));
     f(v, g, s, step);
     if (host) return;
-    backend_copy_from_host(device, values, v.data(), count);
-    for (size_t i = 0; i < slots.size(); ++i)
-      backend_copy_from_host(device, slots[i], s[i].cast<py::array_t<float>>().data(), count);
+    backend.copy_from_host(values, v.data(), bytes);
+    for (size_t i = 0; i < slots.size(); ++i) backend.copy_from_host(slots[i], s[i].cast<py::array_t<float>>().data(), bytes);
   }
 };
 
@@ -67,47 +59,7 @@ OptimizerDescriptor make_descriptor(float lr, float rescale, std::optional<float
 
 }  // namespace
 
-void init_training(py::module_& m) {
-  py::class_<LossDescriptor>(m, "LossDescriptor",
-                             "Loss type, reduction (none, sum, mean), weight, label_smoothing, delta (huber), epsilon.")
-      .def(py::init([](const std::string& type, const std::string& reduction, float weight, float smoothing,
-                       float delta, float epsilon) {
-             LossDescriptor d;
-             d.type = LossDescriptor::parse_type(type);
-             d.reduction = LossDescriptor::parse_reduction(reduction);
-             d.weight = weight;
-             d.label_smoothing = smoothing;
-             d.delta = delta;
-             d.epsilon = epsilon;
-             d.validate();
-             return d;
-           }),
-           py::arg("type") = "softmax_cross_entropy", py::arg("reduction") = "mean", py::arg("weight") = 1.f,
-           py::arg("label_smoothing") = 0.f, py::arg("delta") = 1.f, py::arg("epsilon") = 1e-7f)
-      .def_property_readonly("type", [](const LossDescriptor& d) { return std::string(d.type_name()); })
-      .def_property_readonly("reduction", [](const LossDescriptor& d) {
-        return std::string(d.reduction == Reduction::None ? "none" : d.reduction == Reduction::Sum ? "sum" : "mean");
-      })
-      .def_readonly("weight", &LossDescriptor::weight)
-      .def_readonly("label_smoothing", &LossDescriptor::label_smoothing)
-      .def_readonly("delta", &LossDescriptor::delta)
-      .def_readonly("epsilon", &LossDescriptor::epsilon);
-
-  py::class_<LossNode, FilterNode, std::shared_ptr<LossNode>>(
-      m, "Loss", "A loss over `source`; its labels enter at encode time. Its result image is d(loss)/d(source).")
-      .def(py::init([](const py::object& src, const py::object& descriptor, std::string label) {
-             LossDescriptor d = py::isinstance<py::str>(descriptor)
-                                    ? py::module_::import("nngraph").attr("LossDescriptor")(descriptor).cast<LossDescriptor>()
-                                    : descriptor.cast<LossDescriptor>();
-             return LossNode::create(to_image_node(src, "loss"), d, std::move(label));
-           }),
-           py::arg("source"), py::arg("descriptor") = "softmax_cross_entropy", py::arg("label") = "")
-      .def_property_readonly("descriptor", &LossNode::descriptor)
-      .def("training_graph", &training_graph,
-           py::arg("device") = "cpu", py::arg("optimizer") = py::none(), py::arg("max_in_flight") = 2,
-           py::arg("check_numerics") = false,
-           "Every gradient node at once, wired to the forward nodes; data sources update after each step.");
-
+void init_optimizers(py::module_& m) {
   py::class_<Optimizer, PyOptimizer, std::shared_ptr<Optimizer>>(
       m, "Optimizer",
       "Base of optimizers. Subclass it and define slot_count() and update(values, gradient, slots, step), "
