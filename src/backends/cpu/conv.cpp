@@ -9,6 +9,12 @@ namespace {
 
 int floor_div(int a, int b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
 
+// Columns [lo, hi) of an output row whose input column ox·sx + off_x lies inside [0, w).
+std::pair<int, int> inside(int off_x, int sx, int w, int wo) {
+  const int lo = std::min(wo, std::max(0, -floor_div(off_x, sx)));
+  return {lo, std::max(lo, std::min(wo, floor_div(w - 1 - off_x, sx) + 1))};
+}
+
 // Columns of one group of one image: row (c, i, j), column (oy, ox). Stride-1 rows are
 // short contiguous runs, so plain loops (which vectorize and inline) beat memmove calls.
 void im2col(const float* __restrict in, int channels, int h, int w, const ConvGeometry& g, int ho, int wo,
@@ -17,9 +23,7 @@ void im2col(const float* __restrict in, int channels, int h, int w, const ConvGe
     for (int i = 0; i < g.kh; ++i)
       for (int j = 0; j < g.kw; ++j) {
         const int off_x = j * g.dx - g.pad_left;
-        // ox range whose ix = ox*sx + off_x lies inside [0, w)
-        const int lo = std::min(wo, std::max(0, -floor_div(off_x, g.sx)));
-        const int hi = std::max(lo, std::min(wo, floor_div(w - 1 - off_x, g.sx) + 1));
+        const auto [lo, hi] = inside(off_x, g.sx, w, wo);
         const float* plane = in + static_cast<size_t>(c) * h * w;
         for (int oy = 0; oy < ho; ++oy, col += wo) {
           const int iy = oy * g.sy - g.pad_top + i * g.dy;
@@ -46,8 +50,7 @@ void col2im(const float* __restrict col, int channels, int h, int w, const ConvG
     for (int i = 0; i < g.kh; ++i)
       for (int j = 0; j < g.kw; ++j) {
         const int off_x = j * g.dx - g.pad_left;
-        const int lo = std::min(wo, std::max(0, -floor_div(off_x, g.sx)));
-        const int hi = std::max(lo, std::min(wo, floor_div(w - 1 - off_x, g.sx) + 1));
+        const auto [lo, hi] = inside(off_x, g.sx, w, wo);
         float* plane = out + static_cast<size_t>(c) * h * w;
         for (int oy = 0; oy < ho; ++oy, col += wo) {
           const int iy = oy * g.sy - g.pad_top + i * g.dy;

@@ -53,6 +53,15 @@ void halve_gradient(bool max, const float* __restrict x, int h, int w, const flo
   }
 }
 
+// The window of output (oy, ox), clipped to the image: rows [ya, yb), columns [xa, xb).
+struct Window {
+  int ya, yb, xa, xb;
+  Window(const PoolGeometry& g, const ImageShape& in, int oy, int ox)
+      : ya(std::max(oy * g.sy - g.pad_top, 0)), yb(std::min(oy * g.sy - g.pad_top + g.kh, in.h)),
+        xa(std::max(ox * g.sx - g.pad_left, 0)), xb(std::min(ox * g.sx - g.pad_left + g.kw, in.w)) {}
+  int count(const PoolGeometry& g) const { return g.count_include_pad ? g.kh * g.kw : (yb - ya) * (xb - xa); }
+};
+
 }  // namespace
 
 void CpuBackend::pooling(PoolingMode mode, const PoolGeometry& g, const Image& in,
@@ -73,25 +82,17 @@ void CpuBackend::pooling(PoolingMode mode, const PoolGeometry& g, const Image& i
     for (size_t pl = b; pl < e; ++pl) {
       const float* x = src + pl * is.h * is.w;
       float* y = dst + pl * os.h * os.w;
-      for (int oy = 0; oy < os.h; ++oy) {
-        const int y0 = oy * g.sy - g.pad_top;
-        const int ya = std::max(y0, 0), yb = std::min(y0 + g.kh, is.h);
+      for (int oy = 0; oy < os.h; ++oy)
         for (int ox = 0; ox < os.w; ++ox) {
-          const int x0 = ox * g.sx - g.pad_left;
-          const int xa = std::max(x0, 0), xb = std::min(x0 + g.kw, is.w);
+          const Window win(g, is, oy, ox);
           float acc = max ? -std::numeric_limits<float>::infinity() : 0.f;
-          for (int iy = ya; iy < yb; ++iy)
-            for (int ix = xa; ix < xb; ++ix) {
+          for (int iy = win.ya; iy < win.yb; ++iy)
+            for (int ix = win.xa; ix < win.xb; ++ix) {
               const float v = x[iy * is.w + ix];
               acc = max ? std::max(acc, v) : acc + v;
             }
-          if (!max) {
-            const int count = g.count_include_pad ? g.kh * g.kw : (yb - ya) * (xb - xa);
-            acc /= static_cast<float>(count);
-          }
-          y[oy * os.w + ox] = acc;
+          y[oy * os.w + ox] = max ? acc : acc / static_cast<float>(win.count(g));
         }
-      }
     }
   });
 }
@@ -119,27 +120,22 @@ void CpuBackend::pooling_gradient(PoolingMode mode, const PoolGeometry& g, const
       const float* gy = grad + pl * os.h * os.w;
       float* gx = dst + pl * is.h * is.w;
       std::fill_n(gx, is.h * is.w, 0.f);
-      for (int oy = 0; oy < os.h; ++oy) {
-        const int y0 = oy * g.sy - g.pad_top;
-        const int ya = std::max(y0, 0), yb = std::min(y0 + g.kh, is.h);
+      for (int oy = 0; oy < os.h; ++oy)
         for (int ox = 0; ox < os.w; ++ox) {
-          const int x0 = ox * g.sx - g.pad_left;
-          const int xa = std::max(x0, 0), xb = std::min(x0 + g.kw, is.w);
+          const Window win(g, is, oy, ox);
           const float v = gy[oy * os.w + ox];
           if (max) {  // same scan order as the forward pass: the first maximum wins
-            int best = ya * is.w + xa;
-            for (int iy = ya; iy < yb; ++iy)
-              for (int ix = xa; ix < xb; ++ix)
+            int best = win.ya * is.w + win.xa;
+            for (int iy = win.ya; iy < win.yb; ++iy)
+              for (int ix = win.xa; ix < win.xb; ++ix)
                 if (x[iy * is.w + ix] > x[best]) best = iy * is.w + ix;
             gx[best] += v;
           } else {
-            const int count = g.count_include_pad ? g.kh * g.kw : (yb - ya) * (xb - xa);
-            const float share = v / static_cast<float>(count);
-            for (int iy = ya; iy < yb; ++iy)
-              for (int ix = xa; ix < xb; ++ix) gx[iy * is.w + ix] += share;
+            const float share = v / static_cast<float>(win.count(g));
+            for (int iy = win.ya; iy < win.yb; ++iy)
+              for (int ix = win.xa; ix < win.xb; ++ix) gx[iy * is.w + ix] += share;
           }
         }
-      }
     }
   });
 }
