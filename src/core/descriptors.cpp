@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "backends/math.h"
 #include "nngraph/error.h"
 
 namespace nngraph {
@@ -46,42 +47,11 @@ NeuronType NeuronDescriptor::parse(const std::string& name) {
 
 const char* NeuronDescriptor::name() const { return info(type).name; }
 
-float NeuronDescriptor::apply(float x) const {
-  switch (type) {
-    case NeuronType::None: return x;
-    case NeuronType::ReLU: return x > 0.f ? x : 0.f;
-    case NeuronType::LeakyReLU: return x >= 0.f ? x : a * x;
-    case NeuronType::Sigmoid: return 1.f / (1.f + std::exp(-x));
-    case NeuronType::HardSigmoid: return std::min(1.f, std::max(0.f, a * x + b));
-    case NeuronType::TanH: return a * std::tanh(b * x);
-    case NeuronType::Linear: return a * x + b;
-    case NeuronType::ELU: return x >= 0.f ? x : a * std::expm1(x);
-    case NeuronType::SoftPlus: {
-      const float z = b * x;  // log1p(e^z) without overflow
-      return a * (z > 0.f ? z + std::log1p(std::exp(-z)) : std::log1p(std::exp(z)));
-    }
-    case NeuronType::Absolute: return std::fabs(x);
-  }
-  return x;
-}
+float NeuronDescriptor::apply(float x) const { return math::neuron(*this, x); }
 
 bool NeuronDescriptor::derivative_from_output() const { return type != NeuronType::Absolute; }
 
-float NeuronDescriptor::derivative(float v) const {
-  switch (type) {
-    case NeuronType::None: return 1.f;
-    case NeuronType::ReLU: return v > 0.f ? 1.f : 0.f;
-    case NeuronType::LeakyReLU: return v > 0.f ? 1.f : a;  // a > 0 keeps the sign of x
-    case NeuronType::Sigmoid: return v * (1.f - v);
-    case NeuronType::HardSigmoid: return (v > 0.f && v < 1.f) ? a : 0.f;
-    case NeuronType::TanH: return a == 0.f ? 0.f : b * (a - v * v / a);
-    case NeuronType::Linear: return a;
-    case NeuronType::ELU: return v > 0.f ? 1.f : v + a;
-    case NeuronType::SoftPlus: return a == 0.f ? 0.f : a * b * -std::expm1(-v / a);
-    case NeuronType::Absolute: return v > 0.f ? 1.f : (v < 0.f ? -1.f : 0.f);
-  }
-  return 1.f;
-}
+float NeuronDescriptor::derivative(float v) const { return math::neuron_derivative(*this, v); }
 
 namespace {
 

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
-#include "backends/dropout_mask.h"
+#include "backends/math.h"
 #include "graph/plan.h"
 #include "nngraph/error.h"
 #include "nngraph/graph.h"
@@ -28,14 +28,14 @@ TEST(Neuron, DerivativeMatchesFiniteDifferences) {
 }
 
 TEST(Dropout, MaskIsAFunctionOfSeedStepAndIndex) {
-  const uint64_t k = dropout_key(7, 3);
+  const uint64_t k = math::dropout_key(7, 3);
   int kept = 0;
-  for (uint64_t i = 0; i < 100000; ++i) kept += dropout_keep(k, i, 0.3f);
+  for (uint64_t i = 0; i < 100000; ++i) kept += math::dropout_keep(k, i, 0.3f);
   EXPECT_NEAR(kept / 100000.0, 0.3, 0.01);
-  EXPECT_EQ(dropout_key(7, 3), k);
-  EXPECT_NE(dropout_key(7, 4), k);
-  EXPECT_NE(dropout_key(8, 3), k);
-  for (uint64_t i = 0; i < 1000; ++i) EXPECT_TRUE(dropout_keep(k, i, 1.0f));
+  EXPECT_EQ(math::dropout_key(7, 3), k);
+  EXPECT_NE(math::dropout_key(7, 4), k);
+  EXPECT_NE(math::dropout_key(8, 3), k);
+  for (uint64_t i = 0; i < 1000; ++i) EXPECT_TRUE(math::dropout_keep(k, i, 1.0f));
 }
 
 TEST(OptimizerKernel, SgdNesterovAndAdamFirstStep) {

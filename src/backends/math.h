@@ -1,0 +1,226 @@
+#pragma once
+// Per-element math shared by every backend (host and, under nvcc, device): each formula is
+// written once; backends only differ in how they loop.
+#include <cmath>
+#include <cstdint>
+
+#include "nngraph/descriptors.h"
+#include "nngraph/optimizer.h"
+
+#ifdef __CUDACC__
+#define NNGRAPH_HD __host__ __device__
+#else
+#define NNGRAPH_HD
+#endif
+
+namespace nngraph::math {
+
+// ---- dropout: the mask is a pure function of (seed, step, index), so forward and gradient
+// passes (and cpu and cuda) draw the same mask without storing it.
+
+NNGRAPH_HD inline uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+// Stream key for one encode of one node.
+NNGRAPH_HD inline uint64_t dropout_key(uint64_t seed, uint64_t step) {
+  return mix64(mix64(seed + 0x9e3779b97f4a7c15ull) ^ (step * 0xd1b54a32d192ed03ull));
+}
+
+// True when element i is kept (probability `keep`, 24-bit resolution).
+NNGRAPH_HD inline bool dropout_keep(uint64_t key, uint64_t i, float keep) {
+  const uint32_t bits = static_cast<uint32_t>(mix64(key + i * 0x9e3779b97f4a7c15ull) >> 40);
+  return static_cast<float>(bits) * (1.0f / 16777216.0f) < keep;
+}
+
+// ---- neurons
+
+NNGRAPH_HD inline float neuron(const NeuronDescriptor& n, float x) {
+  const float a = n.a, b = n.b;
+  switch (n.type) {
+    case NeuronType::None: return x;
+    case NeuronType::ReLU: return x > 0.f ? x : 0.f;
+    case NeuronType::LeakyReLU: return x >= 0.f ? x : a * x;
+    case NeuronType::Sigmoid: return 1.f / (1.f + expf(-x));
+    case NeuronType::HardSigmoid: return fminf(1.f, fmaxf(0.f, a * x + b));
+    case NeuronType::TanH: return a * tanhf(b * x);
+    case NeuronType::Linear: return a * x + b;
+    case NeuronType::ELU: return x >= 0.f ? x : a * expm1f(x);
+    case NeuronType::SoftPlus: {
+      const float z = b * x;  // log1p(e^z) without overflow
+      return a * (z > 0.f ? z + log1pf(expf(-z)) : log1pf(expf(z)));
+    }
+    case NeuronType::Absolute: return fabsf(x);
+  }
+  return x;
+}
+
+// f'(x), from y = f(x) where n.derivative_from_output(), else from x.
+NNGRAPH_HD inline float neuron_derivative(const NeuronDescriptor& n, float v) {
+  const float a = n.a, b = n.b;
+  switch (n.type) {
+    case NeuronType::None: return 1.f;
+    case NeuronType::ReLU: return v > 0.f ? 1.f : 0.f;
+    case NeuronType::LeakyReLU: return v > 0.f ? 1.f : a;  // a > 0 keeps the sign of x
+    case NeuronType::Sigmoid: return v * (1.f - v);
+    case NeuronType::HardSigmoid: return (v > 0.f && v < 1.f) ? a : 0.f;
+    case NeuronType::TanH: return a == 0.f ? 0.f : b * (a - v * v / a);
+    case NeuronType::Linear: return a;
+    case NeuronType::ELU: return v > 0.f ? 1.f : v + a;
+    case NeuronType::SoftPlus: return a == 0.f ? 0.f : a * b * -expm1f(-v / a);
+    case NeuronType::Absolute: return v > 0.f ? 1.f : (v < 0.f ? -1.f : 0.f);
+  }
+  return 1.f;
+}
+
+// ---- losses (double precision per term; see LossDescriptor for the reductions)
+
+NNGRAPH_HD inline double smoothed(const LossDescriptor& d, double l, int channels) {
+  if (d.label_smoothing <= 0.f) return l;
+  const double to = d.type == LossType::SigmoidCrossEntropy ? 0.5 : 1.0 / channels;
+  return l * (1.0 - d.label_smoothing) + d.label_smoothing * to;
+}
+
+// Elementwise losses: value, and d/dx into *grad.
+NNGRAPH_HD inline double loss_element(const LossDescriptor& d, double x, double l, double* grad) {
+  const double e = d.epsilon;
+  switch (d.type) {
+    case LossType::SigmoidCrossEntropy:
+      *grad = 1.0 / (1.0 + exp(-x)) - l;
+      return fmax(x, 0.0) - x * l + log1p(exp(-fabs(x)));
+    case LossType::MeanSquaredError:
+      *grad = 2.0 * (x - l);
+      return (x - l) * (x - l);
+    case LossType::MeanAbsoluteError:
+      *grad = x > l ? 1.0 : (x < l ? -1.0 : 0.0);
+      return fabs(x - l);
+    case LossType::Huber: {
+      const double r = x - l, a = fabs(r);
+      if (a <= d.delta) {
+        *grad = r;
+        return 0.5 * r * r;
+      }
+      *grad = r > 0 ? d.delta : -d.delta;
+      return d.delta * (a - 0.5 * d.delta);
+    }
+    case LossType::Hinge: {
+      const double m = 1.0 - l * x;
+      *grad = m > 0 ? -l : 0.0;
+      return fmax(m, 0.0);
+    }
+    case LossType::Log:
+      *grad = -(l / (x + e) - (1.0 - l) / (1.0 - x + e));
+      return -(l * log(x + e) + (1.0 - l) * log(1.0 - x + e));
+    default: *grad = 0; return 0;
+  }
+}
+
+// Softmax / categorical cross-entropy and KL divergence at one pixel: channels are `stride`
+// apart. Writes gs·d/dx into g; returns the pixel's loss.
+NNGRAPH_HD inline double loss_channels(const LossDescriptor& d, const float* x, const float* lab, size_t stride,
+                                       int c, double gs, float* g) {
+  double total = 0;
+  if (d.type == LossType::SoftMaxCrossEntropy) {
+    double mx = -INFINITY, z = 0, lsum = 0;
+    for (int ch = 0; ch < c; ++ch) mx = fmax(mx, static_cast<double>(x[ch * stride]));
+    for (int ch = 0; ch < c; ++ch) z += exp(x[ch * stride] - mx);
+    const double lse = mx + log(z);
+    for (int ch = 0; ch < c; ++ch) lsum += smoothed(d, lab[ch * stride], c);
+    for (int ch = 0; ch < c; ++ch) {
+      const double l = smoothed(d, lab[ch * stride], c);
+      total -= l * (x[ch * stride] - lse);
+      g[ch * stride] = static_cast<float>(gs * (exp(x[ch * stride] - lse) * lsum - l));
+    }
+    return total;
+  }
+  for (int ch = 0; ch < c; ++ch) {
+    const double q = fmax(static_cast<double>(x[ch * stride]), static_cast<double>(d.epsilon));
+    const double l = smoothed(d, lab[ch * stride], c);
+    if (d.type == LossType::CategoricalCrossEntropy)
+      total -= l * log(q);
+    else if (l > 0)
+      total += l * (log(l) - log(q));
+    g[ch * stride] = static_cast<float>(gs * -l / q);
+  }
+  return total;
+}
+
+// ---- optimizers
+
+// The gradient after rescale, clipping and regularization.
+struct Preprocess {
+  float rescale, lo, hi, l1, l2;
+  explicit Preprocess(const OptimizerDescriptor& d)
+      : rescale(d.gradient_rescale),
+        lo(d.apply_gradient_clipping ? d.gradient_clip_min : -INFINITY),
+        hi(d.apply_gradient_clipping ? d.gradient_clip_max : INFINITY),
+        l1(d.regularization == Regularization::L1 ? d.regularization_scale : 0.f),
+        l2(d.regularization == Regularization::L2 ? d.regularization_scale : 0.f) {}
+  NNGRAPH_HD float operator()(float g, float w) const {
+    g *= rescale;
+    g = g < lo ? lo : (g > hi ? hi : g);  // comparisons vectorize where fminf/fmaxf may not
+    return g + l2 * w + l1 * ((w > 0.f ? 1.f : 0.f) - (w < 0.f ? 1.f : 0.f));
+  }
+};
+
+// Step-dependent constants, computed once per tensor update.
+struct UpdateConstants {
+  Preprocess pre;
+  float lr, mu, nesterov, b1, b2, eps, rho, step_size, inv_sqrt_c2;
+  explicit UpdateConstants(const OptimizerStep& s)
+      : pre(s.d), lr(s.d.learning_rate), mu(s.momentum), nesterov(s.nesterov ? 1.f : 0.f), b1(s.beta1),
+        b2(s.beta2), eps(s.epsilon), rho(s.decay) {
+    // Adam: lr·(m/c1)/(√(v/c2) + ε) = (lr/c1)·m/(√v·(1/√c2) + ε)
+    const float c1 = 1.f - std::pow(s.beta1, static_cast<float>(s.step));
+    const float c2 = 1.f - std::pow(s.beta2, static_cast<float>(s.step));
+    step_size = lr / c1;
+    inv_sqrt_c2 = 1.f / std::sqrt(c2);
+  }
+};
+
+// One parameter's update; the kind is a template argument so loops over it vectorize.
+template <OptimizerKind K, bool Slot, bool AmsGrad = false>
+NNGRAPH_HD inline void update(const UpdateConstants& k, float& w, float gradient, float* s0, float* s1, float* s2) {
+  const float g = k.pre(gradient, w);
+  if constexpr (K == OptimizerKind::SGD) {
+    if constexpr (!Slot) {
+      w -= k.lr * g;
+    } else {
+      *s0 = k.mu * *s0 + g;
+      w -= k.lr * (k.nesterov * (g + k.mu * *s0) + (1.f - k.nesterov) * *s0);
+    }
+  } else if constexpr (K == OptimizerKind::Adam) {
+    *s0 = k.b1 * *s0 + (1.f - k.b1) * g;
+    *s1 = k.b2 * *s1 + (1.f - k.b2) * g * g;
+    float v = *s1;
+    if constexpr (AmsGrad) v = *s2 = *s2 > *s1 ? *s2 : *s1;
+    w -= k.step_size * *s0 / (sqrtf(v) * k.inv_sqrt_c2 + k.eps);
+  } else {
+    *s0 = k.rho * *s0 + (1.f - k.rho) * g * g;
+    w -= k.lr * g / (sqrtf(*s0) + k.eps);
+  }
+}
+
+// Calls fn.template operator()<K, Slot, AmsGrad>() for the step's optimizer.
+template <class F>
+NNGRAPH_HD inline void dispatch_update(const OptimizerStep& s, F&& fn) {
+  switch (s.kind) {
+    case OptimizerKind::SGD:
+      if (s.momentum > 0.f)
+        fn.template operator()<OptimizerKind::SGD, true, false>();
+      else
+        fn.template operator()<OptimizerKind::SGD, false, false>();
+      break;
+    case OptimizerKind::Adam:
+      if (s.amsgrad)
+        fn.template operator()<OptimizerKind::Adam, true, true>();
+      else
+        fn.template operator()<OptimizerKind::Adam, true, false>();
+      break;
+    case OptimizerKind::RMSProp: fn.template operator()<OptimizerKind::RMSProp, true, false>(); break;
+  }
+}
+
+}  // namespace nngraph::math
