@@ -1,17 +1,65 @@
-# NNGRAPH_CUDA: AUTO builds the cuda backend when the toolkit, cuDNN and cuBLAS are found;
-# ON requires them; OFF skips the search. The backend's sources arrive with the cuda issue,
-# so for now a found toolkit is only reported.
+# NNGRAPH_CUDA: AUTO builds the cuda backend when the CUDA toolkit (nvcc), cuDNN and cuBLAS
+# are found; ON requires them; OFF skips the search. cuDNN and cuBLAS come from the system,
+# CUDNN_ROOT / CUBLAS_ROOT, or the nvidia-* wheels installed for this Python.
 set(NNGRAPH_HAVE_CUDA OFF)
 if(NOT NNGRAPH_CUDA STREQUAL "OFF")
   find_package(CUDAToolkit QUIET)
-  find_path(CUDNN_INCLUDE_DIR cudnn.h HINTS ${CUDAToolkit_INCLUDE_DIRS} ENV CUDNN_ROOT PATH_SUFFIXES include)
-  find_library(CUDNN_LIBRARY cudnn HINTS ${CUDAToolkit_LIBRARY_DIR} ENV CUDNN_ROOT PATH_SUFFIXES lib lib64)
-  if(CUDAToolkit_FOUND AND TARGET CUDA::cublas AND CUDNN_INCLUDE_DIR AND CUDNN_LIBRARY)
-    message(STATUS "nngraph: CUDA ${CUDAToolkit_VERSION}, cuDNN and cuBLAS found; the cuda backend is not written yet")
+  include(CheckLanguage)
+  check_language(CUDA)
+  execute_process(
+    COMMAND "${Python_EXECUTABLE}" -c [=[
+import importlib.util as u
+for m in ("nvidia.cudnn", "nvidia.cu13", "nvidia.cublas", "nvidia.cu12"):
+    try:
+        s = u.find_spec(m)
+    except ModuleNotFoundError:
+        s = None
+    print(list(s.submodule_search_locations)[0] if s and s.submodule_search_locations else "")
+]=]
+    OUTPUT_VARIABLE _nv_wheels OUTPUT_STRIP_TRAILING_WHITESPACE)
+  string(REPLACE "\n" ";" _nv_wheels "${_nv_wheels}")
+  set(_nv_hints ${_nv_wheels} $ENV{CUDNN_ROOT} $ENV{CUBLAS_ROOT} ${CUDAToolkit_LIBRARY_ROOT})
+  find_path(CUDNN_INCLUDE_DIR cudnn.h HINTS ${_nv_hints} ${CUDAToolkit_INCLUDE_DIRS} PATH_SUFFIXES include)
+  find_library(CUDNN_LIBRARY NAMES cudnn libcudnn.so.9 HINTS ${_nv_hints} ${CUDAToolkit_LIBRARY_DIR}
+               PATH_SUFFIXES lib lib64)
+  find_path(CUBLAS_INCLUDE_DIR cublas_v2.h HINTS ${CUDAToolkit_INCLUDE_DIRS} ${_nv_hints} PATH_SUFFIXES include)
+  find_library(CUBLAS_LIBRARY NAMES cublas libcublas.so.13 libcublas.so.12 HINTS ${CUDAToolkit_LIBRARY_DIR}
+               ${_nv_hints} PATH_SUFFIXES lib lib64)
+  if(CUDAToolkit_FOUND AND CMAKE_CUDA_COMPILER AND CUDNN_INCLUDE_DIR AND CUDNN_LIBRARY AND CUBLAS_INCLUDE_DIR
+     AND CUBLAS_LIBRARY)
+    set(NNGRAPH_HAVE_CUDA ON)
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+      set(CMAKE_CUDA_ARCHITECTURES 90)  # sm_90 machine code plus compute_90 PTX
+    endif()
+    enable_language(CUDA)  # directory scope: a function could not
+    set(CMAKE_CUDA_STANDARD 17)
+    message(STATUS "nngraph: cuda backend with CUDA ${CUDAToolkit_VERSION}, ${CUDNN_LIBRARY}, ${CUBLAS_LIBRARY}")
   elseif(NNGRAPH_CUDA STREQUAL "ON")
-    message(FATAL_ERROR "NNGRAPH_CUDA=ON but the CUDA toolkit, cuDNN or cuBLAS was not found "
-                        "(toolkit: ${CUDAToolkit_FOUND}, cudnn.h: ${CUDNN_INCLUDE_DIR}, libcudnn: ${CUDNN_LIBRARY})")
+    message(FATAL_ERROR "NNGRAPH_CUDA=ON but something is missing: nvcc '${CMAKE_CUDA_COMPILER}', "
+                        "cudnn.h '${CUDNN_INCLUDE_DIR}', libcudnn '${CUDNN_LIBRARY}', "
+                        "cublas_v2.h '${CUBLAS_INCLUDE_DIR}', libcublas '${CUBLAS_LIBRARY}'")
   else()
     message(STATUS "nngraph: no CUDA toolkit with cuDNN and cuBLAS; building the cpu backend only")
   endif()
 endif()
+
+# Adds the cuda backend to `target` (the engine library) and its library folders to the
+# run path of `module` (the extension).
+function(nngraph_add_cuda target module)
+  file(GLOB _cuda_sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/backends/cuda/*.cpp
+       ${PROJECT_SOURCE_DIR}/shaders/cuda/*.cu)
+  target_sources(${target} PRIVATE ${_cuda_sources})
+  set_target_properties(${target} PROPERTIES CUDA_ARCHITECTURES "${CMAKE_CUDA_ARCHITECTURES}" CUDA_STANDARD 17)
+  target_compile_definitions(${target} PUBLIC NNGRAPH_HAVE_CUDA)
+  target_include_directories(${target} PRIVATE ${PROJECT_SOURCE_DIR}/shaders/cuda)
+  target_include_directories(${target} PUBLIC ${CUDNN_INCLUDE_DIR} ${CUBLAS_INCLUDE_DIR})
+  target_link_libraries(${target} PUBLIC CUDA::cudart_static ${CUDNN_LIBRARY} ${CUBLAS_LIBRARY})
+  get_filename_component(_cudnn_dir "${CUDNN_LIBRARY}" DIRECTORY)
+  get_filename_component(_cublas_dir "${CUBLAS_LIBRARY}" DIRECTORY)
+  get_target_property(_rpath ${module} INSTALL_RPATH)
+  set_target_properties(${module} PROPERTIES INSTALL_RPATH
+    "${_rpath};$ORIGIN/../nvidia/cudnn/lib;$ORIGIN/../nvidia/cu13/lib;${_cudnn_dir};${_cublas_dir}")
+  if(TARGET nngraph_tests)
+    set_property(TARGET nngraph_tests APPEND PROPERTY BUILD_RPATH "${_cudnn_dir};${_cublas_dir}")
+  endif()
+endfunction()

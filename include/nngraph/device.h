@@ -26,5 +26,7 @@ class Device {
 
 // Backends compiled into this build ("cpu" always).
 std::vector<std::string> built_backends();
+// Devices of a type this build can use now (cpu: 1; cuda: GPUs present, 0 if not built).
+int device_count(DeviceType type);
 
 }  // namespace nngraph

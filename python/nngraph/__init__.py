@@ -48,6 +48,7 @@ from nngraph._core import (  # noqa: E402  (after the BLAS library is loaded)
     UnsupportedError,
     WeightsLayout,
     built_backends,
+    device_count,
 )
 from nngraph.losses import LossDataDescriptor, LossLabels  # noqa: E402
 from nngraph.training import evaluate, fit, load, save  # noqa: E402
@@ -59,6 +60,6 @@ __all__ = [
     "DataSource", "Device", "DeviceError", "Dropout", "Error", "FilterNode", "FullyConnected",
     "Graph", "Handle", "Image", "ImageNode", "InvalidInputError", "LogSoftMax", "Loss", "LossDataDescriptor",
     "LossDescriptor", "LossLabels", "Matrix", "Neuron", "NeuronDescriptor", "Optimizer", "OutOfMemoryError",
-    "Pooling", "RMSProp", "SoftMax", "UnsupportedError", "WeightsLayout", "built_backends", "evaluate", "fit",
+    "Pooling", "RMSProp", "SoftMax", "UnsupportedError", "WeightsLayout", "built_backends", "device_count", "evaluate", "fit",
     "load", "save",
 ]

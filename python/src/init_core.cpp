@@ -67,6 +67,8 @@ void init_errors(py::module_& m) {
 
 void init_core(py::module_& m) {
   m.def("built_backends", &built_backends, "Backends compiled into this build.");
+  m.def("device_count", [](const std::string& type) { return device_count(Device::parse(type).type()); },
+        py::arg("type"), "Devices of a type usable now: 'cpu' 1, 'cuda' the GPUs present (0 if not built).");
 
   py::class_<Device>(m, "Device", "Where a graph runs: 'cpu', 'cuda', 'cuda:N' ('mps' reserved).")
       .def(py::init(&Device::parse), py::arg("spec") = "cpu")

@@ -1,6 +1,9 @@
 #include "backends/backend.h"
 
 #include "backends/cpu/cpu_backend.h"
+#ifdef NNGRAPH_HAVE_CUDA
+#include "backends/cuda/cuda_backend.h"
+#endif
 #include "nngraph/error.h"
 #include "nngraph/nodes.h"
 
@@ -56,8 +59,12 @@ Backend& backend_for(const Device& device) {
   switch (device.type()) {
     case DeviceType::CPU: return cpu_backend();
     case DeviceType::CUDA:
+#ifdef NNGRAPH_HAVE_CUDA
+      return cuda_backend(device.index());
+#else
       fail<Unsupported>("[device] ", device.str(),
                         ": this build of nngraph has no cuda backend (built: cpu)");
+#endif
     case DeviceType::MPS:
       fail<Unsupported>("[device] mps: the Apple backend is not part of this build");
   }

@@ -27,6 +27,8 @@ class Backend {
   virtual void copy_from_host(void* dst, const void* src, size_t bytes) = 0;
   virtual void copy_to_host(void* dst, const void* src, size_t bytes) = 0;
   virtual void copy(void* dst, const void* src, size_t bytes) = 0;
+  // Waits for the work queued so far (asynchronous backends).
+  virtual void synchronize() {}
 
   // out = in in another dtype (same shape).
   virtual void convert(const Image& in, const Image& out);

@@ -1,6 +1,9 @@
 #include "nngraph/device.h"
 
 #include "nngraph/error.h"
+#ifdef NNGRAPH_HAVE_CUDA
+#include "backends/cuda/cuda_backend.h"
+#endif
 
 namespace nngraph {
 
@@ -32,6 +35,20 @@ std::string Device::str() const {
     case DeviceType::MPS: return "mps";
   }
   return "?";
+}
+
+int device_count(DeviceType type) {
+  switch (type) {
+    case DeviceType::CPU: return 1;
+    case DeviceType::CUDA:
+#ifdef NNGRAPH_HAVE_CUDA
+      return cuda_device_count();
+#else
+      return 0;
+#endif
+    case DeviceType::MPS: return 0;
+  }
+  return 0;
 }
 
 std::vector<std::string> built_backends() {

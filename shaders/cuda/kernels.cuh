@@ -1,0 +1,55 @@
+#pragma once
+// Launchers for our own CUDA kernels; each enqueues on `s` and checks the launch.
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "nngraph/descriptors.h"
+#include "nngraph/optimizer.h"
+
+namespace nngraph {
+struct PoolGeometry;
+enum class PoolingMode;
+}  // namespace nngraph
+
+namespace nngraph::cuda {
+
+// Throws DeviceError naming `what` if the last launch failed.
+void check_launch(const char* what);
+
+void f32_to_f16(cudaStream_t s, const float* in, void* out, size_t count);
+void f16_to_f32(cudaStream_t s, const void* in, float* out, size_t count);
+// x[i] = neuron(x[i] + bias[(i / hw) % channels]) (bias may be null).
+void bias_neuron(cudaStream_t s, float* x, size_t count, int channels, int hw, const float* bias,
+                 const NeuronDescriptor& neuron);
+void neuron(cudaStream_t s, const float* in, float* out, size_t count, const NeuronDescriptor& neuron);
+void neuron_gradient(cudaStream_t s, const float* v, const float* dy, float* dx, size_t count,
+                     const NeuronDescriptor& neuron);
+void add(cudaStream_t s, const float* a, const float* b, float* out, size_t count);
+void dropout(cudaStream_t s, const float* in, float* out, size_t count, float keep, uint64_t key);
+// Zero-pads (or crops back) N·C planes: out plane = in plane with top/left offsets.
+void pad(cudaStream_t s, const float* in, float* out, int planes, int h, int w, int top, int left, int oh, int ow);
+void crop(cudaStream_t s, const float* in, float* out, int planes, int h, int w, int top, int left, int oh, int ow);
+
+void pooling(cudaStream_t s, PoolingMode mode, const PoolGeometry& g, const float* in, float* out, int planes,
+             int h, int w, int oh, int ow);
+void pooling_gradient(cudaStream_t s, PoolingMode mode, const PoolGeometry& g, const float* in, const float* dy,
+                      float* dx, int planes, int h, int w, int oh, int ow);
+
+void softmax(cudaStream_t s, bool log, const float* in, float* out, int n, int c, int hw);
+void softmax_gradient(cudaStream_t s, bool log, const float* y, const float* dy, float* dx, int n, int c, int hw);
+
+void loss(cudaStream_t s, const LossDescriptor& d, double scale, const float* x, const float* labels,
+          const float* weights, float* gradient, float* losses, int n, int c, int hw);
+
+// One parameter tensor; slots as OptimizerStep's kind needs (others unused).
+void optimizer_step(cudaStream_t s, const OptimizerStep& step, float* w, const float* g, float* s0, float* s1,
+                    float* s2, size_t count);
+
+// db[c] = Σ over n and the hw pixels of dz[n, c, pixel].
+void bias_gradient(cudaStream_t s, const float* dz, float* db, int n, int c, int hw);
+// *flag = 1 if any value is NaN or infinite (flag zeroed first).
+void any_nonfinite(cudaStream_t s, const float* data, size_t count, int* flag);
+
+}  // namespace nngraph::cuda

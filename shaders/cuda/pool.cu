@@ -1,0 +1,77 @@
+// Pooling: one thread per output pixel forward; the gradient gathers, one thread per input
+// pixel, from the windows that cover it (no atomics, deterministic, same first-maximum rule
+// as the cpu backend).
+#include "backends/backend.h"
+#include "common.cuh"
+#include "kernels.cuh"
+#include "nngraph/nodes.h"
+
+namespace nngraph::cuda {
+namespace {
+
+__device__ inline int clamp_lo(int v) { return v < 0 ? 0 : v; }
+
+__global__ void pool_kernel(bool is_max, PoolGeometry g, const float* in, float* out, size_t total, int h, int w, int oh,
+                            int ow) {
+  NNGRAPH_GRID_LOOP(i, total) {
+    const int ox = static_cast<int>(i % ow), oy = static_cast<int>((i / ow) % oh);
+    const float* x = in + (i / (static_cast<size_t>(oh) * ow)) * h * w;
+    const int y0 = oy * g.sy - g.pad_top, x0 = ox * g.sx - g.pad_left;
+    const int ya = clamp_lo(y0), yb = min(y0 + g.kh, h), xa = clamp_lo(x0), xb = min(x0 + g.kw, w);
+    float acc = is_max ? -INFINITY : 0.f;
+    for (int iy = ya; iy < yb; ++iy)
+      for (int ix = xa; ix < xb; ++ix) acc = is_max ? fmaxf(acc, x[iy * w + ix]) : acc + x[iy * w + ix];
+    const int count = g.count_include_pad ? g.kh * g.kw : (yb - ya) * (xb - xa);
+    out[i] = is_max ? acc : acc / static_cast<float>(count);
+  }
+}
+
+__global__ void pool_gradient_kernel(bool is_max, PoolGeometry g, const float* in, const float* dy, float* dx,
+                                     size_t total, int h, int w, int oh, int ow) {
+  NNGRAPH_GRID_LOOP(i, total) {
+    const int ix = static_cast<int>(i % w), iy = static_cast<int>((i / w) % h);
+    const size_t plane = i / (static_cast<size_t>(h) * w);
+    const float* x = in + plane * h * w;
+    const float* gy = dy + plane * oh * ow;
+    // outputs whose window [o·s − pad, o·s − pad + k) holds this pixel
+    const int oy0 = max(0, (iy + g.pad_top - g.kh + g.sy) / g.sy), oy1 = min(oh - 1, (iy + g.pad_top) / g.sy);
+    const int ox0 = max(0, (ix + g.pad_left - g.kw + g.sx) / g.sx), ox1 = min(ow - 1, (ix + g.pad_left) / g.sx);
+    float acc = 0.f;
+    for (int oy = oy0; oy <= oy1; ++oy)
+      for (int ox = ox0; ox <= ox1; ++ox) {
+        const int y0 = oy * g.sy - g.pad_top, x0 = ox * g.sx - g.pad_left;
+        if (iy < y0 || iy >= y0 + g.kh || ix < x0 || ix >= x0 + g.kw) continue;
+        const int ya = clamp_lo(y0), yb = min(y0 + g.kh, h), xa = clamp_lo(x0), xb = min(x0 + g.kw, w);
+        if (is_max) {
+          int best = ya * w + xa;
+          for (int yy = ya; yy < yb; ++yy)
+            for (int xx = xa; xx < xb; ++xx)
+              if (x[yy * w + xx] > x[best]) best = yy * w + xx;
+          if (best == iy * w + ix) acc += gy[oy * ow + ox];
+        } else {
+          const int count = g.count_include_pad ? g.kh * g.kw : (yb - ya) * (xb - xa);
+          acc += gy[oy * ow + ox] / static_cast<float>(count);
+        }
+      }
+    dx[i] = acc;
+  }
+}
+
+}  // namespace
+
+void pooling(cudaStream_t s, PoolingMode mode, const PoolGeometry& g, const float* in, float* out, int planes, int h,
+             int w, int oh, int ow) {
+  const size_t total = static_cast<size_t>(planes) * oh * ow;
+  pool_kernel<<<blocks_for(total), kThreads, 0, s>>>(mode == PoolingMode::Max, g, in, out, total, h, w, oh, ow);
+  check_launch("pooling");
+}
+
+void pooling_gradient(cudaStream_t s, PoolingMode mode, const PoolGeometry& g, const float* in, const float* dy,
+                      float* dx, int planes, int h, int w, int oh, int ow) {
+  const size_t total = static_cast<size_t>(planes) * h * w;
+  pool_gradient_kernel<<<blocks_for(total), kThreads, 0, s>>>(mode == PoolingMode::Max, g, in, dy, dx, total, h, w,
+                                                               oh, ow);
+  check_launch("pooling_gradient");
+}
+
+}  // namespace nngraph::cuda

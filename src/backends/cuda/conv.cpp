@@ -1,0 +1,164 @@
+// Convolution through cuDNN (algorithms found once per shape and cached), fully connected
+// through cuBLAS; bias and neuron epilogues and bias gradients are our kernels.
+#include <algorithm>
+#include <string>
+
+#include "backends/cuda/cuda_backend.h"
+#include "kernels.cuh"
+#include "nngraph/error.h"
+
+namespace nngraph {
+
+namespace {
+
+constexpr size_t kMaxWorkspace = size_t(1) << 30;
+
+template <class Perf>
+const Perf& fastest(const Perf* perf, int count, const char* what) {
+  for (int i = 0; i < count; ++i)
+    if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= kMaxWorkspace) return perf[i];
+  fail<DeviceError>("[", what, "] cuDNN found no algorithm for this shape");
+}
+
+}  // namespace
+
+CudaBackend::ConvPlan& CudaBackend::conv_plan(const ConvGeometry& g, int n, const ImageShape& in,
+                                              const ImageShape& out) {
+  const std::vector<int> key{n, in.c, in.h, in.w, out.c, out.h, out.w, g.kh, g.kw, g.sy, g.sx,
+                             g.dy, g.dx, g.groups, g.pad_top, g.pad_left};
+  auto& slot = conv_plans_[key];
+  if (slot) return *slot;
+  auto p = std::make_unique<ConvPlan>();
+  cudnn_check(cudnnCreateTensorDescriptor(&p->x), "convolution");
+  cudnn_check(cudnnCreateTensorDescriptor(&p->y), "convolution");
+  cudnn_check(cudnnCreateFilterDescriptor(&p->w), "convolution");
+  cudnn_check(cudnnCreateConvolutionDescriptor(&p->conv), "convolution");
+  cudnn_check(cudnnSetFilter4dDescriptor(p->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, out.c, in.c / g.groups, g.kh,
+                                         g.kw), "convolution");
+  cudnn_check(cudnnSetTensor4dDescriptor(p->y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n, out.c, out.h, out.w),
+              "convolution");
+  auto describe = [&](int h, int w, int pt, int pl) {
+    cudnn_check(cudnnSetTensor4dDescriptor(p->x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n, in.c, h, w), "convolution");
+    cudnn_check(cudnnSetConvolution2dDescriptor(p->conv, pt, pl, g.sy, g.sx, g.dy, g.dx, CUDNN_CROSS_CORRELATION,
+                                                CUDNN_DATA_FLOAT), "convolution");
+    int on, oc, oh, ow;
+    cudnn_check(cudnnGetConvolution2dForwardOutputDim(p->conv, p->x, p->w, &on, &oc, &oh, &ow), "convolution");
+    return oh == out.h && ow == out.w;
+  };
+  cudnn_check(cudnnSetConvolutionGroupCount(p->conv, g.groups), "convolution");
+  cudnn_check(cudnnSetConvolutionMathType(p->conv, CUDNN_FMA_MATH), "convolution");  // exact float32
+  if (!describe(in.h, in.w, g.pad_top, g.pad_left)) {
+    p->padded = true;
+    p->pad_top = g.pad_top;
+    p->pad_left = g.pad_left;
+    p->hp = (out.h - 1) * g.sy + (g.kh - 1) * g.dy + 1;
+    p->wp = (out.w - 1) * g.sx + (g.kw - 1) * g.dx + 1;
+    if (!describe(p->hp, p->wp, 0, 0)) fail<DeviceError>("[convolution] cuDNN disagrees on the output size");
+  }
+  constexpr int kMax = 8;
+  int found = 0;
+  cudnnConvolutionFwdAlgoPerf_t fwd[kMax];
+  cudnn_check(cudnnFindConvolutionForwardAlgorithm(cudnn_, p->x, p->w, p->conv, p->y, kMax, &found, fwd), "convolution");
+  const auto& f = fastest(fwd, found, "convolution");
+  cudnnConvolutionBwdDataAlgoPerf_t bd[kMax];
+  cudnn_check(cudnnFindConvolutionBackwardDataAlgorithm(cudnn_, p->w, p->y, p->conv, p->x, kMax, &found, bd),
+              "convolution_gradient");
+  const auto& d = fastest(bd, found, "convolution_gradient");
+  cudnnConvolutionBwdFilterAlgoPerf_t bf[kMax];
+  cudnn_check(cudnnFindConvolutionBackwardFilterAlgorithm(cudnn_, p->x, p->y, p->conv, p->w, kMax, &found, bf),
+              "convolution_gradient");
+  const auto& w = fastest(bf, found, "convolution_gradient");
+  p->fwd = f.algo;
+  p->bwd_data = d.algo;
+  p->bwd_filter = w.algo;
+  p->workspace = std::max({f.memory, d.memory, w.memory});
+  slot = std::move(p);
+  return *slot;
+}
+
+void CudaBackend::convolution(const ConvGeometry& g, const Image& in, const float* weights, const float* bias,
+                              const NeuronDescriptor& neuron, const Image& out) {
+  auto lock = enter();
+  const int n = in.batch();
+  ConvPlan& p = conv_plan(g, n, in.shape(), out.shape());
+  const float* x = in.data_as<float>();
+  std::shared_ptr<Buffer> padded;
+  if (p.padded) {
+    padded = allocate(static_cast<size_t>(n) * in.shape().c * p.hp * p.wp * sizeof(float));
+    cuda::pad(stream_, x, static_cast<float*>(padded->data()), n * in.shape().c, in.shape().h, in.shape().w,
+              p.pad_top, p.pad_left, p.hp, p.wp);
+    x = static_cast<const float*>(padded->data());
+  }
+  const float one = 1.f, zero = 0.f;
+  cudnn_check(cudnnConvolutionForward(cudnn_, &one, p.x, x, p.w, weights, p.conv, p.fwd, workspace(p.workspace),
+                                      p.workspace, &zero, p.y, out.data()), "convolution");
+  const auto& os = out.shape();
+  cuda::bias_neuron(stream_, out.data_as<float>(), out.descriptor().count(), os.c, os.h * os.w, bias, neuron);
+}
+
+void CudaBackend::convolution_gradient(const ConvGeometry& g, const Image& xi, const float* weights, const Image& dy,
+                                       const Image* y, const NeuronDescriptor& neuron, const Image* dx, float* dw,
+                                       float* db) {
+  auto lock = enter();
+  const int n = xi.batch();
+  const auto& is = xi.shape();
+  const auto& os = dy.shape();
+  ConvPlan& p = conv_plan(g, n, is, os);
+  std::shared_ptr<Buffer> scratch, padded, padded_dx;
+  const float* dz = activation_gradient(dy, y, neuron, &scratch);
+  if (db) cuda::bias_gradient(stream_, dz, db, n, os.c, os.h * os.w);
+  const float one = 1.f, zero = 0.f;
+  const size_t padded_bytes = static_cast<size_t>(n) * is.c * p.hp * p.wp * sizeof(float);
+  if (dw) {
+    const float* x = xi.data_as<float>();
+    if (p.padded) {
+      padded = allocate(padded_bytes);
+      cuda::pad(stream_, x, static_cast<float*>(padded->data()), n * is.c, is.h, is.w, p.pad_top, p.pad_left, p.hp,
+                p.wp);
+      x = static_cast<const float*>(padded->data());
+    }
+    cudnn_check(cudnnConvolutionBackwardFilter(cudnn_, &one, p.x, x, p.y, dz, p.conv, p.bwd_filter,
+                                               workspace(p.workspace), p.workspace, &zero, p.w, dw),
+                "convolution_gradient");
+  }
+  if (dx) {
+    float* target = dx->data_as<float>();
+    if (p.padded) {
+      padded_dx = allocate(padded_bytes);
+      target = static_cast<float*>(padded_dx->data());
+    }
+    cudnn_check(cudnnConvolutionBackwardData(cudnn_, &one, p.w, weights, p.y, dz, p.conv, p.bwd_data,
+                                             workspace(p.workspace), p.workspace, &zero, p.x, target),
+                "convolution_gradient");
+    if (p.padded)
+      cuda::crop(stream_, target, dx->data_as<float>(), n * is.c, p.hp, p.wp, p.pad_top, p.pad_left, is.h, is.w);
+  }
+}
+
+void CudaBackend::gemm(bool ta, bool tb, int m, int n, int k, const float* a, int lda, const float* b, int ldb,
+                       float* c, int ldc, float beta) {
+  const float one = 1.f;
+  cublas_check(cublasSgemm(cublas_, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &one, b,
+                           ldb, a, lda, &beta, c, ldc), "gemm");
+}
+
+void CudaBackend::fully_connected(const Image& in, const float* weights, const float* bias,
+                                  const NeuronDescriptor& neuron, const Image& out) {
+  auto lock = enter();
+  const int n = in.batch(), k = static_cast<int>(in.shape().count()), o = out.shape().c;
+  gemm(false, true, n, o, k, in.data_as<float>(), k, weights, k, out.data_as<float>(), o);
+  cuda::bias_neuron(stream_, out.data_as<float>(), out.descriptor().count(), o, 1, bias, neuron);
+}
+
+void CudaBackend::fully_connected_gradient(const Image& x, const float* weights, const Image& dy, const Image* y,
+                                           const NeuronDescriptor& neuron, const Image* dx, float* dw, float* db) {
+  auto lock = enter();
+  const int n = x.batch(), k = static_cast<int>(x.shape().count()), o = dy.shape().c;
+  std::shared_ptr<Buffer> scratch;
+  const float* dz = activation_gradient(dy, y, neuron, &scratch);
+  if (dw) gemm(true, false, o, k, n, dz, o, x.data_as<float>(), k, dw, k);
+  if (db) cuda::bias_gradient(stream_, dz, db, n, o, 1);
+  if (dx) gemm(false, false, n, k, o, dz, o, weights, k, dx->data_as<float>(), k);
+}
+
+}  // namespace nngraph

@@ -1,0 +1,168 @@
+#include "backends/cuda/cuda_backend.h"
+
+#include <array>
+#include <string>
+
+#include "kernels.cuh"
+#include "nngraph/error.h"
+#include "nngraph/nodes.h"
+
+namespace nngraph {
+
+void cuda_check(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return;
+  cudaGetLastError();  // clear the sticky-free error so the device stays usable
+  if (e == cudaErrorMemoryAllocation) fail<OutOfMemory>("[", what, "] out of GPU memory: ", cudaGetErrorString(e));
+  fail<DeviceError>("[", what, "] CUDA error: ", cudaGetErrorString(e));
+}
+
+void cudnn_check(cudnnStatus_t s, const char* what) {
+  if (s == CUDNN_STATUS_SUCCESS) return;
+  if (s == CUDNN_STATUS_ALLOC_FAILED) fail<OutOfMemory>("[", what, "] cuDNN: ", cudnnGetErrorString(s));
+  fail<DeviceError>("[", what, "] cuDNN error: ", cudnnGetErrorString(s));
+}
+
+void cublas_check(cublasStatus_t s, const char* what) {
+  if (s == CUBLAS_STATUS_SUCCESS) return;
+  if (s == CUBLAS_STATUS_ALLOC_FAILED) fail<OutOfMemory>("[", what, "] cuBLAS: ", cublasGetStatusString(s));
+  fail<DeviceError>("[", what, "] cuBLAS error: ", cublasGetStatusString(s));
+}
+
+namespace cuda {
+void check_launch(const char* what) { cuda_check(cudaGetLastError(), what); }
+}  // namespace cuda
+
+int cuda_device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
+CudaBackend& cuda_backend(int index) {
+  static std::mutex mutex;
+  // Never destroyed: buffers may be freed while the process exits, after static destructors.
+  static auto& backends = *new std::array<std::unique_ptr<CudaBackend>, 64>();
+  const int count = cuda_device_count();
+  if (index >= count || index >= static_cast<int>(backends.size()))
+    fail<DeviceError>("[device] cuda:", index, " is not present (", count, " CUDA device(s) found)");
+  std::lock_guard<std::mutex> lock(mutex);
+  if (!backends[index]) backends[index] = std::make_unique<CudaBackend>(index);
+  return *backends[index];
+}
+
+CudaBackend::CudaBackend(int index) : index_(index) {
+  cuda_check(cudaSetDevice(index), "device");
+  cuda_check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "device");
+  // Keep freed blocks in the pool: graphs allocate the same sizes every step.
+  cudaMemPool_t pool;
+  cuda_check(cudaDeviceGetDefaultMemPool(&pool, index), "device");
+  uint64_t keep = UINT64_MAX;
+  cuda_check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep), "device");
+  cublas_check(cublasCreate(&cublas_), "device");
+  cublas_check(cublasSetStream(cublas_, stream_), "device");
+  cudnn_check(cudnnCreate(&cudnn_), "device");
+  cudnn_check(cudnnSetStream(cudnn_, stream_), "device");
+}
+
+CudaBackend::~CudaBackend() {
+  // Process exit: the driver may already be shutting down, so errors are ignored here.
+  if (cudnn_) cudnnDestroy(cudnn_);
+  if (cublas_) cublasDestroy(cublas_);
+  if (stream_) cudaStreamDestroy(stream_);
+}
+
+std::unique_lock<std::recursive_mutex> CudaBackend::enter() const {
+  std::unique_lock<std::recursive_mutex> lock(mutex_);
+  thread_local int current = -1;
+  if (current != index_) {
+    cuda_check(cudaSetDevice(index_), "device");
+    current = index_;
+  }
+  return lock;
+}
+
+namespace {
+void free_device(void* p, const Device& d) { cuda_backend(d.index()).release(p); }
+}  // namespace
+
+void CudaBackend::release(void* p) {
+  auto lock = enter();
+  cudaFreeAsync(p, stream_);  // stream-ordered: after every kernel already queued on it
+}
+
+std::shared_ptr<Buffer> CudaBackend::allocate(size_t bytes) {
+  auto lock = enter();
+  void* p = nullptr;
+  const cudaError_t e = cudaMallocAsync(&p, bytes ? bytes : 1, stream_);
+  if (e == cudaErrorMemoryAllocation) {
+    cudaGetLastError();
+    fail<OutOfMemory>("[", device().str(), "] out of GPU memory allocating ", bytes, " bytes");
+  }
+  cuda_check(e, "allocate");
+  return std::make_shared<Buffer>(p, bytes, device(), &free_device);
+}
+
+void CudaBackend::copy_from_host(void* dst, const void* src, size_t bytes) {
+  auto lock = enter();
+  cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_), "copy to device");
+  cuda_check(cudaStreamSynchronize(stream_), "copy to device");  // the source may be freed on return
+}
+
+void CudaBackend::copy_to_host(void* dst, const void* src, size_t bytes) {
+  auto lock = enter();
+  cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_), "copy to host");
+  cuda_check(cudaStreamSynchronize(stream_), "copy to host");
+}
+
+void CudaBackend::copy(void* dst, const void* src, size_t bytes) {
+  if (dst == src || bytes == 0) return;
+  auto lock = enter();
+  cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_), "copy");
+}
+
+void CudaBackend::synchronize() {
+  auto lock = enter();
+  cuda_check(cudaStreamSynchronize(stream_), "synchronize");
+}
+
+void CudaBackend::convert(const Image& in, const Image& out) {
+  auto lock = enter();
+  const size_t n = in.descriptor().count();
+  if (in.dtype() == out.dtype()) return copy(out.data(), in.data(), in.descriptor().bytes());
+  if (in.dtype() == DType::Float32)
+    cuda::f32_to_f16(stream_, in.data_as<float>(), out.data(), n);
+  else
+    cuda::f16_to_f32(stream_, in.data(), out.data_as<float>(), n);
+}
+
+void* CudaBackend::workspace(size_t bytes) {
+  if (!workspace_ || workspace_->bytes() < bytes) {
+    workspace_.reset();  // freed in stream order, after the work that used it
+    workspace_ = allocate(bytes);
+  }
+  return workspace_->data();
+}
+
+const float* CudaBackend::activation_gradient(const Image& dy, const Image* y, const NeuronDescriptor& neuron,
+                                              std::shared_ptr<Buffer>* scratch) {
+  if (!y || neuron.type == NeuronType::None) return dy.data_as<float>();
+  const size_t n = dy.descriptor().count();
+  *scratch = allocate(n * sizeof(float));
+  auto* dz = static_cast<float*>((*scratch)->data());
+  cuda::neuron_gradient(stream_, y->data_as<float>(), dy.data_as<float>(), dz, n, neuron);
+  return dz;
+}
+
+bool CudaBackend::all_finite(const float* data, size_t count) {
+  auto lock = enter();
+  auto flag = allocate(sizeof(int));
+  cuda::any_nonfinite(stream_, data, count, static_cast<int*>(flag->data()));
+  int host = 0;
+  copy_to_host(&host, flag->data(), sizeof(int));
+  return host == 0;
+}
+
+}  // namespace nngraph

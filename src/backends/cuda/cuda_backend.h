@@ -1,0 +1,111 @@
+#pragma once
+// One NVIDIA GPU: a stream, cuDNN and cuBLAS handles bound to it, stream-ordered memory.
+// Work is enqueued asynchronously; synchronize() waits for it. Calls from several threads
+// are serialized (the library handles are not thread-safe).
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "backends/backend.h"
+
+namespace nngraph {
+
+// Failures become DeviceError (OutOfMemory for allocations) whose message names the op.
+void cuda_check(cudaError_t e, const char* what);
+void cudnn_check(cudnnStatus_t s, const char* what);
+void cublas_check(cublasStatus_t s, const char* what);
+
+class CudaBackend : public Backend {
+ public:
+  explicit CudaBackend(int index);
+  ~CudaBackend() override;
+  Device device() const override { return Device(DeviceType::CUDA, index_); }
+  std::shared_ptr<Buffer> allocate(size_t bytes) override;
+  void copy_from_host(void* dst, const void* src, size_t bytes) override;
+  void copy_to_host(void* dst, const void* src, size_t bytes) override;
+  void copy(void* dst, const void* src, size_t bytes) override;
+  void synchronize() override;
+
+  void convert(const Image& in, const Image& out) override;
+  void convolution(const ConvGeometry& g, const Image& in, const float* weights, const float* bias,
+                   const NeuronDescriptor& neuron, const Image& out) override;
+  void fully_connected(const Image& in, const float* weights, const float* bias, const NeuronDescriptor& neuron,
+                       const Image& out) override;
+  void pooling(PoolingMode mode, const PoolGeometry& g, const Image& in, const Image& out) override;
+  void neuron(const NeuronDescriptor& neuron, const Image& in, const Image& out) override;
+  void softmax(bool log, const Image& in, const Image& out) override;
+  void add(const Image& a, const Image& b, const Image& out) override;
+  void copy_channels(const Image& in, const Image& out, int channel_offset) override;
+  void slice_channels(const Image& in, int channel_offset, const Image& out) override;
+  void dropout(float keep, uint64_t seed, uint64_t step, const Image& in, const Image& out) override;
+  void convolution_gradient(const ConvGeometry& g, const Image& x, const float* weights, const Image& dy,
+                            const Image* y, const NeuronDescriptor& neuron, const Image* dx, float* dw,
+                            float* db) override;
+  void fully_connected_gradient(const Image& x, const float* weights, const Image& dy, const Image* y,
+                                const NeuronDescriptor& neuron, const Image* dx, float* dw, float* db) override;
+  void pooling_gradient(PoolingMode mode, const PoolGeometry& g, const Image& x, const Image& dy,
+                        const Image& dx) override;
+  void neuron_gradient(const NeuronDescriptor& neuron, const Image& v, const Image& dy, const Image& dx) override;
+  void softmax_gradient(bool log, const Image& y, const Image& dy, const Image& dx) override;
+  void loss(const LossDescriptor& d, double scale, const Image& x, const Image& labels, const Image& weights,
+            const Image& gradient, const Image& losses) override;
+  void optimizer_step(const OptimizerStep& s, float* values, const float* gradient, const std::vector<float*>& slots,
+                      size_t count) override;
+  bool all_finite(const float* data, size_t count) override;
+
+  cudaStream_t stream() const { return stream_; }
+  // Frees a buffer this backend allocated, in stream order.
+  void release(void* p);
+
+ private:
+  struct ConvPlan;
+  // Serializes callers and makes this GPU current on the calling thread.
+  std::unique_lock<std::recursive_mutex> enter() const;
+  ConvPlan& conv_plan(const ConvGeometry& g, int n, const ImageShape& in, const ImageShape& out);
+  void* workspace(size_t bytes);
+  // dz = dy ⊙ neuron'(y) in a scratch buffer, or dy itself when there is no neuron.
+  const float* activation_gradient(const Image& dy, const Image* y, const NeuronDescriptor& neuron,
+                                   std::shared_ptr<Buffer>* scratch);
+  // Row-major C = op(A)·op(B) through column-major cuBLAS.
+  void gemm(bool ta, bool tb, int m, int n, int k, const float* a, int lda, const float* b, int ldb, float* c,
+            int ldc, float beta = 0.f);
+
+  int index_;
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+  cudnnHandle_t cudnn_ = nullptr;
+  mutable std::recursive_mutex mutex_;
+  std::map<std::vector<int>, std::unique_ptr<ConvPlan>> conv_plans_;
+  std::shared_ptr<Buffer> workspace_;
+};
+
+// cuDNN descriptors and the algorithms found for one convolution shape.
+struct CudaBackend::ConvPlan {
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr;
+  cudnnFilterDescriptor_t w = nullptr;
+  cudnnConvolutionDescriptor_t conv = nullptr;
+  cudnnConvolutionFwdAlgo_t fwd{};
+  cudnnConvolutionBwdDataAlgo_t bwd_data{};
+  cudnnConvolutionBwdFilterAlgo_t bwd_filter{};
+  size_t workspace = 0;
+  // cuDNN pads symmetrically; other paddings run on an explicitly zero-padded copy.
+  bool padded = false;
+  int pad_top = 0, pad_left = 0, hp = 0, wp = 0;
+  ~ConvPlan() {
+    if (x) cudnnDestroyTensorDescriptor(x);
+    if (y) cudnnDestroyTensorDescriptor(y);
+    if (w) cudnnDestroyFilterDescriptor(w);
+    if (conv) cudnnDestroyConvolutionDescriptor(conv);
+  }
+};
+
+// The backend of GPU `index`, made on first use; DeviceError when there is no such GPU.
+CudaBackend& cuda_backend(int index);
+int cuda_device_count();
+
+}  // namespace nngraph

@@ -1,0 +1,232 @@
+// Every cuda kernel against the cpu backend on the same random inputs (skipped without a GPU).
+#ifdef NNGRAPH_HAVE_CUDA
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "backends/cpu/cpu_backend.h"
+#include "backends/cuda/cuda_backend.h"
+#include "nngraph/error.h"
+#include "nngraph/nodes.h"
+
+using namespace nngraph;
+
+namespace {
+
+class CudaVsCpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  }
+  CudaBackend& gpu() { return cuda_backend(0); }
+  CpuBackend& cpu() { return cpu_backend(); }
+
+  std::vector<float> random(size_t n, float scale = 1.f) {
+    std::uniform_real_distribution<float> d(-scale, scale);
+    std::vector<float> v(n);
+    for (auto& x : v) x = d(rng_);
+    return v;
+  }
+  // The same values as an image on each device.
+  std::pair<Image, Image> pair(int n, ImageShape s, const std::vector<float>& v) {
+    Image a = Image::allocate({n, s, DType::Float32}, Device());
+    Image b = Image::allocate({n, s, DType::Float32}, Device(DeviceType::CUDA, 0));
+    a.copy_from_host(v.data());
+    b.copy_from_host(v.data());
+    return {a, b};
+  }
+  std::pair<Image, Image> empty(int n, ImageShape s) {
+    return {Image::allocate({n, s, DType::Float32}, Device()),
+            Image::allocate({n, s, DType::Float32}, Device(DeviceType::CUDA, 0))};
+  }
+  // A device copy of host values (weights, biases, gradients).
+  std::shared_ptr<Buffer> on_gpu(const std::vector<float>& v) {
+    auto b = gpu().allocate(v.size() * sizeof(float));
+    gpu().copy_from_host(b->data(), v.data(), b->bytes());
+    return b;
+  }
+  std::vector<float> host(const Image& img) {
+    std::vector<float> v(img.descriptor().count());
+    img.copy_to_host(v.data());
+    return v;
+  }
+  std::vector<float> host(const std::shared_ptr<Buffer>& b) {
+    std::vector<float> v(b->bytes() / sizeof(float));
+    gpu().copy_to_host(v.data(), b->data(), b->bytes());
+    return v;
+  }
+  static void near(const std::vector<float>& a, const std::vector<float>& b, float tol = 1e-4f) {
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], tol * (1.f + std::fabs(a[i]))) << "at " << i;
+  }
+  std::mt19937 rng_{42};
+};
+
+}  // namespace
+
+TEST_F(CudaVsCpu, ConvolutionForwardAndGradientSymmetricAndAsymmetricPadding) {
+  struct Case {
+    int n, c, h, w, o, kh, kw, s, d, g, pt, pl, oh, ow;
+  };
+  for (const Case k : {Case{3, 4, 9, 9, 6, 3, 3, 1, 1, 2, 1, 1, 9, 9}, Case{2, 3, 8, 7, 5, 4, 4, 2, 1, 1, 1, 1, 4, 4},
+                       Case{2, 2, 7, 7, 4, 3, 3, 1, 2, 1, 0, 0, 3, 3}}) {
+    const ConvGeometry g{k.kh, k.kw, k.s, k.s, k.d, k.d, k.g, k.pt, k.pl};
+    const auto xv = random(static_cast<size_t>(k.n) * k.c * k.h * k.w);
+    const auto wv = random(static_cast<size_t>(k.o) * (k.c / k.g) * k.kh * k.kw), bv = random(k.o);
+    auto [xc, xg] = pair(k.n, {k.c, k.h, k.w}, xv);
+    auto [yc, yg] = empty(k.n, {k.o, k.oh, k.ow});
+    auto wg = on_gpu(wv), bg = on_gpu(bv);
+    const auto tanh = NeuronDescriptor::make(NeuronType::TanH);
+    cpu().convolution(g, xc, wv.data(), bv.data(), tanh, yc);
+    gpu().convolution(g, xg, static_cast<float*>(wg->data()), static_cast<float*>(bg->data()), tanh, yg);
+    near(host(yc), host(yg));
+    const auto dyv = random(yc.descriptor().count());
+    auto [dyc, dyg] = pair(k.n, {k.o, k.oh, k.ow}, dyv);
+    auto [dxc, dxg] = empty(k.n, {k.c, k.h, k.w});
+    std::vector<float> dwc(wv.size()), dbc(k.o);
+    auto dwg = gpu().allocate(wv.size() * 4), dbg = gpu().allocate(k.o * 4);
+    cpu().convolution_gradient(g, xc, wv.data(), dyc, &yc, tanh, &dxc, dwc.data(), dbc.data());
+    gpu().convolution_gradient(g, xg, static_cast<float*>(wg->data()), dyg, &yg, tanh, &dxg,
+                               static_cast<float*>(dwg->data()), static_cast<float*>(dbg->data()));
+    near(host(dxc), host(dxg));
+    near(dwc, host(dwg), 1e-3f);
+    near(dbc, host(dbg), 1e-3f);
+  }
+}
+
+TEST_F(CudaVsCpu, FullyConnectedAndGradient) {
+  const int n = 5, k = 24, o = 7;
+  const auto xv = random(n * k), wv = random(o * k), bv = random(o), dyv = random(n * o);
+  auto [xc, xg] = pair(n, {6, 2, 2}, xv);
+  auto [yc, yg] = empty(n, {o, 1, 1});
+  auto wg = on_gpu(wv), bg = on_gpu(bv);
+  const auto relu = NeuronDescriptor::make(NeuronType::ReLU);
+  cpu().fully_connected(xc, wv.data(), bv.data(), relu, yc);
+  gpu().fully_connected(xg, static_cast<float*>(wg->data()), static_cast<float*>(bg->data()), relu, yg);
+  near(host(yc), host(yg));
+  auto [dyc, dyg] = pair(n, {o, 1, 1}, dyv);
+  auto [dxc, dxg] = empty(n, {6, 2, 2});
+  std::vector<float> dwc(wv.size()), dbc(o);
+  auto dwg = gpu().allocate(wv.size() * 4), dbg = gpu().allocate(o * 4);
+  cpu().fully_connected_gradient(xc, wv.data(), dyc, &yc, relu, &dxc, dwc.data(), dbc.data());
+  gpu().fully_connected_gradient(xg, static_cast<float*>(wg->data()), dyg, &yg, relu, &dxg,
+                                 static_cast<float*>(dwg->data()), static_cast<float*>(dbg->data()));
+  near(host(dxc), host(dxg));
+  near(dwc, host(dwg));
+  near(dbc, host(dbg));
+}
+
+TEST_F(CudaVsCpu, PoolingNeuronSoftmaxDropoutAndChannels) {
+  const int n = 2, c = 3, h = 7, w = 8;
+  const auto xv = random(n * c * h * w, 3.f);
+  auto [xc, xg] = pair(n, {c, h, w}, xv);
+  for (auto mode : {PoolingMode::Max, PoolingMode::Average})
+    for (const PoolGeometry g : {PoolGeometry{2, 2, 2, 2, 0, 0, false}, PoolGeometry{3, 3, 2, 2, 1, 1, false},
+                                 PoolGeometry{3, 2, 1, 2, 1, 0, true}}) {
+      const int oh = (h + 2 * g.pad_top - g.kh) / g.sy + 1, ow = (w + 2 * g.pad_left - g.kw) / g.sx + 1;
+      auto [yc, yg] = empty(n, {c, oh, ow});
+      cpu().pooling(mode, g, xc, yc);
+      gpu().pooling(mode, g, xg, yg);
+      near(host(yc), host(yg));
+      auto [dyc, dyg] = pair(n, {c, oh, ow}, random(yc.descriptor().count()));
+      auto [dxc, dxg] = empty(n, {c, h, w});
+      cpu().pooling_gradient(mode, g, xc, dyc, dxc);
+      gpu().pooling_gradient(mode, g, xg, dyg, dxg);
+      near(host(dxc), host(dxg));
+    }
+  for (auto t : {NeuronType::ReLU, NeuronType::Sigmoid, NeuronType::ELU, NeuronType::SoftPlus, NeuronType::Absolute}) {
+    const auto nd = NeuronDescriptor::make(t);
+    auto [yc, yg] = empty(n, {c, h, w});
+    cpu().neuron(nd, xc, yc);
+    gpu().neuron(nd, xg, yg);
+    near(host(yc), host(yg));
+    auto [dyc, dyg] = pair(n, {c, h, w}, random(xv.size()));
+    auto [dxc, dxg] = empty(n, {c, h, w});
+    cpu().neuron_gradient(nd, nd.derivative_from_output() ? yc : xc, dyc, dxc);
+    gpu().neuron_gradient(nd, nd.derivative_from_output() ? yg : xg, dyg, dxg);
+    near(host(dxc), host(dxg));
+  }
+  for (bool log : {false, true}) {
+    auto [yc, yg] = empty(n, {c, h, w});
+    cpu().softmax(log, xc, yc);
+    gpu().softmax(log, xg, yg);
+    near(host(yc), host(yg));
+    auto [dyc, dyg] = pair(n, {c, h, w}, random(xv.size()));
+    auto [dxc, dxg] = empty(n, {c, h, w});
+    cpu().softmax_gradient(log, yc, dyc, dxc);
+    gpu().softmax_gradient(log, yg, dyg, dxg);
+    near(host(dxc), host(dxg));
+  }
+  auto [dc, dg] = empty(n, {c, h, w});
+  cpu().dropout(0.6f, 9, 4, xc, dc);
+  gpu().dropout(0.6f, 9, 4, xg, dg);
+  near(host(dc), host(dg), 0.f);  // the very same mask
+  auto [cc, cg] = empty(n, {2 * c, h, w});
+  cpu().copy_channels(xc, cc, c);
+  gpu().copy_channels(xg, cg, c);
+  auto [sc, sg] = empty(n, {c, h, w});
+  cpu().slice_channels(cc, c, sc);
+  gpu().slice_channels(cg, c, sg);
+  near(host(sc), host(sg), 0.f);
+  near(host(sg), xv, 0.f);
+  Image half = xg.converted(DType::Float16);
+  near(host(half.converted(DType::Float32)), host(xc.converted(DType::Float16).converted(DType::Float32)), 0.f);
+}
+
+TEST_F(CudaVsCpu, LossesAndOptimizers) {
+  const int n = 4, c = 5, hw = 3;
+  for (auto t : {LossType::SoftMaxCrossEntropy, LossType::SigmoidCrossEntropy, LossType::Huber, LossType::CosineDistance,
+                 LossType::KullbackLeiblerDivergence}) {
+    LossDescriptor d;
+    d.type = t;
+    d.weight = 0.5f;
+    const bool probabilities = t == LossType::KullbackLeiblerDivergence;
+    auto xv = random(n * c * hw);
+    if (probabilities)
+      for (auto& v : xv) v = std::fabs(v) + 0.05f;
+    auto lv = random(n * c * hw);
+    for (auto& v : lv) v = std::fabs(v);
+    auto [xc, xg] = pair(n, {c, hw, 1}, xv);
+    auto [lc, lg] = pair(n, {c, hw, 1}, lv);
+    auto [wc, wg] = pair(n, {1, 1, 1}, std::vector<float>{1.f, 0.5f, 2.f, 1.f});
+    auto [gc, gg] = empty(n, {c, hw, 1});
+    auto [oc, og] = empty(n, {1, 1, 1});
+    cpu().loss(d, 0.25, xc, lc, wc, gc, oc);
+    gpu().loss(d, 0.25, xg, lg, wg, gg, og);
+    near(host(oc), host(og));
+    near(host(gc), host(gg));
+  }
+  for (auto kind : {OptimizerKind::SGD, OptimizerKind::Adam, OptimizerKind::RMSProp}) {
+    OptimizerStep s{kind, OptimizerDescriptor{}};
+    s.momentum = 0.9f;
+    s.amsgrad = true;
+    s.step = 3;
+    s.d.regularization = Regularization::L2;
+    s.d.regularization_scale = 0.01f;
+    const size_t count = 1000;
+    auto w = random(count), g = random(count), s0 = random(count, 0.1f), s1 = random(count, 0.1f),
+         s2 = random(count, 0.1f);
+    for (auto& v : s1) v = std::fabs(v);
+    for (auto& v : s2) v = std::fabs(v);
+    auto wg = on_gpu(w), gg = on_gpu(g), a = on_gpu(s0), b = on_gpu(s1), m = on_gpu(s2);
+    cpu().optimizer_step(s, w.data(), g.data(), {s0.data(), s1.data(), s2.data()}, count);
+    gpu().optimizer_step(s, static_cast<float*>(wg->data()), static_cast<float*>(gg->data()),
+                         {static_cast<float*>(a->data()), static_cast<float*>(b->data()), static_cast<float*>(m->data())},
+                         count);
+    near(w, host(wg), 1e-5f);
+    near(s0, host(a), 1e-5f);
+  }
+  std::vector<float> bad{1.f, NAN, 2.f};
+  auto bg = on_gpu(bad);
+  EXPECT_FALSE(gpu().all_finite(static_cast<float*>(bg->data()), 3));
+  EXPECT_TRUE(gpu().all_finite(static_cast<float*>(bg->data()), 1));
+}
+
+TEST_F(CudaVsCpu, OutOfMemoryRaisesAndTheDeviceStaysUsable) {
+  EXPECT_THROW(gpu().allocate(size_t(1) << 50), OutOfMemory);
+  auto b = gpu().allocate(64);
+  EXPECT_TRUE(b);
+}
+#endif  // NNGRAPH_HAVE_CUDA
