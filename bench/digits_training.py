@@ -25,12 +25,13 @@ def batch_data(batch):
     return rng.random((batch, 1, 28, 28), dtype=np.float32), rng.integers(0, 10, batch).astype(np.int64)
 
 
-def run_nngraph(batch, steps, threads, device):
+def run_nngraph(batch, steps, threads, device, tf32):
     os.environ["NNGRAPH_NUM_THREADS"] = str(threads)
     import nngraph as ng
     from nngraph.models import digit_network
     net = digit_network(weights(), optimizer=ng.Adam(learning_rate=1e-4))
     graph = ng.Loss(net.logits, ng.LossDescriptor("softmax_cross_entropy", "mean")).training_graph(device=device)
+    graph.allow_tf32 = tf32
     x, y = batch_data(batch)
     base = rss_mib()
     first = graph.encode(x, labels=y).loss()
@@ -38,10 +39,12 @@ def run_nngraph(batch, steps, threads, device):
     return {"ms": ms, "peak_mib": peak_rss_mib(), "base_mib": base, "first_loss": first}
 
 
-def run_torch(batch, steps, threads, device):
+def run_torch(batch, steps, threads, device, tf32):
     import torch
     from torch_models import digit_network
     torch.set_num_threads(threads)
+    torch.backends.cudnn.allow_tf32 = tf32  # PyTorch's default is True for convolutions
+    torch.backends.cuda.matmul.allow_tf32 = tf32
     net = digit_network(weights()).to(device).train()
     opt = torch.optim.Adam(net.parameters(), lr=1e-4)
     lossf = torch.nn.CrossEntropyLoss()
@@ -68,14 +71,16 @@ def main():
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--threads", type=int, default=os.cpu_count())
     p.add_argument("--device", default="cpu")
+    p.add_argument("--tf32", action="store_true", help="cuda: both frameworks may use tf32 tensor cores")
     p.add_argument("--worker", nargs=2, metavar=("FRAMEWORK", "BATCH"))
     a = p.parse_args()
     if a.worker:
         fn = run_nngraph if a.worker[0] == "nngraph" else run_torch
-        print(json.dumps(fn(int(a.worker[1]), a.steps, a.threads, a.device)))
+        print(json.dumps(fn(int(a.worker[1]), a.steps, a.threads, a.device, a.tf32)))
         return
     import torch
-    print(f"digit network training step (Adam), {a.device}, {a.threads} threads, {platform.machine()}, "
+    print(f"digit network training step (Adam), {a.device}{', tf32' if a.tf32 else ', exact float32'}, "
+          f"{a.threads} threads, {platform.machine()}, "
           f"torch {torch.__version__}; median of the steps after 2 warm-up")
     print("| batch | nngraph ms/step | PyTorch ms/step | ratio | nngraph peak RSS MiB (+over setup) "
           "| PyTorch peak RSS MiB (+over setup) |")
@@ -83,6 +88,7 @@ def main():
     for batch in a.batches:
         steps = max(5, a.steps * 64 // batch)
         args = [str(batch), "--steps", str(steps), "--threads", str(a.threads), "--device", a.device]
+        args += ["--tf32"] if a.tf32 else []
         r = {fw: measure_in_subprocess(__file__, [fw, *args]) for fw in ("nngraph", "torch")}
         n, t = r["nngraph"], r["torch"]
         # Same weights and data: the first step's loss must agree (dropout differs, so loosely).

@@ -1,5 +1,6 @@
 #pragma once
 // Plain descriptors shared by nodes, data sources and kernels.
+#include <cstddef>
 #include <optional>
 #include <string>
 

@@ -1,8 +1,9 @@
 #pragma once
 // One exception hierarchy; Python maps each class to an nngraph.Error subclass.
-#include <sstream>
+#include <cstdio>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 namespace nngraph {
 
@@ -31,11 +32,27 @@ class Unsupported : public Error {
   using Error::Error;
 };
 
+// Message building without iostreams: their inlined locale code has crashed where the
+// compiler's headers and the loaded libstdc++ differ.
+inline void append(std::string& s, const std::string& v) { s += v; }
+inline void append(std::string& s, const char* v) { s += v; }
+inline void append(std::string& s, char v) { s += v; }
+template <class T>
+std::enable_if_t<std::is_arithmetic_v<T>> append(std::string& s, T v) {
+  if constexpr (std::is_floating_point_v<T>) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", static_cast<double>(v));
+    s += buf;
+  } else {
+    s += std::to_string(v);
+  }
+}
+
 template <class... Args>
 std::string cat(const Args&... args) {
-  std::ostringstream s;
-  (s << ... << args);
-  return s.str();
+  std::string s;
+  (append(s, args), ...);
+  return s;
 }
 
 template <class E = InvalidInput, class... Args>

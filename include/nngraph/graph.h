@@ -2,6 +2,7 @@
 // A compiled, executable graph (MPSNNGraph). encode() returns at once; at most
 // max_in_flight encodes are outstanding and each completes on the graph's worker.
 #include <condition_variable>
+#include <cstddef>
 #include <exception>
 #include <functional>
 #include <memory>
@@ -89,6 +90,10 @@ class Graph {
   // raises DeviceError and leaves every weight unchanged.
   void set_check_numerics(bool on);
   bool check_numerics() const;
+  // cuda: convolutions and fully connected layers may use tf32 tensor cores (about 1e-3
+  // relative error, as PyTorch's default for convolutions). Off: exact float32.
+  void set_allow_tf32(bool on);
+  bool allow_tf32() const;
 
   // Results come back as float16 when every source is float16, else float32.
   HandlePtr encode(std::vector<Image> sources, std::vector<LossLabels> labels = {}, Callback on_complete = {});

@@ -1,5 +1,6 @@
 #pragma once
 // Graph nodes: image nodes are data edges, filter nodes are operations (MPSNNFilterNode).
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -44,6 +45,7 @@ struct EncodeArgs {
   NeuronDescriptor fused;       // a neuron the graph folded into this node
   uint64_t step;                // counts encodes: seeds dropout masks
   const Image* losses;          // loss nodes: per-image loss values (N×1×1×1)
+  bool allow_tf32;              // matrix products may use tf32 tensor cores (cuda)
 };
 
 class FilterNode : public std::enable_shared_from_this<FilterNode> {

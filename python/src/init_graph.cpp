@@ -190,6 +190,9 @@ void init_graph(py::module_& m) {
       }, "The data sources of the graph's nodes, each once.")
       .def_property("check_numerics", &Graph::check_numerics, &Graph::set_check_numerics,
                     "Training graphs: a NaN or inf loss or weight gradient raises and updates no weight.")
+      .def_property("allow_tf32", &Graph::allow_tf32, &Graph::set_allow_tf32,
+                    "cuda: convolutions and fully connected layers may use tf32 tensor cores (about 1e-3 "
+                    "relative error); off (the default): exact float32.")
       .def_static("training", &training_graph,
            py::arg("loss"), py::arg("device") = "cpu", py::arg("optimizer") = py::none(), py::arg("max_in_flight") = 2,
            py::arg("check_numerics") = false, "The training graph of a loss node (see Loss.training_graph).")

@@ -19,7 +19,7 @@ void Backend::convolution(const ConvGeometry&, const Image&, const float*, const
   unsupported("convolution");
 }
 void Backend::fully_connected(const Image&, const float*, const float*, const NeuronDescriptor&,
-                              const Image&) {
+                              const Image&, bool) {
   unsupported("fully_connected");
 }
 void Backend::pooling(PoolingMode, const PoolGeometry&, const Image&, const Image&) {
@@ -36,7 +36,7 @@ void Backend::convolution_gradient(const ConvGeometry&, const Image&, const floa
   unsupported("convolution_gradient");
 }
 void Backend::fully_connected_gradient(const Image&, const float*, const Image&, const Image*,
-                                       const NeuronDescriptor&, const Image*, float*, float*) {
+                                       const NeuronDescriptor&, const Image*, float*, float*, bool) {
   unsupported("fully_connected_gradient");
 }
 void Backend::pooling_gradient(PoolingMode, const PoolGeometry&, const Image&, const Image&, const Image&) {

@@ -1,4 +1,6 @@
 #pragma once
+#include <cstddef>
+#include <cstdint>
 // The kernel interface every backend implements; ops in src/ops call it. A kernel a backend
 // lacks raises Unsupported("[op] no <device> kernel"), never a wrong answer.
 #include <memory>
@@ -12,6 +14,7 @@ namespace nngraph {
 
 struct ConvGeometry {
   int kh, kw, sy, sx, dy, dx, groups, pad_top, pad_left;
+  bool tf32 = false;  // cuda: tensor cores may round float32 inputs to tf32
 };
 struct PoolGeometry {
   int kh, kw, sy, sx, pad_top, pad_left;
@@ -37,7 +40,7 @@ class Backend {
                            const float* bias, const NeuronDescriptor& neuron, const Image& out);
   // out[n, o] = Σ_k in[n, k]·W[o, k] + b[o], then neuron; k runs over C·H·W of the source.
   virtual void fully_connected(const Image& in, const float* weights, const float* bias,
-                               const NeuronDescriptor& neuron, const Image& out);
+                               const NeuronDescriptor& neuron, const Image& out, bool tf32);
   virtual void pooling(PoolingMode mode, const PoolGeometry& g, const Image& in, const Image& out);
   virtual void neuron(const NeuronDescriptor& neuron, const Image& in, const Image& out);
   // Across feature channels at each pixel.
@@ -58,7 +61,7 @@ class Backend {
                                     const Image* dx, float* dw, float* db);
   virtual void fully_connected_gradient(const Image& x, const float* weights, const Image& dy,
                                         const Image* y, const NeuronDescriptor& neuron,
-                                        const Image* dx, float* dw, float* db);
+                                        const Image* dx, float* dw, float* db, bool tf32);
   // Max routes each dy to the first maximum of its window in x; average spreads it evenly.
   virtual void pooling_gradient(PoolingMode mode, const PoolGeometry& g, const Image& x,
                                 const Image& dy, const Image& dx);

@@ -35,18 +35,26 @@ NNGRAPH_HD inline bool dropout_keep(uint64_t key, uint64_t i, float keep) {
   return static_cast<float>(bits) * (1.0f / 16777216.0f) < keep;
 }
 
-// ---- neurons
+// ---- neurons (NaN propagates through every one, so check_numerics sees it)
+
+NNGRAPH_HD inline float relu(float x) { return x < 0.f ? 0.f : x; }
+NNGRAPH_HD inline float leaky_relu(float a, float x) { return x < 0.f ? a * x : x; }
+NNGRAPH_HD inline float linear(float a, float b, float x) { return a * x + b; }
+NNGRAPH_HD inline float hard_sigmoid(float a, float b, float x) {
+  const float v = a * x + b;
+  return v < 0.f ? 0.f : (v > 1.f ? 1.f : v);
+}
 
 NNGRAPH_HD inline float neuron(const NeuronDescriptor& n, float x) {
   const float a = n.a, b = n.b;
   switch (n.type) {
     case NeuronType::None: return x;
-    case NeuronType::ReLU: return x > 0.f ? x : 0.f;
-    case NeuronType::LeakyReLU: return x >= 0.f ? x : a * x;
+    case NeuronType::ReLU: return relu(x);
+    case NeuronType::LeakyReLU: return leaky_relu(a, x);
     case NeuronType::Sigmoid: return 1.f / (1.f + expf(-x));
-    case NeuronType::HardSigmoid: return fminf(1.f, fmaxf(0.f, a * x + b));
+    case NeuronType::HardSigmoid: return hard_sigmoid(a, b, x);
     case NeuronType::TanH: return a * tanhf(b * x);
-    case NeuronType::Linear: return a * x + b;
+    case NeuronType::Linear: return linear(a, b, x);
     case NeuronType::ELU: return x >= 0.f ? x : a * expm1f(x);
     case NeuronType::SoftPlus: {
       const float z = b * x;  // log1p(e^z) without overflow
@@ -203,9 +211,9 @@ NNGRAPH_HD inline void update(const UpdateConstants& k, float& w, float gradient
   }
 }
 
-// Calls fn.template operator()<K, Slot, AmsGrad>() for the step's optimizer.
+// Calls fn.template operator()<K, Slot, AmsGrad>() for the step's optimizer (host side).
 template <class F>
-NNGRAPH_HD inline void dispatch_update(const OptimizerStep& s, F&& fn) {
+inline void dispatch_update(const OptimizerStep& s, F&& fn) {
   switch (s.kind) {
     case OptimizerKind::SGD:
       if (s.momentum > 0.f)

@@ -1,4 +1,6 @@
 #pragma once
+#include <cstddef>
+#include <cstdint>
 #include <condition_variable>
 #include <deque>
 #include <functional>

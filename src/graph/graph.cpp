@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <unordered_map>
 
@@ -13,6 +16,31 @@
 namespace nngraph {
 
 using WeightsMap = std::unordered_map<const FilterNode*, WeightsState>;
+
+namespace {
+
+// NNGRAPH_PROFILE=1: each step waits for the device and prints its time to stderr.
+class Profile {
+ public:
+  explicit Profile(Backend& b) : backend_(b), on_(std::getenv("NNGRAPH_PROFILE") != nullptr) {
+    if (on_) start_ = std::chrono::steady_clock::now();
+  }
+  void mark(const std::string& what) {
+    if (!on_) return;
+    backend_.synchronize();
+    const auto now = std::chrono::steady_clock::now();
+    std::fprintf(stderr, "[profile] %-28s %9.3f ms\n", what.c_str(),
+                 std::chrono::duration<double, std::milli>(now - start_).count());
+    start_ = now;
+  }
+
+ private:
+  Backend& backend_;
+  bool on_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+}  // namespace
 
 struct GraphSpec {
   std::vector<ImageNodePtr> results, roots;
@@ -28,7 +56,7 @@ struct Graph::Impl {
   std::vector<ImageNodePtr> results, roots;  // own every node the structure points at
   Structure structure;
   std::vector<ImageNodePtr> image_sources;
-  std::atomic<bool> check_numerics{false};
+  std::atomic<bool> check_numerics{false}, allow_tf32{false};
   std::atomic<uint64_t> encodes{0};
   mutable std::mutex mutex;  // plans, latest shapes, weights
   std::map<std::vector<int>, std::shared_ptr<const Plan>> plans;
@@ -149,6 +177,7 @@ struct Graph::Impl {
       if (s.root[i] != static_cast<int>(i)) t[i] = t[s.root[i]];
     std::vector<const FilterNode*> trained;
     const Image none;
+    Profile profile(backend);
     for (const Step& step_ : s.steps) {
       std::vector<const Image*> ins;
       for (int id : step_.inputs) ins.push_back(&t[id]);
@@ -163,11 +192,16 @@ struct Graph::Impl {
       for (size_t i = 0; i < s.losses.size(); ++i)
         if (s.losses[i].node == step_.node) loss_out = &losses[i];
       step_.node->encode(EncodeArgs{backend, ins, step_.output_needed ? t[step_.output] : none,
-                                    w == wm.end() ? nullptr : &w->second, grads, step_.fused, step, loss_out});
+                                    w == wm.end() ? nullptr : &w->second, grads, step_.fused, step, loss_out,
+                                    allow_tf32});
+      profile.mark(step_.node->label());
     }
     if (check_numerics) check_finite(losses, trained);
     // Every gradient is ready before the first update, so a failure leaves all weights as they were.
-    for (const FilterNode* f : trained) f->data_source()->update(gradients.at(f), wm.at(f));
+    for (const FilterNode* f : trained) {
+      f->data_source()->update(gradients.at(f), wm.at(f));
+      profile.mark("update " + f->label());
+    }
     std::vector<Image> out;
     for (int r : s.results) {
       const Image& img = t[r];
@@ -230,6 +264,8 @@ const std::vector<ImageNodePtr>& Graph::results() const { return impl_->results;
 bool Graph::is_training() const { return impl_->structure.training; }
 void Graph::set_check_numerics(bool on) { impl_->check_numerics = on; }
 bool Graph::check_numerics() const { return impl_->check_numerics; }
+void Graph::set_allow_tf32(bool on) { impl_->allow_tf32 = on; }
+bool Graph::allow_tf32() const { return impl_->allow_tf32; }
 
 std::vector<const LossNode*> Graph::loss_nodes() const {
   std::vector<const LossNode*> out;

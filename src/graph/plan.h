@@ -1,4 +1,6 @@
 #pragma once
+#include <cstddef>
+#include <cstdint>
 // Shape-independent structure of a graph (order, fusion, aliases, dead steps) and the
 // per-shape plan (descriptors and arena offsets) derived from it.
 #include <string>

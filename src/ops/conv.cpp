@@ -58,7 +58,8 @@ ConvGeometry ConvolutionNode::geometry(const ImageShape& in) const {
 
 void ConvolutionNode::encode(const EncodeArgs& a) const {
   const auto& d = desc_;
-  const ConvGeometry g = geometry(a.sources[0]->shape());
+  ConvGeometry g = geometry(a.sources[0]->shape());
+  g.tf32 = a.allow_tf32;
   const float* bias = a.weights->biases ? static_cast<const float*>(a.weights->biases->data()) : nullptr;
   a.backend.convolution(g, *a.sources[0], static_cast<const float*>(a.weights->weights->data()),
                         bias, effective_neuron(d, a), a.result);
@@ -91,7 +92,7 @@ ImageShape FullyConnectedNode::infer(const std::vector<ImageShape>& s) const {
 void FullyConnectedNode::encode(const EncodeArgs& a) const {
   const float* bias = a.weights->biases ? static_cast<const float*>(a.weights->biases->data()) : nullptr;
   a.backend.fully_connected(*a.sources[0], static_cast<const float*>(a.weights->weights->data()),
-                            bias, effective_neuron(desc_, a), a.result);
+                            bias, effective_neuron(desc_, a), a.result, a.allow_tf32);
 }
 
 }  // namespace nngraph

@@ -59,10 +59,13 @@ void ConvolutionGradientNode::encode(const EncodeArgs& a) const {
   float* dw = a.gradients ? static_cast<float*>(a.gradients->weights->data()) : nullptr;
   float* db = a.gradients && a.gradients->biases ? static_cast<float*>(a.gradients->biases->data()) : nullptr;
   if (!dx && !dw) return;
-  if (fully_connected_)
-    a.backend.fully_connected_gradient(x, w, dy, y, d.neuron, dx, dw, db);
-  else
-    a.backend.convolution_gradient(forward_->geometry(x.shape()), x, w, dy, y, d.neuron, dx, dw, db);
+  if (fully_connected_) {
+    a.backend.fully_connected_gradient(x, w, dy, y, d.neuron, dx, dw, db, a.allow_tf32);
+  } else {
+    ConvGeometry g = forward_->geometry(x.shape());
+    g.tf32 = a.allow_tf32;
+    a.backend.convolution_gradient(g, x, w, dy, y, d.neuron, dx, dw, db);
+  }
 }
 
 // ---- pooling

@@ -103,16 +103,16 @@ TEST_F(CudaVsCpu, FullyConnectedAndGradient) {
   auto [yc, yg] = empty(n, {o, 1, 1});
   auto wg = on_gpu(wv), bg = on_gpu(bv);
   const auto relu = NeuronDescriptor::make(NeuronType::ReLU);
-  cpu().fully_connected(xc, wv.data(), bv.data(), relu, yc);
-  gpu().fully_connected(xg, static_cast<float*>(wg->data()), static_cast<float*>(bg->data()), relu, yg);
+  cpu().fully_connected(xc, wv.data(), bv.data(), relu, yc, false);
+  gpu().fully_connected(xg, static_cast<float*>(wg->data()), static_cast<float*>(bg->data()), relu, yg, false);
   near(host(yc), host(yg));
   auto [dyc, dyg] = pair(n, {o, 1, 1}, dyv);
   auto [dxc, dxg] = empty(n, {6, 2, 2});
   std::vector<float> dwc(wv.size()), dbc(o);
   auto dwg = gpu().allocate(wv.size() * 4), dbg = gpu().allocate(o * 4);
-  cpu().fully_connected_gradient(xc, wv.data(), dyc, &yc, relu, &dxc, dwc.data(), dbc.data());
+  cpu().fully_connected_gradient(xc, wv.data(), dyc, &yc, relu, &dxc, dwc.data(), dbc.data(), false);
   gpu().fully_connected_gradient(xg, static_cast<float*>(wg->data()), dyg, &yg, relu, &dxg,
-                                 static_cast<float*>(dwg->data()), static_cast<float*>(dbg->data()));
+                                 static_cast<float*>(dwg->data()), static_cast<float*>(dbg->data()), false);
   near(host(dxc), host(dxg));
   near(dwc, host(dwg));
   near(dbc, host(dbg));
@@ -208,8 +208,10 @@ TEST_F(CudaVsCpu, LossesAndOptimizers) {
     const size_t count = 1000;
     auto w = random(count), g = random(count), s0 = random(count, 0.1f), s1 = random(count, 0.1f),
          s2 = random(count, 0.1f);
-    for (auto& v : s1) v = std::fabs(v);
+    for (auto& v : s1) v = std::fabs(v);  // second moments are never negative
     for (auto& v : s2) v = std::fabs(v);
+    if (kind == OptimizerKind::RMSProp)
+      for (auto& v : s0) v = std::fabs(v);
     auto wg = on_gpu(w), gg = on_gpu(g), a = on_gpu(s0), b = on_gpu(s1), m = on_gpu(s2);
     cpu().optimizer_step(s, w.data(), g.data(), {s0.data(), s1.data(), s2.data()}, count);
     gpu().optimizer_step(s, static_cast<float*>(wg->data()), static_cast<float*>(gg->data()),

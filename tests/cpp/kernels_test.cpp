@@ -96,7 +96,7 @@ TEST(FullyConnectedKernel, MatchesDirectLoops) {
              b = random_values(o, 6);
   Image in = image_of(n, {5, 3, 3}, x);
   Image out = Image::allocate({n, {o, 1, 1}, DType::Float32}, Device());
-  cpu_backend().fully_connected(in, w.data(), b.data(), NeuronDescriptor::make(NeuronType::Sigmoid), out);
+  cpu_backend().fully_connected(in, w.data(), b.data(), NeuronDescriptor::make(NeuronType::Sigmoid), out, false);
   const auto got = host(out);
   for (int r = 0; r < n; ++r)
     for (int j = 0; j < o; ++j) {

@@ -161,3 +161,15 @@ def test_digit_network_matches_composed_references(device, rng):
     r = ref.pooling(np.maximum(ref.conv2d(r, w[1], None, padding="same"), 0), "max", (2, 2), (2, 2))
     r = np.maximum(ref.fully_connected(r, w[2], None), 0)
     np.testing.assert_allclose(out, ref.softmax(ref.fully_connected(r, w[3], None)), rtol=1e-3, atol=1e-6)
+
+
+def test_allow_tf32_stays_close(device, rng):
+    """tf32 tensor cores (cuda) round inputs to 10 mantissa bits; off by default, exact float32."""
+    x = rng.standard_normal((4, 8, 12, 12)).astype(np.float32)
+    ds, w, b = conv_source(rng, 16, 8, 3, 3)
+    g = ng.Graph(ng.Convolution(ng.ImageNode(), ds, padding="same"), device=device)
+    assert not g.allow_tf32
+    g.allow_tf32 = True
+    want = ref.conv2d(x, w, b, padding="same")
+    got = g.run(x)
+    assert np.linalg.norm(got - want) / np.linalg.norm(want) < 5e-3

@@ -99,7 +99,7 @@ void CpuBackend::convolution(const ConvGeometry& g, const Image& in, const float
 }
 
 void CpuBackend::fully_connected(const Image& in, const float* weights, const float* bias,
-                                 const NeuronDescriptor& neuron, const Image& out) {
+                                 const NeuronDescriptor& neuron, const Image& out, bool) {
   const int n = in.batch(), k = static_cast<int>(in.shape().count()), o = out.shape().c;
   float* y = out.data_as<float>();
   gemm(&pool_, false, true, n, o, k, 1.f, in.data_as<float>(), k, weights, k, 0.f, y, o);
@@ -178,7 +178,8 @@ void CpuBackend::convolution_gradient(const ConvGeometry& g, const Image& x, con
 }
 
 void CpuBackend::fully_connected_gradient(const Image& x, const float* weights, const Image& dy, const Image* y,
-                                          const NeuronDescriptor& neuron, const Image* dx, float* dw, float* db) {
+                                          const NeuronDescriptor& neuron, const Image* dx, float* dw, float* db,
+                                          bool) {
   const int n = x.batch(), k = static_cast<int>(x.shape().count()), o = dy.shape().c;
   const float* z = dy.data_as<float>();
   std::vector<float> dz;

@@ -1,4 +1,6 @@
 #pragma once
+#include <cstddef>
+#include <cstdint>
 #include "backends/backend.h"
 #include "backends/cpu/thread_pool.h"
 
@@ -19,7 +21,7 @@ class CpuBackend : public Backend {
   void convolution(const ConvGeometry& g, const Image& in, const float* weights,
                    const float* bias, const NeuronDescriptor& neuron, const Image& out) override;
   void fully_connected(const Image& in, const float* weights, const float* bias,
-                       const NeuronDescriptor& neuron, const Image& out) override;
+                       const NeuronDescriptor& neuron, const Image& out, bool tf32) override;
   void pooling(PoolingMode mode, const PoolGeometry& g, const Image& in,
                const Image& out) override;
   void neuron(const NeuronDescriptor& neuron, const Image& in, const Image& out) override;
@@ -32,7 +34,7 @@ class CpuBackend : public Backend {
                             const Image* y, const NeuronDescriptor& neuron, const Image* dx, float* dw,
                             float* db) override;
   void fully_connected_gradient(const Image& x, const float* weights, const Image& dy, const Image* y,
-                                const NeuronDescriptor& neuron, const Image* dx, float* dw, float* db) override;
+                                const NeuronDescriptor& neuron, const Image* dx, float* dw, float* db, bool tf32) override;
   void pooling_gradient(PoolingMode mode, const PoolGeometry& g, const Image& x, const Image& dy,
                         const Image& dx) override;
   void neuron_gradient(const NeuronDescriptor& neuron, const Image& v, const Image& dy, const Image& dx) override;

@@ -2,6 +2,7 @@
 #include <cmath>
 
 #include "backends/cpu/cpu_backend.h"
+#include "backends/math.h"
 
 namespace nngraph {
 namespace {
@@ -23,14 +24,11 @@ void bias_neuron(float* x, size_t count, const float* bias, const NeuronDescript
   const float a = nd.a, b = nd.b;
   switch (nd.type) {
     case NeuronType::None: map(x, count, bias, [](float v) { return v; }); break;
-    case NeuronType::ReLU: map(x, count, bias, [](float v) { return std::max(v, 0.f); }); break;
-    case NeuronType::LeakyReLU: map(x, count, bias, [a](float v) { return v >= 0.f ? v : a * v; }); break;
-    case NeuronType::Linear: map(x, count, bias, [a, b](float v) { return a * v + b; }); break;
-    case NeuronType::Absolute: map(x, count, bias, [](float v) { return std::fabs(v); }); break;
-    case NeuronType::HardSigmoid:
-      map(x, count, bias, [a, b](float v) { return std::min(1.f, std::max(0.f, a * v + b)); });
-      break;
-    default: map(x, count, bias, [&nd](float v) { return nd.apply(v); }); break;
+    case NeuronType::ReLU: map(x, count, bias, [](float v) { return math::relu(v); }); break;
+    case NeuronType::LeakyReLU: map(x, count, bias, [a](float v) { return math::leaky_relu(a, v); }); break;
+    case NeuronType::Linear: map(x, count, bias, [a, b](float v) { return math::linear(a, b, v); }); break;
+    case NeuronType::HardSigmoid: map(x, count, bias, [a, b](float v) { return math::hard_sigmoid(a, b, v); }); break;
+    default: map(x, count, bias, [&nd](float v) { return math::neuron(nd, v); }); break;
   }
 }
 
@@ -54,7 +52,7 @@ void neuron_derivative(const float* dy, const float* v, float* dz, size_t count,
       for (size_t i = 0; i < count; ++i) dz[i] = v[i] > 0.f ? dy[i] : 0.f;
       break;
     default:
-      for (size_t i = 0; i < count; ++i) dz[i] = dy[i] * nd.derivative(v[i]);
+      for (size_t i = 0; i < count; ++i) dz[i] = dy[i] * math::neuron_derivative(nd, v[i]);
       break;
   }
 }

@@ -1,4 +1,6 @@
 #pragma once
+#include <cstddef>
+#include <cstdint>
 #include <atomic>
 #include <condition_variable>
 #include <exception>

@@ -25,7 +25,7 @@ const Perf& fastest(const Perf* perf, int count, const char* what) {
 CudaBackend::ConvPlan& CudaBackend::conv_plan(const ConvGeometry& g, int n, const ImageShape& in,
                                               const ImageShape& out) {
   const std::vector<int> key{n, in.c, in.h, in.w, out.c, out.h, out.w, g.kh, g.kw, g.sy, g.sx,
-                             g.dy, g.dx, g.groups, g.pad_top, g.pad_left};
+                             g.dy, g.dx, g.groups, g.pad_top, g.pad_left, g.tf32};
   auto& slot = conv_plans_[key];
   if (slot) return *slot;
   auto p = std::make_unique<ConvPlan>();
@@ -46,7 +46,8 @@ CudaBackend::ConvPlan& CudaBackend::conv_plan(const ConvGeometry& g, int n, cons
     return oh == out.h && ow == out.w;
   };
   cudnn_check(cudnnSetConvolutionGroupCount(p->conv, g.groups), "convolution");
-  cudnn_check(cudnnSetConvolutionMathType(p->conv, CUDNN_FMA_MATH), "convolution");  // exact float32
+  // FMA: exact float32; default math lets float32 run on tf32 tensor cores.
+  cudnn_check(cudnnSetConvolutionMathType(p->conv, g.tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH), "convolution");
   if (!describe(in.h, in.w, g.pad_top, g.pad_left)) {
     p->padded = true;
     p->pad_top = g.pad_top;
@@ -136,29 +137,32 @@ void CudaBackend::convolution_gradient(const ConvGeometry& g, const Image& xi, c
 }
 
 void CudaBackend::gemm(bool ta, bool tb, int m, int n, int k, const float* a, int lda, const float* b, int ldb,
-                       float* c, int ldc, float beta) {
-  const float one = 1.f;
-  cublas_check(cublasSgemm(cublas_, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &one, b,
-                           ldb, a, lda, &beta, c, ldc), "gemm");
+                       float* c, int ldc, bool tf32) {
+  const float one = 1.f, zero = 0.f;
+  cublas_check(cublasGemmEx(cublas_, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &one, b,
+                            CUDA_R_32F, ldb, a, CUDA_R_32F, lda, &zero, c, CUDA_R_32F, ldc,
+                            tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+               "gemm");
 }
 
 void CudaBackend::fully_connected(const Image& in, const float* weights, const float* bias,
-                                  const NeuronDescriptor& neuron, const Image& out) {
+                                  const NeuronDescriptor& neuron, const Image& out, bool tf32) {
   auto lock = enter();
   const int n = in.batch(), k = static_cast<int>(in.shape().count()), o = out.shape().c;
-  gemm(false, true, n, o, k, in.data_as<float>(), k, weights, k, out.data_as<float>(), o);
+  gemm(false, true, n, o, k, in.data_as<float>(), k, weights, k, out.data_as<float>(), o, tf32);
   cuda::bias_neuron(stream_, out.data_as<float>(), out.descriptor().count(), o, 1, bias, neuron);
 }
 
 void CudaBackend::fully_connected_gradient(const Image& x, const float* weights, const Image& dy, const Image* y,
-                                           const NeuronDescriptor& neuron, const Image* dx, float* dw, float* db) {
+                                           const NeuronDescriptor& neuron, const Image* dx, float* dw, float* db,
+                                           bool tf32) {
   auto lock = enter();
   const int n = x.batch(), k = static_cast<int>(x.shape().count()), o = dy.shape().c;
   std::shared_ptr<Buffer> scratch;
   const float* dz = activation_gradient(dy, y, neuron, &scratch);
-  if (dw) gemm(true, false, o, k, n, dz, o, x.data_as<float>(), k, dw, k);
+  if (dw) gemm(true, false, o, k, n, dz, o, x.data_as<float>(), k, dw, k, tf32);
   if (db) cuda::bias_gradient(stream_, dz, db, n, o, 1);
-  if (dx) gemm(false, false, n, k, o, dz, o, weights, k, dx->data_as<float>(), k);
+  if (dx) gemm(false, false, n, k, o, dz, o, weights, k, dx->data_as<float>(), k, tf32);
 }
 
 }  // namespace nngraph

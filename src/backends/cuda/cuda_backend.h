@@ -35,7 +35,7 @@ class CudaBackend : public Backend {
   void convolution(const ConvGeometry& g, const Image& in, const float* weights, const float* bias,
                    const NeuronDescriptor& neuron, const Image& out) override;
   void fully_connected(const Image& in, const float* weights, const float* bias, const NeuronDescriptor& neuron,
-                       const Image& out) override;
+                       const Image& out, bool tf32) override;
   void pooling(PoolingMode mode, const PoolGeometry& g, const Image& in, const Image& out) override;
   void neuron(const NeuronDescriptor& neuron, const Image& in, const Image& out) override;
   void softmax(bool log, const Image& in, const Image& out) override;
@@ -47,7 +47,7 @@ class CudaBackend : public Backend {
                             const Image* y, const NeuronDescriptor& neuron, const Image* dx, float* dw,
                             float* db) override;
   void fully_connected_gradient(const Image& x, const float* weights, const Image& dy, const Image* y,
-                                const NeuronDescriptor& neuron, const Image* dx, float* dw, float* db) override;
+                                const NeuronDescriptor& neuron, const Image* dx, float* dw, float* db, bool tf32) override;
   void pooling_gradient(PoolingMode mode, const PoolGeometry& g, const Image& x, const Image& dy,
                         const Image& dx) override;
   void neuron_gradient(const NeuronDescriptor& neuron, const Image& v, const Image& dy, const Image& dx) override;
@@ -73,7 +73,7 @@ class CudaBackend : public Backend {
                                    std::shared_ptr<Buffer>* scratch);
   // Row-major C = op(A)·op(B) through column-major cuBLAS.
   void gemm(bool ta, bool tb, int m, int n, int k, const float* a, int lda, const float* b, int ldb, float* c,
-            int ldc, float beta = 0.f);
+            int ldc, bool tf32);
 
   int index_;
   cudaStream_t stream_ = nullptr;
