@@ -60,6 +60,6 @@ __all__ = [
     "DataSource", "Device", "DeviceError", "Dropout", "Error", "FilterNode", "FullyConnected",
     "Graph", "Handle", "Image", "ImageNode", "InvalidInputError", "LogSoftMax", "Loss", "LossDataDescriptor",
     "LossDescriptor", "LossLabels", "Matrix", "Neuron", "NeuronDescriptor", "Optimizer", "OutOfMemoryError",
-    "Pooling", "RMSProp", "SoftMax", "UnsupportedError", "WeightsLayout", "built_backends", "device_count", "evaluate", "fit",
-    "load", "save",
+    "Pooling", "RMSProp", "SoftMax", "UnsupportedError", "WeightsLayout", "built_backends", "device_count",
+    "evaluate", "fit", "load", "save",
 ]

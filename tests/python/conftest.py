@@ -3,7 +3,6 @@ import pytest
 
 import nngraph as ng
 
-
 DEVICES = [b for b in ng.built_backends() if ng.device_count(b) > 0]
 
 
