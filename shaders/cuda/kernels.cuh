@@ -47,8 +47,10 @@ void loss(cudaStream_t s, const LossDescriptor& d, double scale, const float* x,
 void optimizer_step(cudaStream_t s, const OptimizerStep& step, float* w, const float* g, float* s0, float* s1,
                     float* s2, size_t count);
 
-// db[c] = Σ over n and the hw pixels of dz[n, c, pixel].
-void bias_gradient(cudaStream_t s, const float* dz, float* db, int n, int c, int hw);
+// db[c] = Σ over n and the hw pixels of dz[n, c, pixel]; `partial` holds
+// c · bias_gradient_chunks(n, c) floats of scratch.
+void bias_gradient(cudaStream_t s, const float* dz, float* db, int n, int c, int hw, float* partial);
+int bias_gradient_chunks(int n, int c);
 // *flag = 1 if any value is NaN or infinite (flag zeroed first).
 void any_nonfinite(cudaStream_t s, const float* data, size_t count, int* flag);
 

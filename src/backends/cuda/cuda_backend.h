@@ -71,6 +71,7 @@ class CudaBackend : public Backend {
   // dz = dy ⊙ neuron'(y) in a scratch buffer, or dy itself when there is no neuron.
   const float* activation_gradient(const Image& dy, const Image* y, const NeuronDescriptor& neuron,
                                    std::shared_ptr<Buffer>* scratch);
+  void bias_gradient(const float* dz, float* db, int n, int c, int hw);
   // Row-major C = op(A)·op(B) through column-major cuBLAS.
   void gemm(bool ta, bool tb, int m, int n, int k, const float* a, int lda, const float* b, int ldb, float* c,
             int ldc, bool tf32);
