@@ -18,13 +18,22 @@ for m in ("nvidia.cudnn", "nvidia.cu13", "nvidia.cublas", "nvidia.cu12"):
 ]=]
     OUTPUT_VARIABLE _nv_wheels OUTPUT_STRIP_TRAILING_WHITESPACE)
   string(REPLACE "\n" ";" _nv_wheels "${_nv_wheels}")
-  set(_nv_hints ${_nv_wheels} $ENV{CUDNN_ROOT} $ENV{CUBLAS_ROOT} ${CUDAToolkit_LIBRARY_ROOT})
-  find_path(CUDNN_INCLUDE_DIR cudnn.h HINTS ${_nv_hints} ${CUDAToolkit_INCLUDE_DIRS} PATH_SUFFIXES include)
-  find_library(CUDNN_LIBRARY NAMES cudnn libcudnn.so.9 HINTS ${_nv_hints} ${CUDAToolkit_LIBRARY_DIR}
-               PATH_SUFFIXES lib lib64)
-  find_path(CUBLAS_INCLUDE_DIR cublas_v2.h HINTS ${CUDAToolkit_INCLUDE_DIRS} ${_nv_hints} PATH_SUFFIXES include)
-  find_library(CUBLAS_LIBRARY NAMES cublas libcublas.so.13 libcublas.so.12 HINTS ${CUDAToolkit_LIBRARY_DIR}
-               ${_nv_hints} PATH_SUFFIXES lib lib64)
+  # The library first (system and *_ROOT installs before wheels), then the headers beside it,
+  # so compile, link and run time all use one installation.
+  macro(_nngraph_find var header names root)
+    find_library(${var}_LIBRARY NAMES ${names} NAMES_PER_DIR HINTS $ENV{${root}} ${CUDAToolkit_LIBRARY_DIR}
+                 PATH_SUFFIXES lib lib64)
+    if(NOT ${var}_LIBRARY)
+      find_library(${var}_LIBRARY NAMES ${names} NAMES_PER_DIR HINTS ${_nv_wheels} PATH_SUFFIXES lib lib64)
+    endif()
+    if(${var}_LIBRARY)
+      get_filename_component(_dir "${${var}_LIBRARY}" DIRECTORY)
+      find_path(${var}_INCLUDE_DIR ${header} HINTS "${_dir}/../include" "${_dir}/../../include"
+                ${CUDAToolkit_INCLUDE_DIRS} NO_CACHE)
+    endif()
+  endmacro()
+  _nngraph_find(CUDNN cudnn.h "cudnn;libcudnn.so.9" CUDNN_ROOT)
+  _nngraph_find(CUBLAS cublas_v2.h "cublas;libcublas.so.13;libcublas.so.12" CUBLAS_ROOT)
   if(CUDAToolkit_FOUND AND CMAKE_CUDA_COMPILER AND CUDNN_INCLUDE_DIR AND CUDNN_LIBRARY AND CUBLAS_INCLUDE_DIR
      AND CUBLAS_LIBRARY)
     set(NNGRAPH_HAVE_CUDA ON)
@@ -57,8 +66,9 @@ function(nngraph_add_cuda target module)
   get_filename_component(_cudnn_dir "${CUDNN_LIBRARY}" DIRECTORY)
   get_filename_component(_cublas_dir "${CUBLAS_LIBRARY}" DIRECTORY)
   get_target_property(_rpath ${module} INSTALL_RPATH)
+  # The libraries linked against come first; the wheel folders serve a moved installation.
   set_target_properties(${module} PROPERTIES INSTALL_RPATH
-    "${_rpath};$ORIGIN/../nvidia/cudnn/lib;$ORIGIN/../nvidia/cu13/lib;${_cudnn_dir};${_cublas_dir}")
+    "${_cudnn_dir};${_cublas_dir};${_rpath};$ORIGIN/../nvidia/cudnn/lib;$ORIGIN/../nvidia/cu13/lib")
   if(TARGET nngraph_tests)
     set_property(TARGET nngraph_tests APPEND PROPERTY BUILD_RPATH "${_cudnn_dir};${_cublas_dir}")
   endif()
