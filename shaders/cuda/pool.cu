@@ -57,6 +57,29 @@ __global__ void pool_gradient_kernel(bool is_max, PoolGeometry g, const float* i
   }
 }
 
+// 2×2 windows, stride 2, no padding: each input pixel lies in one window, so a thread per
+// output writes its four pixels (no gather, no zero fill but for an uncovered odd edge).
+__global__ void halve_gradient_kernel(bool is_max, const float* in, const float* dy, float* dx, size_t total, int h,
+                                      int w, int oh, int ow) {
+  NNGRAPH_GRID_LOOP(i, total) {
+    const int ox = static_cast<int>(i % ow), oy = static_cast<int>((i / ow) % oh);
+    const size_t plane = i / (static_cast<size_t>(oh) * ow);
+    const size_t o0 = (plane * h + 2 * oy) * w + 2 * ox, o1 = o0 + w;
+    const float g = dy[i];
+    if (is_max) {  // the first maximum in scan order, as everywhere
+      const float a = in[o0], b = in[o0 + 1], c = in[o1], d = in[o1 + 1];
+      const float m = fmaxf(fmaxf(a, b), fmaxf(c, d));
+      const bool ta = a == m, tb = !ta && b == m, tc = !ta && !tb && c == m;
+      dx[o0] = ta ? g : 0.f;
+      dx[o0 + 1] = tb ? g : 0.f;
+      dx[o1] = tc ? g : 0.f;
+      dx[o1 + 1] = (ta || tb || tc) ? 0.f : g;
+    } else {
+      dx[o0] = dx[o0 + 1] = dx[o1] = dx[o1 + 1] = 0.25f * g;
+    }
+  }
+}
+
 }  // namespace
 
 void pooling(cudaStream_t s, PoolingMode mode, const PoolGeometry& g, const float* in, float* out, int planes, int h,
@@ -68,6 +91,14 @@ void pooling(cudaStream_t s, PoolingMode mode, const PoolGeometry& g, const floa
 
 void pooling_gradient(cudaStream_t s, PoolingMode mode, const PoolGeometry& g, const float* in, const float* dy,
                       float* dx, int planes, int h, int w, int oh, int ow) {
+  if (g.kh == 2 && g.kw == 2 && g.sy == 2 && g.sx == 2 && g.pad_top == 0 && g.pad_left == 0) {
+    if (h != 2 * oh || w != 2 * ow) cudaMemsetAsync(dx, 0, static_cast<size_t>(planes) * h * w * sizeof(float), s);
+    const size_t outputs = static_cast<size_t>(planes) * oh * ow;
+    halve_gradient_kernel<<<blocks_for(outputs), kThreads, 0, s>>>(mode == PoolingMode::Max, in, dy, dx, outputs, h,
+                                                                    w, oh, ow);
+    check_launch("pooling_gradient");
+    return;
+  }
   const size_t total = static_cast<size_t>(planes) * h * w;
   pool_gradient_kernel<<<blocks_for(total), kThreads, 0, s>>>(mode == PoolingMode::Max, g, in, dy, dx, total, h, w,
                                                                oh, ow);

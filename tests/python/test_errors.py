@@ -154,3 +154,12 @@ def test_error_hierarchy():
     assert issubclass(ng.InvalidInputError, ng.Error) and issubclass(ng.InvalidInputError, ValueError)
     assert issubclass(ng.DeviceError, RuntimeError) and issubclass(ng.OutOfMemoryError, MemoryError)
     assert issubclass(ng.UnsupportedError, NotImplementedError)
+
+
+def test_out_of_memory_leaves_the_graph_usable(device):
+    """An intermediate far beyond any memory: a clear error, then the graph runs again."""
+    ds = ng.ArrayDataSource(ng.ConvolutionDescriptor(3, 1, 1 << 16), label="wide")
+    g = ng.Graph(ng.Convolution(ng.ImageNode(), ds, padding="same"), device=device)
+    with pytest.raises(ng.OutOfMemoryError, match="out of"):
+        g.run(np.ones((64, 1, 256, 256), np.float32))  # 1.1 TB of output
+    assert g.run(np.ones((1, 1, 2, 2), np.float32)).shape == (1, 1 << 16, 2, 2)

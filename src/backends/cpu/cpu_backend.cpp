@@ -2,6 +2,8 @@
 
 #include <cblas.h>
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -32,6 +34,11 @@ CpuBackend& cpu_backend() {
 }
 
 std::shared_ptr<Buffer> CpuBackend::allocate(size_t bytes) {
+  // Where the kernel overcommits, a huge allocation "succeeds" and the process is killed
+  // when it touches the pages: refuse what physical memory cannot hold.
+  static const size_t physical = static_cast<size_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE);
+  if (bytes > physical)
+    fail<OutOfMemory>("[cpu] out of memory: ", bytes, " bytes requested, ", physical, " bytes of RAM");
   const size_t rounded = ((bytes ? bytes : 1) + 63) / 64 * 64;  // aligned_alloc wants a multiple
   void* p = std::aligned_alloc(64, rounded);
   if (!p) fail<OutOfMemory>("[cpu] out of memory allocating ", bytes, " bytes");

@@ -1,6 +1,7 @@
 #include "backends/cuda/cuda_backend.h"
 
 #include <array>
+#include <cstring>
 #include <string>
 
 #include "kernels.cuh"
@@ -71,6 +72,7 @@ CudaBackend::~CudaBackend() {
   // Process exit: the driver may already be shutting down, so errors are ignored here.
   if (cudnn_) cudnnDestroy(cudnn_);
   if (cublas_) cublasDestroy(cublas_);
+  if (pinned_) cudaFreeHost(pinned_);
   if (stream_) cudaStreamDestroy(stream_);
 }
 
@@ -105,16 +107,35 @@ std::shared_ptr<Buffer> CudaBackend::allocate(size_t bytes) {
   return std::make_shared<Buffer>(p, bytes, device(), &free_device);
 }
 
+void* CudaBackend::staging(size_t bytes) {
+  if (bytes > pinned_bytes_) {
+    cuda_check(cudaStreamSynchronize(stream_), "staging");  // the old buffer may still be read
+    if (pinned_) cudaFreeHost(pinned_);
+    pinned_ = nullptr;
+    pinned_bytes_ = 0;
+    cuda_check(cudaHostAlloc(&pinned_, bytes, cudaHostAllocDefault), "staging");
+    pinned_bytes_ = bytes;
+  }
+  return pinned_;
+}
+
 void CudaBackend::copy_from_host(void* dst, const void* src, size_t bytes) {
+  if (!bytes) return;
   auto lock = enter();
-  cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_), "copy to device");
-  cuda_check(cudaStreamSynchronize(stream_), "copy to device");  // the source may be freed on return
+  void* pinned = staging(bytes);
+  cuda_check(cudaStreamSynchronize(stream_), "copy to device");  // an earlier transfer may use it
+  std::memcpy(pinned, src, bytes);
+  cuda_check(cudaMemcpyAsync(dst, pinned, bytes, cudaMemcpyHostToDevice, stream_), "copy to device");
+  cuda_check(cudaStreamSynchronize(stream_), "copy to device");
 }
 
 void CudaBackend::copy_to_host(void* dst, const void* src, size_t bytes) {
+  if (!bytes) return;
   auto lock = enter();
-  cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_), "copy to host");
+  void* pinned = staging(bytes);
+  cuda_check(cudaMemcpyAsync(pinned, src, bytes, cudaMemcpyDeviceToHost, stream_), "copy to host");
   cuda_check(cudaStreamSynchronize(stream_), "copy to host");
+  std::memcpy(dst, pinned, bytes);
 }
 
 void CudaBackend::copy(void* dst, const void* src, size_t bytes) {
