@@ -29,6 +29,7 @@ def run_nngraph(batch, steps, threads, device, tf32):
     os.environ["NNGRAPH_NUM_THREADS"] = str(threads)
     import nngraph as ng
     from nngraph.models import digit_network
+    ng.reset_peak_memory(device)
     net = digit_network(weights(), optimizer=ng.Adam(learning_rate=1e-4))
     graph = ng.Loss(net.logits, ng.LossDescriptor("softmax_cross_entropy", "mean")).training_graph(device=device)
     graph.allow_tf32 = tf32
@@ -36,7 +37,8 @@ def run_nngraph(batch, steps, threads, device, tf32):
     logits = graph.inference().run(x).reshape(batch, 10)  # before any step: no dropout, same weights
     base = rss_mib()
     ms = median_ms(lambda: graph.run(x, labels=y), warmup=2, steps=steps)
-    return {"ms": ms, "peak_mib": peak_rss_mib(), "base_mib": base, "check": float(np.abs(logits).sum())}
+    return {"ms": ms, "peak_mib": peak_rss_mib(), "base_mib": base, "check": float(np.abs(logits).sum()),
+            "device_mib": ng.memory_stats(device)["peak_bytes"] / 2**20}
 
 
 def run_torch(batch, steps, threads, device, tf32):
@@ -45,6 +47,8 @@ def run_torch(batch, steps, threads, device, tf32):
     torch.set_num_threads(threads)
     torch.backends.cudnn.allow_tf32 = tf32  # PyTorch's default is True for convolutions
     torch.backends.cuda.matmul.allow_tf32 = tf32
+    if device.startswith("cuda"):
+        torch.cuda.reset_peak_memory_stats()
     net = digit_network(weights()).to(device).train()
     opt = torch.optim.Adam(net.parameters(), lr=1e-4)
     lossf = torch.nn.CrossEntropyLoss()
@@ -64,7 +68,8 @@ def run_torch(batch, steps, threads, device, tf32):
     base = rss_mib()
     sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
     ms = median_ms(step, warmup=2, steps=steps, sync=sync)
-    return {"ms": ms, "peak_mib": peak_rss_mib(), "base_mib": base, "check": check}
+    device_mib = torch.cuda.max_memory_allocated() / 2**20 if device.startswith("cuda") else float("nan")
+    return {"ms": ms, "peak_mib": peak_rss_mib(), "base_mib": base, "check": check, "device_mib": device_mib}
 
 
 def main():
@@ -84,9 +89,10 @@ def main():
     print(f"digit network training step (Adam), {a.device}{', tf32' if a.tf32 else ', exact float32'}, "
           f"{a.threads} threads, {platform.machine()}, "
           f"torch {torch.__version__}; median of the steps after 2 warm-up")
-    print("| batch | nngraph ms/step | PyTorch ms/step | ratio | nngraph peak RSS MiB (+over setup) "
-          "| PyTorch peak RSS MiB (+over setup) |")
-    print("|---:|---:|---:|---:|---:|---:|")
+    cuda = a.device.startswith("cuda")
+    memory = "peak device MiB (nngraph / PyTorch)" if cuda else "peak RSS MiB, +over setup (nngraph / PyTorch)"
+    print(f"| batch | nngraph ms/step | PyTorch ms/step | ratio | {memory} |")
+    print("|---:|---:|---:|---:|---:|")
     for batch in a.batches:
         steps = max(5, a.steps * 64 // batch)
         args = [str(batch), "--steps", str(steps), "--threads", str(a.threads), "--device", a.device]
@@ -95,9 +101,12 @@ def main():
         n, t = r["nngraph"], r["torch"]
         # Same weights and data: the logits before training must agree (tf32 rounds, so 1e-2).
         assert abs(n["check"] - t["check"]) < (1e-2 if a.tf32 else 1e-4) * abs(t["check"]), (n, t)
-        print(f"| {batch} | {n['ms']:.2f} | {t['ms']:.2f} | {n['ms'] / t['ms']:.2f} | "
-              f"{n['peak_mib']:.0f} (+{n['peak_mib'] - n['base_mib']:.0f}) | "
-              f"{t['peak_mib']:.0f} (+{t['peak_mib'] - t['base_mib']:.0f}) |")
+        if cuda:
+            mem = f"{n['device_mib']:.0f} / {t['device_mib']:.0f}"
+        else:
+            mem = (f"{n['peak_mib']:.0f} (+{n['peak_mib'] - n['base_mib']:.0f}) / "
+                   f"{t['peak_mib']:.0f} (+{t['peak_mib'] - t['base_mib']:.0f})")
+        print(f"| {batch} | {n['ms']:.2f} | {t['ms']:.2f} | {n['ms'] / t['ms']:.2f} | {mem} |")
 
 
 if __name__ == "__main__":

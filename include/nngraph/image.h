@@ -12,11 +12,11 @@ namespace nngraph {
 // Owns one allocation on a device; freed by the backend that made it.
 class Buffer {
  public:
-  using Deleter = void (*)(void*, const Device&);
+  using Deleter = void (*)(void* data, size_t bytes, const Device& device);
   Buffer(void* data, size_t bytes, Device device, Deleter deleter)
       : data_(data), bytes_(bytes), device_(device), deleter_(deleter) {}
   ~Buffer() {
-    if (data_) deleter_(data_, device_);
+    if (data_) deleter_(data_, bytes_, device_);
   }
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;

@@ -49,6 +49,8 @@ from nngraph._core import (  # noqa: E402  (after the BLAS library is loaded)
     WeightsLayout,
     built_backends,
     device_count,
+    memory_stats,
+    reset_peak_memory,
 )
 from nngraph.losses import LossDataDescriptor, LossLabels  # noqa: E402
 from nngraph.training import evaluate, fit, load, save  # noqa: E402
@@ -61,5 +63,6 @@ __all__ = [
     "Graph", "Handle", "Image", "ImageNode", "InvalidInputError", "LogSoftMax", "Loss", "LossDataDescriptor",
     "LossDescriptor", "LossLabels", "Matrix", "Neuron", "NeuronDescriptor", "Optimizer", "OutOfMemoryError",
     "Pooling", "RMSProp", "SoftMax", "UnsupportedError", "WeightsLayout", "built_backends", "device_count",
+    "memory_stats", "reset_peak_memory",
     "evaluate", "fit", "load", "save",
 ]

@@ -9,7 +9,7 @@ from nngraph import OutOfMemoryError
 from nngraph import UnsupportedError
 import numpy
 import typing
-__all__: list[str] = ['Adam', 'Addition', 'ArrayDataSource', 'BuiltinOptimizer', 'Concatenation', 'Convolution', 'ConvolutionDescriptor', 'DataSource', 'Device', 'DeviceError', 'Dropout', 'Error', 'FilterNode', 'FullyConnected', 'Graph', 'Handle', 'Image', 'ImageNode', 'InvalidInputError', 'LogSoftMax', 'Loss', 'LossDescriptor', 'Matrix', 'Neuron', 'NeuronDescriptor', 'Optimizer', 'OutOfMemoryError', 'Pooling', 'RMSProp', 'SGD', 'SoftMax', 'UnsupportedError', 'WeightsLayout', 'built_backends']
+__all__: list[str] = ['Adam', 'Addition', 'ArrayDataSource', 'BuiltinOptimizer', 'Concatenation', 'Convolution', 'ConvolutionDescriptor', 'DataSource', 'Device', 'DeviceError', 'Dropout', 'Error', 'FilterNode', 'FullyConnected', 'Graph', 'Handle', 'Image', 'ImageNode', 'InvalidInputError', 'LogSoftMax', 'Loss', 'LossDescriptor', 'Matrix', 'Neuron', 'NeuronDescriptor', 'Optimizer', 'OutOfMemoryError', 'Pooling', 'RMSProp', 'SGD', 'SoftMax', 'UnsupportedError', 'WeightsLayout', 'built_backends', 'device_count', 'memory_stats', 'reset_peak_memory']
 class Device:
     """
     Where a graph runs: 'cpu', 'cuda', 'cuda:N' ('mps' reserved).
@@ -414,6 +414,14 @@ class Graph:
         Runs synchronously: one array per source (a list, a dict keyed by node or label, or the array alone for one source) → the result array(s).
         """
     @property
+    def allow_tf32(self) -> bool:
+        """
+        cuda: convolutions and fully connected layers may use tf32 tensor cores (about 1e-3 relative error); off (the default): exact float32.
+        """
+    @allow_tf32.setter
+    def allow_tf32(self, arg1: bool) -> None:
+        ...
+    @property
     def check_numerics(self) -> bool:
         """
         Training graphs: a NaN or inf loss or weight gradient raises and updates no weight.
@@ -464,3 +472,13 @@ def built_backends() -> list[str]:
     """
     Backends compiled into this build.
     """
+def device_count(type: str) -> int:
+    """
+    Devices of a type usable now: 'cpu' 1, 'cuda' the GPUs present (0 if not built).
+    """
+def memory_stats(device: typing.Any = 'cpu') -> dict:
+    """
+    Bytes nngraph holds on a device now and at most since reset_peak_memory (images, weights, arenas).
+    """
+def reset_peak_memory(device: typing.Any = 'cpu') -> None:
+    ...

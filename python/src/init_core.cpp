@@ -1,4 +1,5 @@
 // Errors, devices and descriptors.
+#include "backends/backend.h"
 #include "bindings.h"
 #include "nngraph/descriptors.h"
 #include "nngraph/error.h"
@@ -67,6 +68,16 @@ void init_errors(py::module_& m) {
 
 void init_core(py::module_& m) {
   m.def("built_backends", &built_backends, "Backends compiled into this build.");
+  m.def("memory_stats", [](const py::object& device) {
+          auto s = backend_for(to_device(device)).memory_stats();
+          py::dict d;
+          d["current_bytes"] = s.current;
+          d["peak_bytes"] = s.peak;
+          return d;
+        }, py::arg("device") = "cpu",
+        "Bytes nngraph holds on a device now and at most since reset_peak_memory (images, weights, arenas).");
+  m.def("reset_peak_memory", [](const py::object& device) { backend_for(to_device(device)).reset_peak_memory(); },
+        py::arg("device") = "cpu");
   m.def("device_count", [](const std::string& type) { return device_count(Device::parse(type).type()); },
         py::arg("type"), "Devices of a type usable now: 'cpu' 1, 'cuda' the GPUs present (0 if not built).");
 

@@ -32,6 +32,12 @@ class Backend {
   virtual void copy(void* dst, const void* src, size_t bytes) = 0;
   // Waits for the work queued so far (asynchronous backends).
   virtual void synchronize() {}
+  // Bytes the engine holds on this device now, and the most since the last reset.
+  struct MemoryStats {
+    size_t current = 0, peak = 0;
+  };
+  virtual MemoryStats memory_stats() = 0;
+  virtual void reset_peak_memory() = 0;
 
   // out = in in another dtype (same shape).
   virtual void convert(const Image& in, const Image& out);

@@ -202,3 +202,19 @@ def test_initializers_are_seeded_and_scaled():
     assert not ng.ArrayDataSource(d, "zeros").weights().any()
     assert ng.ArrayDataSource(d, biases=None).biases() is None
     np.testing.assert_array_equal(ng.ArrayDataSource(d).biases(), np.zeros(128, np.float32))
+
+
+def test_memory_stats_follow_allocations(device, rng):
+    x = rng.standard_normal((64, 3, 32, 32)).astype(np.float32)
+    ng.reset_peak_memory(device)
+    before = ng.memory_stats(device)
+    img = ng.Image(x, device=device)
+    held = ng.memory_stats(device)
+    assert held["current_bytes"] - before["current_bytes"] >= x.nbytes
+    assert held["peak_bytes"] >= held["current_bytes"]
+    del img
+    after = ng.memory_stats(device)
+    assert after["current_bytes"] <= held["current_bytes"] - x.nbytes
+    assert after["peak_bytes"] >= held["current_bytes"]
+    ng.reset_peak_memory(device)
+    assert ng.memory_stats(device)["peak_bytes"] < held["current_bytes"]

@@ -22,7 +22,7 @@ int thread_count() {
   return std::max(1u, std::thread::hardware_concurrency());
 }
 
-void free_host(void* p, const Device&) { std::free(p); }
+void free_host(void* p, size_t bytes, const Device&) { cpu_backend().release(p, bytes); }
 
 }  // namespace
 
@@ -42,7 +42,15 @@ std::shared_ptr<Buffer> CpuBackend::allocate(size_t bytes) {
   const size_t rounded = ((bytes ? bytes : 1) + 63) / 64 * 64;  // aligned_alloc wants a multiple
   void* p = std::aligned_alloc(64, rounded);
   if (!p) fail<OutOfMemory>("[cpu] out of memory allocating ", bytes, " bytes");
+  const size_t now = current_ += bytes;
+  for (size_t seen = peak_; now > seen && !peak_.compare_exchange_weak(seen, now);) {
+  }
   return std::make_shared<Buffer>(p, bytes, Device(), &free_host);
+}
+
+void CpuBackend::release(void* p, size_t bytes) {
+  std::free(p);
+  current_ -= bytes;
 }
 
 void CpuBackend::copy_from_host(void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }

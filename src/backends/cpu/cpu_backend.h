@@ -1,6 +1,8 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <atomic>
+
 #include "backends/backend.h"
 #include "backends/cpu/thread_pool.h"
 
@@ -16,6 +18,9 @@ class CpuBackend : public Backend {
   void copy_from_host(void* dst, const void* src, size_t bytes) override;
   void copy_to_host(void* dst, const void* src, size_t bytes) override;
   void copy(void* dst, const void* src, size_t bytes) override;
+  MemoryStats memory_stats() override { return {current_, peak_}; }
+  void reset_peak_memory() override { peak_ = current_.load(); }
+  void release(void* p, size_t bytes);
 
   void convert(const Image& in, const Image& out) override;
   void convolution(const ConvGeometry& g, const Image& in, const float* weights,
@@ -49,6 +54,7 @@ class CpuBackend : public Backend {
 
  private:
   ThreadPool pool_;
+  std::atomic<size_t> current_{0}, peak_{0};
 };
 
 CpuBackend& cpu_backend();

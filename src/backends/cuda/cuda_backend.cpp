@@ -87,7 +87,7 @@ std::unique_lock<std::recursive_mutex> CudaBackend::enter() const {
 }
 
 namespace {
-void free_device(void* p, const Device& d) { cuda_backend(d.index()).release(p); }
+void free_device(void* p, size_t, const Device& d) { cuda_backend(d.index()).release(p); }
 }  // namespace
 
 void CudaBackend::release(void* p) {
@@ -142,6 +142,26 @@ void CudaBackend::copy(void* dst, const void* src, size_t bytes) {
   if (dst == src || bytes == 0) return;
   auto lock = enter();
   cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_), "copy");
+}
+
+// Our allocations all come from the device's default pool, whose counters are the stats.
+Backend::MemoryStats CudaBackend::memory_stats() {
+  auto lock = enter();
+  cuda_check(cudaStreamSynchronize(stream_), "memory_stats");  // frees are stream-ordered
+  cudaMemPool_t pool;
+  cuda_check(cudaDeviceGetDefaultMemPool(&pool, index_), "memory_stats");
+  uint64_t current = 0, peak = 0;
+  cuda_check(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &current), "memory_stats");
+  cuda_check(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &peak), "memory_stats");
+  return {static_cast<size_t>(current), static_cast<size_t>(peak)};
+}
+
+void CudaBackend::reset_peak_memory() {
+  auto lock = enter();
+  cudaMemPool_t pool;
+  cuda_check(cudaDeviceGetDefaultMemPool(&pool, index_), "memory_stats");
+  uint64_t zero = 0;  // resets the high-water mark to the current use
+  cuda_check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &zero), "memory_stats");
 }
 
 void CudaBackend::synchronize() {

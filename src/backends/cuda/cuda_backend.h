@@ -30,6 +30,8 @@ class CudaBackend : public Backend {
   void copy_to_host(void* dst, const void* src, size_t bytes) override;
   void copy(void* dst, const void* src, size_t bytes) override;
   void synchronize() override;
+  MemoryStats memory_stats() override;
+  void reset_peak_memory() override;
 
   void convert(const Image& in, const Image& out) override;
   void convolution(const ConvGeometry& g, const Image& in, const float* weights, const float* bias,
