@@ -43,7 +43,7 @@ struct EncodeArgs {
   const WeightsState* weights;  // nodes with a data source, and their gradient nodes
   GradientState* gradients;     // weight gradients a gradient node writes (else null)
   NeuronDescriptor fused;       // a neuron the graph folded into this node
-  uint64_t step;                // counts encodes: seeds dropout masks
+  const uint64_t* step;         // counts encodes (in the backend's memory): seeds dropout masks
   const Image* losses;          // loss nodes: per-image loss values (N×1×1×1)
   bool allow_tf32;              // matrix products may use tf32 tensor cores (cuda)
 };

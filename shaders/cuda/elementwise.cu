@@ -29,7 +29,8 @@ __global__ void neuron_gradient_kernel(const float* v, const float* dy, float* d
 __global__ void add_kernel(const float* a, const float* b, float* out, size_t n) {
   NNGRAPH_GRID_LOOP(i, n) out[i] = a[i] + b[i];
 }
-__global__ void dropout_kernel(const float* in, float* out, size_t n, float keep, uint64_t key) {
+__global__ void dropout_kernel(const float* in, float* out, size_t n, float keep, uint64_t seed, const uint64_t* step) {
+  const uint64_t key = math::dropout_key(seed, *step);
   const float scale = 1.f / keep;
   NNGRAPH_GRID_LOOP(i, n) out[i] = math::dropout_keep(key, i, keep) ? in[i] * scale : 0.f;
 }
@@ -78,9 +79,16 @@ void add(cudaStream_t s, const float* a, const float* b, float* out, size_t n) {
   add_kernel<<<blocks_for(n), kThreads, 0, s>>>(a, b, out, n);
   check_launch("addition");
 }
-void dropout(cudaStream_t s, const float* in, float* out, size_t n, float keep, uint64_t key) {
-  dropout_kernel<<<blocks_for(n), kThreads, 0, s>>>(in, out, n, keep, key);
+void dropout(cudaStream_t s, const float* in, float* out, size_t n, float keep, uint64_t seed, const uint64_t* step) {
+  dropout_kernel<<<blocks_for(n), kThreads, 0, s>>>(in, out, n, keep, seed, step);
   check_launch("dropout");
+}
+
+__global__ void store_kernel(uint64_t* counter, uint64_t value) { *counter = value; }
+
+void store(cudaStream_t s, uint64_t* counter, uint64_t value) {
+  store_kernel<<<1, 1, 0, s>>>(counter, value);
+  check_launch("store");
 }
 void pad(cudaStream_t s, const float* in, float* out, int planes, int h, int w, int top, int left, int oh, int ow) {
   const size_t total = static_cast<size_t>(planes) * oh * ow;

@@ -27,7 +27,11 @@ void neuron(cudaStream_t s, const float* in, float* out, size_t count, const Neu
 void neuron_gradient(cudaStream_t s, const float* v, const float* dy, float* dx, size_t count,
                      const NeuronDescriptor& neuron);
 void add(cudaStream_t s, const float* a, const float* b, float* out, size_t count);
-void dropout(cudaStream_t s, const float* in, float* out, size_t count, float keep, uint64_t key);
+// The mask comes from (seed, *step): step is read on the device, so captures see each encode's.
+void dropout(cudaStream_t s, const float* in, float* out, size_t count, float keep, uint64_t seed,
+             const uint64_t* step);
+// *counter = value, in stream order.
+void store(cudaStream_t s, uint64_t* counter, uint64_t value);
 // Zero-pads (or crops back) N·C planes: out plane = in plane with top/left offsets.
 void pad(cudaStream_t s, const float* in, float* out, int planes, int h, int w, int top, int left, int oh, int ow);
 void crop(cudaStream_t s, const float* in, float* out, int planes, int h, int w, int top, int left, int oh, int ow);

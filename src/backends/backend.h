@@ -3,6 +3,7 @@
 #include <cstdint>
 // The kernel interface every backend implements; ops in src/ops call it. A kernel a backend
 // lacks raises Unsupported("[op] no <device> kernel"), never a wrong answer.
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -39,6 +40,14 @@ class Backend {
   virtual MemoryStats memory_stats() = 0;
   virtual void reset_peak_memory() = 0;
 
+  // Whole-step capture (cuda graphs): capture() records what `work` enqueues without running
+  // it; replay() runs the record. Backends that cannot capture run work eagerly instead.
+  virtual bool can_capture() const { return false; }
+  virtual std::shared_ptr<void> capture(const std::function<void()>& work);
+  virtual void replay(const std::shared_ptr<void>& captured);
+  // *counter = value in the order of queued work (counter in this backend's memory).
+  virtual void store(uint64_t* counter, uint64_t value) { *counter = value; }
+
   // out = in in another dtype (same shape).
   virtual void convert(const Image& in, const Image& out);
   // NCHW convolution, OIHW weights; bias (may be null) then neuron.
@@ -56,9 +65,10 @@ class Backend {
   virtual void copy_channels(const Image& in, const Image& out, int channel_offset);
   // out = channels [offset, offset + C_out) of `in`.
   virtual void slice_channels(const Image& in, int channel_offset, const Image& out);
-  // out = in · mask / keep, mask drawn from (seed, step, element index): the same call with
+  // out = in · mask / keep, mask drawn from (seed, *step, element index): the same call with
   // the same seed and step reproduces the mask, so the gradient pass needs no stored state.
-  virtual void dropout(float keep, uint64_t seed, uint64_t step, const Image& in, const Image& out);
+  // `step` lives in this backend's memory, so a captured step reads each encode's value.
+  virtual void dropout(float keep, uint64_t seed, const uint64_t* step, const Image& in, const Image& out);
 
   // Gradients. dz = dy ⊙ neuron'(y) first when `neuron` is set (y given); dx may be null
   // (not needed); dw and db (null: no bias) are overwritten.

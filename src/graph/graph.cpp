@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <tuple>
 #include <unordered_map>
 
 #include "backends/backend.h"
@@ -25,6 +26,7 @@ class Profile {
   explicit Profile(Backend& b) : backend_(b), on_(std::getenv("NNGRAPH_PROFILE") != nullptr) {
     if (on_) start_ = std::chrono::steady_clock::now();
   }
+  bool on() const { return on_; }
   void mark(const std::string& what) {
     if (!on_) return;
     backend_.synchronize();
@@ -65,7 +67,6 @@ struct Graph::Impl {
   // Touched only by the worker:
   std::shared_ptr<Buffer> arena;
   std::unordered_map<const FilterNode*, GradientState> gradients;
-  Executor executor;
 
   explicit Impl(const GraphSpec& spec)
       : device(spec.device), backend(backend_for(spec.device)), max_in_flight(spec.max_in_flight),
@@ -148,6 +149,30 @@ struct Graph::Impl {
     }
   }
 
+  // A step recorded once and replayed (backends that capture): fixed buffers for the
+  // sources and losses, valid while the arena, the weights and tf32 stay as captured.
+  struct Replay {
+    std::vector<Image> sources, losses;
+    std::shared_ptr<void> captured;
+    int eager_runs = 0;
+    bool failed = false;
+  };
+  std::map<std::tuple<const Plan*, int, void*, const WeightsMap*, bool>, Replay> replays;
+  std::shared_ptr<Buffer> step_counter;  // in the backend's memory: dropout reads it
+  Executor executor;  // last: destroyed first, so queued work finishes while the rest exists
+
+  Replay& replay_for(const Plan& plan, int n, const WeightsMap& wm, const std::vector<Image>& sources) {
+    auto key = std::make_tuple(&plan, n, arena->data(), &wm, allow_tf32.load());
+    auto found = replays.find(key);
+    if (found != replays.end()) return found->second;
+    if (replays.size() > 16) replays.clear();  // stale arenas or weights: start over
+    Replay& r = replays[key];
+    for (const auto& img : sources) r.sources.push_back(Image::allocate(img.descriptor(), device));
+    for (size_t i = 0; i < structure.losses.size(); ++i)
+      r.losses.push_back(Image::allocate({n, {1, 1, 1}, DType::Float32}, device));
+    return r;
+  }
+
   // Runs on the worker. Returns the results; fills per-image losses.
   std::vector<Image> execute(const Plan& plan, WeightsMap& wm, const std::vector<Image>& src,
                              const std::vector<LossLabels>& labels, uint64_t step, std::vector<Image>& losses) {
@@ -155,47 +180,85 @@ struct Graph::Impl {
     const size_t need = plan.arena * n * sizeof(float);
     if (!arena || arena->bytes() < need) {
       arena.reset();  // free the old arena before taking a larger one
+      replays.clear();
       arena = backend.allocate(need);
     }
+    if (!step_counter) step_counter = backend.allocate(sizeof(uint64_t));
+    auto* counter = static_cast<uint64_t*>(step_counter->data());
+    backend.store(counter, step);
     const auto& s = structure;
-    std::vector<Image> t(s.tensor_count());
-    bool all_half = true;
+    // Sources in tensor order: images, then each loss's labels and weights.
+    std::vector<Image> sources(s.sources.size());
+    bool all_half = true, all_float = true;
     for (size_t i = 0; i < src.size(); ++i) {
       all_half = all_half && src[i].dtype() == DType::Float16;
-      t[s.image_sources[i]] = src[i].dtype() == DType::Float32 ? src[i] : src[i].converted(DType::Float32);
+      all_float = all_float && src[i].dtype() == DType::Float32;
+      sources[s.image_sources[i]] = src[i].dtype() == DType::Float32 ? src[i] : src[i].converted(DType::Float32);
     }
     for (size_t i = 0; i < s.losses.size(); ++i) {
-      t[s.losses[i].labels] = labels[i].labels;
-      t[s.losses[i].weights] = labels[i].weights;
+      sources[s.losses[i].labels] = labels[i].labels;
+      sources[s.losses[i].weights] = labels[i].weights;
       losses.push_back(Image::allocate({n, {1, 1, 1}, DType::Float32}, device));
     }
+    Profile profile(backend);
+    Replay* r = backend.can_capture() && all_float && !check_numerics && !profile.on()
+                    ? &replay_for(plan, n, wm, sources) : nullptr;
+    std::vector<Image> t(s.tensor_count());
+    for (size_t i = 0; i < sources.size(); ++i) {
+      t[i] = r ? r->sources[i] : sources[i];
+      if (r) backend.copy(t[i].data(), sources[i].data(), sources[i].descriptor().bytes());
+    }
+    const std::vector<Image>& loss_out = r ? r->losses : losses;
     const size_t n_src = s.sources.size();
     for (size_t i = n_src; i < t.size(); ++i)
       if (s.root[i] == static_cast<int>(i))
         t[i] = Image({n, plan.shapes[i], DType::Float32}, arena, plan.offset[i] * n * sizeof(float));
     for (size_t i = n_src; i < t.size(); ++i)
       if (s.root[i] != static_cast<int>(i)) t[i] = t[s.root[i]];
+    // What each step reads and writes besides images, settled before any capture.
     std::vector<const FilterNode*> trained;
+    std::vector<EncodeArgs> args;
     const Image none;
-    Profile profile(backend);
-    for (const Step& step_ : s.steps) {
-      std::vector<const Image*> ins;
-      for (int id : step_.inputs) ins.push_back(&t[id]);
-      const FilterNode* owner = step_.node->trains() ? step_.node->trains() : step_.node;
+    std::vector<std::vector<const Image*>> ins(s.steps.size());
+    for (size_t k = 0; k < s.steps.size(); ++k) {
+      const Step& st = s.steps[k];
+      for (int id : st.inputs) ins[k].push_back(&t[id]);
+      const FilterNode* owner = st.node->trains() ? st.node->trains() : st.node;
       auto w = wm.find(owner);
       GradientState* grads = nullptr;
-      if (step_.node->trains() && owner->data_source()->trainable()) {
+      if (st.node->trains() && owner->data_source()->trainable()) {
         grads = &gradients_for(owner, w->second);
         trained.push_back(owner);
       }
-      const Image* loss_out = nullptr;
+      const Image* loss = nullptr;
       for (size_t i = 0; i < s.losses.size(); ++i)
-        if (s.losses[i].node == step_.node) loss_out = &losses[i];
-      step_.node->encode(EncodeArgs{backend, ins, step_.output_needed ? t[step_.output] : none,
-                                    w == wm.end() ? nullptr : &w->second, grads, step_.fused, step, loss_out,
-                                    allow_tf32});
-      profile.mark(step_.node->label());
+        if (s.losses[i].node == st.node) loss = &loss_out[i];
+      args.push_back(EncodeArgs{backend, ins[k], st.output_needed ? t[st.output] : none,
+                                w == wm.end() ? nullptr : &w->second, grads, st.fused, counter, loss, allow_tf32});
     }
+    auto run = [&] {
+      for (size_t k = 0; k < s.steps.size(); ++k) {
+        s.steps[k].node->encode(args[k]);
+        profile.mark(s.steps[k].node->label());
+      }
+    };
+    if (!r) {
+      run();
+    } else if (r->captured) {
+      backend.replay(r->captured);
+    } else if (r->failed || ++r->eager_runs <= 2) {  // warm-up: algorithms found, buffers sized
+      run();
+    } else {
+      try {
+        r->captured = backend.capture(run);
+        backend.replay(r->captured);
+      } catch (const Error&) {
+        r->failed = true;  // this shape runs eagerly from now on
+        run();
+      }
+    }
+    for (size_t i = 0; r && i < losses.size(); ++i)
+      backend.copy(losses[i].data(), r->losses[i].data(), losses[i].descriptor().bytes());
     if (check_numerics) check_finite(losses, trained);
     // Every gradient is ready before the first update, so a failure leaves all weights as they were.
     for (const FilterNode* f : trained) {
@@ -203,8 +266,8 @@ struct Graph::Impl {
       profile.mark("update " + f->label());
     }
     std::vector<Image> out;
-    for (int r : s.results) {
-      const Image& img = t[r];
+    for (int res : s.results) {
+      const Image& img = t[res];
       if (all_half) {
         out.push_back(img.converted(DType::Float16));
       } else {

@@ -160,8 +160,11 @@ TEST_F(CudaVsCpu, PoolingNeuronSoftmaxDropoutAndChannels) {
     near(host(dxc), host(dxg));
   }
   auto [dc, dg] = empty(n, {c, h, w});
-  cpu().dropout(0.6f, 9, 4, xc, dc);
-  gpu().dropout(0.6f, 9, 4, xg, dg);
+  const uint64_t step = 4;
+  auto step_on_gpu = gpu().allocate(sizeof(uint64_t));
+  gpu().store(static_cast<uint64_t*>(step_on_gpu->data()), step);
+  cpu().dropout(0.6f, 9, &step, xc, dc);
+  gpu().dropout(0.6f, 9, static_cast<const uint64_t*>(step_on_gpu->data()), xg, dg);
   near(host(dc), host(dg), 0.f);  // the very same mask
   auto [cc, cg] = empty(n, {2 * c, h, w});
   cpu().copy_channels(xc, cc, c);

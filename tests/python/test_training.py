@@ -238,3 +238,18 @@ def test_fit_callbacks_and_early_stop(digits):
     assert srcs["c1"].optimizer.learning_rate == pytest.approx(0.003 / 4)
     with pytest.raises(ValueError, match="needs a training graph"):
         ng.fit(g.inference(), (xtr, ytr))
+
+
+def test_captured_steps_match_eager_steps(device, digits):
+    """cuda records a step after two warm-up runs and replays it; the result (dropout masks
+    included) must be that of running every step eagerly (check_numerics forces eager)."""
+    (xtr, ytr), _ = digits
+    weights = []
+    for eager in (False, True):
+        loss, srcs = small_net(ng.Adam(learning_rate=0.01), seed=3)
+        g = loss.training_graph(device=device, check_numerics=eager)
+        losses = [g.encode(xtr[i * 32:(i + 1) * 32], labels=ytr[i * 32:(i + 1) * 32]).loss() for i in range(6)]
+        weights.append(({k: s.weights() for k, s in srcs.items()}, losses))
+    np.testing.assert_allclose(weights[0][1], weights[1][1], rtol=1e-4)
+    for k in weights[0][0]:
+        np.testing.assert_allclose(weights[0][0][k], weights[1][0][k], rtol=1e-4, atol=1e-5)

@@ -40,10 +40,10 @@ void CpuBackend::slice_channels(const Image& in, int channel_offset, const Image
   });
 }
 
-void CpuBackend::dropout(float keep, uint64_t seed, uint64_t step, const Image& in, const Image& out) {
+void CpuBackend::dropout(float keep, uint64_t seed, const uint64_t* step, const Image& in, const Image& out) {
   const float* x = in.data_as<float>();
   float* y = out.data_as<float>();
-  const uint64_t key = math::dropout_key(seed, step);
+  const uint64_t key = math::dropout_key(seed, *step);
   const float scale = 1.f / keep;
   pool_.parallel_for(in.descriptor().count(), [&](size_t b, size_t e) {
     for (size_t i = b; i < e; ++i) y[i] = math::dropout_keep(key, i, keep) ? x[i] * scale : 0.f;

@@ -34,7 +34,7 @@ class CpuBackend : public Backend {
   void add(const Image& a, const Image& b, const Image& out) override;
   void copy_channels(const Image& in, const Image& out, int channel_offset) override;
   void slice_channels(const Image& in, int channel_offset, const Image& out) override;
-  void dropout(float keep, uint64_t seed, uint64_t step, const Image& in, const Image& out) override;
+  void dropout(float keep, uint64_t seed, const uint64_t* step, const Image& in, const Image& out) override;
   void convolution_gradient(const ConvGeometry& g, const Image& x, const float* weights, const Image& dy,
                             const Image* y, const NeuronDescriptor& neuron, const Image* dx, float* dw,
                             float* db) override;

@@ -91,8 +91,9 @@ void CudaBackend::convolution(const ConvGeometry& g, const Image& in, const floa
     x = static_cast<const float*>(padded->data());
   }
   const float one = 1.f, zero = 0.f;
-  cudnn_check(cudnnConvolutionForward(cudnn_, &one, p.x, x, p.w, weights, p.conv, p.fwd, workspace(p.workspace),
-                                      p.workspace, &zero, p.y, out.data()), "convolution");
+  const auto ws = workspace(p.workspace);
+  cudnn_check(cudnnConvolutionForward(cudnn_, &one, p.x, x, p.w, weights, p.conv, p.fwd, ws->data(), p.workspace,
+                                      &zero, p.y, out.data()), "convolution");
   const auto& os = out.shape();
   cuda::bias_neuron(stream_, out.data_as<float>(), out.descriptor().count(), os.c, os.h * os.w, bias, neuron);
 }
@@ -109,6 +110,7 @@ void CudaBackend::convolution_gradient(const ConvGeometry& g, const Image& xi, c
   const float* dz = activation_gradient(dy, y, neuron, &scratch);
   if (db) bias_gradient(dz, db, n, os.c, os.h * os.w);
   const float one = 1.f, zero = 0.f;
+  const auto ws = workspace(p.workspace);
   const size_t padded_bytes = static_cast<size_t>(n) * is.c * p.hp * p.wp * sizeof(float);
   if (dw) {
     const float* x = xi.data_as<float>();
@@ -118,8 +120,8 @@ void CudaBackend::convolution_gradient(const ConvGeometry& g, const Image& xi, c
                 p.wp);
       x = static_cast<const float*>(padded->data());
     }
-    cudnn_check(cudnnConvolutionBackwardFilter(cudnn_, &one, p.x, x, p.y, dz, p.conv, p.bwd_filter,
-                                               workspace(p.workspace), p.workspace, &zero, p.w, dw),
+    cudnn_check(cudnnConvolutionBackwardFilter(cudnn_, &one, p.x, x, p.y, dz, p.conv, p.bwd_filter, ws->data(),
+                                               p.workspace, &zero, p.w, dw),
                 "convolution_gradient");
   }
   if (dx) {
@@ -128,8 +130,8 @@ void CudaBackend::convolution_gradient(const ConvGeometry& g, const Image& xi, c
       padded_dx = allocate(padded_bytes);
       target = static_cast<float*>(padded_dx->data());
     }
-    cudnn_check(cudnnConvolutionBackwardData(cudnn_, &one, p.w, weights, p.y, dz, p.conv, p.bwd_data,
-                                             workspace(p.workspace), p.workspace, &zero, p.x, target),
+    cudnn_check(cudnnConvolutionBackwardData(cudnn_, &one, p.w, weights, p.y, dz, p.conv, p.bwd_data, ws->data(),
+                                             p.workspace, &zero, p.x, target),
                 "convolution_gradient");
     if (p.padded)
       cuda::crop(stream_, target, dx->data_as<float>(), n * is.c, p.hp, p.wp, p.pad_top, p.pad_left, is.h, is.w);

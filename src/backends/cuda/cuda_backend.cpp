@@ -179,12 +179,47 @@ void CudaBackend::convert(const Image& in, const Image& out) {
     cuda::f16_to_f32(stream_, in.data(), out.data_as<float>(), n);
 }
 
-void* CudaBackend::workspace(size_t bytes) {
+std::shared_ptr<Buffer> CudaBackend::workspace(size_t bytes) {
+  // A capture must not point at the shared buffer: another shape may replace it later.
+  if (capturing_) return allocate(bytes);
   if (!workspace_ || workspace_->bytes() < bytes) {
     workspace_.reset();  // freed in stream order, after the work that used it
     workspace_ = allocate(bytes);
   }
-  return workspace_->data();
+  return workspace_;
+}
+
+std::shared_ptr<void> CudaBackend::capture(const std::function<void()>& work) {
+  auto lock = enter();
+  cuda_check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "capture");
+  capturing_ = true;
+  cudaGraph_t graph = nullptr;
+  try {
+    work();
+  } catch (...) {
+    capturing_ = false;
+    cudaStreamEndCapture(stream_, &graph);
+    if (graph) cudaGraphDestroy(graph);
+    cudaGetLastError();
+    throw;
+  }
+  capturing_ = false;
+  cuda_check(cudaStreamEndCapture(stream_, &graph), "capture");
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t e = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  cuda_check(e, "capture");
+  return std::shared_ptr<void>(exec, [](void* x) { cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(x)); });
+}
+
+void CudaBackend::replay(const std::shared_ptr<void>& captured) {
+  auto lock = enter();
+  cuda_check(cudaGraphLaunch(static_cast<cudaGraphExec_t>(captured.get()), stream_), "replay");
+}
+
+void CudaBackend::store(uint64_t* counter, uint64_t value) {
+  auto lock = enter();
+  cuda::store(stream_, counter, value);
 }
 
 const float* CudaBackend::activation_gradient(const Image& dy, const Image* y, const NeuronDescriptor& neuron,

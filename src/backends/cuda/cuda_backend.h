@@ -44,7 +44,11 @@ class CudaBackend : public Backend {
   void add(const Image& a, const Image& b, const Image& out) override;
   void copy_channels(const Image& in, const Image& out, int channel_offset) override;
   void slice_channels(const Image& in, int channel_offset, const Image& out) override;
-  void dropout(float keep, uint64_t seed, uint64_t step, const Image& in, const Image& out) override;
+  void dropout(float keep, uint64_t seed, const uint64_t* step, const Image& in, const Image& out) override;
+  bool can_capture() const override { return true; }
+  std::shared_ptr<void> capture(const std::function<void()>& work) override;
+  void replay(const std::shared_ptr<void>& captured) override;
+  void store(uint64_t* counter, uint64_t value) override;
   void convolution_gradient(const ConvGeometry& g, const Image& x, const float* weights, const Image& dy,
                             const Image* y, const NeuronDescriptor& neuron, const Image* dx, float* dw,
                             float* db) override;
@@ -69,7 +73,8 @@ class CudaBackend : public Backend {
   // Serializes callers and makes this GPU current on the calling thread.
   std::unique_lock<std::recursive_mutex> enter() const;
   ConvPlan& conv_plan(const ConvGeometry& g, int n, const ImageShape& in, const ImageShape& out);
-  void* workspace(size_t bytes);
+  // Scratch for cuDNN: the shared buffer, or while capturing one that lives in the capture.
+  std::shared_ptr<Buffer> workspace(size_t bytes);
   // dz = dy ⊙ neuron'(y) in a scratch buffer, or dy itself when there is no neuron.
   const float* activation_gradient(const Image& dy, const Image* y, const NeuronDescriptor& neuron,
                                    std::shared_ptr<Buffer>* scratch);
@@ -91,6 +96,7 @@ class CudaBackend : public Backend {
   mutable std::recursive_mutex mutex_;
   std::map<std::vector<int>, std::unique_ptr<ConvPlan>> conv_plans_;
   std::shared_ptr<Buffer> workspace_;
+  bool capturing_ = false;
 };
 
 // cuDNN descriptors and the algorithms found for one convolution shape.

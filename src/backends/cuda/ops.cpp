@@ -67,10 +67,9 @@ void CudaBackend::slice_channels(const Image& in, int channel_offset, const Imag
                                cudaMemcpyDeviceToDevice, stream_), "concatenation_gradient");
 }
 
-void CudaBackend::dropout(float keep, uint64_t seed, uint64_t step, const Image& in, const Image& out) {
+void CudaBackend::dropout(float keep, uint64_t seed, const uint64_t* step, const Image& in, const Image& out) {
   auto lock = enter();
-  cuda::dropout(stream_, in.data_as<float>(), out.data_as<float>(), in.descriptor().count(), keep,
-                math::dropout_key(seed, step));
+  cuda::dropout(stream_, in.data_as<float>(), out.data_as<float>(), in.descriptor().count(), keep, seed, step);
 }
 
 void CudaBackend::loss(const LossDescriptor& d, double scale, const Image& x, const Image& labels,
