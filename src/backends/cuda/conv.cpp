@@ -11,7 +11,8 @@ namespace nngraph {
 
 namespace {
 
-constexpr size_t kMaxWorkspace = size_t(1) << 30;
+// The fastest algorithm whose scratch fits: a cap keeps peak memory near the activations'.
+constexpr size_t kMaxWorkspace = size_t(64) << 20;
 
 template <class Perf>
 const Perf& fastest(const Perf* perf, int count, const char* what) {

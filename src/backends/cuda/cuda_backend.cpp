@@ -72,7 +72,10 @@ CudaBackend::~CudaBackend() {
   // Process exit: the driver may already be shutting down, so errors are ignored here.
   if (cudnn_) cudnnDestroy(cudnn_);
   if (cublas_) cublasDestroy(cublas_);
-  if (pinned_) cudaFreeHost(pinned_);
+  for (auto& p : pinned_) {
+    if (p.data) cudaFreeHost(p.data);
+    if (p.done) cudaEventDestroy(p.done);
+  }
   if (stream_) cudaStreamDestroy(stream_);
 }
 
@@ -107,35 +110,38 @@ std::shared_ptr<Buffer> CudaBackend::allocate(size_t bytes) {
   return std::make_shared<Buffer>(p, bytes, device(), &free_device);
 }
 
-void* CudaBackend::staging(size_t bytes) {
-  if (bytes > pinned_bytes_) {
-    cuda_check(cudaStreamSynchronize(stream_), "staging");  // the old buffer may still be read
-    if (pinned_) cudaFreeHost(pinned_);
-    pinned_ = nullptr;
-    pinned_bytes_ = 0;
-    cuda_check(cudaHostAlloc(&pinned_, bytes, cudaHostAllocDefault), "staging");
-    pinned_bytes_ = bytes;
+CudaBackend::Pinned& CudaBackend::staging(size_t bytes) {
+  Pinned& p = pinned_[next_pinned_];
+  next_pinned_ = (next_pinned_ + 1) % pinned_.size();
+  if (!p.done) cuda_check(cudaEventCreateWithFlags(&p.done, cudaEventDisableTiming), "staging");
+  cuda_check(cudaEventSynchronize(p.done), "staging");  // the slot's last transfer has finished
+  if (bytes > p.bytes) {
+    if (p.data) cudaFreeHost(p.data);
+    p.data = nullptr;
+    p.bytes = 0;
+    cuda_check(cudaHostAlloc(&p.data, bytes, cudaHostAllocDefault), "staging");
+    p.bytes = bytes;
   }
-  return pinned_;
+  return p;
 }
 
+// Returns once the bytes are in pinned memory; the copy itself runs in stream order.
 void CudaBackend::copy_from_host(void* dst, const void* src, size_t bytes) {
   if (!bytes) return;
   auto lock = enter();
-  void* pinned = staging(bytes);
-  cuda_check(cudaStreamSynchronize(stream_), "copy to device");  // an earlier transfer may use it
-  std::memcpy(pinned, src, bytes);
-  cuda_check(cudaMemcpyAsync(dst, pinned, bytes, cudaMemcpyHostToDevice, stream_), "copy to device");
-  cuda_check(cudaStreamSynchronize(stream_), "copy to device");
+  Pinned& p = staging(bytes);
+  std::memcpy(p.data, src, bytes);
+  cuda_check(cudaMemcpyAsync(dst, p.data, bytes, cudaMemcpyHostToDevice, stream_), "copy to device");
+  cuda_check(cudaEventRecord(p.done, stream_), "copy to device");
 }
 
 void CudaBackend::copy_to_host(void* dst, const void* src, size_t bytes) {
   if (!bytes) return;
   auto lock = enter();
-  void* pinned = staging(bytes);
-  cuda_check(cudaMemcpyAsync(pinned, src, bytes, cudaMemcpyDeviceToHost, stream_), "copy to host");
+  Pinned& p = staging(bytes);
+  cuda_check(cudaMemcpyAsync(p.data, src, bytes, cudaMemcpyDeviceToHost, stream_), "copy to host");
   cuda_check(cudaStreamSynchronize(stream_), "copy to host");
-  std::memcpy(dst, pinned, bytes);
+  std::memcpy(dst, p.data, bytes);
 }
 
 void CudaBackend::copy(void* dst, const void* src, size_t bytes) {

@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
+#include <array>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -84,12 +85,18 @@ class CudaBackend : public Backend {
             int ldc, bool tf32);
 
   // Page-locked host memory every host transfer goes through (faster DMA, and the
-  // caller's memory is free again when the call returns).
-  void* staging(size_t bytes);
+  // caller's memory is free again when the call returns). Uploads rotate through a few
+  // slots so they need not wait for the device; each slot's event says when it is free.
+  struct Pinned {
+    void* data = nullptr;
+    size_t bytes = 0;
+    cudaEvent_t done = nullptr;
+  };
+  Pinned& staging(size_t bytes);
 
   int index_;
-  void* pinned_ = nullptr;
-  size_t pinned_bytes_ = 0;
+  std::array<Pinned, 4> pinned_{};
+  size_t next_pinned_ = 0;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   cudnnHandle_t cudnn_ = nullptr;
