@@ -12,7 +12,7 @@ namespace nngraph {
 namespace {
 
 // The fastest algorithm whose scratch fits: a cap keeps peak memory near the activations'.
-constexpr size_t kMaxWorkspace = size_t(64) << 20;
+constexpr size_t kMaxWorkspace = size_t(256) << 20;
 
 template <class Perf>
 const Perf& fastest(const Perf* perf, int count, const char* what) {
