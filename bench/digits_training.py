@@ -1,6 +1,7 @@
 """One training step of the WWDC digit network (forward, softmax cross-entropy, gradients,
 Adam update): nngraph against PyTorch on the same machine, in the same run, each
-(framework, batch) in its own process.
+(framework, batch) in its own process; on cuda also against PyTorch with the whole step
+captured in a CUDA graph.
 
     python bench/digits_training.py [--batches 64 1024] [--steps 20] [--device cpu]
 """
@@ -41,7 +42,7 @@ def run_nngraph(batch, steps, threads, device, tf32):
             "device_mib": ng.memory_stats(device)["peak_bytes"] / 2**20}
 
 
-def run_torch(batch, steps, threads, device, tf32):
+def run_torch(batch, steps, threads, device, tf32, captured=False):
     import torch
     from torch_models import digit_network
     torch.set_num_threads(threads)
@@ -50,17 +51,32 @@ def run_torch(batch, steps, threads, device, tf32):
     if device.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats()
     net = digit_network(weights()).to(device).train()
-    opt = torch.optim.Adam(net.parameters(), lr=1e-4)
+    opt = torch.optim.Adam(net.parameters(), lr=1e-4, capturable=captured)
     lossf = torch.nn.CrossEntropyLoss()
     xn, yn = batch_data(batch)
     x, y = torch.from_numpy(xn).to(device), torch.from_numpy(yn).to(device)
 
-    def step():
+    def eager_step():
         opt.zero_grad(set_to_none=True)
         loss = lossf(net(x), y)
         loss.backward()
         opt.step()
         return loss
+
+    step = eager_step
+    if captured:  # PyTorch's whole-network capture: warm up on a side stream, then record
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(3):
+                eager_step()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        opt.zero_grad(set_to_none=True)
+        with torch.cuda.graph(graph):
+            lossf(net(x), y).backward()
+            opt.step()
+        step = graph.replay
 
     with torch.no_grad():
         check = float(net.eval()(x).abs().sum())
@@ -82,8 +98,12 @@ def main():
     p.add_argument("--worker", nargs=2, metavar=("FRAMEWORK", "BATCH"))
     a = p.parse_args()
     if a.worker:
-        fn = run_nngraph if a.worker[0] == "nngraph" else run_torch
-        print(json.dumps(fn(int(a.worker[1]), a.steps, a.threads, a.device, a.tf32)))
+        fw, batch = a.worker[0], int(a.worker[1])
+        if fw == "nngraph":
+            r = run_nngraph(batch, a.steps, a.threads, a.device, a.tf32)
+        else:
+            r = run_torch(batch, a.steps, a.threads, a.device, a.tf32, captured=fw == "torch-graph")
+        print(json.dumps(r))
         return
     import torch
     print(f"digit network training step (Adam), {a.device}{', tf32' if a.tf32 else ', exact float32'}, "
@@ -91,13 +111,15 @@ def main():
           f"torch {torch.__version__}; median of the steps after 2 warm-up")
     cuda = a.device.startswith("cuda")
     memory = "peak device MiB (nngraph / PyTorch)" if cuda else "peak RSS MiB, +over setup (nngraph / PyTorch)"
-    print(f"| batch | nngraph ms/step | PyTorch ms/step | ratio | {memory} |")
-    print("|---:|---:|---:|---:|---:|")
+    captured = " PyTorch captured ms/step | ratio to captured |" if cuda else ""
+    print(f"| batch | nngraph ms/step | PyTorch ms/step | ratio |{captured} {memory} |")
+    print("|---:|---:|---:|---:|" + ("---:|---:|" if cuda else "") + "---:|")
     for batch in a.batches:
         steps = max(5, a.steps * 64 // batch)
         args = [str(batch), "--steps", str(steps), "--threads", str(a.threads), "--device", a.device]
         args += ["--tf32"] if a.tf32 else []
-        r = {fw: measure_in_subprocess(__file__, [fw, *args]) for fw in ("nngraph", "torch")}
+        frameworks = ("nngraph", "torch", "torch-graph") if cuda else ("nngraph", "torch")
+        r = {fw: measure_in_subprocess(__file__, [fw, *args]) for fw in frameworks}
         n, t = r["nngraph"], r["torch"]
         # Same weights and data: the logits before training must agree (tf32 rounds, so 1e-2).
         assert abs(n["check"] - t["check"]) < (1e-2 if a.tf32 else 1e-4) * abs(t["check"]), (n, t)
@@ -106,7 +128,8 @@ def main():
         else:
             mem = (f"{n['peak_mib']:.0f} (+{n['peak_mib'] - n['base_mib']:.0f}) / "
                    f"{t['peak_mib']:.0f} (+{t['peak_mib'] - t['base_mib']:.0f})")
-        print(f"| {batch} | {n['ms']:.2f} | {t['ms']:.2f} | {n['ms'] / t['ms']:.2f} | {mem} |")
+        cap = f" {r['torch-graph']['ms']:.2f} | {n['ms'] / r['torch-graph']['ms']:.2f} |" if cuda else ""
+        print(f"| {batch} | {n['ms']:.2f} | {t['ms']:.2f} | {n['ms'] / t['ms']:.2f} |{cap} {mem} |")
 
 
 if __name__ == "__main__":
