@@ -82,6 +82,9 @@ class ArrayDataSource : public DataSource {
   // Runs the optimizer on the device, in place; remembers the state so later readers
   // (weights(), new graphs, checkpoints) see the trained values.
   bool update(const GradientState& gradient, WeightsState& weights) override;
+  // update() in two halves, so a graph can apply many sources' tensors in one call: the
+  // bookkeeping (state vectors, step count) and the tensors the built-in optimizer must update.
+  std::vector<TensorUpdate> prepare_update(const GradientState& gradient, WeightsState& weights);
   bool trainable() override { return optimizer_ != nullptr; }
 
   const std::shared_ptr<Optimizer>& optimizer() const { return optimizer_; }

@@ -35,6 +35,16 @@ struct OptimizerStep {
   int64_t step = 1;  // 1 on the first update
 };
 
+// One parameter tensor of a batched update: its values, gradient, state vectors (null when
+// unused) and the step count of the data source it belongs to.
+struct TensorUpdate {
+  float* values;
+  const float* gradient;
+  float* slots[3];
+  size_t count;
+  int64_t step;
+};
+
 class Optimizer {
  public:
   explicit Optimizer(OptimizerDescriptor d) : descriptor(d) { descriptor.validate(); }
@@ -54,6 +64,8 @@ class BuiltinOptimizer : public Optimizer {
   int slot_count() const override;
   void apply(const Device& device, float* values, const float* gradient,
              const std::vector<float*>& slots, size_t count, int64_t step) override;
+  // Every tensor in one backend call (one kernel launch on cuda).
+  void apply_all(const Device& device, const std::vector<TensorUpdate>& tensors);
   OptimizerStep& params() { return params_; }
 
  private:

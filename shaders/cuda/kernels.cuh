@@ -50,6 +50,8 @@ void loss(cudaStream_t s, const LossDescriptor& d, double scale, const float* x,
 // One parameter tensor; slots as OptimizerStep's kind needs (others unused).
 void optimizer_step(cudaStream_t s, const OptimizerStep& step, float* w, const float* g, float* s0, float* s1,
                     float* s2, size_t count);
+// Many tensors under one rule, each with its own step count: one launch per 16 tensors.
+void optimizer_steps(cudaStream_t s, const OptimizerStep& step, const TensorUpdate* tensors, size_t n);
 
 // db[c] = Σ over n and the hw pixels of dz[n, c, pixel]; `partial` holds
 // c · bias_gradient_chunks(n, c) floats of scratch.

@@ -57,6 +57,17 @@ void Backend::optimizer_step(const OptimizerStep&, float*, const float*, const s
 }
 bool Backend::all_finite(const float*, size_t) { unsupported("check_numerics"); }
 
+void Backend::optimizer_steps(const OptimizerStep& s, const std::vector<TensorUpdate>& tensors) {
+  for (const TensorUpdate& t : tensors) {
+    OptimizerStep one = s;
+    one.step = t.step;
+    std::vector<float*> slots;
+    for (float* p : t.slots)
+      if (p) slots.push_back(p);
+    optimizer_step(one, t.values, t.gradient, slots, t.count);
+  }
+}
+
 Backend& backend_for(const Device& device) {
   switch (device.type()) {
     case DeviceType::CPU: return cpu_backend();

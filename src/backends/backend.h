@@ -91,6 +91,8 @@ class Backend {
                     const Image& weights, const Image& gradient, const Image& losses);
   virtual void optimizer_step(const OptimizerStep& s, float* values, const float* gradient,
                               const std::vector<float*>& slots, size_t count);
+  // The same rule over several tensors, each with its own step count.
+  virtual void optimizer_steps(const OptimizerStep& s, const std::vector<TensorUpdate>& tensors);
   virtual bool all_finite(const float* data, size_t count);
 
  protected:

@@ -159,7 +159,8 @@ NNGRAPH_HD inline double loss_channels(const LossDescriptor& d, const float* x, 
 
 // The gradient after rescale, clipping and regularization.
 struct Preprocess {
-  float rescale, lo, hi, l1, l2;
+  float rescale = 1.f, lo = -INFINITY, hi = INFINITY, l1 = 0.f, l2 = 0.f;
+  Preprocess() = default;
   explicit Preprocess(const OptimizerDescriptor& d)
       : rescale(d.gradient_rescale),
         lo(d.apply_gradient_clipping ? d.gradient_clip_min : -INFINITY),
@@ -176,7 +177,8 @@ struct Preprocess {
 // Step-dependent constants, computed once per tensor update.
 struct UpdateConstants {
   Preprocess pre;
-  float lr, mu, nesterov, b1, b2, eps, rho, step_size, inv_sqrt_c2;
+  float lr = 0.f, mu = 0.f, nesterov = 0.f, b1 = 0.f, b2 = 0.f, eps = 0.f, rho = 0.f, step_size = 0.f, inv_sqrt_c2 = 0.f;
+  UpdateConstants() = default;  // kernel parameter arrays
   explicit UpdateConstants(const OptimizerStep& s)
       : pre(s.d), lr(s.d.learning_rate), mu(s.momentum), nesterov(s.nesterov ? 1.f : 0.f), b1(s.beta1),
         b2(s.beta2), eps(s.epsilon), rho(s.decay) {

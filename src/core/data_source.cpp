@@ -93,6 +93,17 @@ std::vector<float> download(const Buffer& buf) {
 bool ArrayDataSource::update(const GradientState& gradient, WeightsState& w) {
   if (!optimizer_) return false;
   const Device device = w.weights->device();
+  for (const TensorUpdate& t : prepare_update(gradient, w)) {
+    std::vector<float*> slots;
+    for (float* p : t.slots)
+      if (p) slots.push_back(p);
+    optimizer_->apply(device, t.values, t.gradient, slots, t.count, t.step);
+  }
+  return true;
+}
+
+std::vector<TensorUpdate> ArrayDataSource::prepare_update(const GradientState& gradient, WeightsState& w) {
+  const Device device = w.weights->device();
   const size_t k = optimizer_->slot_count();
   const bool has_bias = w.biases && gradient.biases;
   if (state_.weight_slots.size() != k || (k && state_.weight_slots[0]->device() != device)) {
@@ -110,18 +121,16 @@ bool ArrayDataSource::update(const GradientState& gradient, WeightsState& w) {
     pending_slots_.clear();
   }
   ++state_.step;
-  std::vector<float*> slots;
-  for (auto& b : state_.weight_slots) slots.push_back(static_cast<float*>(b->data()));
-  optimizer_->apply(device, static_cast<float*>(w.weights->data()), static_cast<const float*>(gradient.weights->data()),
-                    slots, w.weight_count, state_.step);
-  if (has_bias) {
-    slots.clear();
-    for (auto& b : state_.bias_slots) slots.push_back(static_cast<float*>(b->data()));
-    optimizer_->apply(device, static_cast<float*>(w.biases->data()), static_cast<const float*>(gradient.biases->data()),
-                      slots, w.bias_count, state_.step);
-  }
   trained_ = w;
-  return true;
+  auto tensor = [&](const std::shared_ptr<Buffer>& values, const std::shared_ptr<Buffer>& grad,
+                    const std::vector<std::shared_ptr<Buffer>>& slots, size_t count) {
+    TensorUpdate t{static_cast<float*>(values->data()), static_cast<const float*>(grad->data()), {}, count, state_.step};
+    for (size_t i = 0; i < slots.size() && i < 3; ++i) t.slots[i] = static_cast<float*>(slots[i]->data());
+    return t;
+  };
+  std::vector<TensorUpdate> out{tensor(w.weights, gradient.weights, state_.weight_slots, w.weight_count)};
+  if (has_bias) out.push_back(tensor(w.biases, gradient.biases, state_.bias_slots, w.bias_count));
+  return out;
 }
 
 std::vector<std::vector<float>> ArrayDataSource::optimizer_slots() {

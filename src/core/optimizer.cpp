@@ -38,6 +38,13 @@ void BuiltinOptimizer::apply(const Device& device, float* values, const float* g
   backend_for(device).optimizer_step(s, values, gradient, slots, count);
 }
 
+void BuiltinOptimizer::apply_all(const Device& device, const std::vector<TensorUpdate>& tensors) {
+  OptimizerStep s = params_;
+  s.d = descriptor;
+  s.d.validate();
+  backend_for(device).optimizer_steps(s, tensors);
+}
+
 std::shared_ptr<BuiltinOptimizer> make_sgd(OptimizerDescriptor d, float momentum, bool nesterov) {
   OptimizerStep s{OptimizerKind::SGD, d};
   s.momentum = momentum;

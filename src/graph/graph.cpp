@@ -149,6 +149,25 @@ struct Graph::Impl {
     }
   }
 
+  // Data-source updates. Built-in sources sharing a built-in optimizer are updated together
+  // (one launch on cuda); the others through their own update().
+  void update(const std::vector<const FilterNode*>& trained, WeightsMap& wm) {
+    std::vector<std::pair<BuiltinOptimizer*, std::vector<TensorUpdate>>> batches;
+    for (const FilterNode* f : trained) {
+      auto* ds = dynamic_cast<ArrayDataSource*>(f->data_source());
+      auto* opt = ds ? dynamic_cast<BuiltinOptimizer*>(ds->optimizer().get()) : nullptr;
+      if (!opt) {
+        f->data_source()->update(gradients.at(f), wm.at(f));
+        continue;
+      }
+      auto batch = std::find_if(batches.begin(), batches.end(), [&](const auto& b) { return b.first == opt; });
+      if (batch == batches.end()) batch = batches.insert(batches.end(), {opt, {}});
+      auto tensors = ds->prepare_update(gradients.at(f), wm.at(f));
+      batch->second.insert(batch->second.end(), tensors.begin(), tensors.end());
+    }
+    for (auto& [opt, tensors] : batches) opt->apply_all(device, tensors);
+  }
+
   // A step recorded once and replayed (backends that capture): fixed buffers for the
   // sources and losses, valid while the arena, the weights and tf32 stay as captured.
   struct Replay {
@@ -261,10 +280,8 @@ struct Graph::Impl {
       backend.copy(losses[i].data(), r->losses[i].data(), losses[i].descriptor().bytes());
     if (check_numerics) check_finite(losses, trained);
     // Every gradient is ready before the first update, so a failure leaves all weights as they were.
-    for (const FilterNode* f : trained) {
-      f->data_source()->update(gradients.at(f), wm.at(f));
-      profile.mark("update " + f->label());
-    }
+    update(trained, wm);
+    profile.mark("updates");
     std::vector<Image> out;
     for (int res : s.results) {
       const Image& img = t[res];

@@ -223,6 +223,39 @@ TEST_F(CudaVsCpu, LossesAndOptimizers) {
     near(w, host(wg), 1e-5f);
     near(s0, host(a), 1e-5f);
   }
+  // One batched launch equals one launch per tensor, with each tensor's own step count.
+  OptimizerStep adam{OptimizerKind::Adam, OptimizerDescriptor{}};
+  adam.d.gradient_rescale = 0.5f;
+  const size_t sizes[] = {3000, 7, 1000};
+  std::vector<TensorUpdate> batch, single;
+  std::vector<std::shared_ptr<Buffer>> keep;
+  for (int copy = 0; copy < 2; ++copy) {
+    rng_.seed(11);
+    for (int i = 0; i < 3; ++i) {
+      auto w = on_gpu(random(sizes[i])), g = on_gpu(random(sizes[i])), m = on_gpu(random(sizes[i], 0.1f));
+      auto v = random(sizes[i], 0.1f);
+      for (auto& x : v) x = std::fabs(x);
+      auto vg = on_gpu(v);
+      keep.insert(keep.end(), {w, g, m, vg});
+      TensorUpdate t{static_cast<float*>(w->data()), static_cast<float*>(g->data()),
+                     {static_cast<float*>(m->data()), static_cast<float*>(vg->data()), nullptr}, sizes[i], 2 + i};
+      (copy ? single : batch).push_back(t);
+    }
+  }
+  gpu().optimizer_steps(adam, batch);
+  for (const auto& t : single) {
+    OptimizerStep one = adam;
+    one.step = t.step;
+    gpu().optimizer_step(one, t.values, t.gradient, {t.slots[0], t.slots[1]}, t.count);
+  }
+  for (int i = 0; i < 3; ++i) {
+    auto host_of = [&](float* p, size_t n) {
+      std::vector<float> v(n);
+      gpu().copy_to_host(v.data(), p, n * sizeof(float));
+      return v;
+    };
+    near(host_of(batch[i].values, sizes[i]), host_of(single[i].values, sizes[i]), 0.f);
+  }
   std::vector<float> bad{1.f, NAN, 2.f};
   auto bg = on_gpu(bad);
   EXPECT_FALSE(gpu().all_finite(static_cast<float*>(bg->data()), 3));

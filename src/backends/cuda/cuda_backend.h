@@ -63,6 +63,7 @@ class CudaBackend : public Backend {
             const Image& gradient, const Image& losses) override;
   void optimizer_step(const OptimizerStep& s, float* values, const float* gradient, const std::vector<float*>& slots,
                       size_t count) override;
+  void optimizer_steps(const OptimizerStep& s, const std::vector<TensorUpdate>& tensors) override;
   bool all_finite(const float* data, size_t count) override;
 
   cudaStream_t stream() const { return stream_; }

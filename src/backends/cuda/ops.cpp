@@ -87,4 +87,9 @@ void CudaBackend::optimizer_step(const OptimizerStep& s, float* values, const fl
   cuda::optimizer_step(stream_, s, values, gradient, slot(0), slot(1), slot(2), count);
 }
 
+void CudaBackend::optimizer_steps(const OptimizerStep& s, const std::vector<TensorUpdate>& tensors) {
+  auto lock = enter();
+  cuda::optimizer_steps(stream_, s, tensors.data(), tensors.size());
+}
+
 }  // namespace nngraph
