@@ -1,7 +1,8 @@
 """One training step of the WWDC digit network (forward, softmax cross-entropy, gradients,
 Adam update): nngraph against PyTorch on the same machine, in the same run, each
 (framework, batch) in its own process; on cuda also against PyTorch with the whole step
-captured in a CUDA graph.
+captured in a CUDA graph. Every step takes its batch and labels from host (numpy) memory,
+as a training loop does, and reads nothing back.
 
     python bench/digits_training.py [--batches 64 1024] [--steps 20] [--device cpu]
 """
@@ -37,7 +38,7 @@ def run_nngraph(batch, steps, threads, device, tf32):
     x, y = batch_data(batch)
     logits = graph.inference().run(x).reshape(batch, 10)  # before any step: no dropout, same weights
     base = rss_mib()
-    ms = median_ms(lambda: graph.run(x, labels=y), warmup=2, steps=steps)
+    ms = median_ms(lambda: graph.encode(x, labels=y).wait(), warmup=2, steps=steps)
     return {"ms": ms, "peak_mib": peak_rss_mib(), "base_mib": base, "check": float(np.abs(logits).sum()),
             "device_mib": ng.memory_stats(device)["peak_bytes"] / 2**20}
 
@@ -56,7 +57,12 @@ def run_torch(batch, steps, threads, device, tf32, captured=False):
     xn, yn = batch_data(batch)
     x, y = torch.from_numpy(xn).to(device), torch.from_numpy(yn).to(device)
 
+    def upload():  # a training loop's batch arrives from host memory, as nngraph's does
+        x.copy_(torch.from_numpy(xn))
+        y.copy_(torch.from_numpy(yn))
+
     def eager_step():
+        upload()
         opt.zero_grad(set_to_none=True)
         loss = lossf(net(x), y)
         loss.backward()
@@ -76,7 +82,10 @@ def run_torch(batch, steps, threads, device, tf32, captured=False):
         with torch.cuda.graph(graph):
             lossf(net(x), y).backward()
             opt.step()
-        step = graph.replay
+
+        def step():
+            upload()
+            graph.replay()
 
     with torch.no_grad():
         check = float(net.eval()(x).abs().sum())
