@@ -44,6 +44,10 @@ py::array image_to_array(const Image& image, Layout layout);
 py::array float_array(const py::handle& obj, const std::string& what);
 
 Device to_device(const py::handle& device);
+// An int n (→ (n, n)) or a pair (y, x); errors start with `what`.
+std::pair<int, int> to_pair(const py::handle& v, const char* what);
+// Float values of any float dtype as float32, contiguous (float16 converted exactly).
+std::vector<float> to_floats(const py::array& a);
 // A source argument: an ImageNode, or a filter node standing for its result image.
 ImageNodePtr to_image_node(const py::handle& obj, const std::string& what);
 // Graphs handed to Python release the GIL while they finish and join their worker.

@@ -14,15 +14,6 @@ PyObject* new_error(py::module_& m, const char* name, PyObject* bases, const cha
   return type;
 }
 
-std::pair<int, int> pair_of(const py::handle& v, const char* what) {
-  if (py::isinstance<py::int_>(v)) {
-    const int x = v.cast<int>();
-    return {x, x};
-  }
-  auto t = v.cast<std::vector<int>>();
-  if (t.size() != 2) fail("[", what, "] expected an int or a pair (y, x)");
-  return {t[0], t[1]};
-}
 
 // Python exception types, created once at import (the translator takes no captures).
 struct ErrorTypes {
@@ -109,9 +100,9 @@ void init_core(py::module_& m) {
       .def(py::init([](const py::object& kernel, int in, int out, const py::object& stride,
                        const py::object& dilation, int groups, const py::object& neuron) {
              ConvolutionDescriptor d;
-             std::tie(d.kernel_height, d.kernel_width) = pair_of(kernel, "convolution descriptor");
-             std::tie(d.stride_y, d.stride_x) = pair_of(stride, "convolution descriptor");
-             std::tie(d.dilation_y, d.dilation_x) = pair_of(dilation, "convolution descriptor");
+             std::tie(d.kernel_height, d.kernel_width) = to_pair(kernel, "convolution descriptor");
+             std::tie(d.stride_y, d.stride_x) = to_pair(stride, "convolution descriptor");
+             std::tie(d.dilation_y, d.dilation_x) = to_pair(dilation, "convolution descriptor");
              d.input_feature_channels = in;
              d.output_feature_channels = out;
              d.groups = groups;
@@ -146,6 +137,13 @@ void init_core(py::module_& m) {
                    "), dilation=(", d.dilation_y, ", ", d.dilation_x, "), groups=", d.groups,
                    ", neuron='", d.neuron.name(), "')");
       });
+}
+
+std::pair<int, int> to_pair(const py::handle& v, const char* what) {
+  if (py::isinstance<py::int_>(v)) return {v.cast<int>(), v.cast<int>()};
+  auto t = v.cast<std::vector<int>>();
+  if (t.size() != 2) fail("[", what, "] expected an int or a pair (y, x)");
+  return {t[0], t[1]};
 }
 
 Device to_device(const py::handle& device) {

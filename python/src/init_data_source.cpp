@@ -61,9 +61,7 @@ class PyDataSource : public DataSource {
         fail("[", label(), "] update returned ", nb.size(), " biases, expected ", weights.bias_count);
     }
     auto put = [](const std::shared_ptr<Buffer>& b, const py::array& a) {
-      std::vector<float> v(a.size());
-      convert_host(a.data(), a.dtype().itemsize() == 2 ? DType::Float16 : DType::Float32, v.data(), DType::Float32,
-                   v.size());
+      const std::vector<float> v = to_floats(a);
       backend_for(b->device()).copy_from_host(b->data(), v.data(), b->bytes());
     };
     put(weights.weights, nw);
@@ -113,10 +111,7 @@ std::vector<float> initial_or_given(const py::object& weights, const Convolution
   if (!full && !flat)
     fail("[", label, "] weights must have shape (", want[0], ", ", want[1], ", ", want[2], ", ", want[3],
          ") (output, input/groups, kernel height, kernel width)");
-  std::vector<float> out(a.size());
-  convert_host(a.data(), a.dtype().itemsize() == 2 ? DType::Float16 : DType::Float32, out.data(),
-               DType::Float32, out.size());
-  return out;
+  return to_floats(a);
 }
 
 std::vector<float> initial_biases(const py::object& biases, const ConvolutionDescriptor& d,
@@ -129,10 +124,7 @@ std::vector<float> initial_biases(const py::object& biases, const ConvolutionDes
   py::array a = float_array(biases, label + " biases");
   if (a.ndim() != 1 || a.shape(0) != d.output_feature_channels)
     fail("[", label, "] biases must have shape (", d.output_feature_channels, ",)");
-  std::vector<float> out(a.size());
-  convert_host(a.data(), a.dtype().itemsize() == 2 ? DType::Float16 : DType::Float32, out.data(),
-               DType::Float32, out.size());
-  return out;
+  return to_floats(a);
 }
 
 }  // namespace
@@ -200,11 +192,7 @@ void init_data_source(py::module_& m) {
       .def("load_optimizer_state", [](ArrayDataSource& ds, const py::dict& state) {
              std::vector<std::vector<float>> slots;
              for (const auto& s : state["slots"].cast<py::list>()) {
-               py::array a = float_array(s, ds.label() + " optimizer state");
-               std::vector<float> v(a.size());
-               convert_host(a.data(), a.dtype().itemsize() == 2 ? DType::Float16 : DType::Float32, v.data(),
-                            DType::Float32, v.size());
-               slots.push_back(std::move(v));
+               slots.push_back(to_floats(float_array(s, ds.label() + " optimizer state")));
              }
              ds.set_optimizer_state(slots, state["step"].cast<int64_t>());
            },

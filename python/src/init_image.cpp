@@ -115,6 +115,14 @@ py::array float_array(const py::handle& obj, const std::string& what) {
   return py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(a);
 }
 
+std::vector<float> to_floats(const py::array& a) {
+  const py::array dense = py::array::ensure(a, py::array::c_style);
+  std::vector<float> out(dense.size());
+  convert_host(dense.data(), dense.dtype().itemsize() == 2 ? DType::Float16 : DType::Float32, out.data(),
+               DType::Float32, out.size());
+  return out;
+}
+
 void init_image(py::module_& m) {
   py::class_<Image>(m, "Image",
                     "A batch of N images, C×H×W each, in one device buffer (stored NCHW).")

@@ -13,12 +13,6 @@ Padding to_padding(const py::handle& p) {
   return Padding::explicit_(v[0], v[1], v[2], v[3]);
 }
 
-std::pair<int, int> to_pair(const py::handle& v, const char* what) {
-  if (py::isinstance<py::int_>(v)) return {v.cast<int>(), v.cast<int>()};
-  auto t = v.cast<std::vector<int>>();
-  if (t.size() != 2) fail("[", what, "] expected an int or a pair (y, x)");
-  return {t[0], t[1]};
-}
 
 NeuronDescriptor to_neuron(const py::handle& n, std::optional<float> a, std::optional<float> b) {
   if (py::isinstance<NeuronDescriptor>(n)) return n.cast<NeuronDescriptor>();

@@ -47,9 +47,6 @@ void softmax_gradient(cudaStream_t s, bool log, const float* y, const float* dy,
 void loss(cudaStream_t s, const LossDescriptor& d, double scale, const float* x, const float* labels,
           const float* weights, float* gradient, float* losses, int n, int c, int hw);
 
-// One parameter tensor; slots as OptimizerStep's kind needs (others unused).
-void optimizer_step(cudaStream_t s, const OptimizerStep& step, float* w, const float* g, float* s0, float* s1,
-                    float* s2, size_t count);
 // Many tensors under one rule, each with its own step count: one launch per 16 tensors.
 void optimizer_steps(cudaStream_t s, const OptimizerStep& step, const TensorUpdate* tensors, size_t n);
 

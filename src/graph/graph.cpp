@@ -245,7 +245,7 @@ struct Graph::Impl {
       const FilterNode* owner = st.node->trains() ? st.node->trains() : st.node;
       auto w = wm.find(owner);
       GradientState* grads = nullptr;
-      if (st.node->trains() && owner->data_source()->trainable()) {
+      if (st.trains_weights) {
         grads = &gradients_for(owner, w->second);
         trained.push_back(owner);
       }

@@ -121,6 +121,7 @@ Structure build_structure(const std::vector<ImageNodePtr>& results, const std::v
     const FilterNode* trains = it->node->trains();
     const bool trainable = trains && trains->data_source() && trains->data_source()->trainable();
     it->output_needed = live[it->output];
+    it->trains_weights = trainable;
     if (!it->output_needed && !trainable) continue;
     for (int t : it->inputs) live[t] = true;
     kept.push_back(*it);

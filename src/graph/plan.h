@@ -17,6 +17,7 @@ struct Step {
   int output;
   bool output_needed;       // false: a gradient step kept only for its weight gradients
   NeuronDescriptor fused;
+  bool trains_weights = false;  // a gradient step whose forward node's data source trains
 };
 
 struct LossBinding {

@@ -46,11 +46,12 @@ CudaBackend& cuda_backend(int index) {
   static std::mutex mutex;
   // Never destroyed: buffers may be freed while the process exits, after static destructors.
   static auto& backends = *new std::array<std::unique_ptr<CudaBackend>, 64>();
+  std::lock_guard<std::mutex> lock(mutex);  // every buffer free comes here: count devices once
+  if (index >= 0 && index < static_cast<int>(backends.size()) && backends[index]) return *backends[index];
   const int count = cuda_device_count();
   if (index >= count || index >= static_cast<int>(backends.size()))
     fail<DeviceError>("[device] cuda:", index, " is not present (", count, " CUDA device(s) found)");
-  std::lock_guard<std::mutex> lock(mutex);
-  if (!backends[index]) backends[index] = std::make_unique<CudaBackend>(index);
+  backends[index] = std::make_unique<CudaBackend>(index);
   return *backends[index];
 }
 

@@ -82,9 +82,9 @@ void CudaBackend::loss(const LossDescriptor& d, double scale, const Image& x, co
 
 void CudaBackend::optimizer_step(const OptimizerStep& s, float* values, const float* gradient,
                                  const std::vector<float*>& slots, size_t count) {
-  auto lock = enter();
-  auto slot = [&](size_t i) { return i < slots.size() ? slots[i] : nullptr; };
-  cuda::optimizer_step(stream_, s, values, gradient, slot(0), slot(1), slot(2), count);
+  TensorUpdate t{values, gradient, {}, count, s.step};
+  for (size_t i = 0; i < slots.size() && i < 3; ++i) t.slots[i] = slots[i];
+  optimizer_steps(s, {t});  // one tensor: the batched kernel, so there is one kernel
 }
 
 void CudaBackend::optimizer_steps(const OptimizerStep& s, const std::vector<TensorUpdate>& tensors) {
