@@ -60,6 +60,12 @@ struct OptimizerState {
   int64_t step = 0;
 };
 
+// A data source as a node uses it: the descriptor its weights must match.
+struct WeightSource {
+  DataSource* source;
+  ConvolutionDescriptor descriptor;
+};
+
 enum class Initializer { He, Glorot, Zeros };
 
 // Weights held in host arrays: given, or drawn by an initializer.

@@ -23,6 +23,8 @@ class ImageNode {
  public:
   explicit ImageNode(std::optional<ImageShape> shape = {}, std::string label = "");
   FilterNode* producer() const { return producer_; }
+  // True for the training state a node leaves for its gradient node (FilterNode::state_image).
+  bool is_state() const { return is_state_; }
   const std::optional<ImageShape>& shape() const { return shape_; }
   const std::string& label() const { return label_; }
   void set_label(std::string label) { label_ = std::move(label); }
@@ -30,6 +32,7 @@ class ImageNode {
  private:
   friend class FilterNode;
   FilterNode* producer_ = nullptr;
+  bool is_state_ = false;
   std::optional<ImageShape> shape_;
   std::string label_;
 };
@@ -40,12 +43,13 @@ struct EncodeArgs {
   Backend& backend;
   std::vector<const Image*> sources;
   const Image& result;          // empty when nothing consumes it
-  const WeightsState* weights;  // nodes with a data source, and their gradient nodes
-  GradientState* gradients;     // weight gradients a gradient node writes (else null)
+  const WeightsState* weights;  // one per weight source of the node (or of the node a gradient node trains)
+  GradientState* gradients;     // weight gradients a gradient node writes, one per source (else null)
   NeuronDescriptor fused;       // a neuron the graph folded into this node
   const uint64_t* step;         // counts encodes (in the backend's memory): seeds dropout masks
   const Image* losses;          // loss nodes: per-image loss values (N×1×1×1)
   bool allow_tf32;              // matrix products may use tf32 tensor cores (cuda)
+  const Image* state = nullptr;  // training graphs: the state this node leaves for its gradient node
 };
 
 class FilterNode : public std::enable_shared_from_this<FilterNode> {
@@ -75,9 +79,15 @@ class FilterNode : public std::enable_shared_from_this<FilterNode> {
   // Result shape from source shapes; throws InvalidInput naming this node.
   virtual ImageShape infer(const std::vector<ImageShape>& sources) const = 0;
   virtual void encode(const EncodeArgs& args) const = 0;
-  // Trainable nodes: the data source and its (validated) descriptor.
-  virtual DataSource* data_source() const { return nullptr; }
-  virtual const ConvolutionDescriptor* weights_descriptor() const { return nullptr; }
+  // Trainable nodes: their data sources, each with the descriptor its weights must match.
+  virtual std::vector<WeightSource> weight_sources() const { return {}; }
+  // Floats per image this node leaves for its gradient node in a training graph (its
+  // training state, read through state_image()); 0 when it leaves none.
+  virtual size_t state_size(const std::vector<ImageShape>& sources) const {
+    (void)sources;
+    return 0;
+  }
+  ImageNodePtr state_image();
   // True when the result is source 0 itself (dropout at inference): no kernel runs.
   virtual bool identity(bool training) const {
     (void)training;
@@ -96,7 +106,7 @@ class FilterNode : public std::enable_shared_from_this<FilterNode> {
 
  private:
   std::vector<ImageNodePtr> sources_;
-  ImageNode result_;
+  ImageNode result_, state_;
   bool default_label_ = false;
 
  protected:
@@ -115,8 +125,8 @@ class ConvolutionNode : public FilterNode {
   const char* kind() const override { return "convolution"; }
   ImageShape infer(const std::vector<ImageShape>& sources) const override;
   void encode(const EncodeArgs& args) const override;
-  DataSource* data_source() const override { return source_.get(); }
-  const ConvolutionDescriptor* weights_descriptor() const override { return &desc_; }
+  std::vector<WeightSource> weight_sources() const override { return {{source_.get(), desc_}}; }
+  const ConvolutionDescriptor& descriptor() const { return desc_; }
   bool accepts_fused_neuron() const override { return desc_.neuron.type == NeuronType::None; }
   const Padding& padding() const { return padding_; }
   // Kernel geometry for a source of shape `in` (padding resolved).

@@ -30,6 +30,7 @@ void init_nodes(py::module_& m);
 void init_optimizers(py::module_& m);
 void init_losses(py::module_& m);
 void init_graph(py::module_& m);
+void init_rnn(py::module_& m);
 
 enum class Layout { NCHW, NHWC };
 Layout parse_layout(const std::string& layout);

@@ -6,6 +6,7 @@
 #endif
 #include "nngraph/error.h"
 #include "nngraph/nodes.h"
+#include "nngraph/rnn.h"
 
 namespace nngraph {
 
@@ -56,6 +57,20 @@ void Backend::optimizer_step(const OptimizerStep&, float*, const float*, const s
   unsupported("optimizer");
 }
 bool Backend::all_finite(const float*, size_t) { unsupported("check_numerics"); }
+void Backend::rnn_forward(const RNNLayerGeometry&, const RNNLayerWeights&, const RNNSequence&) { unsupported("rnn"); }
+void Backend::rnn_gradient(const RNNLayerGeometry&, const RNNLayerWeights&, const RNNSequence&,
+                           const RNNLayerGradients&) {
+  unsupported("rnn_gradient");
+}
+void Backend::copy_rows(float*, int, const float*, int, int, int, bool) { unsupported("copy_rows"); }
+void Backend::permute(const float*, float*, const int*, const int*) { unsupported("permute"); }
+
+bool RNNLayerGeometry::cell_has_c() const { return cell == RNNCell::LSTM; }
+bool RNNLayerGeometry::has_extra() const { return cell == RNNCell::GRU || cell == RNNCell::MGU; }
+size_t RNNLayerGeometry::state_floats() const {
+  const size_t step = size_t(batch) * hidden;
+  return boundary() * (cell_has_c() ? 2 : 1) + steps * step * gates + (has_extra() ? steps * step : 0);
+}
 
 void Backend::optimizer_steps(const OptimizerStep& s, const std::vector<TensorUpdate>& tensors) {
   for (const TensorUpdate& t : tensors) {

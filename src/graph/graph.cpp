@@ -16,7 +16,8 @@
 
 namespace nngraph {
 
-using WeightsMap = std::unordered_map<const FilterNode*, WeightsState>;
+// Per node, one WeightsState per weight source.
+using WeightsMap = std::unordered_map<const FilterNode*, std::vector<WeightsState>>;
 
 namespace {
 
@@ -66,7 +67,7 @@ struct Graph::Impl {
   std::shared_ptr<WeightsMap> weights;
   // Touched only by the worker:
   std::shared_ptr<Buffer> arena;
-  std::unordered_map<const FilterNode*, GradientState> gradients;
+  std::unordered_map<const FilterNode*, std::vector<GradientState>> gradients;
 
   explicit Impl(const GraphSpec& spec)
       : device(spec.device), backend(backend_for(spec.device)), max_in_flight(spec.max_in_flight),
@@ -100,53 +101,63 @@ struct Graph::Impl {
     for (const FilterNode* node : structure.order) {
       // Gradient nodes read their forward node's weights even when it is not in this graph.
       const FilterNode* f = node->trains() ? node->trains() : node;
-      DataSource* ds = f->data_source();
-      if (!ds || map->count(f)) continue;
-      if (!ds->load()) fail<DeviceError>("[", f->label(), "] data source '", ds->label(), "' failed to load");
-      LoadedWeights w;
-      try {
-        w = read_data_source(*ds, *f->weights_descriptor(), f->label());
-      } catch (...) {
-        ds->purge();
-        throw;
-      }
-      ds->purge();  // one node's host weights at a time
-      WeightsState& st = (*map)[f];
-      st.weight_count = w.weights.size();
-      st.weights = backend.allocate(w.weights.size() * sizeof(float));
-      backend.copy_from_host(st.weights->data(), w.weights.data(), st.weights->bytes());
-      if (!w.biases.empty()) {
-        st.bias_count = w.biases.size();
-        st.biases = backend.allocate(w.biases.size() * sizeof(float));
-        backend.copy_from_host(st.biases->data(), w.biases.data(), st.biases->bytes());
-      }
+      const auto sources = f->weight_sources();
+      if (sources.empty() || map->count(f)) continue;
+      auto& states = (*map)[f];
+      for (const WeightSource& ws : sources) states.push_back(load_one(*ws.source, ws.descriptor, f->label()));
     }
     return map;
   }
 
-  GradientState& gradients_for(const FilterNode* forward, const WeightsState& w) {
-    auto& g = gradients[forward];
-    if (!g.weights) {
-      g.weight_count = w.weight_count;
-      g.weights = backend.allocate(w.weight_count * sizeof(float));
-      if (w.biases) {
-        g.bias_count = w.bias_count;
-        g.biases = backend.allocate(w.bias_count * sizeof(float));
+  WeightsState load_one(DataSource& ds, const ConvolutionDescriptor& d, const std::string& node) const {
+    if (!ds.load()) fail<DeviceError>("[", node, "] data source '", ds.label(), "' failed to load");
+    LoadedWeights w;
+    try {
+      w = read_data_source(ds, d, node);
+    } catch (...) {
+      ds.purge();
+      throw;
+    }
+    ds.purge();  // one source's host weights at a time
+    WeightsState st;
+    st.weight_count = w.weights.size();
+    st.weights = backend.allocate(w.weights.size() * sizeof(float));
+    backend.copy_from_host(st.weights->data(), w.weights.data(), st.weights->bytes());
+    if (!w.biases.empty()) {
+      st.bias_count = w.biases.size();
+      st.biases = backend.allocate(w.biases.size() * sizeof(float));
+      backend.copy_from_host(st.biases->data(), w.biases.data(), st.biases->bytes());
+    }
+    return st;
+  }
+
+  std::vector<GradientState>& gradients_for(const FilterNode* forward, const std::vector<WeightsState>& ws) {
+    auto& gs = gradients[forward];
+    if (gs.size() != ws.size()) {
+      gs.assign(ws.size(), {});
+      for (size_t i = 0; i < ws.size(); ++i) {
+        const WeightsState& w = ws[i];
+        GradientState& g = gs[i];
+        g.weight_count = w.weight_count;
+        g.weights = backend.allocate(w.weight_count * sizeof(float));
+        if (w.biases) {
+          g.bias_count = w.bias_count;
+          g.biases = backend.allocate(w.bias_count * sizeof(float));
+        }
       }
     }
-    return g;
+    return gs;
   }
 
   void check_finite(const std::vector<Image>& losses, const std::vector<const FilterNode*>& trained) {
     for (size_t i = 0; i < losses.size(); ++i)
       if (!backend.all_finite(losses[i].data_as<float>(), losses[i].descriptor().count()))
         fail<DeviceError>("[", structure.losses[i].node->label(), "] loss is NaN or infinite; no weights were updated");
-    for (const FilterNode* f : trained) {
-      const GradientState& g = gradients.at(f);
-      if (!backend.all_finite(static_cast<const float*>(g.weights->data()), g.weight_count) ||
-          (g.biases && !backend.all_finite(static_cast<const float*>(g.biases->data()), g.bias_count)))
-        fail<DeviceError>("[", f->label(), "] weight gradient is NaN or infinite; no weights were updated");
-    }
+    for (const FilterNode* f : trained)
+      for (const GradientState& g : gradients.at(f))
+        if (!backend.all_finite(static_cast<const float*>(g.weights->data()), g.weight_count) ||
+            (g.biases && !backend.all_finite(static_cast<const float*>(g.biases->data()), g.bias_count)))
+          fail<DeviceError>("[", f->label(), "] weight gradient is NaN or infinite; no weights were updated");
   }
 
   // Data-source updates. Built-in sources sharing a built-in optimizer are updated together
@@ -154,16 +165,21 @@ struct Graph::Impl {
   void update(const std::vector<const FilterNode*>& trained, WeightsMap& wm) {
     std::vector<std::pair<BuiltinOptimizer*, std::vector<TensorUpdate>>> batches;
     for (const FilterNode* f : trained) {
-      auto* ds = dynamic_cast<ArrayDataSource*>(f->data_source());
-      auto* opt = ds ? dynamic_cast<BuiltinOptimizer*>(ds->optimizer().get()) : nullptr;
-      if (!opt) {
-        f->data_source()->update(gradients.at(f), wm.at(f));
-        continue;
+      const auto sources = f->weight_sources();
+      for (size_t i = 0; i < sources.size(); ++i) {
+        GradientState& g = gradients.at(f)[i];
+        WeightsState& w = wm.at(f)[i];
+        auto* ds = dynamic_cast<ArrayDataSource*>(sources[i].source);
+        auto* opt = ds ? dynamic_cast<BuiltinOptimizer*>(ds->optimizer().get()) : nullptr;
+        if (!opt) {
+          sources[i].source->update(g, w);
+          continue;
+        }
+        auto batch = std::find_if(batches.begin(), batches.end(), [&](const auto& b) { return b.first == opt; });
+        if (batch == batches.end()) batch = batches.insert(batches.end(), {opt, {}});
+        auto tensors = ds->prepare_update(g, w);
+        batch->second.insert(batch->second.end(), tensors.begin(), tensors.end());
       }
-      auto batch = std::find_if(batches.begin(), batches.end(), [&](const auto& b) { return b.first == opt; });
-      if (batch == batches.end()) batch = batches.insert(batches.end(), {opt, {}});
-      auto tensors = ds->prepare_update(gradients.at(f), wm.at(f));
-      batch->second.insert(batch->second.end(), tensors.begin(), tensors.end());
     }
     for (auto& [opt, tensors] : batches) opt->apply_all(device, tensors);
   }
@@ -230,7 +246,7 @@ struct Graph::Impl {
     const std::vector<Image>& loss_out = r ? r->losses : losses;
     const size_t n_src = s.sources.size();
     for (size_t i = n_src; i < t.size(); ++i)
-      if (s.root[i] == static_cast<int>(i))
+      if (s.root[i] == static_cast<int>(i) && plan.shapes[i].count())
         t[i] = Image({n, plan.shapes[i], DType::Float32}, arena, plan.offset[i] * n * sizeof(float));
     for (size_t i = n_src; i < t.size(); ++i)
       if (s.root[i] != static_cast<int>(i)) t[i] = t[s.root[i]];
@@ -246,14 +262,15 @@ struct Graph::Impl {
       auto w = wm.find(owner);
       GradientState* grads = nullptr;
       if (st.trains_weights) {
-        grads = &gradients_for(owner, w->second);
+        grads = gradients_for(owner, w->second).data();
         trained.push_back(owner);
       }
       const Image* loss = nullptr;
       for (size_t i = 0; i < s.losses.size(); ++i)
         if (s.losses[i].node == st.node) loss = &loss_out[i];
       args.push_back(EncodeArgs{backend, ins[k], st.output_needed ? t[st.output] : none,
-                                w == wm.end() ? nullptr : &w->second, grads, st.fused, counter, loss, allow_tf32});
+                                w == wm.end() ? nullptr : w->second.data(), grads, st.fused, counter, loss,
+                                allow_tf32, st.state >= 0 ? &t[st.state] : nullptr});
     }
     auto run = [&] {
       for (size_t k = 0; k < s.steps.size(); ++k) {
@@ -314,15 +331,16 @@ std::shared_ptr<Graph> Graph::training(const std::shared_ptr<LossNode>& loss, De
                                        std::shared_ptr<Optimizer> optimizer) {
   if (!loss) fail("[graph] training needs a loss node");
   const Structure forward = build_structure({loss->sources()[0]}, {});
-  for (const FilterNode* f : forward.order) {
-    auto* ds = dynamic_cast<ArrayDataSource*>(f->data_source());
-    if (ds && !ds->optimizer()) {
-      if (!optimizer)
-        fail("[", f->label(), "] data source '", ds->label(),
-             "' has no optimizer: give ArrayDataSource(optimizer=...) or training_graph(optimizer=...)");
-      ds->set_optimizer(optimizer);
+  for (const FilterNode* f : forward.order)
+    for (const WeightSource& w : f->weight_sources()) {
+      auto* ds = dynamic_cast<ArrayDataSource*>(w.source);
+      if (ds && !ds->optimizer()) {
+        if (!optimizer)
+          fail("[", f->label(), "] data source '", ds->label(),
+               "' has no optimizer: give ArrayDataSource(optimizer=...) or training_graph(optimizer=...)");
+        ds->set_optimizer(optimizer);
+      }
     }
-  }
   return std::make_shared<Graph>(GraphSpec{{loss->sources()[0]}, build_gradient_pass(loss), device, max_in_flight, nullptr});
 }
 
@@ -366,8 +384,8 @@ std::vector<DataSource*> Graph::data_sources() const {
   std::vector<DataSource*> out;
   for (const auto* node : impl_->structure.order) {
     const FilterNode* f = node->trains() ? node->trains() : node;
-    if (f->data_source() && std::find(out.begin(), out.end(), f->data_source()) == out.end())
-      out.push_back(f->data_source());
+    for (const WeightSource& w : f->weight_sources())
+      if (std::find(out.begin(), out.end(), w.source) == out.end()) out.push_back(w.source);
   }
   return out;
 }

@@ -13,6 +13,8 @@ ImageNode::ImageNode(std::optional<ImageShape> shape, std::string label)
 FilterNode::FilterNode(std::vector<ImageNodePtr> sources, std::string label, const char* kind)
     : sources_(std::move(sources)), result_({}, std::move(label)) {
   result_.producer_ = this;
+  state_.producer_ = this;
+  state_.is_state_ = true;
   if (sources_.empty()) fail("[", this->label().empty() ? kind : this->label(), "] needs a source");
   for (size_t i = 0; i < sources_.size(); ++i)
     if (!sources_[i])
@@ -20,5 +22,10 @@ FilterNode::FilterNode(std::vector<ImageNodePtr> sources, std::string label, con
 }
 
 ImageNodePtr FilterNode::result_image() { return ImageNodePtr(shared_from_this(), &result_); }
+
+ImageNodePtr FilterNode::state_image() {
+  state_.set_label(label() + "_state");
+  return ImageNodePtr(shared_from_this(), &state_);
+}
 
 }  // namespace nngraph

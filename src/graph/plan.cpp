@@ -61,8 +61,10 @@ Structure build_structure(const std::vector<ImageNodePtr>& results, const std::v
     out_of[s.order[i]] = n_src + static_cast<int>(i);
     s.training = s.training || s.order[i]->is_gradient();
   }
+  const int n_nodes = static_cast<int>(s.order.size());
   auto id_of = [&](const ImageNodePtr& img) {
-    return img->producer() ? out_of.at(img->producer()) : tensor.at(img.get());
+    if (!img->producer()) return tensor.at(img.get());
+    return out_of.at(img->producer()) + (img->is_state() ? n_nodes : 0);
   };
   for (auto* f : s.order) {
     std::vector<int> ins;
@@ -111,6 +113,7 @@ Structure build_structure(const std::vector<ImageNodePtr>& results, const std::v
     for (int t : ins) roots_in.push_back(s.root[t]);
     step_of[out] = static_cast<int>(s.steps.size());
     s.steps.push_back(Step{f, std::move(roots_in), out, true, NeuronDescriptor{}});
+    s.steps.back().state = s.state_of(i);
   }
 
   // Dead steps, last to first: a step runs if something needs its result or it trains weights.
@@ -118,11 +121,13 @@ Structure build_structure(const std::vector<ImageNodePtr>& results, const std::v
   for (int t : s.results) live[s.root[t]] = true;
   std::vector<Step> kept;
   for (auto it = s.steps.rbegin(); it != s.steps.rend(); ++it) {
-    const FilterNode* trains = it->node->trains();
-    const bool trainable = trains && trains->data_source() && trains->data_source()->trainable();
+    bool trainable = false;
+    if (const FilterNode* trains = it->node->trains())
+      for (const auto& w : trains->weight_sources()) trainable = trainable || w.source->trainable();
     it->output_needed = live[it->output];
     it->trains_weights = trainable;
-    if (!it->output_needed && !trainable) continue;
+    if (!live[it->state]) it->state = -1;
+    if (!it->output_needed && it->state < 0 && !trainable) continue;
     for (int t : it->inputs) live[t] = true;
     kept.push_back(*it);
   }
@@ -161,6 +166,9 @@ Plan make_plan(const Structure& s, const std::vector<ImageShape>& source_shapes)
   p.shapes.resize(s.tensor_count());
   std::copy(source_shapes.begin(), source_shapes.end(), p.shapes.begin());
   const size_t n_src = s.sources.size();
+  std::unordered_set<int> states;  // training states some step writes
+  for (const Step& st : s.steps)
+    if (st.state >= 0) states.insert(st.state);
   for (size_t i = 0; i < s.order.size(); ++i) {
     for (const auto& l : s.losses)  // label states take the shape of what the loss compares
       if (l.node == s.order[i]) p.shapes[l.labels] = p.shapes[s.node_inputs[i][0]];
@@ -168,14 +176,14 @@ Plan make_plan(const Structure& s, const std::vector<ImageShape>& source_shapes)
     for (int t : s.node_inputs[i]) ins.push_back(p.shapes[t]);
     p.shapes[n_src + i] = s.order[i]->infer(ins);
     p.naive += p.shapes[n_src + i].count();
+    if (states.count(s.state_of(i))) p.shapes[s.state_of(i)] = {static_cast<int>(s.order[i]->state_size(ins)), 1, 1};
   }
   // Liveness of each arena tensor in step indices: [def, last use]; results live to the end.
   const int n_steps = static_cast<int>(s.steps.size());
   std::vector<int> def(s.tensor_count(), -1), last(s.tensor_count(), -1);
   for (int i = 0; i < n_steps; ++i) {
-    if (!s.steps[i].output_needed) continue;
-    def[s.steps[i].output] = i;
-    last[s.steps[i].output] = std::max(last[s.steps[i].output], i);
+    for (int t : {s.steps[i].output_needed ? s.steps[i].output : -1, s.steps[i].state})
+      if (t >= 0) def[t] = last[t] = i;
   }
   for (int i = 0; i < n_steps; ++i)
     for (int t : s.steps[i].inputs) last[t] = std::max(last[t], i);
@@ -183,7 +191,7 @@ Plan make_plan(const Structure& s, const std::vector<ImageShape>& source_shapes)
   auto padded = [&](int t) { return (p.shapes[t].count() + 15) / 16 * 16; };  // 64-byte aligned
   std::vector<int> arena;
   for (size_t t = n_src; t < s.tensor_count(); ++t)
-    if (def[t] >= 0) arena.push_back(static_cast<int>(t));
+    if (def[t] >= 0 && p.shapes[t].count()) arena.push_back(static_cast<int>(t));
   std::stable_sort(arena.begin(), arena.end(), [&](int a, int b) { return padded(a) > padded(b); });
   // Greedy first fit, largest first, among tensors whose lifetimes overlap.
   p.offset.assign(s.tensor_count(), 0);

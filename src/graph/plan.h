@@ -17,7 +17,8 @@ struct Step {
   int output;
   bool output_needed;       // false: a gradient step kept only for its weight gradients
   NeuronDescriptor fused;
-  bool trains_weights = false;  // a gradient step whose forward node's data source trains
+  bool trains_weights = false;  // a gradient step whose forward node's data sources train
+  int state = -1;               // tensor of the training state it writes, when a gradient step reads it
 };
 
 struct LossBinding {
@@ -25,7 +26,8 @@ struct LossBinding {
   int labels, weights;  // source tensor ids
 };
 
-// Tensors 0..S-1 are the graph sources; tensor S+i is the result of order[i].
+// Tensors 0..S-1 are the graph sources; tensor S+i is the result of order[i] and S+O+i its
+// training state (O nodes).
 struct Structure {
   std::vector<ImageNodePtr> sources;   // every producer-less image node
   std::vector<int> image_sources;      // of those, the ones encode() takes as images
@@ -36,7 +38,8 @@ struct Structure {
   std::vector<int> root;                      // tensor whose memory a tensor uses
   std::vector<Step> steps;
   bool training = false;  // holds gradient or loss nodes: forward nodes run in training mode
-  size_t tensor_count() const { return sources.size() + order.size(); }
+  size_t tensor_count() const { return sources.size() + 2 * order.size(); }
+  int state_of(size_t i) const { return static_cast<int>(sources.size() + order.size() + i); }
 };
 
 // Walks back from results and roots (images to compute without returning them), orders

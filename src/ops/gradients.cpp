@@ -39,7 +39,7 @@ std::vector<FilterNodePtr> ConvolutionNode::make_gradients(const ImageNodePtr& d
 namespace {
 std::vector<ImageNodePtr> conv_gradient_sources(const ImageNodePtr& dy, ConvolutionNode& f) {
   std::vector<ImageNodePtr> s{dy, f.sources()[0]};
-  if (f.weights_descriptor()->neuron.type != NeuronType::None) s.push_back(f.result_image());
+  if (f.descriptor().neuron.type != NeuronType::None) s.push_back(f.result_image());
   return s;
 }
 }  // namespace
@@ -50,7 +50,7 @@ ConvolutionGradientNode::ConvolutionGradientNode(const ImageNodePtr& dy, std::sh
       fully_connected_(dynamic_cast<FullyConnectedNode*>(forward_.get()) != nullptr) {}
 
 void ConvolutionGradientNode::encode(const EncodeArgs& a) const {
-  const auto& d = *forward_->weights_descriptor();
+  const auto& d = forward_->descriptor();
   const Image& dy = *a.sources[0];
   const Image& x = *a.sources[1];
   const Image* y = a.sources.size() > 2 ? a.sources[2] : nullptr;

@@ -96,3 +96,55 @@ def softmax(x, log=False):
     z = x - x.max(axis=1, keepdims=True)
     lse = np.log(np.exp(z).sum(axis=1, keepdims=True))
     return z - lse if log else np.exp(z - lse)
+
+
+GATES = {"single_gate": 1, "lstm": 4, "gru": 3, "mgu": 2}
+
+
+def rnn_layer(x, cell, W, U, bi=None, bh=None, P=None, reverse=False, reset_after=True, h0=None, c0=None,
+              gate="sigmoid", act="tanh", out="tanh"):
+    """One recurrent layer over time-major x (T, N, I), in float64. W: (G·H, I) or None for the
+    unit input transform; U: (G·H, H); bi, bh: (G·H,) or None; P: peepholes (3, H) for i, f, o.
+    Returns outputs (T, N, H), final h and final c (LSTM, else None)."""
+    x = np.asarray(x, np.float64)
+    T, N, _ = x.shape
+    H = U.shape[1]
+    G = GATES[cell]
+    f64 = lambda v: None if v is None else np.asarray(v, np.float64)  # noqa: E731
+    W, U, bi, bh, P = f64(W), f64(U), f64(bi), f64(bh), f64(P)
+    sg = lambda v: neuron(v, gate)  # noqa: E731
+    ac = lambda v: neuron(v, act)  # noqa: E731
+    h = np.zeros((N, H)) if h0 is None else np.asarray(h0, np.float64)
+    c = np.zeros((N, H)) if c0 is None else np.asarray(c0, np.float64)
+    bi = np.zeros(G * H) if bi is None else bi
+    bh = np.zeros(G * H) if bh is None else bh
+    ys = np.zeros((T, N, H))
+    for t in (range(T - 1, -1, -1) if reverse else range(T)):
+        xin = np.tile(x[t], G) if W is None else x[t] @ W.T
+        p = xin + bi
+        blk = lambda v, k: v[..., k * H:(k + 1) * H]  # noqa: E731
+        if cell == "single_gate":
+            h = ac(p + h @ U.T + bh)
+        elif cell == "lstm":
+            r = h @ U.T + bh
+            pi, pf, po = (np.zeros(H),) * 3 if P is None else P
+            i = sg(blk(p + r, 0) + pi * c)
+            f = sg(blk(p + r, 1) + pf * c)
+            g = ac(blk(p + r, 2))
+            c = f * c + i * g
+            o = sg(blk(p + r, 3) + po * c)
+            h = o * neuron(c, out)
+        elif cell == "gru":
+            r_ = sg(blk(p, 0) + h @ blk(U.T, 0) + blk(bh, 0))
+            z = sg(blk(p, 1) + h @ blk(U.T, 1) + blk(bh, 1))
+            if reset_after:
+                n = ac(blk(p, 2) + r_ * (h @ blk(U.T, 2) + blk(bh, 2)))
+            else:
+                n = ac(blk(p, 2) + (r_ * h) @ blk(U.T, 2) + blk(bh, 2))
+            h = (1 - z) * n + z * h
+        else:  # mgu
+            f = sg(blk(p, 0) + h @ blk(U.T, 0) + blk(bh, 0))
+            n = ac(blk(p, 1) + (f * h) @ blk(U.T, 1) + blk(bh, 1))
+            h = (1 - f) * h + f * n
+        ys[t] = h
+    return ys, h, (c if cell == "lstm" else None)

@@ -49,6 +49,11 @@ class CpuBackend : public Backend {
   void optimizer_step(const OptimizerStep& s, float* values, const float* gradient, const std::vector<float*>& slots,
                       size_t count) override;
   bool all_finite(const float* data, size_t count) override;
+  void rnn_forward(const RNNLayerGeometry& g, const RNNLayerWeights& w, const RNNSequence& s) override;
+  void rnn_gradient(const RNNLayerGeometry& g, const RNNLayerWeights& w, const RNNSequence& s,
+                    const RNNLayerGradients& dw) override;
+  void copy_rows(float* dst, int dst_ld, const float* src, int src_ld, int rows, int columns, bool add) override;
+  void permute(const float* in, float* out, const int dims[3], const int perm[3]) override;
 
   ThreadPool& pool() { return pool_; }
 

@@ -1,0 +1,98 @@
+#pragma once
+// Recurrent layers (MPSRNNSingleGateDescriptor, MPSLSTMDescriptor, MPSGRUDescriptor, plus the
+// minimal gated unit), the RNN graph node and the matrix layers.
+//
+// Gates, in the order a layer's weights stack them (as cuDNN and PyTorch do):
+//   single gate  h = φ(W x + U h₋ + b)                                   φ = cell_neuron
+//   LSTM  i f g o: i = σ(Wᵢx + Uᵢh₋ + Pᵢ⊙c₋ + bᵢ), f likewise, g = φ(W_g x + U_g h₋ + b_g),
+//         c = f⊙c₋ + i⊙g, o = σ(Wₒx + Uₒh₋ + Pₒ⊙c + bₒ), h = o⊙ψ(c)   ψ = cell_to_output_neuron
+//   GRU   r z n:   r, z = σ(W x + U h₋ + b); h = (1−z)⊙n + z⊙h₋ with
+//         reset_after (cuDNN, PyTorch): n = φ(Wₙx + bₙ + r⊙(Uₙh₋ + b_hn))
+//         otherwise (the original, MPS): n = φ(Wₙx + Uₙ(r⊙h₋) + bₙ)
+//   MGU   f n:     f = σ(W_f x + U_f h₋ + b_f), n = φ(Wₙx + Uₙ(f⊙h₋) + bₙ), h = (1−f)⊙h₋ + f⊙n
+// σ is gate_neuron. P are the LSTM's diagonal memory (peephole) weights.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nngraph/data_source.h"
+#include "nngraph/nodes.h"
+
+namespace nngraph {
+
+enum class RNNCell { SingleGate, LSTM, GRU, MGU };
+enum class SequenceDirection { Forward, Backward };
+enum class BidirectionalCombine { Sum, Concatenate };
+
+// One layer running in one direction. Its weights come from data sources, either
+//   layer_weights: one source, 1×1 kernel, (I + H [+ 1 with peepholes]) inputs → gates·H
+//     outputs: row block k holds gate k's [W | U | P] (P only in the i, f, o blocks' last
+//     column; the g block's is unused); biases (gates·H, optional) are the input biases.
+//     With the unit input transform the W columns are absent.
+//   or one source per gate matrix: input_weights (I → H, with optional biases),
+//     recurrent_weights (H → H, optional biases added too) and, with peepholes,
+//     memory_weights for i, f, o (H → H with groups H: one value per channel).
+struct RNNDescriptor {
+  RNNCell cell = RNNCell::LSTM;
+  int input_feature_channels = 0, output_feature_channels = 0;
+  // The input enters every gate as it is (W = identity, no input weights); needs I == H.
+  bool use_layer_input_unit_transform = false;
+  SequenceDirection direction = SequenceDirection::Forward;
+  NeuronDescriptor gate_neuron = NeuronDescriptor::make(NeuronType::Sigmoid);
+  NeuronDescriptor cell_neuron = NeuronDescriptor::make(NeuronType::TanH);
+  NeuronDescriptor cell_to_output_neuron = NeuronDescriptor::make(NeuronType::TanH);
+  bool peephole = false;     // LSTM only
+  bool reset_after = true;   // GRU only
+  std::shared_ptr<DataSource> layer_weights;
+  std::vector<std::shared_ptr<DataSource>> input_weights, recurrent_weights, memory_weights;
+
+  int gates() const;
+  static const char* cell_name(RNNCell cell);
+  // The descriptor a layer_weights source must have.
+  ConvolutionDescriptor layer_descriptor() const;
+  // Throws InvalidInput naming `label` when sizes, neurons or sources do not fit.
+  void validate(const std::string& label) const;
+  // Sources in the order graphs and layers keep their weights.
+  std::vector<WeightSource> weight_sources() const;
+};
+
+// Stacked layers; each stage is one descriptor, or a forward and a backward one whose
+// outputs are summed or concatenated (bidirectional).
+struct RNNStack {
+  std::vector<std::vector<RNNDescriptor>> stages;
+  BidirectionalCombine combine = BidirectionalCombine::Concatenate;
+  int input_channels() const;
+  int output_channels() const;
+  int stage_channels(size_t stage) const;
+  void validate(const std::string& label) const;
+  std::vector<WeightSource> weight_sources() const;
+  // Layer-directions in weight order; each one's first weight source index.
+  std::vector<const RNNDescriptor*> layers() const;
+  std::vector<size_t> layer_weight_offsets() const;
+};
+
+// Runs a stack over the sequence of an image's positions (row by row: H·W steps, each
+// C features). The result holds every step's output (N × O × H × W) or, with
+// last_only, the final state of the last stage (N × O × 1 × 1; a backward layer's final
+// state is the one at the first position). Initial states are zero.
+class RNNNode : public FilterNode {
+ public:
+  static std::shared_ptr<RNNNode> create(ImageNodePtr source, RNNStack stack, bool last_only,
+                                         std::string label = "");
+  const char* kind() const override { return "rnn"; }
+  ImageShape infer(const std::vector<ImageShape>& sources) const override;
+  void encode(const EncodeArgs& args) const override;
+  std::vector<WeightSource> weight_sources() const override { return stack_.weight_sources(); }
+  size_t state_size(const std::vector<ImageShape>& sources) const override;
+  const RNNStack& stack() const { return stack_; }
+  bool last_only() const { return last_only_; }
+
+  std::vector<FilterNodePtr> make_gradients(const ImageNodePtr& source_gradient) override;
+
+ private:
+  RNNNode(ImageNodePtr source, std::string label) : FilterNode({std::move(source)}, std::move(label), "rnn") {}
+  RNNStack stack_;
+  bool last_only_ = false;
+};
+
+}  // namespace nngraph

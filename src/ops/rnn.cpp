@@ -1,0 +1,114 @@
+// The RNN graph node: an image's positions as a sequence, through a stack of recurrent layers.
+#include "backends/backend.h"
+#include "nngraph/error.h"
+#include "ops/gradient_nodes.h"
+#include "ops/rnn_stack.h"
+
+namespace nngraph {
+namespace {
+
+std::shared_ptr<Buffer> floats(Backend& b, size_t count) { return b.allocate(count * sizeof(float)); }
+float* data(const std::shared_ptr<Buffer>& b) { return static_cast<float*>(b->data()); }
+
+// N × C × steps (NCHW, positions flattened) → steps × N × C, time-major.
+std::shared_ptr<Buffer> to_time_major(Backend& b, const Image& img) {
+  const int dims[3] = {img.batch(), img.shape().c, img.shape().h * img.shape().w}, perm[3] = {2, 0, 1};
+  auto out = floats(b, img.descriptor().count());
+  b.permute(img.data_as<float>(), data(out), dims, perm);
+  return out;
+}
+
+void from_time_major(Backend& b, const float* seq, const Image& img) {
+  const int dims[3] = {img.shape().h * img.shape().w, img.batch(), img.shape().c}, perm[3] = {1, 2, 0};
+  b.permute(seq, img.data_as<float>(), dims, perm);
+}
+
+// Sources: dY, X, the forward node's training state.
+class RNNGradientNode : public GradientNode {
+ public:
+  RNNGradientNode(const ImageNodePtr& dy, std::shared_ptr<RNNNode> forward)
+      : GradientNode({dy, forward->sources()[0], forward->state_image()}, *forward, "rnn_gradient"),
+        forward_(std::move(forward)) {}
+  const char* kind() const override { return "rnn_gradient"; }
+  ImageShape infer(const std::vector<ImageShape>& sources) const override { return sources[1]; }
+  const FilterNode* trains() const override { return forward_.get(); }
+
+  void encode(const EncodeArgs& a) const override {
+    const Image &dy = *a.sources[0], &x = *a.sources[1];
+    const int steps = x.shape().h * x.shape().w, n = x.batch();
+    const auto& stack = forward_->stack();
+    const auto l = rnn_stack::layout(stack, steps, n);
+    auto xt = to_time_major(a.backend, x);
+    rnn_stack::IO io;
+    io.x = data(xt);
+    std::shared_ptr<Buffer> dyt, dxt;
+    if (forward_->last_only()) {
+      io.dy_last = dy.data_as<float>();
+    } else {
+      dyt = to_time_major(a.backend, dy);
+      io.dy = data(dyt);
+    }
+    if (!a.result.empty()) {
+      dxt = floats(a.backend, x.descriptor().count());
+      io.dx = data(dxt);
+    }
+    rnn_stack::gradient(a.backend, stack, l, a.weights, a.sources[2]->data_as<float>(), io, a.gradients);
+    if (dxt) from_time_major(a.backend, data(dxt), a.result);
+  }
+
+ private:
+  std::shared_ptr<RNNNode> forward_;
+};
+
+}  // namespace
+
+std::shared_ptr<RNNNode> RNNNode::create(ImageNodePtr source, RNNStack stack, bool last_only, std::string label) {
+  std::shared_ptr<RNNNode> node(new RNNNode(std::move(source), std::move(label)));
+  node->set_default_label(RNNDescriptor::cell_name(stack.stages.empty() || stack.stages[0].empty()
+                                                       ? RNNCell::LSTM : stack.stages[0][0].cell));
+  stack.validate(node->label());
+  node->stack_ = std::move(stack);
+  node->last_only_ = last_only;
+  return node;
+}
+
+ImageShape RNNNode::infer(const std::vector<ImageShape>& s) const {
+  if (s[0].c != stack_.input_channels())
+    fail("[", label(), "] source has ", s[0].c, " feature channels, the first layer reads ", stack_.input_channels());
+  const int out = stack_.output_channels();
+  return last_only_ ? ImageShape{out, 1, 1} : ImageShape{out, s[0].h, s[0].w};
+}
+
+size_t RNNNode::state_size(const std::vector<ImageShape>& s) const {
+  return rnn_stack::layout(stack_, s[0].h * s[0].w, 1).total;
+}
+
+void RNNNode::encode(const EncodeArgs& a) const {
+  const Image& x = *a.sources[0];
+  const int steps = x.shape().h * x.shape().w, n = x.batch();
+  const auto l = rnn_stack::layout(stack_, steps, n);
+  std::shared_ptr<Buffer> scratch_state;
+  float* state = a.state ? a.state->data_as<float>() : nullptr;
+  if (!state) {
+    scratch_state = floats(a.backend, l.total);
+    state = data(scratch_state);
+  }
+  auto xt = to_time_major(a.backend, x);
+  rnn_stack::IO io;
+  io.x = data(xt);
+  std::shared_ptr<Buffer> yt;
+  if (last_only_) {
+    io.y_last = a.result.data_as<float>();
+  } else {
+    yt = floats(a.backend, a.result.descriptor().count());
+    io.y = data(yt);
+  }
+  rnn_stack::forward(a.backend, stack_, l, a.weights, state, io);
+  if (yt) from_time_major(a.backend, data(yt), a.result);
+}
+
+std::vector<FilterNodePtr> RNNNode::make_gradients(const ImageNodePtr& dy) {
+  return {std::make_shared<RNNGradientNode>(dy, std::static_pointer_cast<RNNNode>(shared_from_this()))};
+}
+
+}  // namespace nngraph

@@ -1,0 +1,213 @@
+"""Recurrent layers against the float64 numpy reference: forward values, and every gradient
+(inputs, initial state, each weight matrix, biases, peepholes) against finite differences."""
+
+import numpy as np
+import pytest
+import reference as ref
+from test_gradients import Capture, check, numeric_grad
+
+import nngraph as ng
+
+# cell, options for the descriptor factory, options for the reference
+CELLS = [
+    ("single_gate", {}, {}),
+    ("single_gate", {"neuron": "relu"}, {"act": "relu"}),
+    ("lstm", {}, {}),
+    ("lstm", {"peephole": True}, {}),
+    ("lstm", {"cell_to_output_neuron": "softplus", "gate_neuron": "hard_sigmoid"},
+     {"out": "softplus", "gate": "hard_sigmoid"}),
+    ("gru", {}, {}),
+    ("gru", {"reset_after": False}, {"reset_after": False}),
+    ("mgu", {}, {}),
+]
+FACTORY = {"single_gate": ng.SingleGate, "lstm": ng.LSTM, "gru": ng.GRU, "mgu": ng.MGU}
+
+
+def make_params(rng, cell, i, h, peephole=False, unit=False, scale=0.5):
+    g = ref.GATES[cell]
+    p = {"W": None if unit else rng.standard_normal((g * h, i)) * scale,
+         "U": rng.standard_normal((g * h, h)) * scale,
+         "bi": rng.standard_normal(g * h) * scale,
+         "bh": rng.standard_normal(g * h) * scale,
+         "P": rng.standard_normal((3, h)) * scale if peephole else None}
+    return {k: None if v is None else v.astype(np.float32) for k, v in p.items()}
+
+
+class GateSources:
+    """One Capture data source per gate matrix, as the MPS descriptors take them."""
+
+    def __init__(self, p, h):
+        blocks = lambda m: [m[k * h:(k + 1) * h] for k in range(m.shape[0] // h)]  # noqa: E731
+        self.input = [] if p["W"] is None else [
+            Capture(w[:, :, None, None].copy(), b.copy()) for w, b in zip(blocks(p["W"]), blocks(p["bi"]))]
+        self.recurrent = [Capture(w[:, :, None, None].copy(), b.copy()) for w, b in zip(blocks(p["U"]), blocks(p["bh"]))]
+        self.memory = [] if p["P"] is None else [Capture(m.reshape(h, 1, 1, 1).copy(), None, groups=h) for m in p["P"]]
+
+    def kwargs(self):
+        out = {"recurrent_weights": self.recurrent}
+        if self.input:
+            out["input_weights"] = self.input
+        if self.memory:
+            out["memory_weights"] = self.memory
+        return out
+
+    def gradients(self):
+        """(dW, dU, dbi, dbh, dP) stacked like the reference's parameters."""
+        cat = lambda caps, k: np.concatenate([c.grads[k].reshape(c.w.shape[0], -1) for c in caps])  # noqa: E731
+        d_w = cat(self.input, 0) if self.input else None
+        d_bi = np.concatenate([c.grads[1] for c in self.input]) if self.input else None
+        d_p = np.stack([c.grads[0].ravel() for c in self.memory]) if self.memory else None
+        return d_w, cat(self.recurrent, 0), d_bi, np.concatenate([c.grads[1] for c in self.recurrent]), d_p
+
+
+def seq(x):
+    """(N, C, 1, T) image → time-major (T, N, C)."""
+    return x.reshape(x.shape[0], x.shape[1], -1).transpose(2, 0, 1)
+
+
+def image(y):
+    """time-major (T, N, C) → (N, C, 1, T)."""
+    return y.transpose(1, 2, 0)[:, :, None, :]
+
+
+def layer_ref(cell, ref_opts, p, reverse=False, unit=False):
+    def run(x, **override):
+        q = {**p, **override}
+        return ref.rnn_layer(x, cell, None if unit else q["W"], q["U"], q["bi"], q["bh"], q["P"], reverse=reverse,
+                             **ref_opts)
+    return run
+
+
+@pytest.mark.parametrize("cell,opts,ref_opts", CELLS)
+@pytest.mark.parametrize("direction", ["forward", "backward"])
+@pytest.mark.parametrize("steps", [1, 5])
+def test_cell_forward_and_gradients(device, rng, cell, opts, ref_opts, direction, steps):
+    n, i, h = 2, 3, 4
+    p = make_params(rng, cell, i, h, peephole=opts.get("peephole", False))
+    srcs = GateSources(p, h)
+    desc = FACTORY[cell](i, h, direction=direction, **srcs.kwargs(), **opts)
+    x = rng.standard_normal((n, i, 1, steps)).astype(np.float32)
+    run = layer_ref(cell, ref_opts, p, reverse=direction == "backward")
+    want = image(run(seq(x))[0])
+    r = rng.standard_normal(want.shape).astype(np.float32)
+
+    src, dy = ng.ImageNode(label="x"), ng.ImageNode(label="dy")
+    node = ng.RNN(src, desc)
+    g = ng.Graph([node.result_image, node.gradient_filter(dy).result_image], device=device)
+    y, dx = g.run({"x": x, "dy": r})
+    check(y, want, rtol=1e-4, atol=1e-5)
+
+    check(dx, numeric_grad(lambda v: (image(run(seq(v))[0]) * r).sum(), x))
+    d_w, d_u, d_bi, d_bh, d_p = srcs.gradients()
+    for name, got in [("W", d_w), ("U", d_u), ("bi", d_bi), ("bh", d_bh), ("P", d_p)]:
+        if p[name] is None:
+            continue
+        check(got, numeric_grad(lambda v, k=name: (image(run(seq(x), **{k: v})[0]) * r).sum(), p[name]))
+
+
+def test_layer_source_matches_per_gate_sources(device, rng):
+    n, i, h, steps = 3, 4, 5, 6
+    p = make_params(rng, "lstm", i, h, peephole=True)
+    layer = np.zeros((4 * h, i + h + 1), np.float32)
+    layer[:, :i], layer[:, i:i + h] = p["W"], p["U"]
+    for k, gate in enumerate([0, 1, 3]):  # peepholes of i, f, o in the last column
+        layer[gate * h:(gate + 1) * h, -1] = p["P"][k]
+    p["bh"][:] = 0  # a layer source carries input biases only
+    ds = ng.ArrayDataSource(ng.LSTM(i, h, peephole=True).layer_descriptor,
+                            weights=layer[:, :, None, None], biases=p["bi"])
+    desc = ng.LSTM(i, h, weights=ds, peephole=True)
+    x = rng.standard_normal((n, i, 2, steps // 2)).astype(np.float32)  # positions row by row
+    y = ng.Graph([ng.RNN(ng.ImageNode(), desc).result_image], device=device).run([x])
+    want = ref.rnn_layer(seq(x), "lstm", p["W"], p["U"], p["bi"], None, p["P"])[0]
+    check(y, image(want).reshape(y.shape), rtol=1e-4, atol=1e-5)
+
+
+def test_unit_input_transform(device, rng):
+    n, h, steps = 2, 3, 4
+    p = make_params(rng, "gru", h, h, unit=True)
+    p["bi"][:] = 0  # input biases come with input weights, which the unit transform has none of
+    srcs = GateSources(p, h)
+    desc = ng.GRU(h, h, unit_input=True, **srcs.kwargs())
+    x = rng.standard_normal((n, h, 1, steps)).astype(np.float32)
+    run = layer_ref("gru", {}, p, unit=True)
+    r = rng.standard_normal((n, h, 1, steps)).astype(np.float32)
+    src, dy = ng.ImageNode(label="x"), ng.ImageNode(label="dy")
+    node = ng.RNN(src, desc)
+    y, dx = ng.Graph([node.result_image, node.gradient_filter(dy).result_image], device=device).run({"x": x, "dy": r})
+    check(y, image(run(seq(x))[0]), rtol=1e-4, atol=1e-5)
+    check(dx, numeric_grad(lambda v: (image(run(seq(v))[0]) * r).sum(), x))
+    assert srcs.recurrent[0].grads is not None
+
+
+@pytest.mark.parametrize("combine", ["sum", "concatenate"])
+@pytest.mark.parametrize("output", ["sequence", "last"])
+def test_bidirectional_stack(device, rng, combine, output):
+    n, i, h, steps = 2, 3, 4, 5
+    pf, pb = make_params(rng, "gru", i, h), make_params(rng, "lstm", i, h)
+    o1 = h if combine == "sum" else 2 * h
+    p2 = make_params(rng, "mgu", o1, 3)
+    sf, sb, s2 = GateSources(pf, h), GateSources(pb, h), GateSources(p2, 3)
+    layers = [(ng.GRU(i, h, **sf.kwargs()), ng.LSTM(i, h, direction="backward", **sb.kwargs())),
+              ng.MGU(o1, 3, **s2.kwargs())]
+
+    def fwd(xs, **over):
+        q = {k: {**v, **over.get(k, {})} for k, v in {"f": pf, "b": pb, "2": p2}.items()}
+        yf = layer_ref("gru", {}, q["f"])(xs)[0]
+        yb = layer_ref("lstm", {}, q["b"], reverse=True)(xs)[0]
+        mid = yf + yb if combine == "sum" else np.concatenate([yf, yb], axis=2)
+        ys, hn, _ = layer_ref("mgu", {}, q["2"])(mid)
+        return image(ys) if output == "sequence" else hn[:, :, None, None]
+
+    x = rng.standard_normal((n, i, 1, steps)).astype(np.float32)
+    want = fwd(seq(x))
+    r = rng.standard_normal(want.shape).astype(np.float32)
+    src, dy = ng.ImageNode(label="x"), ng.ImageNode(label="dy")
+    node = ng.RNN(src, layers, combine=combine, output=output)
+    y, dx = ng.Graph([node.result_image, node.gradient_filter(dy).result_image], device=device).run({"x": x, "dy": r})
+    check(y, want, rtol=1e-4, atol=1e-5)
+    check(dx, numeric_grad(lambda v: (fwd(seq(v)) * r).sum(), x))
+    check(sb.gradients()[1], numeric_grad(lambda v: (fwd(seq(x), b={"U": v}) * r).sum(), pb["U"]))
+    check(s2.gradients()[0], numeric_grad(lambda v: (fwd(seq(x), **{"2": {"W": v}}) * r).sum(), p2["W"]))
+
+
+def test_last_output_of_a_backward_layer_is_its_state_at_the_first_position(device, rng):
+    p = make_params(rng, "single_gate", 2, 3)
+    desc = ng.SingleGate(2, 3, direction="backward", **GateSources(p, 3).kwargs())
+    x = rng.standard_normal((2, 2, 1, 4)).astype(np.float32)
+    y = ng.Graph([ng.RNN(ng.ImageNode(), desc, output="last").result_image], device=device).run([x])
+    ys, hn, _ = layer_ref("single_gate", {}, p, reverse=True)(seq(x))
+    check(y[:, :, 0, 0], ys[0], rtol=1e-4, atol=1e-5)
+    check(y[:, :, 0, 0], hn, rtol=1e-4, atol=1e-5)
+
+
+def test_rnn_trains_in_a_graph_with_a_loss(device, rng):
+    """CNN → LSTM → fully connected on a toy task: is the sum of the sequence positive?"""
+    n, steps = 64, 12
+    x = rng.standard_normal((n, 1, 1, steps)).astype(np.float32)
+    labels = (x.sum(axis=(1, 2, 3)) > 0).astype(np.int64)
+    src = ng.ImageNode(label="x")
+    conv = ng.Convolution(src, ng.ArrayDataSource(ng.ConvolutionDescriptor((1, 1), 1, 4, neuron="tanh"), seed=1))
+    lstm = ng.RNN(conv, ng.LSTM(4, 8, seed=2), output="last")
+    fc = ng.FullyConnected(lstm, ng.ArrayDataSource(ng.ConvolutionDescriptor((1, 1), 8, 2), weights="glorot", seed=3))
+    loss = ng.Loss(fc, "softmax_cross_entropy")
+    g = loss.training_graph(device=device, optimizer=ng.Adam(learning_rate=0.02))
+    losses = [g.encode(x, labels=labels).loss() for _ in range(60)]
+    assert losses[-1] < 0.3 * losses[0]
+    probs = ng.Graph([ng.SoftMax(fc).result_image], device=device).run([x])[:, :, 0, 0]
+    assert (probs.argmax(1) == labels).mean() > 0.9
+
+
+def test_bad_rnn_input_raises(device):
+    with pytest.raises(ng.InvalidInputError, match=r"\[lstm\] source has 5 feature channels, the first layer reads 3"):
+        ng.Graph([ng.RNN(ng.ImageNode(shape=(5, 1, 4)), ng.LSTM(3, 4)).result_image], device=device)
+    with pytest.raises(ng.InvalidInputError, match="unit input transform needs as many input as output"):
+        ng.GRU(3, 4, unit_input=True)
+    with pytest.raises(ng.InvalidInputError, match="needs 4 recurrent weight sources, got 1"):
+        ng.LSTM(2, 2, recurrent_weights=[Capture(np.ones((2, 2, 1, 1), np.float32), None)],
+                input_weights=[Capture(np.ones((2, 2, 1, 1), np.float32), None)] * 4)
+    with pytest.raises(ng.InvalidInputError, match="reads 4 channels but the layer below gives 8"):
+        ng.RNN(ng.ImageNode(), [(ng.LSTM(3, 4), ng.LSTM(3, 4, direction="backward")), ng.LSTM(4, 2)])
+    with pytest.raises(ng.InvalidInputError, match="forward layer then a backward layer"):
+        ng.RNN(ng.ImageNode(), [(ng.LSTM(3, 4), ng.LSTM(3, 4))])
+    with pytest.raises(ng.InvalidInputError, match=r"layer data source '' has descriptor .* expected"):
+        ng.LSTM(3, 4, weights=ng.ArrayDataSource(ng.ConvolutionDescriptor((1, 1), 7, 12)))
