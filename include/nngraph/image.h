@@ -98,7 +98,12 @@ class Matrix {
   int row_stride() const { return row_stride_; }
   DType dtype() const { return dtype_; }
   const Device& device() const { return buffer_->device(); }
+  const std::shared_ptr<Buffer>& buffer() const { return buffer_; }
   void* data() const { return static_cast<char*>(buffer_->data()) + offset_; }
+  template <class T>
+  T* data_as() const {
+    return static_cast<T*>(data());
+  }
 
   // Host transfers of rows × columns, dense on the host side.
   void copy_from_host(const void* src) const;

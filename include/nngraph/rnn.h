@@ -95,4 +95,46 @@ class RNNNode : public FilterNode {
   bool last_only_ = false;
 };
 
+// A stack over sequences of matrices, one per step with one row per sequence
+// (MPSRNNMatrixInferenceLayer, MPSRNNMatrixTrainingLayer). Weights travel as matrices: per
+// data source (weight_sources() order) its weights (O × I/groups), then its biases (1 × O)
+// when it has them. Initial and final states are per layer (N × H); empty lists mean zeros.
+class RNNMatrixLayer {
+ public:
+  RNNMatrixLayer(RNNStack stack, Device device, std::string label = "rnn_matrix");
+  const RNNStack& stack() const { return stack_; }
+  const Device& device() const { return device_; }
+  // The data sources' current values, and zeros of the same shapes.
+  std::vector<Matrix> create_weight_matrices() const;
+  std::vector<Matrix> create_weight_gradient_matrices() const;
+
+  // What the gradient pass reads from a forward pass.
+  struct TrainingState {
+    int steps = 0, batch = 0;
+    std::shared_ptr<Buffer> x, state;
+  };
+  struct Forward {
+    std::vector<Matrix> outputs, h_final, c_final;  // c_final: LSTM layers only (others empty)
+    std::shared_ptr<TrainingState> training_state;  // null unless training
+  };
+  Forward forward(const std::vector<Matrix>& sources, const std::vector<Matrix>& weights,
+                  const std::vector<Matrix>& h0, const std::vector<Matrix>& c0, bool training) const;
+  struct Gradients {
+    std::vector<Matrix> sources, h0, c0;
+  };
+  // output_gradients: one per step, or empty when only final states carry gradient.
+  // weight_gradients (may be empty): overwritten, or added to with accumulate.
+  Gradients gradient(const std::vector<Matrix>& output_gradients, const TrainingState& state,
+                     const std::vector<Matrix>& weights, const std::vector<Matrix>& weight_gradients,
+                     bool accumulate, const std::vector<Matrix>& dh_final, const std::vector<Matrix>& dc_final) const;
+
+ private:
+  std::vector<std::pair<int, int>> weight_shapes() const;  // rows × columns per weight matrix
+  std::vector<WeightsState> views(const std::vector<Matrix>& m, const char* what) const;
+  RNNStack stack_;
+  Device device_;
+  std::string label_;
+  std::vector<bool> has_bias_;  // per weight source
+};
+
 }  // namespace nngraph

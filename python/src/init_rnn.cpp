@@ -1,5 +1,6 @@
 // Recurrent layer descriptors (SingleGate, LSTM, GRU, MGU) and the RNN graph node.
 #include "bindings.h"
+#include "nngraph/convert.h"
 #include "nngraph/error.h"
 #include "nngraph/rnn.h"
 
@@ -69,6 +70,40 @@ RNNStack stack_arg(const py::object& layers, const std::string& combine) {
   }
   return s;
 }
+
+// Matrices from a list of Matrix objects or 2-D arrays, or from one 3-D array (steps first).
+std::vector<Matrix> matrices_arg(const py::object& obj, const Device& device, const char* what) {
+  std::vector<Matrix> out;
+  if (obj.is_none()) return out;
+  auto one = [&](const py::handle& m) {
+    if (py::isinstance<Matrix>(m)) return m.cast<Matrix>();
+    py::array a = float_array(m, what);
+    if (a.ndim() != 2) fail("[", what, "] expected 2-D arrays (rows, columns), got ", a.ndim(), "-D");
+    a = py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(a);
+    Matrix mat = Matrix::allocate(static_cast<int>(a.shape(0)), static_cast<int>(a.shape(1)), DType::Float32, device);
+    mat.copy_from_host(a.data());
+    return mat;
+  };
+  if (py::isinstance<py::array>(obj)) {
+    py::array a = obj.cast<py::array>();
+    if (a.ndim() != 3) fail("[", what, "] expected a 3-D array (steps, rows, columns) or a list of matrices");
+    for (py::ssize_t t = 0; t < a.shape(0); ++t) out.push_back(one(obj[py::int_(t)]));
+    return out;
+  }
+  for (const auto& m : obj.cast<py::list>()) out.push_back(one(m));
+  return out;
+}
+
+py::list matrices_out(const std::vector<Matrix>& v) {
+  py::list out;
+  for (const auto& m : v) out.append(m.buffer() ? py::cast(m) : py::none());
+  return out;
+}
+
+// The training layer is the same C++ layer under its own Python name and methods.
+struct TrainingLayer : RNNMatrixLayer {
+  using RNNMatrixLayer::RNNMatrixLayer;
+};
 
 #define RNN_COMMON_ARGS                                                                                   \
   py::arg("input_channels"), py::arg("output_channels"), py::arg("weights") = py::none(),                 \
@@ -174,6 +209,124 @@ void init_rnn(py::module_& m) {
            "step's features). layers: a descriptor, or a list of descriptors (stacked) and "
            "(forward, backward) pairs joined by `combine`. output='last' gives the final state.")
       .def_property_readonly("last_only", &RNNNode::last_only);
+
+  py::class_<RNNMatrixLayer::TrainingState, std::shared_ptr<RNNMatrixLayer::TrainingState>>(
+      m, "RNNMatrixTrainingState", "What a forward sequence leaves for its gradient sequence.")
+      .def_readonly("steps", &RNNMatrixLayer::TrainingState::steps)
+      .def_readonly("batch", &RNNMatrixLayer::TrainingState::batch);
+
+  py::class_<RNNMatrixLayer, std::shared_ptr<RNNMatrixLayer>>(
+      m, "RNNMatrixLayer",
+      "Recurrent layers over sequences of matrices (one per step, one row per sequence), with the "
+      "weights their data sources hold when it is made.")
+      .def(py::init([](const py::object& layers, const std::string& combine, const py::object& device) {
+             return std::make_shared<RNNMatrixLayer>(stack_arg(layers, combine), to_device(device));
+           }),
+           py::arg("layers"), py::arg("combine") = "concatenate", py::arg("device") = "cpu")
+      .def("encode_sequence",
+           [](const RNNMatrixLayer& l, const py::object& sources, const py::object& h0, const py::object& c0) {
+             const Device& d = l.device();
+             auto src = matrices_arg(sources, d, "source");
+             auto weights = l.create_weight_matrices();
+             RNNMatrixLayer::Forward f;
+             {
+               py::gil_scoped_release release;
+               f = l.forward(src, weights, matrices_arg(h0, d, "initial state"), matrices_arg(c0, d, "initial cell state"), false);
+             }
+             return py::make_tuple(matrices_out(f.outputs), matrices_out(f.h_final), matrices_out(f.c_final));
+           },
+           py::arg("sources"), py::arg("initial_states") = py::none(), py::arg("initial_cell_states") = py::none(),
+           "→ (outputs per step, final state per layer, final cell state per layer (None but LSTM)).");
+
+  py::class_<TrainingLayer, std::shared_ptr<TrainingLayer>>(
+      m, "RNNMatrixTrainingLayer",
+      "Recurrent layers over matrix sequences for training: weights as matrices "
+      "(create_weight_matrices), a forward sequence leaving a training state, a gradient sequence "
+      "giving input, initial-state and weight gradients.")
+      .def(py::init([](const py::object& layers, const std::string& combine, const py::object& device) {
+             return std::make_shared<TrainingLayer>(stack_arg(layers, combine), to_device(device));
+           }),
+           py::arg("layers"), py::arg("combine") = "concatenate", py::arg("device") = "cpu")
+      .def("create_weight_matrices", &TrainingLayer::create_weight_matrices,
+           "Per data source: its weights (O × I), then its biases (1 × O) if it has them.")
+      .def("create_weight_gradient_matrices", &TrainingLayer::create_weight_gradient_matrices)
+      .def("encode_forward_sequence",
+           [](const TrainingLayer& l, const py::object& sources, const std::vector<Matrix>& weights,
+              const py::object& h0, const py::object& c0) {
+             const Device& d = l.device();
+             auto src = matrices_arg(sources, d, "source");
+             auto hs = matrices_arg(h0, d, "initial state"), cs = matrices_arg(c0, d, "initial cell state");
+             RNNMatrixLayer::Forward f;
+             {
+               py::gil_scoped_release release;
+               f = l.forward(src, weights, hs, cs, true);
+             }
+             return py::make_tuple(matrices_out(f.outputs), f.training_state, matrices_out(f.h_final),
+                                   matrices_out(f.c_final));
+           },
+           py::arg("sources"), py::arg("weights"), py::arg("initial_states") = py::none(),
+           py::arg("initial_cell_states") = py::none(),
+           "→ (outputs, training state, final states, final cell states).")
+      .def("encode_gradient_sequence",
+           [](const TrainingLayer& l, const py::object& dy, const RNNMatrixLayer::TrainingState& ts,
+              const std::vector<Matrix>& weights, const py::object& dw, bool accumulate, const py::object& dh,
+              const py::object& dc) {
+             const Device& d = l.device();
+             auto dys = matrices_arg(dy, d, "output gradient");
+             auto dws = dw.is_none() ? std::vector<Matrix>{} : dw.cast<std::vector<Matrix>>();
+             auto dhs = matrices_arg(dh, d, "final state gradient"), dcs = matrices_arg(dc, d, "final cell state gradient");
+             RNNMatrixLayer::Gradients g;
+             {
+               py::gil_scoped_release release;
+               g = l.gradient(dys, ts, weights, dws, accumulate, dhs, dcs);
+             }
+             return py::make_tuple(matrices_out(g.sources), matrices_out(g.h0), matrices_out(g.c0));
+           },
+           py::arg("output_gradients"), py::arg("training_state"), py::arg("weights"),
+           py::arg("weight_gradients") = py::none(), py::arg("accumulate") = false,
+           py::arg("final_state_gradients") = py::none(), py::arg("final_cell_state_gradients") = py::none(),
+           "Writes weight_gradients (adds to them with accumulate) → (source gradients, initial state "
+           "gradients, initial cell state gradients).");
+
+  py::class_<ImageCopyToMatrixNode, FilterNode, std::shared_ptr<ImageCopyToMatrixNode>>(m, "ImageCopyToMatrixNode")
+      .def(py::init([](const py::object& src, const std::string& layout, std::string label) {
+             return ImageCopyToMatrixNode::create(to_image_node(src, "image_copy_to_matrix"), parse_data_layout(layout),
+                                                  std::move(label));
+           }),
+           py::arg("source"), py::arg("data_layout") = "chw", py::arg("label") = "",
+           "Each image as one row of C·H·W values (an N × C·H·W × 1 × 1 result), in 'chw' or 'hwc' order.");
+  py::class_<MatrixCopyToImageNode, FilterNode, std::shared_ptr<MatrixCopyToImageNode>>(m, "MatrixCopyToImageNode")
+      .def(py::init([](const py::object& src, std::tuple<int, int, int> shape, const std::string& layout,
+                       std::string label) {
+             return MatrixCopyToImageNode::create(to_image_node(src, "matrix_copy_to_image"),
+                                                  {std::get<0>(shape), std::get<1>(shape), std::get<2>(shape)},
+                                                  parse_data_layout(layout), std::move(label));
+           }),
+           py::arg("source"), py::arg("shape"), py::arg("data_layout") = "chw", py::arg("label") = "",
+           "Rows of C·H·W values back to C×H×W images (shape), read in 'chw' or 'hwc' order.");
+
+  m.def("image_copy_to_matrix", [](const Image& src, const std::string& layout, const py::object& dst) {
+        Matrix out = dst.is_none() ? Matrix::allocate(src.batch(), static_cast<int>(src.shape().count()),
+                                                      DType::Float32, src.device())
+                                   : dst.cast<Matrix>();
+        image_copy_to_matrix(parse_data_layout(layout), src, out);
+        return out;
+      },
+      py::arg("source"), py::arg("data_layout") = "chw", py::arg("destination") = py::none(),
+      "MPSImageCopyToMatrix: row n of the (new or given) matrix holds image n.");
+  m.def("matrix_copy_to_image", [](const Matrix& src, const py::object& shape_or_image, const std::string& layout) {
+        Image out;
+        if (py::isinstance<Image>(shape_or_image)) {
+          out = shape_or_image.cast<Image>();
+        } else {
+          auto [c, h, w] = shape_or_image.cast<std::tuple<int, int, int>>();
+          out = Image::allocate({src.rows(), {c, h, w}, DType::Float32}, src.device());
+        }
+        matrix_copy_to_image(parse_data_layout(layout), src, out);
+        return out;
+      },
+      py::arg("source"), py::arg("destination"), py::arg("data_layout") = "chw",
+      "MPSMatrixCopyToImage: image n from row n; destination is an Image or a (C, H, W) shape.");
 }
 
 }  // namespace nngraph::py_bind

@@ -40,7 +40,8 @@ class GateSources:
         blocks = lambda m: [m[k * h:(k + 1) * h] for k in range(m.shape[0] // h)]  # noqa: E731
         self.input = [] if p["W"] is None else [
             Capture(w[:, :, None, None].copy(), b.copy()) for w, b in zip(blocks(p["W"]), blocks(p["bi"]))]
-        self.recurrent = [Capture(w[:, :, None, None].copy(), b.copy()) for w, b in zip(blocks(p["U"]), blocks(p["bh"]))]
+        self.recurrent = [Capture(w[:, :, None, None].copy(), b.copy())
+                          for w, b in zip(blocks(p["U"]), blocks(p["bh"]))]
         self.memory = [] if p["P"] is None else [Capture(m.reshape(h, 1, 1, 1).copy(), None, groups=h) for m in p["P"]]
 
     def kwargs(self):
@@ -211,3 +212,113 @@ def test_bad_rnn_input_raises(device):
         ng.RNN(ng.ImageNode(), [(ng.LSTM(3, 4), ng.LSTM(3, 4))])
     with pytest.raises(ng.InvalidInputError, match=r"layer data source '' has descriptor .* expected"):
         ng.LSTM(3, 4, weights=ng.ArrayDataSource(ng.ConvolutionDescriptor((1, 1), 7, 12)))
+
+
+def as_arrays(matrices):
+    return np.stack([m.numpy() for m in matrices])
+
+
+@pytest.mark.parametrize("cell", ["lstm", "gru", "mgu", "single_gate"])
+def test_matrix_training_layer_gradients_include_initial_state(device, rng, cell):
+    n, i, h, steps = 3, 2, 4, 4
+    p = make_params(rng, cell, i, h, peephole=cell == "lstm")
+    srcs = GateSources(p, h)
+    opts = {"peephole": True} if cell == "lstm" else {}
+    layer = ng.RNNMatrixTrainingLayer(FACTORY[cell](i, h, **srcs.kwargs(), **opts), device=device)
+    weights = layer.create_weight_matrices()
+    x = rng.standard_normal((steps, n, i)).astype(np.float32)
+    h0 = rng.standard_normal((n, h)).astype(np.float32)
+    c0 = rng.standard_normal((n, h)).astype(np.float32)
+    lstm = cell == "lstm"
+
+    def fwd(xs, hh=h0, cc=c0, **over):
+        return ref.rnn_layer(xs, cell, **{"W": p["W"], "U": p["U"], "bi": p["bi"], "bh": p["bh"], "P": p["P"], **over},
+                             h0=hh, c0=cc if lstm else None)
+
+    outs, state, hn, cn = layer.encode_forward_sequence(x, weights, initial_states=[h0],
+                                                        initial_cell_states=[c0] if lstm else None)
+    ys, h_last, c_last = fwd(x)
+    check(as_arrays(outs), ys, rtol=1e-4, atol=1e-5)
+    check(hn[0].numpy(), h_last, rtol=1e-4, atol=1e-5)
+    if lstm:
+        check(cn[0].numpy(), c_last, rtol=1e-4, atol=1e-5)
+    else:
+        assert cn == [None]
+    assert state.steps == steps and state.batch == n
+
+    r = rng.standard_normal((steps, n, h)).astype(np.float32)
+    rh = rng.standard_normal((n, h)).astype(np.float32)  # gradient arriving at the final state
+    total = lambda out: (out[0] * r).sum() + (out[1] * rh).sum()  # noqa: E731
+    grads = layer.create_weight_gradient_matrices()
+    dx, dh0, dc0 = layer.encode_gradient_sequence(list(r), state, weights, weight_gradients=grads,
+                                                  final_state_gradients=[rh])
+    check(as_arrays(dx), numeric_grad(lambda v: total(fwd(v)), x))
+    check(dh0[0].numpy(), numeric_grad(lambda v: total(fwd(x, hh=v)), h0))
+    if lstm:
+        check(dc0[0].numpy(), numeric_grad(lambda v: total(fwd(x, cc=v)), c0))
+    # weight matrices: per source, weights then biases; the first recurrent matrix stands for all
+    first_recurrent = 0 if p["W"] is None else 2 * ref.GATES[cell]
+    want_u0 = numeric_grad(lambda v: total(fwd(x, U=np.concatenate([v, p["U"][h:]]))), p["U"][:h])
+    check(grads[first_recurrent].numpy(), want_u0)
+    before = grads[first_recurrent].numpy().copy()
+    layer.encode_gradient_sequence(list(r), state, weights, weight_gradients=grads, accumulate=True,
+                                   final_state_gradients=[rh])
+    check(grads[first_recurrent].numpy(), 2 * before, rtol=1e-5, atol=1e-6)
+
+
+def test_matrix_inference_layer_stacks_and_matches_the_graph_node(device, rng):
+    layers = [(ng.LSTM(3, 4, seed=1), ng.LSTM(3, 4, direction="backward", seed=2)), ng.GRU(8, 5, seed=3)]
+    x = rng.standard_normal((6, 2, 3)).astype(np.float32)
+    outs, hn, cn = ng.RNNMatrixLayer(layers, device=device).encode_sequence(x)
+    y = ng.Graph([ng.RNN(ng.ImageNode(), layers).result_image], device=device).run([image(x)])
+    check(as_arrays(outs), seq(y), rtol=1e-5, atol=1e-6)
+    assert [m.rows for m in hn] == [2, 2, 2] and cn[2] is None
+
+
+def test_bad_matrix_sequences_raise(device, rng):
+    layer = ng.RNNMatrixTrainingLayer(ng.LSTM(3, 4), device=device)
+    w = layer.create_weight_matrices()
+    with pytest.raises(ng.InvalidInputError, match="source 1 has 5 rows, step 0 has 2"):
+        layer.encode_forward_sequence([np.ones((2, 3), np.float32), np.ones((5, 3), np.float32)], w)
+    with pytest.raises(ng.InvalidInputError, match="source 0 has 2 feature channels, expected 3"):
+        layer.encode_forward_sequence([np.ones((2, 2), np.float32)], w)
+    with pytest.raises(ng.InvalidInputError, match="source sequence is empty"):
+        layer.encode_forward_sequence([], w)
+    with pytest.raises(ng.InvalidInputError, match="expected 2 weight matrices, got 1"):
+        layer.encode_forward_sequence([np.ones((2, 3), np.float32)], w[:1])
+    _, state, _, _ = layer.encode_forward_sequence(np.ones((3, 2, 3), np.float32), w)
+    with pytest.raises(ng.InvalidInputError, match="expected 3 output gradients"):
+        layer.encode_gradient_sequence([np.ones((2, 4), np.float32)], state, w)
+
+
+@pytest.mark.parametrize("layout", ["chw", "hwc"])
+def test_converters_round_trip_odd_sizes(device, rng, layout):
+    x = rng.standard_normal((3, 5, 3, 7)).astype(np.float32)
+    m = ng.image_copy_to_matrix(ng.Image(x, device=device), data_layout=layout)
+    want = x.reshape(3, -1) if layout == "chw" else x.transpose(0, 2, 3, 1).reshape(3, -1)
+    np.testing.assert_array_equal(m.numpy(), want)
+    back = ng.matrix_copy_to_image(m, (5, 3, 7), data_layout=layout)
+    np.testing.assert_array_equal(back.numpy(), x)
+    with pytest.raises(ng.InvalidInputError, match=r"needs a 3×105 matrix, got 3×104"):
+        ng.matrix_copy_to_image(ng.Matrix(np.ones((3, 104), np.float32), device=device), (5, 3, 7))
+
+
+@pytest.mark.parametrize("layout", ["chw", "hwc"])
+def test_converter_nodes_and_their_gradients(device, rng, layout):
+    x = rng.standard_normal((2, 3, 5, 3)).astype(np.float32)
+    src, dy = ng.ImageNode(label="x"), ng.ImageNode(label="dy")
+    rows = ng.ImageCopyToMatrixNode(src, data_layout=layout)
+    img = ng.MatrixCopyToImageNode(rows, (3, 5, 3), data_layout=layout)
+    r = rng.standard_normal((2, 45, 1, 1)).astype(np.float32)
+    g = ng.Graph([rows.result_image, img.result_image, rows.gradient_filter(dy).result_image], device=device)
+    m, back, dx = g.run({"x": x, "dy": r})
+    want = x.reshape(2, -1) if layout == "chw" else x.transpose(0, 2, 3, 1).reshape(2, -1)
+    np.testing.assert_array_equal(m[:, :, 0, 0], want)
+    np.testing.assert_array_equal(back, x)
+    # the gradient of a permutation is the inverse permutation
+    inv = r.reshape(2, 3, 5, 3) if layout == "chw" else r.reshape(2, 5, 3, 3).transpose(0, 3, 1, 2)
+    np.testing.assert_array_equal(dx, inv)
+    rd = rng.standard_normal(x.shape).astype(np.float32)
+    dm = ng.Graph([img.gradient_filter(dy).result_image], device=device).run({"x": x, "dy": rd})
+    rows_of = rd.reshape(2, -1) if layout == "chw" else rd.transpose(0, 2, 3, 1).reshape(2, -1)
+    np.testing.assert_array_equal(dm[:, :, 0, 0], rows_of)

@@ -1,0 +1,139 @@
+// Image ⇄ matrix converters and their graph nodes.
+#include "nngraph/convert.h"
+
+#include "backends/backend.h"
+#include "nngraph/error.h"
+#include "ops/gradient_nodes.h"
+
+namespace nngraph {
+namespace {
+
+// N images of C×P values (P = H·W) into rows of stride `ld`, in `layout` order.
+void to_rows(Backend& b, DataLayout layout, const float* in, float* out, int ld, int n, int c, int p) {
+  const int k = c * p;
+  if (layout == DataLayout::FeatureChannelsHeightWidth) return b.copy_rows(out, ld, in, k, n, k, false);
+  const int dims[3] = {n, c, p}, perm[3] = {0, 2, 1};
+  if (ld == k) return b.permute(in, out, dims, perm);
+  auto tmp = b.allocate(size_t(n) * k * sizeof(float));
+  b.permute(in, static_cast<float*>(tmp->data()), dims, perm);
+  b.copy_rows(out, ld, static_cast<float*>(tmp->data()), k, n, k, false);
+}
+
+void from_rows(Backend& b, DataLayout layout, const float* in, int ld, float* out, int n, int c, int p) {
+  const int k = c * p;
+  if (layout == DataLayout::FeatureChannelsHeightWidth) return b.copy_rows(out, k, in, ld, n, k, false);
+  const int dims[3] = {n, p, c}, perm[3] = {0, 2, 1};
+  if (ld == k) return b.permute(in, out, dims, perm);
+  auto tmp = b.allocate(size_t(n) * k * sizeof(float));
+  b.copy_rows(static_cast<float*>(tmp->data()), k, in, ld, n, k, false);
+  b.permute(static_cast<float*>(tmp->data()), out, dims, perm);
+}
+
+void check_pair(const char* what, const Image& image, const Matrix& matrix) {
+  if (image.dtype() != DType::Float32 || matrix.dtype() != DType::Float32)
+    fail("[", what, "] converts float32 images and matrices");
+  if (image.device() != matrix.device())
+    fail("[", what, "] image is on ", image.device().str(), ", matrix on ", matrix.device().str());
+  if (matrix.rows() != image.batch() || static_cast<size_t>(matrix.columns()) != image.shape().count())
+    fail("[", what, "] a batch of ", image.batch(), " images of ", image.shape().str(), " needs a ", image.batch(),
+         "×", image.shape().count(), " matrix, got ", matrix.rows(), "×", matrix.columns());
+}
+
+// Gradient of either converter: the other conversion. Sources: dY, X (for its shape).
+class ConvertGradientNode : public GradientNode {
+ public:
+  ConvertGradientNode(const ImageNodePtr& dy, FilterNode& forward, DataLayout layout, bool rows)
+      : GradientNode({dy, forward.sources()[0]}, forward, "convert_gradient"), layout_(layout), rows_(rows) {}
+  const char* kind() const override { return "convert_gradient"; }
+  ImageShape infer(const std::vector<ImageShape>& sources) const override { return sources[1]; }
+  void encode(const EncodeArgs& a) const override {
+    const Image& dy = *a.sources[0];
+    const ImageShape& img = rows_ ? dy.shape() : a.result.shape();
+    const int n = dy.batch(), c = img.c, p = img.h * img.w;
+    if (rows_)
+      to_rows(a.backend, layout_, dy.data_as<float>(), a.result.data_as<float>(), c * p, n, c, p);
+    else
+      from_rows(a.backend, layout_, dy.data_as<float>(), c * p, a.result.data_as<float>(), n, c, p);
+  }
+
+ private:
+  DataLayout layout_;
+  bool rows_;  // dY is an image and the result its rows
+};
+
+}  // namespace
+
+DataLayout parse_data_layout(const std::string& name) {
+  if (name == "chw") return DataLayout::FeatureChannelsHeightWidth;
+  if (name == "hwc") return DataLayout::HeightWidthFeatureChannels;
+  fail("[data layout] expected 'chw' (feature channels × height × width) or 'hwc', got '", name, "'");
+}
+
+void image_copy_to_matrix(DataLayout layout, const Image& source, const Matrix& destination) {
+  check_pair("image_copy_to_matrix", source, destination);
+  const ImageShape& s = source.shape();
+  to_rows(backend_for(source.device()), layout, source.data_as<float>(), destination.data_as<float>(),
+          destination.row_stride(), source.batch(), s.c, s.h * s.w);
+}
+
+void matrix_copy_to_image(DataLayout layout, const Matrix& source, const Image& destination) {
+  check_pair("matrix_copy_to_image", destination, source);
+  const ImageShape& s = destination.shape();
+  from_rows(backend_for(source.device()), layout, source.data_as<float>(), source.row_stride(),
+            destination.data_as<float>(), destination.batch(), s.c, s.h * s.w);
+}
+
+std::shared_ptr<ImageCopyToMatrixNode> ImageCopyToMatrixNode::create(ImageNodePtr source, DataLayout layout,
+                                                                     std::string label) {
+  std::shared_ptr<ImageCopyToMatrixNode> node(
+      new ImageCopyToMatrixNode({std::move(source)}, std::move(label), "image_copy_to_matrix"));
+  node->set_default_label("image_copy_to_matrix");
+  node->layout_ = layout;
+  return node;
+}
+
+ImageShape ImageCopyToMatrixNode::infer(const std::vector<ImageShape>& s) const {
+  return {static_cast<int>(s[0].count()), 1, 1};
+}
+
+void ImageCopyToMatrixNode::encode(const EncodeArgs& a) const {
+  const Image& x = *a.sources[0];
+  const int k = static_cast<int>(x.shape().count());
+  to_rows(a.backend, layout_, x.data_as<float>(), a.result.data_as<float>(), k, x.batch(), x.shape().c,
+          x.shape().h * x.shape().w);
+}
+
+std::vector<FilterNodePtr> ImageCopyToMatrixNode::make_gradients(const ImageNodePtr& dy) {
+  return {std::make_shared<ConvertGradientNode>(dy, *this, layout_, false)};
+}
+
+std::shared_ptr<MatrixCopyToImageNode> MatrixCopyToImageNode::create(ImageNodePtr source, ImageShape shape,
+                                                                     DataLayout layout, std::string label) {
+  std::shared_ptr<MatrixCopyToImageNode> node(
+      new MatrixCopyToImageNode({std::move(source)}, std::move(label), "matrix_copy_to_image"));
+  node->set_default_label("matrix_copy_to_image");
+  if (shape.c < 1 || shape.h < 1 || shape.w < 1)
+    fail("[", node->label(), "] image shape must be positive, got ", shape.str());
+  node->shape_ = shape;
+  node->layout_ = layout;
+  return node;
+}
+
+ImageShape MatrixCopyToImageNode::infer(const std::vector<ImageShape>& s) const {
+  if (s[0].count() != shape_.count())
+    fail("[", label(), "] source rows hold ", s[0].count(), " values, a ", shape_.str(), " image needs ",
+         shape_.count());
+  return shape_;
+}
+
+void MatrixCopyToImageNode::encode(const EncodeArgs& a) const {
+  const Image& x = *a.sources[0];
+  from_rows(a.backend, layout_, x.data_as<float>(), static_cast<int>(shape_.count()), a.result.data_as<float>(),
+            x.batch(), shape_.c, shape_.h * shape_.w);
+}
+
+std::vector<FilterNodePtr> MatrixCopyToImageNode::make_gradients(const ImageNodePtr& dy) {
+  return {std::make_shared<ConvertGradientNode>(dy, *this, layout_, true)};
+}
+
+}  // namespace nngraph

@@ -1,0 +1,249 @@
+// RNN matrix layers: sequences of matrices through the shared stack runner.
+#include "backends/backend.h"
+#include "nngraph/error.h"
+#include "ops/rnn_stack.h"
+
+namespace nngraph {
+namespace {
+
+void no_free(void*, size_t, const Device&) {}
+
+// A Buffer over a matrix's dense storage, for the duration of one call.
+std::shared_ptr<Buffer> view(const Matrix& m) {
+  return std::make_shared<Buffer>(m.data(), size_t(m.rows()) * m.columns() * sizeof(float), m.device(), no_free);
+}
+
+float* floats(const std::shared_ptr<Buffer>& b) { return static_cast<float*>(b->data()); }
+
+}  // namespace
+
+RNNMatrixLayer::RNNMatrixLayer(RNNStack stack, Device device, std::string label)
+    : stack_(std::move(stack)), device_(device), label_(std::move(label)) {
+  stack_.validate(label_);
+  backend_for(device_);  // raises now when the device has no backend
+  for (const WeightSource& w : stack_.weight_sources()) {
+    if (!w.source->load()) fail<DeviceError>("[", label_, "] data source '", w.source->label(), "' failed to load");
+    has_bias_.push_back(w.source->biases().count > 0);
+    w.source->purge();
+  }
+}
+
+std::vector<std::pair<int, int>> RNNMatrixLayer::weight_shapes() const {
+  std::vector<std::pair<int, int>> out;
+  const auto sources = stack_.weight_sources();
+  for (size_t i = 0; i < sources.size(); ++i) {
+    const auto& d = sources[i].descriptor;
+    const int o = d.output_feature_channels;
+    out.emplace_back(o, static_cast<int>(d.weight_count() / o));
+    if (has_bias_[i]) out.emplace_back(1, o);
+  }
+  return out;
+}
+
+std::vector<Matrix> RNNMatrixLayer::create_weight_matrices() const {
+  std::vector<Matrix> out;
+  const auto sources = stack_.weight_sources();
+  for (size_t i = 0; i < sources.size(); ++i) {
+    DataSource& ds = *sources[i].source;
+    if (!ds.load()) fail<DeviceError>("[", label_, "] data source '", ds.label(), "' failed to load");
+    LoadedWeights w;
+    try {
+      w = read_data_source(ds, sources[i].descriptor, label_);
+    } catch (...) {
+      ds.purge();
+      throw;
+    }
+    ds.purge();
+    if (w.biases.empty() == has_bias_[i])
+      fail("[", label_, "] data source '", ds.label(), "' changed whether it has biases");
+    const int o = sources[i].descriptor.output_feature_channels;
+    out.push_back(Matrix::allocate(o, static_cast<int>(w.weights.size() / o), DType::Float32, device_));
+    out.back().copy_from_host(w.weights.data());
+    if (has_bias_[i]) {
+      out.push_back(Matrix::allocate(1, o, DType::Float32, device_));
+      out.back().copy_from_host(w.biases.data());
+    }
+  }
+  return out;
+}
+
+std::vector<Matrix> RNNMatrixLayer::create_weight_gradient_matrices() const {
+  std::vector<Matrix> out;
+  for (const auto& [r, c] : weight_shapes()) {
+    out.push_back(Matrix::allocate(r, c, DType::Float32, device_));
+    std::vector<float> zeros(size_t(r) * c, 0.f);
+    out.back().copy_from_host(zeros.data());
+  }
+  return out;
+}
+
+std::vector<WeightsState> RNNMatrixLayer::views(const std::vector<Matrix>& m, const char* what) const {
+  const auto shapes = weight_shapes();
+  if (m.size() != shapes.size()) fail("[", label_, "] expected ", shapes.size(), " ", what, " matrices, got ", m.size());
+  for (size_t i = 0; i < m.size(); ++i) {
+    if (m[i].rows() != shapes[i].first || m[i].columns() != shapes[i].second || m[i].dtype() != DType::Float32 ||
+        m[i].row_stride() != m[i].columns() || m[i].device() != device_)
+      fail("[", label_, "] ", what, " matrix ", i, " must be a dense float32 ", shapes[i].first, "×", shapes[i].second,
+           " matrix on ", device_.str(), ", got ", m[i].rows(), "×", m[i].columns());
+  }
+  std::vector<WeightsState> out;
+  size_t k = 0;
+  for (bool bias : has_bias_) {
+    WeightsState w;
+    w.weights = view(m[k]);
+    w.weight_count = size_t(m[k].rows()) * m[k].columns();
+    ++k;
+    if (bias) {
+      w.biases = view(m[k]);
+      w.bias_count = m[k].columns();
+      ++k;
+    }
+    out.push_back(w);
+  }
+  return out;
+}
+
+namespace {
+
+// Per-layer state matrices (N × H), or none.
+std::vector<const float*> state_pointers(const std::vector<Matrix>& m, const std::vector<const RNNDescriptor*>& layers,
+                                         int n, bool cell, const std::string& label, const char* what) {
+  std::vector<const float*> out;
+  if (m.empty()) return out;
+  if (m.size() != layers.size()) fail("[", label, "] expected ", layers.size(), " ", what, " matrices, got ", m.size());
+  for (size_t i = 0; i < m.size(); ++i) {
+    const int h = layers[i]->output_feature_channels;
+    const bool used = !cell || layers[i]->cell == RNNCell::LSTM;
+    if (used && (m[i].rows() != n || m[i].columns() != h || m[i].row_stride() != h || m[i].dtype() != DType::Float32))
+      fail("[", label, "] ", what, " ", i, " must be a dense float32 ", n, "×", h, " matrix, got ", m[i].rows(), "×",
+           m[i].columns());
+    out.push_back(used ? m[i].data_as<float>() : nullptr);
+  }
+  return out;
+}
+
+// Steps of N × columns matrices into one time-major buffer.
+std::shared_ptr<Buffer> pack(Backend& b, const std::vector<Matrix>& steps, int n, int columns, const Device& device,
+                             const std::string& label, const char* what) {
+  if (steps.empty()) fail("[", label, "] the ", what, " sequence is empty");
+  auto out = b.allocate(steps.size() * n * columns * sizeof(float));
+  for (size_t t = 0; t < steps.size(); ++t) {
+    const Matrix& m = steps[t];
+    if (m.dtype() != DType::Float32 || m.device() != device)
+      fail("[", label, "] ", what, " ", t, " must be a float32 matrix on ", device.str());
+    if (m.rows() != n)
+      fail("[", label, "] ", what, " ", t, " has ", m.rows(), " rows, step 0 has ", n, ": every step holds the same sequences");
+    if (m.columns() != columns)
+      fail("[", label, "] ", what, " ", t, " has ", m.columns(), " feature channels, expected ", columns);
+    b.copy_rows(floats(out) + t * n * columns, columns, m.data_as<float>(), m.row_stride(), n, columns, false);
+  }
+  return out;
+}
+
+std::vector<Matrix> unpack(Backend& b, const float* seq, int steps, int n, int columns, const Device& device) {
+  std::vector<Matrix> out;
+  for (int t = 0; t < steps; ++t) {
+    out.push_back(Matrix::allocate(n, columns, DType::Float32, device));
+    b.copy(out.back().data(), seq + size_t(t) * n * columns, size_t(n) * columns * sizeof(float));
+  }
+  return out;
+}
+
+}  // namespace
+
+RNNMatrixLayer::Forward RNNMatrixLayer::forward(const std::vector<Matrix>& sources, const std::vector<Matrix>& weights,
+                                                const std::vector<Matrix>& h0, const std::vector<Matrix>& c0,
+                                                bool training) const {
+  Backend& b = backend_for(device_);
+  if (sources.empty()) fail("[", label_, "] the source sequence is empty");
+  const int n = sources[0].rows(), steps = static_cast<int>(sources.size());
+  auto x = pack(b, sources, n, stack_.input_channels(), device_, label_, "source");
+  const auto w = views(weights, "weight");
+  const auto layers = stack_.layers();
+  const auto l = rnn_stack::layout(stack_, steps, n);
+  auto state = b.allocate(l.total * sizeof(float));
+  auto y = b.allocate(size_t(steps) * n * stack_.output_channels() * sizeof(float));
+  rnn_stack::IO io;
+  io.x = floats(x);
+  io.h0 = state_pointers(h0, layers, n, false, label_, "initial state");
+  io.c0 = state_pointers(c0, layers, n, true, label_, "initial cell state");
+  io.y = floats(y);
+  Forward out;
+  for (const RNNDescriptor* d : layers) {
+    const int h = d->output_feature_channels;
+    out.h_final.push_back(Matrix::allocate(n, h, DType::Float32, device_));
+    io.h_final.push_back(out.h_final.back().data_as<float>());
+    const bool lstm = d->cell == RNNCell::LSTM;
+    out.c_final.push_back(lstm ? Matrix::allocate(n, h, DType::Float32, device_) : Matrix());
+    io.c_final.push_back(lstm ? out.c_final.back().data_as<float>() : nullptr);
+  }
+  rnn_stack::forward(b, stack_, l, w.data(), floats(state), io);
+  out.outputs = unpack(b, floats(y), steps, n, stack_.output_channels(), device_);
+  if (training) out.training_state = std::make_shared<TrainingState>(TrainingState{steps, n, x, state});
+  b.synchronize();
+  return out;
+}
+
+RNNMatrixLayer::Gradients RNNMatrixLayer::gradient(const std::vector<Matrix>& output_gradients,
+                                                   const TrainingState& ts, const std::vector<Matrix>& weights,
+                                                   const std::vector<Matrix>& weight_gradients, bool accumulate,
+                                                   const std::vector<Matrix>& dh_final,
+                                                   const std::vector<Matrix>& dc_final) const {
+  Backend& b = backend_for(device_);
+  if (!ts.state) fail("[", label_, "] the training state is empty: run forward with training first");
+  const int n = ts.batch, steps = ts.steps;
+  std::shared_ptr<Buffer> dy;
+  if (!output_gradients.empty()) {
+    if (static_cast<int>(output_gradients.size()) != steps)
+      fail("[", label_, "] expected ", steps, " output gradients (one per step), got ", output_gradients.size());
+    dy = pack(b, output_gradients, n, stack_.output_channels(), device_, label_, "output gradient");
+  }
+  const auto w = views(weights, "weight");
+  std::vector<WeightsState> dw;
+  std::vector<std::shared_ptr<Buffer>> fresh;  // accumulate: this pass's gradients, added afterwards
+  if (!weight_gradients.empty()) {
+    dw = views(weight_gradients, "weight gradient");
+    if (accumulate)
+      for (auto& g : dw) {
+        fresh.push_back(g.weights);
+        g.weights = b.allocate(g.weight_count * sizeof(float));
+        if (g.biases) {
+          fresh.push_back(g.biases);
+          g.biases = b.allocate(g.bias_count * sizeof(float));
+        }
+      }
+  }
+  const auto layers = stack_.layers();
+  const auto l = rnn_stack::layout(stack_, steps, n);
+  auto dx = b.allocate(size_t(steps) * n * stack_.input_channels() * sizeof(float));
+  rnn_stack::IO io;
+  io.x = floats(ts.x);
+  io.dy = dy ? floats(dy) : nullptr;
+  io.dh_final = state_pointers(dh_final, layers, n, false, label_, "final state gradient");
+  io.dc_final = state_pointers(dc_final, layers, n, true, label_, "final cell state gradient");
+  io.dx = floats(dx);
+  Gradients out;
+  for (const RNNDescriptor* d : layers) {
+    const int h = d->output_feature_channels;
+    out.h0.push_back(Matrix::allocate(n, h, DType::Float32, device_));
+    io.dh0.push_back(out.h0.back().data_as<float>());
+    const bool lstm = d->cell == RNNCell::LSTM;
+    out.c0.push_back(lstm ? Matrix::allocate(n, h, DType::Float32, device_) : Matrix());
+    io.dc0.push_back(lstm ? out.c0.back().data_as<float>() : nullptr);
+  }
+  rnn_stack::gradient(b, stack_, l, w.data(), floats(ts.state), io, dw.empty() ? nullptr : dw.data());
+  if (accumulate) {
+    size_t k = 0;
+    for (const auto& g : dw)
+      for (const auto* part : {&g.weights, &g.biases}) {
+        if (!*part) continue;
+        const int count = static_cast<int>((*part)->bytes() / sizeof(float));
+        b.copy_rows(floats(fresh[k++]), count, floats(*part), count, 1, count, true);
+      }
+  }
+  out.sources = unpack(b, floats(dx), steps, n, stack_.input_channels(), device_);
+  b.synchronize();
+  return out;
+}
+
+}  // namespace nngraph
