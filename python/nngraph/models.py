@@ -14,8 +14,10 @@ from nngraph._core import (
     FilterNode,
     FullyConnected,
     ImageNode,
+    LSTM,
     Neuron,
     Pooling,
+    RNN,
     SoftMax,
 )
 
@@ -59,3 +61,36 @@ def digit_network(weights=None, keep_probability: float = 0.5, seed: int = 0, op
     h = Dropout(Neuron(FullyConnected(h, sources["fc1"]), "relu"), keep_probability, seed)
     logits = FullyConnected(h, sources["fc2"])
     return DigitNetwork(image, logits, SoftMax(logits, label="probabilities"), sources)
+
+
+@dataclass
+class ActivityNetwork:
+    image: ImageNode  # channels × 1 × length: one sensor recording
+    logits: FilterNode
+    probabilities: FilterNode
+    sources: dict  # label → data source
+
+
+def activity_network(classes: int = 4, channels: int = 6, length: int = 2000, steps: int = 20,
+                     features: int = 32, hidden: int = 64, seed: int = 0, optimizer=None) -> ActivityNetwork:
+    """The WWDC activity classifier: channels × 1 × length → 1-D convolution (kernel and stride
+    length/steps, so 100:1 for 2000 samples in 20 steps) + relu → LSTM over the steps, final
+    state → fully connected → softmax."""
+    if length % steps:
+        raise ValueError(f"[activity] length {length} must be a multiple of steps {steps}")
+    window = length // steps
+    sources = {
+        "conv": ArrayDataSource(ConvolutionDescriptor((1, window), channels, features, stride=(1, window)), "he",
+                                label="conv", seed=seed, optimizer=optimizer),
+        "fc": ArrayDataSource(ConvolutionDescriptor(1, hidden, classes), "glorot", label="fc", seed=seed + 2,
+                              optimizer=optimizer),
+    }
+    lstm = LSTM(features, hidden, seed=seed + 1, label="lstm")
+    sources["lstm"] = lstm.data_sources[0]
+    if optimizer is not None:
+        sources["lstm"].optimizer = optimizer
+    image = ImageNode(shape=(channels, 1, length), label="motion")
+    h = Neuron(Convolution(image, sources["conv"]), "relu")
+    h = RNN(h, lstm, output="last", label="lstm")
+    logits = FullyConnected(h, sources["fc"])
+    return ActivityNetwork(image, logits, SoftMax(logits, label="probabilities"), sources)

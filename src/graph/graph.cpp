@@ -246,7 +246,7 @@ struct Graph::Impl {
     const std::vector<Image>& loss_out = r ? r->losses : losses;
     const size_t n_src = s.sources.size();
     for (size_t i = n_src; i < t.size(); ++i)
-      if (s.root[i] == static_cast<int>(i) && plan.shapes[i].count())
+      if (s.root[i] == static_cast<int>(i) && plan.in_arena[i])
         t[i] = Image({n, plan.shapes[i], DType::Float32}, arena, plan.offset[i] * n * sizeof(float));
     for (size_t i = n_src; i < t.size(); ++i)
       if (s.root[i] != static_cast<int>(i)) t[i] = t[s.root[i]];

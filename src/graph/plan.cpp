@@ -195,6 +195,7 @@ Plan make_plan(const Structure& s, const std::vector<ImageShape>& source_shapes)
   std::stable_sort(arena.begin(), arena.end(), [&](int a, int b) { return padded(a) > padded(b); });
   // Greedy first fit, largest first, among tensors whose lifetimes overlap.
   p.offset.assign(s.tensor_count(), 0);
+  p.in_arena.assign(s.tensor_count(), false);
   std::vector<int> placed;
   for (int t : arena) {
     std::vector<std::pair<size_t, size_t>> busy;
@@ -207,6 +208,7 @@ Plan make_plan(const Structure& s, const std::vector<ImageShape>& source_shapes)
       at = std::max(at, e);
     }
     p.offset[t] = at;
+    p.in_arena[t] = true;
     p.arena = std::max(p.arena, at + padded(t));
     placed.push_back(t);
   }

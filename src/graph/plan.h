@@ -53,6 +53,7 @@ std::vector<ImageNodePtr> build_gradient_pass(const std::shared_ptr<LossNode>& l
 struct Plan {
   std::vector<ImageShape> shapes;  // per tensor
   std::vector<size_t> offset;      // per root tensor, floats per image in the arena
+  std::vector<bool> in_arena;      // per tensor: some step writes it
   size_t arena = 0;                // floats per image
   size_t naive = 0;                // floats per image with one buffer per filter result
 };

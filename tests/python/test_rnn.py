@@ -322,3 +322,27 @@ def test_converter_nodes_and_their_gradients(device, rng, layout):
     dm = ng.Graph([img.gradient_filter(dy).result_image], device=device).run({"x": x, "dy": rd})
     rows_of = rd.reshape(2, -1) if layout == "chw" else rd.transpose(0, 2, 3, 1).reshape(2, -1)
     np.testing.assert_array_equal(dm[:, :, 0, 0], rows_of)
+
+
+def test_activity_classifier_on_basic_motions(device, capsys):
+    from nngraph.examples import activity
+
+    result = activity.main(["--device", device, "--epochs", "12"])
+    assert result["accuracy"] >= 0.9
+    out = capsys.readouterr().out
+    assert "epoch 12: loss" in out and "test accuracy" in out
+
+
+def test_rnn_weights_checkpoint_round_trip(device, rng, tmp_path):
+    from nngraph.models import activity_network
+
+    net = activity_network(length=40, steps=4, seed=3, optimizer=ng.Adam())
+    graph = ng.Loss(net.logits, "softmax_cross_entropy").training_graph(device=device)
+    x = rng.standard_normal((4, 6, 1, 40)).astype(np.float32)
+    graph.encode(x, labels=np.array([0, 1, 2, 3])).wait()
+    ng.save(tmp_path / "a.npz", graph)
+    saved = net.sources["lstm"].weights().copy()
+    graph.encode(x, labels=np.array([0, 1, 2, 3])).wait()
+    assert not np.array_equal(net.sources["lstm"].weights(), saved)
+    ng.load(tmp_path / "a.npz", graph)
+    np.testing.assert_array_equal(net.sources["lstm"].weights(), saved)

@@ -1,0 +1,133 @@
+"""One training step of the WWDC activity classifier (6 × 1 × 2000 → 1-D convolution 100:1 +
+relu → LSTM over 20 steps → fully connected, softmax cross-entropy, Adam): nngraph against
+PyTorch on the same machine, in the same run, each in its own process, with the same weights
+and data. Every step takes its batch from host (numpy) memory and reads nothing back; on cuda
+PyTorch also runs with the whole step captured in a CUDA graph.
+
+    python bench/activity_training.py [--batch 32] [--steps 50] [--device cpu]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+from common import measure_in_subprocess, median_ms, peak_rss_mib, rss_mib  # noqa: E402
+
+LENGTH, STEPS, CLASSES = 2000, 20, 4
+
+
+def network():
+    import nngraph as ng
+    from nngraph.models import activity_network
+    return activity_network(classes=CLASSES, length=LENGTH, steps=STEPS, seed=5, optimizer=ng.Adam(learning_rate=1e-4))
+
+
+def batch_data(batch):
+    rng = np.random.default_rng(3)
+    return rng.standard_normal((batch, 6, 1, LENGTH), dtype=np.float32), rng.integers(0, CLASSES, batch)
+
+
+def run_nngraph(batch, steps, threads, device):
+    os.environ["NNGRAPH_NUM_THREADS"] = str(threads)
+    import nngraph as ng
+    ng.reset_peak_memory(device)
+    net = network()
+    graph = ng.Loss(net.logits, "softmax_cross_entropy").training_graph(device=device)
+    x, y = batch_data(batch)
+    logits = graph.inference().run(x).reshape(batch, CLASSES)
+    base = rss_mib()
+    ms = median_ms(lambda: graph.encode(x, labels=y).wait(), warmup=3, steps=steps)
+    return {"ms": ms, "peak_mib": peak_rss_mib(), "base_mib": base, "check": float(np.abs(logits).sum()),
+            "device_mib": ng.memory_stats(device)["peak_bytes"] / 2**20}
+
+
+def run_torch(batch, steps, threads, device, captured=False):
+    import torch
+    from torch_models import ActivityNetwork
+    torch.set_num_threads(threads)
+    if device.startswith("cuda"):
+        torch.cuda.reset_peak_memory_stats()
+    net = ActivityNetwork(network().sources, window=LENGTH // STEPS, classes=CLASSES).to(device).train()
+    opt = torch.optim.Adam(net.parameters(), lr=1e-4, capturable=captured)
+    lossf = torch.nn.CrossEntropyLoss()
+    xn, yn = batch_data(batch)
+    x, y = torch.from_numpy(xn).to(device), torch.from_numpy(yn).to(device)
+
+    def upload():
+        x.copy_(torch.from_numpy(xn))
+        y.copy_(torch.from_numpy(yn))
+
+    def eager_step():
+        upload()
+        opt.zero_grad(set_to_none=True)
+        lossf(net(x), y).backward()
+        opt.step()
+
+    step = eager_step
+    if captured:
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(3):
+                eager_step()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        opt.zero_grad(set_to_none=True)
+        with torch.cuda.graph(graph):
+            lossf(net(x), y).backward()
+            opt.step()
+
+        def step():
+            upload()
+            graph.replay()
+
+    with torch.no_grad():
+        check = float(net(x).abs().sum())
+    base = rss_mib()
+    sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+    ms = median_ms(step, warmup=3, steps=steps, sync=sync)
+    device_mib = torch.cuda.max_memory_allocated() / 2**20 if device.startswith("cuda") else float("nan")
+    return {"ms": ms, "peak_mib": peak_rss_mib(), "base_mib": base, "check": check, "device_mib": device_mib}
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--steps", type=int, default=50)
+    p.add_argument("--threads", type=int, default=os.cpu_count())
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--worker")
+    a = p.parse_args()
+    if a.worker:
+        r = (run_nngraph(a.batch, a.steps, a.threads, a.device) if a.worker == "nngraph"
+             else run_torch(a.batch, a.steps, a.threads, a.device, captured=a.worker == "torch-graph"))
+        print(json.dumps(r))
+        return
+    import torch
+    cuda = a.device.startswith("cuda")
+    print(f"activity classifier training step (Adam), batch {a.batch}, 6×{LENGTH} → {STEPS} steps, {a.device}, "
+          f"{a.threads} threads, {platform.machine()}, torch {torch.__version__}; median of {a.steps} steps after 3 warm-up")
+    args = ["--batch", str(a.batch), "--steps", str(a.steps), "--threads", str(a.threads), "--device", a.device]
+    frameworks = ("nngraph", "torch", "torch-graph") if cuda else ("nngraph", "torch")
+    r = {fw: measure_in_subprocess(__file__, [fw, *args]) for fw in frameworks}
+    n, t = r["nngraph"], r["torch"]
+    assert abs(n["check"] - t["check"]) < 1e-4 * abs(t["check"]), (n, t)  # same logits before training
+    print("| nngraph ms/step | PyTorch ms/step | ratio |" + (" PyTorch captured | ratio |" if cuda else "")
+          + (" peak device MiB (nngraph / PyTorch) |" if cuda else " peak RSS MiB, +over setup (nngraph / PyTorch) |"))
+    print("|---:|---:|---:|" + ("---:|---:|" if cuda else "") + "---:|")
+    cap = f" {r['torch-graph']['ms']:.2f} | {n['ms'] / r['torch-graph']['ms']:.2f} |" if cuda else ""
+    mem = (f"{n['device_mib']:.0f} / {t['device_mib']:.0f}" if cuda else
+           f"{n['peak_mib']:.0f} (+{n['peak_mib'] - n['base_mib']:.0f}) / {t['peak_mib']:.0f} "
+           f"(+{t['peak_mib'] - t['base_mib']:.0f})")
+    print(f"| {n['ms']:.2f} | {t['ms']:.2f} | {n['ms'] / t['ms']:.2f} |{cap} {mem} |")
+
+
+if __name__ == "__main__":
+    main()
