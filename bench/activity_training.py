@@ -113,7 +113,8 @@ def main():
     import torch
     cuda = a.device.startswith("cuda")
     print(f"activity classifier training step (Adam), batch {a.batch}, 6×{LENGTH} → {STEPS} steps, {a.device}, "
-          f"{a.threads} threads, {platform.machine()}, torch {torch.__version__}; median of {a.steps} steps after 3 warm-up")
+          f"{a.threads} threads, {platform.machine()}, torch {torch.__version__}; "
+          f"median of {a.steps} steps after 3 warm-up")
     args = ["--batch", str(a.batch), "--steps", str(a.steps), "--threads", str(a.threads), "--device", a.device]
     frameworks = ("nngraph", "torch", "torch-graph") if cuda else ("nngraph", "torch")
     r = {fw: measure_in_subprocess(__file__, [fw, *args]) for fw in frameworks}

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from nngraph._core import (
+    LSTM,
+    RNN,
     ArrayDataSource,
     Convolution,
     ConvolutionDescriptor,
@@ -14,10 +16,8 @@ from nngraph._core import (
     FilterNode,
     FullyConnected,
     ImageNode,
-    LSTM,
     Neuron,
     Pooling,
-    RNN,
     SoftMax,
 )
 
