@@ -2,6 +2,7 @@
 nngraph native engine
 """
 from __future__ import annotations
+import collections.abc
 from nngraph import DeviceError
 from nngraph import Error
 from nngraph import InvalidInputError
@@ -9,7 +10,7 @@ from nngraph import OutOfMemoryError
 from nngraph import UnsupportedError
 import numpy
 import typing
-__all__: list[str] = ['Adam', 'Addition', 'ArrayDataSource', 'BuiltinOptimizer', 'Concatenation', 'Convolution', 'ConvolutionDescriptor', 'DataSource', 'Device', 'DeviceError', 'Dropout', 'Error', 'FilterNode', 'FullyConnected', 'Graph', 'Handle', 'Image', 'ImageNode', 'InvalidInputError', 'LogSoftMax', 'Loss', 'LossDescriptor', 'Matrix', 'Neuron', 'NeuronDescriptor', 'Optimizer', 'OutOfMemoryError', 'Pooling', 'RMSProp', 'SGD', 'SoftMax', 'UnsupportedError', 'WeightsLayout', 'built_backends', 'device_count', 'memory_stats', 'reset_peak_memory']
+__all__: list[str] = ['Adam', 'Addition', 'ArrayDataSource', 'BuiltinOptimizer', 'Concatenation', 'Convolution', 'ConvolutionDescriptor', 'DataSource', 'Device', 'DeviceError', 'Dropout', 'Error', 'FilterNode', 'FullyConnected', 'GRU', 'Graph', 'Handle', 'Image', 'ImageCopyToMatrixNode', 'ImageNode', 'InvalidInputError', 'LSTM', 'LogSoftMax', 'Loss', 'LossDescriptor', 'MGU', 'Matrix', 'MatrixCopyToImageNode', 'Neuron', 'NeuronDescriptor', 'Optimizer', 'OutOfMemoryError', 'Pooling', 'RMSProp', 'RNN', 'RNNDescriptor', 'RNNMatrixLayer', 'RNNMatrixTrainingLayer', 'RNNMatrixTrainingState', 'SGD', 'SingleGate', 'SoftMax', 'UnsupportedError', 'WeightsLayout', 'built_backends', 'device_count', 'image_copy_to_matrix', 'matrix_copy_to_image', 'memory_stats', 'reset_peak_memory']
 class Device:
     """
     Where a graph runs: 'cpu', 'cuda', 'cuda:N' ('mps' reserved).
@@ -322,6 +323,104 @@ class Addition(FilterNode):
 class Concatenation(FilterNode):
     def __init__(self, sources: list, label: str = '') -> None:
         ...
+class RNNDescriptor:
+    """
+    One recurrent layer in one direction: its cell, sizes, neurons and weight data sources. Made by SingleGate, LSTM, GRU or MGU.
+    """
+    def __repr__(self) -> str:
+        ...
+    @property
+    def cell(self) -> str:
+        ...
+    @property
+    def data_sources(self) -> list[DataSource]:
+        """
+        The weight sources in the order graphs keep them.
+        """
+    @property
+    def direction(self) -> str:
+        ...
+    @property
+    def gates(self) -> int:
+        ...
+    @property
+    def input_feature_channels(self) -> int:
+        ...
+    @property
+    def layer_descriptor(self) -> ConvolutionDescriptor:
+        """
+        The ConvolutionDescriptor a one-source-per-layer data source has.
+        """
+    @property
+    def output_feature_channels(self) -> int:
+        ...
+    @property
+    def peephole(self) -> bool:
+        ...
+    @property
+    def reset_after(self) -> bool:
+        ...
+    @property
+    def use_layer_input_unit_transform(self) -> bool:
+        ...
+class RNN(FilterNode):
+    def __init__(self, source: typing.Any, layers: typing.Any, combine: str = 'concatenate', output: str = 'sequence', label: str = '') -> None:
+        """
+        Runs recurrent layers over the source's positions (row by row, each position's channels one step's features). layers: a descriptor, or a list of descriptors (stacked) and (forward, backward) pairs joined by `combine`. output='last' gives the final state.
+        """
+    @property
+    def last_only(self) -> bool:
+        ...
+class RNNMatrixTrainingState:
+    """
+    What a forward sequence leaves for its gradient sequence.
+    """
+    @property
+    def batch(self) -> int:
+        ...
+    @property
+    def steps(self) -> int:
+        ...
+class RNNMatrixLayer:
+    """
+    Recurrent layers over sequences of matrices (one per step, one row per sequence), with the weights their data sources hold when it is made.
+    """
+    def __init__(self, layers: typing.Any, combine: str = 'concatenate', device: typing.Any = 'cpu') -> None:
+        ...
+    def encode_sequence(self, sources: typing.Any, initial_states: typing.Any = None, initial_cell_states: typing.Any = None) -> tuple[list, list, list]:
+        """
+        → (outputs per step, final state per layer, final cell state per layer (None but LSTM)).
+        """
+class RNNMatrixTrainingLayer:
+    """
+    Recurrent layers over matrix sequences for training: weights as matrices (create_weight_matrices), a forward sequence leaving a training state, a gradient sequence giving input, initial-state and weight gradients.
+    """
+    def __init__(self, layers: typing.Any, combine: str = 'concatenate', device: typing.Any = 'cpu') -> None:
+        ...
+    def create_weight_gradient_matrices(self) -> list[Matrix]:
+        ...
+    def create_weight_matrices(self) -> list[Matrix]:
+        """
+        Per data source: its weights (O × I), then its biases (1 × O) if it has them.
+        """
+    def encode_forward_sequence(self, sources: typing.Any, weights: collections.abc.Sequence[Matrix], initial_states: typing.Any = None, initial_cell_states: typing.Any = None) -> tuple[list, RNNMatrixTrainingState, list, list]:
+        """
+        → (outputs, training state, final states, final cell states).
+        """
+    def encode_gradient_sequence(self, output_gradients: typing.Any, training_state: RNNMatrixTrainingState, weights: collections.abc.Sequence[Matrix], weight_gradients: typing.Any = None, accumulate: bool = False, final_state_gradients: typing.Any = None, final_cell_state_gradients: typing.Any = None) -> tuple[list, list, list]:
+        """
+        Writes weight_gradients (adds to them with accumulate) → (source gradients, initial state gradients, initial cell state gradients).
+        """
+class ImageCopyToMatrixNode(FilterNode):
+    def __init__(self, source: typing.Any, data_layout: str = 'chw', label: str = '') -> None:
+        """
+        Each image as one row of C·H·W values (an N × C·H·W × 1 × 1 result), in 'chw' or 'hwc' order.
+        """
+class MatrixCopyToImageNode(FilterNode):
+    def __init__(self, source: typing.Any, shape: tuple[typing.SupportsInt | typing.SupportsIndex, typing.SupportsInt | typing.SupportsIndex, typing.SupportsInt | typing.SupportsIndex], data_layout: str = 'chw', label: str = '') -> None:
+        """
+        Rows of C·H·W values back to C×H×W images (shape), read in 'chw' or 'hwc' order.
+        """
 class LossDescriptor:
     """
     Loss type, reduction (none, sum, mean), weight, label_smoothing, delta (huber), epsilon.
@@ -456,9 +555,21 @@ def Adam(learning_rate: typing.SupportsFloat | typing.SupportsIndex = 0.00100000
     """
     Adam with bias correction.
     """
+def GRU(input_channels: typing.SupportsInt | typing.SupportsIndex, output_channels: typing.SupportsInt | typing.SupportsIndex, weights: typing.Any = None, input_weights: typing.Any = None, recurrent_weights: typing.Any = None, direction: str = 'forward', unit_input: bool = False, seed: typing.SupportsInt | typing.SupportsIndex = 0, label: str = '', reset_after: bool = True, gate_neuron: typing.Any = 'sigmoid', cell_neuron: typing.Any = 'tanh') -> RNNDescriptor:
+    """
+    Gates r, z, n. reset_after=True is the cuDNN/PyTorch formulation; False applies the reset gate to the state before the recurrent product (the original GRU, as MPS describes it).
+    """
+def LSTM(input_channels: typing.SupportsInt | typing.SupportsIndex, output_channels: typing.SupportsInt | typing.SupportsIndex, weights: typing.Any = None, input_weights: typing.Any = None, recurrent_weights: typing.Any = None, direction: str = 'forward', unit_input: bool = False, seed: typing.SupportsInt | typing.SupportsIndex = 0, label: str = '', memory_weights: typing.Any = None, peephole: bool = False, gate_neuron: typing.Any = 'sigmoid', cell_neuron: typing.Any = 'tanh', cell_to_output_neuron: typing.Any = 'tanh') -> RNNDescriptor:
+    """
+    Gates i, f, g, o. Per-gate sources list gates in that order; memory_weights (peepholes) are for i, f and o.
+    """
 def LogSoftMax(source: typing.Any, label: str = '') -> SoftMax:
     """
     Log-softmax across feature channels.
+    """
+def MGU(input_channels: typing.SupportsInt | typing.SupportsIndex, output_channels: typing.SupportsInt | typing.SupportsIndex, weights: typing.Any = None, input_weights: typing.Any = None, recurrent_weights: typing.Any = None, direction: str = 'forward', unit_input: bool = False, seed: typing.SupportsInt | typing.SupportsIndex = 0, label: str = '', gate_neuron: typing.Any = 'sigmoid', cell_neuron: typing.Any = 'tanh') -> RNNDescriptor:
+    """
+    Minimal gated unit, gates f, n: h = (1−f)⊙h₋ + f⊙tanh(Wₙx + Uₙ(f⊙h₋) + bₙ).
     """
 def RMSProp(learning_rate: typing.SupportsFloat | typing.SupportsIndex = 0.009999999776482582, decay: typing.SupportsFloat | typing.SupportsIndex = 0.8999999761581421, epsilon: typing.SupportsFloat | typing.SupportsIndex = 9.99999993922529e-09, gradient_rescale: typing.SupportsFloat | typing.SupportsIndex = 1.0, clip_min: typing.SupportsFloat | typing.SupportsIndex | None = None, clip_max: typing.SupportsFloat | typing.SupportsIndex | None = None, regularization: str = 'none', regularization_scale: typing.SupportsFloat | typing.SupportsIndex = 0.0) -> BuiltinOptimizer:
     """
@@ -468,6 +579,10 @@ def SGD(learning_rate: typing.SupportsFloat | typing.SupportsIndex = 0.009999999
     """
     SGD: v ← μ·v + g; w ← w − lr·(nesterov ? g + μ·v : v).
     """
+def SingleGate(input_channels: typing.SupportsInt | typing.SupportsIndex, output_channels: typing.SupportsInt | typing.SupportsIndex, weights: typing.Any = None, input_weights: typing.Any = None, recurrent_weights: typing.Any = None, direction: str = 'forward', unit_input: bool = False, seed: typing.SupportsInt | typing.SupportsIndex = 0, label: str = '', neuron: typing.Any = 'tanh') -> RNNDescriptor:
+    """
+    h = neuron(W x + U h₋ + b).
+    """
 def built_backends() -> list[str]:
     """
     Backends compiled into this build.
@@ -475,6 +590,14 @@ def built_backends() -> list[str]:
 def device_count(type: str) -> int:
     """
     Devices of a type usable now: 'cpu' 1, 'cuda' the GPUs present (0 if not built).
+    """
+def image_copy_to_matrix(source: Image, data_layout: str = 'chw', destination: typing.Any = None) -> Matrix:
+    """
+    MPSImageCopyToMatrix: row n of the (new or given) matrix holds image n.
+    """
+def matrix_copy_to_image(source: Matrix, destination: typing.Any, data_layout: str = 'chw') -> Image:
+    """
+    MPSMatrixCopyToImage: image n from row n; destination is an Image or a (C, H, W) shape.
     """
 def memory_stats(device: typing.Any = 'cpu') -> dict:
     """
