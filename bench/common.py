@@ -43,3 +43,57 @@ def measure_in_subprocess(script: str, args: list[str]) -> dict:
     out = subprocess.run([sys.executable, script, "--worker", *args], check=True,
                          capture_output=True, text=True, env=dict(os.environ))
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def torch_training_step(net, opt, lossf, x, y, xn, yn, captured: bool):
+    """A PyTorch training step that refills the device batch (x, y) from host arrays (xn, yn),
+    as a training loop's data arrives, then runs forward, loss, backward and the optimizer;
+    captured: warmed up on a side stream, then the whole step recorded in one CUDA graph."""
+    import torch
+
+    def upload():
+        x.copy_(torch.from_numpy(xn))
+        y.copy_(torch.from_numpy(yn))
+
+    def eager_step():
+        upload()
+        opt.zero_grad(set_to_none=True)
+        lossf(net(x), y).backward()
+        opt.step()
+
+    if not captured:
+        return eager_step
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            eager_step()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    opt.zero_grad(set_to_none=True)
+    with torch.cuda.graph(graph):
+        lossf(net(x), y).backward()
+        opt.step()
+
+    def replay():
+        upload()
+        graph.replay()
+    return replay
+
+
+def measure_torch_training(net, opt, lossf, xn, yn, device: str, steps: int, warmup: int, captured: bool) -> dict:
+    """Median ms of torch_training_step over `steps`, peak memory, and the sum of |logits|
+    before training (eval mode), which the caller compares with nngraph's."""
+    import torch
+
+    x, y = torch.from_numpy(xn).to(device), torch.from_numpy(yn).to(device)
+    step = torch_training_step(net, opt, lossf, x, y, xn, yn, captured)
+    with torch.no_grad():
+        check = float(net.eval()(x).abs().sum())
+    net.train()
+    base = rss_mib()
+    cuda = device.startswith("cuda")
+    ms = median_ms(step, warmup=warmup, steps=steps, sync=torch.cuda.synchronize if cuda else (lambda: None))
+    device_mib = torch.cuda.max_memory_allocated() / 2**20 if cuda else float("nan")
+    return {"ms": ms, "peak_mib": peak_rss_mib(), "base_mib": base, "check": check, "device_mib": device_mib}
+

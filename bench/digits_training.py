@@ -18,7 +18,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import measure_in_subprocess, median_ms, peak_rss_mib, rss_mib  # noqa: E402
+from common import measure_in_subprocess, measure_torch_training, median_ms, peak_rss_mib, rss_mib  # noqa: E402
 from digits_inference import weights  # noqa: E402
 
 
@@ -55,47 +55,7 @@ def run_torch(batch, steps, threads, device, tf32, captured=False):
     opt = torch.optim.Adam(net.parameters(), lr=1e-4, capturable=captured)
     lossf = torch.nn.CrossEntropyLoss()
     xn, yn = batch_data(batch)
-    x, y = torch.from_numpy(xn).to(device), torch.from_numpy(yn).to(device)
-
-    def upload():  # a training loop's batch arrives from host memory, as nngraph's does
-        x.copy_(torch.from_numpy(xn))
-        y.copy_(torch.from_numpy(yn))
-
-    def eager_step():
-        upload()
-        opt.zero_grad(set_to_none=True)
-        loss = lossf(net(x), y)
-        loss.backward()
-        opt.step()
-        return loss
-
-    step = eager_step
-    if captured:  # PyTorch's whole-network capture: warm up on a side stream, then record
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(3):
-                eager_step()
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        opt.zero_grad(set_to_none=True)
-        with torch.cuda.graph(graph):
-            lossf(net(x), y).backward()
-            opt.step()
-
-        def step():
-            upload()
-            graph.replay()
-
-    with torch.no_grad():
-        check = float(net.eval()(x).abs().sum())
-    net.train()
-    base = rss_mib()
-    sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
-    ms = median_ms(step, warmup=2, steps=steps, sync=sync)
-    device_mib = torch.cuda.max_memory_allocated() / 2**20 if device.startswith("cuda") else float("nan")
-    return {"ms": ms, "peak_mib": peak_rss_mib(), "base_mib": base, "check": check, "device_mib": device_mib}
-
+    return measure_torch_training(net, opt, lossf, xn, yn, device, steps, warmup=2, captured=captured)
 
 def main():
     p = argparse.ArgumentParser()

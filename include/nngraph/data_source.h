@@ -114,8 +114,8 @@ class ArrayDataSource : public DataSource {
   WeightsState trained_;  // the buffers the last update wrote
 };
 
-// Checks a source's arrays against its descriptor and returns float32 OIHW weights and
-// biases; errors name `node`.
+// Loads a source, checks its arrays against its descriptor and returns float32 OIHW weights
+// and biases, then purges it (also on error); errors name `node`.
 struct LoadedWeights {
   std::vector<float> weights, biases;
 };

@@ -100,7 +100,13 @@ py::list matrices_out(const std::vector<Matrix>& v) {
   return out;
 }
 
-// The training layer is the same C++ layer under its own Python name and methods.
+// The inference layer keeps the weights its data sources held when it was made; the
+// training layer is the same C++ layer under its own Python name and methods.
+struct InferenceLayer : RNNMatrixLayer {
+  InferenceLayer(RNNStack stack, Device device)
+      : RNNMatrixLayer(std::move(stack), device), weights(create_weight_matrices()) {}
+  std::vector<Matrix> weights;
+};
 struct TrainingLayer : RNNMatrixLayer {
   using RNNMatrixLayer::RNNMatrixLayer;
 };
@@ -215,23 +221,23 @@ void init_rnn(py::module_& m) {
       .def_readonly("steps", &RNNMatrixLayer::TrainingState::steps)
       .def_readonly("batch", &RNNMatrixLayer::TrainingState::batch);
 
-  py::class_<RNNMatrixLayer, std::shared_ptr<RNNMatrixLayer>>(
+  py::class_<InferenceLayer, std::shared_ptr<InferenceLayer>>(
       m, "RNNMatrixLayer",
       "Recurrent layers over sequences of matrices (one per step, one row per sequence), with the "
       "weights their data sources hold when it is made.")
       .def(py::init([](const py::object& layers, const std::string& combine, const py::object& device) {
-             return std::make_shared<RNNMatrixLayer>(stack_arg(layers, combine), to_device(device));
+             return std::make_shared<InferenceLayer>(stack_arg(layers, combine), to_device(device));
            }),
            py::arg("layers"), py::arg("combine") = "concatenate", py::arg("device") = "cpu")
       .def("encode_sequence",
-           [](const RNNMatrixLayer& l, const py::object& sources, const py::object& h0, const py::object& c0) {
+           [](const InferenceLayer& l, const py::object& sources, const py::object& h0, const py::object& c0) {
              const Device& d = l.device();
              auto src = matrices_arg(sources, d, "source");
-             auto weights = l.create_weight_matrices();
+             auto hs = matrices_arg(h0, d, "initial state"), cs = matrices_arg(c0, d, "initial cell state");
              RNNMatrixLayer::Forward f;
              {
                py::gil_scoped_release release;
-               f = l.forward(src, weights, matrices_arg(h0, d, "initial state"), matrices_arg(c0, d, "initial cell state"), false);
+               f = l.forward(src, l.weights, hs, cs, false);
              }
              return py::make_tuple(matrices_out(f.outputs), matrices_out(f.h_final), matrices_out(f.c_final));
            },

@@ -178,10 +178,7 @@ std::vector<float> ohwi_to_oihw(const std::vector<float>& src, const Convolution
   return out;
 }
 
-}  // namespace
-
-LoadedWeights read_data_source(DataSource& source, const ConvolutionDescriptor& d,
-                               const std::string& node) {
+LoadedWeights read_loaded(DataSource& source, const ConvolutionDescriptor& d, const std::string& node) {
   LoadedWeights out;
   const WeightsView w = source.weights();
   if (!w.data && w.count) fail("[", node, "] data source returned no weights");
@@ -197,6 +194,21 @@ LoadedWeights read_data_source(DataSource& source, const ConvolutionDescriptor& 
   out.biases = to_float(b);
   for (float v : out.weights)
     if (!std::isfinite(v)) fail("[", node, "] data source '", source.label(), "' weights hold NaN or inf");
+  return out;
+}
+
+}  // namespace
+
+LoadedWeights read_data_source(DataSource& source, const ConvolutionDescriptor& d, const std::string& node) {
+  if (!source.load()) fail<DeviceError>("[", node, "] data source '", source.label(), "' failed to load");
+  LoadedWeights out;
+  try {
+    out = read_loaded(source, d, node);
+  } catch (...) {
+    source.purge();
+    throw;
+  }
+  source.purge();  // one source's host weights at a time
   return out;
 }
 

@@ -110,15 +110,7 @@ struct Graph::Impl {
   }
 
   WeightsState load_one(DataSource& ds, const ConvolutionDescriptor& d, const std::string& node) const {
-    if (!ds.load()) fail<DeviceError>("[", node, "] data source '", ds.label(), "' failed to load");
-    LoadedWeights w;
-    try {
-      w = read_data_source(ds, d, node);
-    } catch (...) {
-      ds.purge();
-      throw;
-    }
-    ds.purge();  // one source's host weights at a time
+    const LoadedWeights w = read_data_source(ds, d, node);
     WeightsState st;
     st.weight_count = w.weights.size();
     st.weights = backend.allocate(w.weights.size() * sizeof(float));

@@ -23,9 +23,6 @@ FilterNode::FilterNode(std::vector<ImageNodePtr> sources, std::string label, con
 
 ImageNodePtr FilterNode::result_image() { return ImageNodePtr(shared_from_this(), &result_); }
 
-ImageNodePtr FilterNode::state_image() {
-  state_.set_label(label() + "_state");
-  return ImageNodePtr(shared_from_this(), &state_);
-}
+ImageNodePtr FilterNode::state_image() { return ImageNodePtr(shared_from_this(), &state_); }
 
 }  // namespace nngraph

@@ -44,18 +44,9 @@ std::vector<Matrix> RNNMatrixLayer::create_weight_matrices() const {
   std::vector<Matrix> out;
   const auto sources = stack_.weight_sources();
   for (size_t i = 0; i < sources.size(); ++i) {
-    DataSource& ds = *sources[i].source;
-    if (!ds.load()) fail<DeviceError>("[", label_, "] data source '", ds.label(), "' failed to load");
-    LoadedWeights w;
-    try {
-      w = read_data_source(ds, sources[i].descriptor, label_);
-    } catch (...) {
-      ds.purge();
-      throw;
-    }
-    ds.purge();
+    const LoadedWeights w = read_data_source(*sources[i].source, sources[i].descriptor, label_);
     if (w.biases.empty() == has_bias_[i])
-      fail("[", label_, "] data source '", ds.label(), "' changed whether it has biases");
+      fail("[", label_, "] data source '", sources[i].source->label(), "' changed whether it has biases");
     const int o = sources[i].descriptor.output_feature_channels;
     out.push_back(Matrix::allocate(o, static_cast<int>(w.weights.size() / o), DType::Float32, device_));
     out.back().copy_from_host(w.weights.data());
@@ -122,6 +113,18 @@ std::vector<const float*> state_pointers(const std::vector<Matrix>& m, const std
   return out;
 }
 
+// New per-layer N × H matrices (cell: LSTM layers only, empty for the others) and their data.
+std::vector<float*> state_outputs(const std::vector<const RNNDescriptor*>& layers, int n, bool cell,
+                                  const Device& device, std::vector<Matrix>& out) {
+  std::vector<float*> data;
+  for (const RNNDescriptor* d : layers) {
+    const bool used = !cell || d->cell == RNNCell::LSTM;
+    out.push_back(used ? Matrix::allocate(n, d->output_feature_channels, DType::Float32, device) : Matrix());
+    data.push_back(used ? out.back().data_as<float>() : nullptr);
+  }
+  return data;
+}
+
 // Steps of N × columns matrices into one time-major buffer.
 std::shared_ptr<Buffer> pack(Backend& b, const std::vector<Matrix>& steps, int n, int columns, const Device& device,
                              const std::string& label, const char* what) {
@@ -140,12 +143,11 @@ std::shared_ptr<Buffer> pack(Backend& b, const std::vector<Matrix>& steps, int n
   return out;
 }
 
-std::vector<Matrix> unpack(Backend& b, const float* seq, int steps, int n, int columns, const Device& device) {
+// One matrix per step, each a view of the time-major buffer.
+std::vector<Matrix> steps_of(const std::shared_ptr<Buffer>& seq, int steps, int n, int columns) {
   std::vector<Matrix> out;
-  for (int t = 0; t < steps; ++t) {
-    out.push_back(Matrix::allocate(n, columns, DType::Float32, device));
-    b.copy(out.back().data(), seq + size_t(t) * n * columns, size_t(n) * columns * sizeof(float));
-  }
+  for (int t = 0; t < steps; ++t)
+    out.emplace_back(n, columns, columns, DType::Float32, seq, size_t(t) * n * columns * sizeof(float));
   return out;
 }
 
@@ -169,16 +171,10 @@ RNNMatrixLayer::Forward RNNMatrixLayer::forward(const std::vector<Matrix>& sourc
   io.c0 = state_pointers(c0, layers, n, true, label_, "initial cell state");
   io.y = floats(y);
   Forward out;
-  for (const RNNDescriptor* d : layers) {
-    const int h = d->output_feature_channels;
-    out.h_final.push_back(Matrix::allocate(n, h, DType::Float32, device_));
-    io.h_final.push_back(out.h_final.back().data_as<float>());
-    const bool lstm = d->cell == RNNCell::LSTM;
-    out.c_final.push_back(lstm ? Matrix::allocate(n, h, DType::Float32, device_) : Matrix());
-    io.c_final.push_back(lstm ? out.c_final.back().data_as<float>() : nullptr);
-  }
+  io.h_final = state_outputs(layers, n, false, device_, out.h_final);
+  io.c_final = state_outputs(layers, n, true, device_, out.c_final);
   rnn_stack::forward(b, stack_, l, w.data(), floats(state), io);
-  out.outputs = unpack(b, floats(y), steps, n, stack_.output_channels(), device_);
+  out.outputs = steps_of(y, steps, n, stack_.output_channels());
   if (training) out.training_state = std::make_shared<TrainingState>(TrainingState{steps, n, x, state});
   b.synchronize();
   return out;
@@ -223,14 +219,8 @@ RNNMatrixLayer::Gradients RNNMatrixLayer::gradient(const std::vector<Matrix>& ou
   io.dc_final = state_pointers(dc_final, layers, n, true, label_, "final cell state gradient");
   io.dx = floats(dx);
   Gradients out;
-  for (const RNNDescriptor* d : layers) {
-    const int h = d->output_feature_channels;
-    out.h0.push_back(Matrix::allocate(n, h, DType::Float32, device_));
-    io.dh0.push_back(out.h0.back().data_as<float>());
-    const bool lstm = d->cell == RNNCell::LSTM;
-    out.c0.push_back(lstm ? Matrix::allocate(n, h, DType::Float32, device_) : Matrix());
-    io.dc0.push_back(lstm ? out.c0.back().data_as<float>() : nullptr);
-  }
+  io.dh0 = state_outputs(layers, n, false, device_, out.h0);
+  io.dc0 = state_outputs(layers, n, true, device_, out.c0);
   rnn_stack::gradient(b, stack_, l, w.data(), floats(ts.state), io, dw.empty() ? nullptr : dw.data());
   if (accumulate) {
     size_t k = 0;
@@ -241,7 +231,7 @@ RNNMatrixLayer::Gradients RNNMatrixLayer::gradient(const std::vector<Matrix>& ou
         b.copy_rows(floats(fresh[k++]), count, floats(*part), count, 1, count, true);
       }
   }
-  out.sources = unpack(b, floats(dx), steps, n, stack_.input_channels(), device_);
+  out.sources = steps_of(dx, steps, n, stack_.input_channels());
   b.synchronize();
   return out;
 }

@@ -66,7 +66,7 @@ Layout layout(const RNNStack& stack, int steps, int batch) {
     l.layer_state.push_back(l.total);
     l.total += l.layers.back().state_floats();
   }
-  for (size_t k = 0; k < stack.stages.size(); ++k) {
+  for (size_t k = 0; k + 1 < stack.stages.size(); ++k) {  // the last stage writes io.y instead
     l.stage_output.push_back(l.total);
     l.total += size_t(steps) * batch * stack.stage_channels(k);
   }
@@ -81,8 +81,8 @@ void forward(Backend& b, const RNNStack& stack, const Layout& l, const WeightsSt
   for (size_t k = 0; k < stack.stages.size(); ++k) {
     const int in = stack.stages[k][0].input_feature_channels, out = stack.stage_channels(k);
     const float* x = k == 0 ? io.x : state + l.stage_output[k - 1];
-    float* y = state + l.stage_output[k];
     const bool last = k + 1 == stack.stages.size();
+    float* y = last ? io.y : state + l.stage_output[k];
     for (size_t d = 0; d < stack.stages[k].size(); ++d, ++li) {
       const RNNLayerGeometry& g = l.layers[li];
       float* st = state + l.layer_state[li];
@@ -96,14 +96,13 @@ void forward(Backend& b, const RNNStack& stack, const Layout& l, const WeightsSt
       const int col = d == 1 && stack.combine == BidirectionalCombine::Concatenate ? stack.stages[k][0].output_feature_channels : 0;
       const bool add = d == 1 && stack.combine == BidirectionalCombine::Sum;
       const int H = g.hidden;
-      b.copy_rows(y + col, out, g.outputs(g.h(st)), H, T * N, H, add);
+      if (y) b.copy_rows(y + col, out, g.outputs(g.h(st)), H, T * N, H, add);
       if (last && io.y_last) b.copy_rows(io.y_last + col, out, g.final_state(g.h(st)), H, N, H, add);
       const size_t bytes = size_t(N) * H * sizeof(float);
       if (float* h = at(io.h_final, li)) b.copy(h, g.final_state(g.h(st)), bytes);
       if (float* c = at(io.c_final, li); c && g.cell_has_c()) b.copy(c, g.final_state(g.c(st)), bytes);
     }
   }
-  if (io.y) b.copy(io.y, state + l.stage_output.back(), size_t(T) * N * stack.output_channels() * sizeof(float));
 }
 
 void gradient(Backend& b, const RNNStack& stack, const Layout& l, const WeightsState* w, float* state, const IO& io,

@@ -8,8 +8,8 @@
 
 namespace nngraph::rnn_stack {
 
-// Where each layer's state and each stage's combined output lie in a stack's training
-// state, for T steps of N rows.
+// Where each layer's state and the combined output of each stage but the last (the next
+// stage's input) lie in a stack's training state, for T steps of N rows.
 struct Layout {
   int steps = 0, batch = 0;
   std::vector<RNNLayerGeometry> layers;
@@ -22,7 +22,7 @@ Layout layout(const RNNStack& stack, int steps, int batch);
 struct IO {
   const float* x = nullptr;  // steps × batch × input, time-major
   std::vector<const float*> h0, c0;
-  float* y = nullptr;       // steps × batch × output
+  float* y = nullptr;       // steps × batch × output (may be null: final states only)
   float* y_last = nullptr;  // batch × output: the last stage's final states, combined
   std::vector<float*> h_final, c_final;
   // Gradient pass:
