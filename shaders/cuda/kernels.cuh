@@ -4,9 +4,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 
 #include "nngraph/descriptors.h"
 #include "nngraph/optimizer.h"
+
+#include "backends/backend.h"
 
 namespace nngraph {
 struct PoolGeometry;
@@ -54,6 +57,23 @@ void optimizer_steps(cudaStream_t s, const OptimizerStep& step, const TensorUpda
 // c · bias_gradient_chunks(n, c) floats of scratch.
 void bias_gradient(cudaStream_t s, const float* dz, float* db, int n, int c, int hw, float* partial);
 int bias_gradient_chunks(int n, int c);
+// dst[r·dst_ld + c] += src[r·src_ld + c] for rows × columns.
+void add_rows(cudaStream_t s, float* dst, int dst_ld, const float* src, int src_ld, int rows, int columns);
+// out = in (d0 × d1 × d2) with its axes reordered: out axis k is in axis perm[k].
+void permute(cudaStream_t s, const float* in, float* out, const int dims[3], const int perm[3]);
+
+// The recurrent sequence algorithm (rnn_sequence.h) on the device: matrix products through
+// `gemm` (row-major, C = alpha·op(A)·op(B) + beta·C), temporaries from `scratch` (valid until
+// the call returns; freed in stream order).
+struct RNNDevice {
+  cudaStream_t stream;
+  std::function<void(bool, bool, int, int, int, float, const float*, int, const float*, int, float, float*, int)> gemm;
+  std::function<float*(size_t)> scratch;
+};
+void rnn_forward(const RNNDevice& d, const RNNLayerGeometry& g, const RNNLayerWeights& w, const RNNSequence& s);
+void rnn_gradient(const RNNDevice& d, const RNNLayerGeometry& g, const RNNLayerWeights& w, const RNNSequence& s,
+                  const RNNLayerGradients& dw);
+
 // *flag = 1 if any value is NaN or infinite (flag zeroed first).
 void any_nonfinite(cudaStream_t s, const float* data, size_t count, int* flag);
 

@@ -123,6 +123,40 @@ def test_layer_source_matches_per_gate_sources(device, rng):
     check(y, image(want).reshape(y.shape), rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("cell,opts,ref_opts", [c for c in CELLS if c[0] != "single_gate"])
+def test_layer_source_gradients(device, rng, cell, opts, ref_opts):
+    """One source per layer stacks the gates' matrices, so one product serves them all."""
+    n, i, h, steps = 2, 3, 4, 5
+    peephole = opts.get("peephole", False)
+    p = make_params(rng, cell, i, h, peephole=peephole)
+    g = ref.GATES[cell]
+    layer = np.zeros((g * h, i + h + peephole), np.float32)
+    layer[:, :i], layer[:, i:i + h] = p["W"], p["U"]
+    if peephole:
+        for k, gate in enumerate([0, 1, 3]):
+            layer[gate * h:(gate + 1) * h, -1] = p["P"][k]
+
+    def run(x, m):
+        peep = np.stack([m[q * h:(q + 1) * h, -1] for q in (0, 1, 3)]) if peephole else None
+        return image(ref.rnn_layer(x, cell, m[:, :i], m[:, i:i + h], p["bi"], None, peep, **ref_opts)[0])
+
+    cap = Capture(layer[:, :, None, None], p["bi"].copy())
+    desc = FACTORY[cell](i, h, weights=cap, **opts)
+    x = rng.standard_normal((n, i, 1, steps)).astype(np.float32)
+    want = run(seq(x), layer)
+    r = rng.standard_normal(want.shape).astype(np.float32)
+    src, dy = ng.ImageNode(label="x"), ng.ImageNode(label="dy")
+    node = ng.RNN(src, desc)
+    y, dx = ng.Graph([node.result_image, node.gradient_filter(dy).result_image], device=device).run({"x": x, "dy": r})
+    check(y, want, rtol=1e-4, atol=1e-5)
+    check(dx, numeric_grad(lambda v: (run(seq(v), layer) * r).sum(), x))
+    d_layer, d_bias = cap.grads
+    check(d_layer.reshape(layer.shape), numeric_grad(lambda v: (run(seq(x), v) * r).sum(), layer))
+    bias_grad = numeric_grad(lambda v: (image(ref.rnn_layer(seq(x), cell, p["W"], p["U"], v, None, p["P"],
+                                                            **ref_opts)[0]) * r).sum(), p["bi"])
+    check(d_bias, bias_grad)
+
+
 def test_unit_input_transform(device, rng):
     n, h, steps = 2, 3, 4
     p = make_params(rng, "gru", h, h, unit=True)

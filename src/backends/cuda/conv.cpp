@@ -145,10 +145,9 @@ void CudaBackend::bias_gradient(const float* dz, float* db, int n, int c, int hw
 }
 
 void CudaBackend::gemm(bool ta, bool tb, int m, int n, int k, const float* a, int lda, const float* b, int ldb,
-                       float* c, int ldc, bool tf32) {
-  const float one = 1.f, zero = 0.f;
-  cublas_check(cublasGemmEx(cublas_, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &one, b,
-                            CUDA_R_32F, ldb, a, CUDA_R_32F, lda, &zero, c, CUDA_R_32F, ldc,
+                       float* c, int ldc, bool tf32, float alpha, float beta) {
+  cublas_check(cublasGemmEx(cublas_, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha,
+                            b, CUDA_R_32F, ldb, a, CUDA_R_32F, lda, &beta, c, CUDA_R_32F, ldc,
                             tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                "gemm");
 }

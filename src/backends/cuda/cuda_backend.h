@@ -15,6 +15,9 @@
 #include "backends/backend.h"
 
 namespace nngraph {
+namespace cuda {
+struct RNNDevice;
+}
 
 // Failures become DeviceError (OutOfMemory for allocations) whose message names the op.
 void cuda_check(cudaError_t e, const char* what);
@@ -65,6 +68,11 @@ class CudaBackend : public Backend {
                       size_t count) override;
   void optimizer_steps(const OptimizerStep& s, const std::vector<TensorUpdate>& tensors) override;
   bool all_finite(const float* data, size_t count) override;
+  void rnn_forward(const RNNLayerGeometry& g, const RNNLayerWeights& w, const RNNSequence& s) override;
+  void rnn_gradient(const RNNLayerGeometry& g, const RNNLayerWeights& w, const RNNSequence& s,
+                    const RNNLayerGradients& dw) override;
+  void copy_rows(float* dst, int dst_ld, const float* src, int src_ld, int rows, int columns, bool add) override;
+  void permute(const float* in, float* out, const int dims[3], const int perm[3]) override;
 
   cudaStream_t stream() const { return stream_; }
   // Frees a buffer this backend allocated, in stream order.
@@ -81,9 +89,11 @@ class CudaBackend : public Backend {
   const float* activation_gradient(const Image& dy, const Image* y, const NeuronDescriptor& neuron,
                                    std::shared_ptr<Buffer>* scratch);
   void bias_gradient(const float* dz, float* db, int n, int c, int hw);
-  // Row-major C = op(A)·op(B) through column-major cuBLAS.
+  // Products and scratch for the recurrent kernels; scratch buffers live in `scratch`.
+  cuda::RNNDevice rnn_device(std::vector<std::shared_ptr<Buffer>>& scratch);
+  // Row-major C = alpha·op(A)·op(B) + beta·C through column-major cuBLAS.
   void gemm(bool ta, bool tb, int m, int n, int k, const float* a, int lda, const float* b, int ldb, float* c,
-            int ldc, bool tf32);
+            int ldc, bool tf32, float alpha = 1.f, float beta = 0.f);
 
   // Page-locked host memory every host transfer goes through (faster DMA, and the
   // caller's memory is free again when the call returns). Uploads rotate through a few

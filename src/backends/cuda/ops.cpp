@@ -92,4 +92,39 @@ void CudaBackend::optimizer_steps(const OptimizerStep& s, const std::vector<Tens
   cuda::optimizer_steps(stream_, s, tensors.data(), tensors.size());
 }
 
+cuda::RNNDevice CudaBackend::rnn_device(std::vector<std::shared_ptr<Buffer>>& scratch) {
+  return {stream_,
+          [this](bool ta, bool tb, int m, int n, int k, float alpha, const float* a, int lda, const float* b, int ldb,
+                 float beta, float* c, int ldc) { gemm(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, false, alpha, beta); },
+          [this, &scratch](size_t floats) {
+            return static_cast<float*>(scratch.emplace_back(allocate(floats * sizeof(float)))->data());
+          }};
+}
+
+void CudaBackend::rnn_forward(const RNNLayerGeometry& g, const RNNLayerWeights& w, const RNNSequence& s) {
+  auto lock = enter();
+  std::vector<std::shared_ptr<Buffer>> scratch;
+  cuda::rnn_forward(rnn_device(scratch), g, w, s);
+}
+
+void CudaBackend::rnn_gradient(const RNNLayerGeometry& g, const RNNLayerWeights& w, const RNNSequence& s,
+                               const RNNLayerGradients& dw) {
+  auto lock = enter();
+  std::vector<std::shared_ptr<Buffer>> scratch;
+  cuda::rnn_gradient(rnn_device(scratch), g, w, s, dw);
+}
+
+void CudaBackend::copy_rows(float* dst, int dst_ld, const float* src, int src_ld, int rows, int columns, bool add) {
+  auto lock = enter();
+  if (add) return cuda::add_rows(stream_, dst, dst_ld, src, src_ld, rows, columns);
+  cuda_check(cudaMemcpy2DAsync(dst, dst_ld * sizeof(float), src, src_ld * sizeof(float), columns * sizeof(float), rows,
+                               cudaMemcpyDeviceToDevice, stream_),
+             "copy_rows");
+}
+
+void CudaBackend::permute(const float* in, float* out, const int dims[3], const int perm[3]) {
+  auto lock = enter();
+  cuda::permute(stream_, in, out, dims, perm);
+}
+
 }  // namespace nngraph
