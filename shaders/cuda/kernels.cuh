@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 #include "nngraph/descriptors.h"
 #include "nngraph/optimizer.h"
@@ -61,6 +62,16 @@ int bias_gradient_chunks(int n, int c);
 void add_rows(cudaStream_t s, float* dst, int dst_ld, const float* src, int src_ld, int rows, int columns);
 // out = in (d0 × d1 × d2) with its axes reordered: out axis k is in axis perm[k].
 void permute(cudaStream_t s, const float* in, float* out, const int dims[3], const int perm[3]);
+
+// dst (rows × cols, row stride dst_ld) = src (row stride src_ld), or zeros where src is null.
+struct Block {
+  const float* src;
+  int src_ld;
+  float* dst;
+  int dst_ld, rows, cols;
+};
+// Every block in one launch (at most 16).
+void copy_blocks(cudaStream_t s, const std::vector<Block>& blocks);
 
 // The recurrent sequence algorithm (rnn_sequence.h) on the device: matrix products through
 // `gemm` (row-major, C = alpha·op(A)·op(B) + beta·C), temporaries from `scratch` (valid until

@@ -48,7 +48,33 @@ __global__ void permute_kernel(const float* in, float* out, int o1, int o2, size
   }
 }
 
+struct Blocks {
+  Block b[16];
+};
+
+__global__ void copy_blocks_kernel(Blocks blocks) {
+  const Block& b = blocks.b[blockIdx.y];
+  const size_t total = size_t(b.rows) * b.cols;
+  NNGRAPH_GRID_LOOP(i, total) {
+    const size_t r = i / b.cols, c = i % b.cols;
+    b.dst[r * b.dst_ld + c] = b.src ? b.src[r * b.src_ld + c] : 0.f;
+  }
+}
+
 }  // namespace
+
+void copy_blocks(cudaStream_t s, const std::vector<Block>& blocks) {
+  if (blocks.empty()) return;
+  Blocks table{};
+  size_t most = 0;
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    table.b[i] = blocks.at(i);
+    most = std::max(most, size_t(blocks[i].rows) * blocks[i].cols);
+  }
+  copy_blocks_kernel<<<dim3(std::min(blocks_for(most), 64u), static_cast<unsigned>(blocks.size())), kThreads, 0, s>>>(
+      table);
+  check_launch("rnn weights");
+}
 
 void rnn_forward(const RNNDevice& d, const RNNLayerGeometry& g, const RNNLayerWeights& w, const RNNSequence& s) {
   DeviceOps ops{d};

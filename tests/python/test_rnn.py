@@ -157,6 +157,22 @@ def test_layer_source_gradients(device, rng, cell, opts, ref_opts):
     check(d_bias, bias_grad)
 
 
+def test_wide_layer(device, rng):
+    """A hidden size past what register-resident kernels hold (cuda picks another algorithm)."""
+    n, i, h, steps = 2, 5, 300, 3
+    p = make_params(rng, "lstm", i, h, scale=0.1)
+    desc = ng.LSTM(i, h, **GateSources(p, h).kwargs())
+    run = layer_ref("lstm", {}, p)
+    x = rng.standard_normal((n, i, 1, steps)).astype(np.float32)
+    want = image(run(seq(x))[0])
+    r = rng.standard_normal(want.shape).astype(np.float32)
+    src, dy = ng.ImageNode(label="x"), ng.ImageNode(label="dy")
+    node = ng.RNN(src, desc)
+    y, dx = ng.Graph([node.result_image, node.gradient_filter(dy).result_image], device=device).run({"x": x, "dy": r})
+    check(y, want, rtol=1e-4, atol=1e-5)
+    check(dx, numeric_grad(lambda v: (image(run(seq(v))[0]) * r).sum(), x))
+
+
 def test_unit_input_transform(device, rng):
     n, h, steps = 2, 3, 4
     p = make_params(rng, "gru", h, h, unit=True)

@@ -91,11 +91,17 @@ std::unique_lock<std::recursive_mutex> CudaBackend::enter() const {
 }
 
 namespace {
-void free_device(void* p, size_t, const Device& d) { cuda_backend(d.index()).release(p); }
+void free_device(void* p, size_t bytes, const Device& d) { cuda_backend(d.index()).release(p, bytes); }
 }  // namespace
 
-void CudaBackend::release(void* p) {
+void CudaBackend::release(void* p, size_t bytes) {
   auto lock = enter();
+  // Reserve spaces kept for training states inside this buffer go with it.
+  const char* begin = static_cast<const char*>(p);
+  const auto first = rnn_reserves_.lower_bound(begin), last = rnn_reserves_.lower_bound(begin + bytes);
+  std::vector<std::shared_ptr<Buffer>> gone;  // freed after the map is settled (their release comes here)
+  for (auto i = first; i != last; ++i) gone.push_back(std::move(i->second.buffer));
+  rnn_reserves_.erase(first, last);
   cudaFreeAsync(p, stream_);  // stream-ordered: after every kernel already queued on it
 }
 

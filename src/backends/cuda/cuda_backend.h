@@ -75,8 +75,8 @@ class CudaBackend : public Backend {
   void permute(const float* in, float* out, const int dims[3], const int perm[3]) override;
 
   cudaStream_t stream() const { return stream_; }
-  // Frees a buffer this backend allocated, in stream order.
-  void release(void* p);
+  // Frees a buffer this backend allocated, in stream order (with what was kept for it).
+  void release(void* p, size_t bytes);
 
  private:
   struct ConvPlan;
@@ -89,7 +89,21 @@ class CudaBackend : public Backend {
   const float* activation_gradient(const Image& dy, const Image* y, const NeuronDescriptor& neuron,
                                    std::shared_ptr<Buffer>* scratch);
   void bias_gradient(const float* dz, float* db, int n, int c, int hw);
-  // Products and scratch for the recurrent kernels; scratch buffers live in `scratch`.
+  // Recurrent layers: cuDNN where it implements the cell (a plan per layer shape, null where
+  // it does not), else the shared sequence algorithm with products and scratch from here.
+  struct RNNPlan;
+  RNNPlan* rnn_plan(const RNNLayerGeometry& g);
+  // cuDNN's reserve space for a training state, kept from the forward pass to the gradient
+  // pass and freed with the state's buffer; consumed once a gradient pass has used it.
+  struct RNNReserve {
+    std::shared_ptr<Buffer> buffer;
+    bool consumed = false;
+  };
+  RNNReserve& rnn_reserve(const RNNPlan& p, const float* state, bool create);
+  void cudnn_rnn_forward(const RNNLayerGeometry& g, const RNNPlan& p, const float* x, float* state, float* reserve);
+  void rnn_generic_forward(const RNNLayerGeometry& g, const RNNLayerWeights& w, const RNNSequence& s);
+  void rnn_generic_gradient(const RNNLayerGeometry& g, const RNNLayerWeights& w, const RNNSequence& s,
+                            const RNNLayerGradients& dw);
   cuda::RNNDevice rnn_device(std::vector<std::shared_ptr<Buffer>>& scratch);
   // Row-major C = alpha·op(A)·op(B) + beta·C through column-major cuBLAS.
   void gemm(bool ta, bool tb, int m, int n, int k, const float* a, int lda, const float* b, int ldb, float* c,
@@ -113,6 +127,8 @@ class CudaBackend : public Backend {
   cudnnHandle_t cudnn_ = nullptr;
   mutable std::recursive_mutex mutex_;
   std::map<std::vector<int>, std::unique_ptr<ConvPlan>> conv_plans_;
+  std::map<std::vector<int>, std::unique_ptr<RNNPlan>> rnn_plans_;
+  std::map<const void*, RNNReserve> rnn_reserves_;  // by training state
   std::shared_ptr<Buffer> workspace_;
   bool capturing_ = false;
 };
@@ -134,6 +150,25 @@ struct CudaBackend::ConvPlan {
     if (y) cudnnDestroyTensorDescriptor(y);
     if (w) cudnnDestroyFilterDescriptor(w);
     if (conv) cudnnDestroyConvolutionDescriptor(conv);
+  }
+};
+
+// cuDNN descriptors and weight-space buffers for one recurrent layer shape; matrix and bias addresses
+// (per cuDNN linear layer: inputs first, then recurrents) lie in `weights` and `gradients`.
+struct CudaBackend::RNNPlan {
+  cudnnRNNDescriptor_t rnn = nullptr;
+  cudnnRNNDataDescriptor_t x = nullptr, y = nullptr;
+  cudnnTensorDescriptor_t h = nullptr, m = nullptr, b = nullptr;
+  size_t weight_bytes = 0, work_bytes = 0, reserve_bytes = 0;
+  std::shared_ptr<Buffer> weights, gradients, lengths;
+  std::array<float*, 8> matrix{}, bias{}, d_matrix{}, d_bias{};
+  ~RNNPlan() {
+    if (rnn) cudnnDestroyRNNDescriptor(rnn);
+    if (x) cudnnDestroyRNNDataDescriptor(x);
+    if (y) cudnnDestroyRNNDataDescriptor(y);
+    if (h) cudnnDestroyTensorDescriptor(h);
+    if (m) cudnnDestroyTensorDescriptor(m);
+    if (b) cudnnDestroyTensorDescriptor(b);
   }
 };
 

@@ -101,15 +101,13 @@ cuda::RNNDevice CudaBackend::rnn_device(std::vector<std::shared_ptr<Buffer>>& sc
           }};
 }
 
-void CudaBackend::rnn_forward(const RNNLayerGeometry& g, const RNNLayerWeights& w, const RNNSequence& s) {
-  auto lock = enter();
+void CudaBackend::rnn_generic_forward(const RNNLayerGeometry& g, const RNNLayerWeights& w, const RNNSequence& s) {
   std::vector<std::shared_ptr<Buffer>> scratch;
   cuda::rnn_forward(rnn_device(scratch), g, w, s);
 }
 
-void CudaBackend::rnn_gradient(const RNNLayerGeometry& g, const RNNLayerWeights& w, const RNNSequence& s,
-                               const RNNLayerGradients& dw) {
-  auto lock = enter();
+void CudaBackend::rnn_generic_gradient(const RNNLayerGeometry& g, const RNNLayerWeights& w, const RNNSequence& s,
+                                       const RNNLayerGradients& dw) {
   std::vector<std::shared_ptr<Buffer>> scratch;
   cuda::rnn_gradient(rnn_device(scratch), g, w, s, dw);
 }

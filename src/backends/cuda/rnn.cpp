@@ -1,0 +1,200 @@
+// Recurrent layers on cuda: cuDNN's RNN API for the cells it implements (single gate with
+// relu or tanh, LSTM without peepholes, GRU with the reset gate after the product, standard
+// neurons, forward direction); the shared sequence algorithm (shaders/cuda/rnn.cu) for the
+// rest. Our weights are gathered into cuDNN's weight space on each call (one kernel) and its
+// weight gradients scattered back, so data sources keep their own layout.
+#include <array>
+
+#include "backends/cuda/cuda_backend.h"
+#include "kernels.cuh"
+#include "nngraph/error.h"
+#include "nngraph/rnn.h"
+
+namespace nngraph {
+
+namespace {
+
+bool is(const NeuronDescriptor& n, NeuronType t) {
+  return n.type == t && (t != NeuronType::TanH || (n.a == 1.f && n.b == 1.f)) && (t != NeuronType::ReLU || n.a == 0.f);
+}
+
+// The cuDNN cell for a layer, or -1 when cuDNN cannot run it.
+int cudnn_mode(const RNNLayerGeometry& g) {
+  if (g.reverse || g.unit_input || g.peephole) return -1;
+  const bool sigmoid = is(g.gate, NeuronType::Sigmoid), tanh = is(g.act, NeuronType::TanH);
+  switch (g.cell) {
+    case RNNCell::SingleGate:
+      return tanh ? CUDNN_RNN_TANH : is(g.act, NeuronType::ReLU) ? CUDNN_RNN_RELU : -1;
+    case RNNCell::LSTM:
+      return sigmoid && tanh && is(g.out, NeuronType::TanH) ? CUDNN_LSTM : -1;
+    case RNNCell::GRU:
+      return sigmoid && tanh && g.reset_after ? CUDNN_GRU : -1;
+    case RNNCell::MGU:
+      return -1;
+  }
+  return -1;
+}
+
+const char* kWhat = "rnn";
+
+}  // namespace
+
+CudaBackend::RNNPlan* CudaBackend::rnn_plan(const RNNLayerGeometry& g) {
+  const int mode = cudnn_mode(g);
+  if (mode < 0) return nullptr;
+  const std::vector<int> key{mode, g.input, g.hidden, g.steps, g.batch};
+  auto& slot = rnn_plans_[key];
+  if (slot) return slot.get();
+  auto p = std::make_unique<RNNPlan>();
+  const int T = g.steps, N = g.batch, H = g.hidden;
+  cudnn_check(cudnnCreateRNNDescriptor(&p->rnn), kWhat);
+  const std::vector<int> lengths(N, T);
+  cudnn_check(cudnnCreateRNNDataDescriptor(&p->x), kWhat);
+  cudnn_check(cudnnCreateRNNDataDescriptor(&p->y), kWhat);
+  cudnn_check(cudnnSetRNNDataDescriptor(p->x, CUDNN_DATA_FLOAT, CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_PACKED, T, N, g.input,
+                                        lengths.data(), nullptr), kWhat);
+  cudnn_check(cudnnSetRNNDataDescriptor(p->y, CUDNN_DATA_FLOAT, CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_PACKED, T, N, H,
+                                        lengths.data(), nullptr), kWhat);
+  const int dims[3] = {1, N, H}, strides[3] = {N * H, H, 1};
+  cudnn_check(cudnnCreateTensorDescriptor(&p->h), kWhat);
+  cudnn_check(cudnnSetTensorNdDescriptor(p->h, CUDNN_DATA_FLOAT, 3, dims, strides), kWhat);
+  // Small hidden states run the whole sequence in registers (one kernel per pass); the
+  // standard algorithm (a product and an element kernel per step) takes any size.
+  cudnnStatus_t status = CUDNN_STATUS_NOT_SUPPORTED;
+  for (auto algo : {CUDNN_RNN_ALGO_PERSIST_STATIC_SMALL_H, CUDNN_RNN_ALGO_STANDARD}) {
+    cudnn_check(cudnnSetRNNDescriptor_v8(p->rnn, algo, static_cast<cudnnRNNMode_t>(mode), CUDNN_RNN_DOUBLE_BIAS,
+                                         CUDNN_UNIDIRECTIONAL, CUDNN_LINEAR_INPUT, CUDNN_DATA_FLOAT, CUDNN_DATA_FLOAT,
+                                         CUDNN_FMA_MATH, g.input, H, H, 1, nullptr, CUDNN_RNN_PADDED_IO_DISABLED),
+                kWhat);
+    status = cudnnGetRNNTempSpaceSizes(cudnn_, p->rnn, CUDNN_FWD_MODE_TRAINING, p->x, &p->work_bytes,
+                                       &p->reserve_bytes);
+    if (status == CUDNN_STATUS_SUCCESS) break;
+  }
+  cudnn_check(status, kWhat);
+  cudnn_check(cudnnGetRNNWeightSpaceSize(cudnn_, p->rnn, &p->weight_bytes), kWhat);
+  p->weights = allocate(p->weight_bytes);
+  p->gradients = allocate(p->weight_bytes);
+  p->lengths = allocate(N * sizeof(int));
+  copy_from_host(p->lengths->data(), lengths.data(), N * sizeof(int));
+  cudnn_check(cudnnCreateTensorDescriptor(&p->m), kWhat);
+  cudnn_check(cudnnCreateTensorDescriptor(&p->b), kWhat);
+  for (int id = 0; id < 2 * g.gates; ++id)
+    for (int grad = 0; grad < 2; ++grad) {
+      void *m = nullptr, *b = nullptr;
+      auto& space = grad ? p->gradients : p->weights;
+      cudnn_check(cudnnGetRNNWeightParams(cudnn_, p->rnn, 0, p->weight_bytes, space->data(), id, p->m, &m, p->b, &b),
+                  kWhat);
+      (grad ? p->d_matrix : p->matrix)[id] = static_cast<float*>(m);
+      (grad ? p->d_bias : p->bias)[id] = static_cast<float*>(b);
+    }
+  slot = std::move(p);
+  return slot.get();
+}
+
+// Our per-gate tensors ↔ cuDNN's weight space: one block per matrix and bias (absent
+// biases read as zeros; gradients nobody wants are skipped).
+template <class W>
+static std::vector<cuda::Block> weight_blocks(const RNNLayerGeometry& g, const RNNLayerTensors<W>& t,
+                                              const std::array<float*, 8>& matrix, const std::array<float*, 8>& bias,
+                                              bool to_space) {
+  std::vector<cuda::Block> blocks;
+  const int G = g.gates, H = g.hidden;
+  auto add = [&](W* ours, int ld, float* space, int rows, int cols) {
+    if (to_space)
+      blocks.push_back({ours, ld, space, cols, rows, cols});
+    else if (ours)
+      blocks.push_back({space, cols, const_cast<float*>(ours), ld, rows, cols});
+  };
+  for (int q = 0; q < G; ++q) {
+    add(t.input[q], t.input_ld, matrix[q], H, g.input);
+    add(t.recurrent[q], t.recurrent_ld, matrix[G + q], H, H);
+    add(t.input_bias[q], H, bias[q], 1, H);
+    add(t.recurrent_bias[q], H, bias[G + q], 1, H);
+  }
+  return blocks;
+}
+
+CudaBackend::RNNReserve& CudaBackend::rnn_reserve(const RNNPlan& p, const float* state, bool create) {
+  auto it = rnn_reserves_.find(state);
+  if (create && (it == rnn_reserves_.end() || it->second.buffer->bytes() != p.reserve_bytes))
+    it = rnn_reserves_.insert_or_assign(state, RNNReserve{allocate(p.reserve_bytes), false}).first;
+  if (it == rnn_reserves_.end())
+    fail<InvalidInput>("[", kWhat, "] this training state has not been through a forward pass on ",
+                       device().str());
+  return it->second;
+}
+
+void CudaBackend::cudnn_rnn_forward(const RNNLayerGeometry& g, const RNNPlan& p, const float* x, float* state,
+                                    float* reserve) {
+  const size_t NH = size_t(g.batch) * g.hidden;
+  const bool lstm = g.cell == RNNCell::LSTM;
+  const auto work = workspace(p.work_bytes);
+  cudnn_check(cudnnRNNForward(cudnn_, p.rnn, CUDNN_FWD_MODE_TRAINING, static_cast<int*>(p.lengths->data()), p.x, x,
+                              p.y, g.h(state) + NH, p.h, g.h(state), nullptr, p.h, lstm ? g.c(state) : nullptr,
+                              lstm ? g.c(state) + g.steps * NH : nullptr, p.weight_bytes, p.weights->data(),
+                              p.work_bytes, work->data(), p.reserve_bytes, reserve),
+              kWhat);
+}
+
+void CudaBackend::rnn_forward(const RNNLayerGeometry& g, const RNNLayerWeights& w, const RNNSequence& s) {
+  auto lock = enter();
+  RNNPlan* p = s.x_ld == g.input ? rnn_plan(g) : nullptr;
+  if (!p) return rnn_generic_forward(g, w, s);
+  const size_t NH = size_t(g.batch) * g.hidden, bytes = NH * sizeof(float);
+  float* state = s.state;
+  // h₀ (and c₀) at the first boundary, as the gradient pass reads them; outputs after it.
+  if (s.h0) copy(g.h(state), s.h0, bytes); else cuda_check(cudaMemsetAsync(g.h(state), 0, bytes, stream_), kWhat);
+  const bool lstm = g.cell == RNNCell::LSTM;
+  if (lstm) {
+    if (s.c0) copy(g.c(state), s.c0, bytes); else cuda_check(cudaMemsetAsync(g.c(state), 0, bytes, stream_), kWhat);
+  }
+  cuda::copy_blocks(stream_, weight_blocks(g, w, p->matrix, p->bias, true));
+  cudnn_rnn_forward(g, *p, s.x, state, static_cast<float*>(rnn_reserve(*p, state, true).buffer->data()));
+}
+
+void CudaBackend::rnn_gradient(const RNNLayerGeometry& g, const RNNLayerWeights& w, const RNNSequence& s,
+                               const RNNLayerGradients& dw) {
+  auto lock = enter();
+  RNNPlan* p = s.x_ld == g.input ? rnn_plan(g) : nullptr;
+  if (!p) return rnn_generic_gradient(g, w, s, dw);
+  const int T = g.steps, N = g.batch, H = g.hidden;
+  const size_t NH = size_t(N) * H;
+  float* state = s.state;
+  const bool lstm = g.cell == RNNCell::LSTM;
+  std::vector<std::shared_ptr<Buffer>> scratch;
+  auto temp = [&](size_t floats) { return static_cast<float*>(scratch.emplace_back(allocate(floats * 4))->data()); };
+  // cuDNN reads dy packed and always writes dx (never adds to it).
+  const float* dy = s.dy;
+  if (!dy || s.dy_ld != H) {
+    float* packed = temp(size_t(T) * NH);
+    if (dy)
+      copy_rows(packed, H, dy, s.dy_ld, T * N, H, false);
+    else
+      cuda_check(cudaMemsetAsync(packed, 0, size_t(T) * NH * sizeof(float), stream_), kWhat);
+    dy = packed;
+  }
+  float* dx = s.dx && !s.accumulate_dx ? s.dx : temp(size_t(T) * N * g.input);
+  cuda::copy_blocks(stream_, weight_blocks(g, w, p->matrix, p->bias, true));
+  // The backward pass overwrites part of the reserve space: a second gradient pass over the
+  // same forward pass first runs it again (same outputs, fresh reserve).
+  RNNReserve& r = rnn_reserve(*p, state, false);
+  float* reserve = static_cast<float*>(r.buffer->data());
+  if (r.consumed) cudnn_rnn_forward(g, *p, s.x, state, reserve);
+  r.consumed = true;
+  const auto work = workspace(p->work_bytes);
+  const float* y = g.h(state) + NH;
+  cudnn_check(cudnnRNNBackwardData_v8(cudnn_, p->rnn, static_cast<int*>(p->lengths->data()), p->y, y, dy, p->x, dx,
+                                      p->h, g.h(state), s.dh_final, s.dh0, p->h, lstm ? g.c(state) : nullptr,
+                                      lstm ? s.dc_final : nullptr, lstm ? s.dc0 : nullptr, p->weight_bytes,
+                                      p->weights->data(), p->work_bytes, work->data(), p->reserve_bytes, reserve),
+              kWhat);
+  if (s.dx && s.accumulate_dx) copy_rows(s.dx, g.input, dx, g.input, T * N, g.input, true);
+  cuda_check(cudaMemsetAsync(p->gradients->data(), 0, p->weight_bytes, stream_), kWhat);
+  cudnn_check(cudnnRNNBackwardWeights_v8(cudnn_, p->rnn, CUDNN_WGRAD_MODE_ADD, static_cast<int*>(p->lengths->data()),
+                                         p->x, s.x, p->h, g.h(state), p->y, y, p->weight_bytes, p->gradients->data(),
+                                         p->work_bytes, work->data(), p->reserve_bytes, reserve),
+              kWhat);
+  cuda::copy_blocks(stream_, weight_blocks(g, dw, p->d_matrix, p->d_bias, false));
+}
+
+}  // namespace nngraph
