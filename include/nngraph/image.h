@@ -1,6 +1,7 @@
 #pragma once
 // Images (N×C×H×W in one buffer per batch) and matrices, both views of a device Buffer.
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -75,6 +76,9 @@ class Image {
   // Host transfers of the whole image in its own dtype.
   void copy_from_host(const void* src) const;
   void copy_to_host(void* dst) const;
+  // copy_from_host of what `fill` writes into host memory the size of the image (on cpu the
+  // image itself, elsewhere the device's staging memory).
+  void fill_from_host(const std::function<void(void*)>& fill) const;
   // Same images converted to another dtype (a new buffer on the same device).
   Image converted(DType dtype) const;
 

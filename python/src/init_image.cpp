@@ -69,22 +69,23 @@ Image image_from_array(const py::handle& obj, Layout layout, const Device& devic
   if (expected && *expected != shape)
     fail("[", what, "] expected images of shape ", expected_str(layout, expected), ", got ", shape_str(a));
   Image img = Image::allocate({static_cast<int>(dims[0]), shape, dtype}, device);
-  const bool on_host = device.type() == DeviceType::CPU;
-  std::vector<char> staging(on_host ? 0 : img.descriptor().bytes());
-  char* dst = on_host ? static_cast<char*>(img.data()) : staging.data();
   const char* base = static_cast<const char*>(a.data());
   const size_t item = dtype_size(dtype), row = static_cast<size_t>(dims[3]) * item;
-  for (py::ssize_t n = 0; n < dims[0]; ++n)
-    for (py::ssize_t c = 0; c < dims[1]; ++c)
-      for (py::ssize_t y = 0; y < dims[2]; ++y, dst += row) {
-        const char* src = base + n * strides[0] + c * strides[1] + y * strides[2];
-        if (strides[3] == static_cast<py::ssize_t>(item) || dims[3] == 1) {
-          std::memcpy(dst, src, row);
-        } else {
-          for (py::ssize_t x = 0; x < dims[3]; ++x) std::memcpy(dst + x * item, src + x * strides[3], item);
+  img.fill_from_host([&](void* out) {  // packs NCHW straight into the image or the device's staging
+    char* dst = static_cast<char*>(out);
+    if (a.flags() & py::array::c_style && layout == Layout::NCHW)
+      return static_cast<void>(std::memcpy(dst, base, img.descriptor().bytes()));
+    for (py::ssize_t n = 0; n < dims[0]; ++n)
+      for (py::ssize_t c = 0; c < dims[1]; ++c)
+        for (py::ssize_t y = 0; y < dims[2]; ++y, dst += row) {
+          const char* src = base + n * strides[0] + c * strides[1] + y * strides[2];
+          if (strides[3] == static_cast<py::ssize_t>(item) || dims[3] == 1) {
+            std::memcpy(dst, src, row);
+          } else {
+            for (py::ssize_t x = 0; x < dims[3]; ++x) std::memcpy(dst + x * item, src + x * strides[3], item);
+          }
         }
-      }
-  if (!on_host) img.copy_from_host(staging.data());
+  });
   return img;
 }
 

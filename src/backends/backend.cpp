@@ -10,6 +10,12 @@
 
 namespace nngraph {
 
+void Backend::fill_from_host(void* dst, size_t bytes, const std::function<void(void*)>& fill) {
+  std::unique_ptr<char[]> host(new char[bytes]);  // uninitialized: fill writes every byte
+  fill(host.get());
+  copy_from_host(dst, host.get(), bytes);
+}
+
 void Backend::unsupported(const char* op) const {
   fail<Unsupported>("[", op, "] no ", device().str(), " kernel");
 }

@@ -84,6 +84,9 @@ class Backend {
   virtual Device device() const = 0;
   virtual std::shared_ptr<Buffer> allocate(size_t bytes) = 0;
   virtual void copy_from_host(void* dst, const void* src, size_t bytes) = 0;
+  // copy_from_host of what `fill` writes into `bytes` of host memory: the backend's own
+  // staging memory where it has some, so the data is written once on the host.
+  virtual void fill_from_host(void* dst, size_t bytes, const std::function<void(void*)>& fill);
   virtual void copy_to_host(void* dst, const void* src, size_t bytes) = 0;
   virtual void copy(void* dst, const void* src, size_t bytes) = 0;
   // Waits for the work queued so far (asynchronous backends).

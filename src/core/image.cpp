@@ -33,6 +33,10 @@ void Image::copy_from_host(const void* src) const {
   backend_for(device()).copy_from_host(data(), src, desc_.bytes());
 }
 
+void Image::fill_from_host(const std::function<void(void*)>& fill) const {
+  backend_for(device()).fill_from_host(data(), desc_.bytes(), fill);
+}
+
 void Image::copy_to_host(void* dst) const {
   backend_for(device()).copy_to_host(dst, data(), desc_.bytes());
 }

@@ -16,6 +16,7 @@ class CpuBackend : public Backend {
   Device device() const override { return Device(); }
   std::shared_ptr<Buffer> allocate(size_t bytes) override;
   void copy_from_host(void* dst, const void* src, size_t bytes) override;
+  void fill_from_host(void* dst, size_t, const std::function<void(void*)>& fill) override { fill(dst); }
   void copy_to_host(void* dst, const void* src, size_t bytes) override;
   void copy(void* dst, const void* src, size_t bytes) override;
   MemoryStats memory_stats() override { return {current_, peak_}; }

@@ -134,10 +134,14 @@ CudaBackend::Pinned& CudaBackend::staging(size_t bytes) {
 
 // Returns once the bytes are in pinned memory; the copy itself runs in stream order.
 void CudaBackend::copy_from_host(void* dst, const void* src, size_t bytes) {
+  fill_from_host(dst, bytes, [&](void* staged) { std::memcpy(staged, src, bytes); });
+}
+
+void CudaBackend::fill_from_host(void* dst, size_t bytes, const std::function<void(void*)>& fill) {
   if (!bytes) return;
   auto lock = enter();
   Pinned& p = staging(bytes);
-  std::memcpy(p.data, src, bytes);
+  fill(p.data);
   cuda_check(cudaMemcpyAsync(dst, p.data, bytes, cudaMemcpyHostToDevice, stream_), "copy to device");
   cuda_check(cudaEventRecord(p.done, stream_), "copy to device");
 }

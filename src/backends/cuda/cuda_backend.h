@@ -31,6 +31,7 @@ class CudaBackend : public Backend {
   Device device() const override { return Device(DeviceType::CUDA, index_); }
   std::shared_ptr<Buffer> allocate(size_t bytes) override;
   void copy_from_host(void* dst, const void* src, size_t bytes) override;
+  void fill_from_host(void* dst, size_t bytes, const std::function<void(void*)>& fill) override;
   void copy_to_host(void* dst, const void* src, size_t bytes) override;
   void copy(void* dst, const void* src, size_t bytes) override;
   void synchronize() override;
