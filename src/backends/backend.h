@@ -67,6 +67,7 @@ struct RNNSequence {
   const float* h0 = nullptr;
   const float* c0 = nullptr;
   float* state = nullptr;  // RNNLayerGeometry::state_floats()
+  bool for_gradient = true;  // forward: a gradient pass will follow (backends may keep more)
   // Gradient pass:
   const float* dy = nullptr;
   int dy_ld = 0;

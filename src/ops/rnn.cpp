@@ -96,6 +96,7 @@ void RNNNode::encode(const EncodeArgs& a) const {
   auto xt = to_time_major(a.backend, x);
   rnn_stack::IO io;
   io.x = data(xt);
+  io.for_gradient = a.state != nullptr;  // graphs keep a state only for a gradient node
   std::shared_ptr<Buffer> yt;
   if (last_only_) {
     io.y_last = a.result.data_as<float>();

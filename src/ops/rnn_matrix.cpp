@@ -170,6 +170,7 @@ RNNMatrixLayer::Forward RNNMatrixLayer::forward(const std::vector<Matrix>& sourc
   io.h0 = state_pointers(h0, layers, n, false, label_, "initial state");
   io.c0 = state_pointers(c0, layers, n, true, label_, "initial cell state");
   io.y = floats(y);
+  io.for_gradient = training;
   Forward out;
   io.h_final = state_outputs(layers, n, false, device_, out.h_final);
   io.c_final = state_outputs(layers, n, true, device_, out.c_final);

@@ -92,6 +92,7 @@ void forward(Backend& b, const RNNStack& stack, const Layout& l, const WeightsSt
       s.h0 = at(io.h0, li);
       s.c0 = at(io.c0, li);
       s.state = st;
+      s.for_gradient = io.for_gradient;
       b.rnn_forward(g, tensors<const float>(*layers[li], w + offsets[li]), s);
       const int col = d == 1 && stack.combine == BidirectionalCombine::Concatenate ? stack.stages[k][0].output_feature_channels : 0;
       const bool add = d == 1 && stack.combine == BidirectionalCombine::Sum;

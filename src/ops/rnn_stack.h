@@ -24,6 +24,7 @@ struct IO {
   std::vector<const float*> h0, c0;
   float* y = nullptr;       // steps × batch × output (may be null: final states only)
   float* y_last = nullptr;  // batch × output: the last stage's final states, combined
+  bool for_gradient = true;  // a gradient pass will read this state
   std::vector<float*> h_final, c_final;
   // Gradient pass:
   const float* dy = nullptr;

@@ -117,7 +117,7 @@ static std::vector<cuda::Block> weight_blocks(const RNNLayerGeometry& g, const R
 CudaBackend::RNNReserve& CudaBackend::rnn_reserve(const RNNPlan& p, const float* state, bool create) {
   auto it = rnn_reserves_.find(state);
   if (create && (it == rnn_reserves_.end() || it->second.buffer->bytes() != p.reserve_bytes))
-    it = rnn_reserves_.insert_or_assign(state, RNNReserve{allocate(p.reserve_bytes), false}).first;
+    it = rnn_reserves_.insert_or_assign(state, RNNReserve{allocate(p.reserve_bytes)}).first;
   if (it == rnn_reserves_.end())
     fail<InvalidInput>("[", kWhat, "] this training state has not been through a forward pass on ",
                        device().str());
@@ -126,13 +126,15 @@ CudaBackend::RNNReserve& CudaBackend::rnn_reserve(const RNNPlan& p, const float*
 
 void CudaBackend::cudnn_rnn_forward(const RNNLayerGeometry& g, const RNNPlan& p, const float* x, float* state,
                                     float* reserve) {
+  // Without a reserve space nothing is kept for a gradient pass: inference mode.
   const size_t NH = size_t(g.batch) * g.hidden;
   const bool lstm = g.cell == RNNCell::LSTM;
   const auto work = workspace(p.work_bytes);
-  cudnn_check(cudnnRNNForward(cudnn_, p.rnn, CUDNN_FWD_MODE_TRAINING, static_cast<int*>(p.lengths->data()), p.x, x,
-                              p.y, g.h(state) + NH, p.h, g.h(state), nullptr, p.h, lstm ? g.c(state) : nullptr,
+  const auto mode = reserve ? CUDNN_FWD_MODE_TRAINING : CUDNN_FWD_MODE_INFERENCE;
+  cudnn_check(cudnnRNNForward(cudnn_, p.rnn, mode, static_cast<int*>(p.lengths->data()), p.x, x, p.y,
+                              g.h(state) + NH, p.h, g.h(state), nullptr, p.h, lstm ? g.c(state) : nullptr,
                               lstm ? g.c(state) + g.steps * NH : nullptr, p.weight_bytes, p.weights->data(),
-                              p.work_bytes, work->data(), p.reserve_bytes, reserve),
+                              p.work_bytes, work->data(), reserve ? p.reserve_bytes : 0, reserve),
               kWhat);
 }
 
@@ -149,7 +151,17 @@ void CudaBackend::rnn_forward(const RNNLayerGeometry& g, const RNNLayerWeights& 
     if (s.c0) copy(g.c(state), s.c0, bytes); else cuda_check(cudaMemsetAsync(g.c(state), 0, bytes, stream_), kWhat);
   }
   cuda::copy_blocks(stream_, weight_blocks(g, w, p->matrix, p->bias, true));
-  cudnn_rnn_forward(g, *p, s.x, state, static_cast<float*>(rnn_reserve(*p, state, true).buffer->data()));
+  float* reserve = nullptr;
+  if (s.for_gradient) {
+    RNNReserve& r = rnn_reserve(*p, state, true);
+    r.consumed = false;
+    reserve = static_cast<float*>(r.buffer->data());
+  } else if (auto it = rnn_reserves_.find(state); it != rnn_reserves_.end()) {
+    // A gradient pass over this state must find no reserve rather than a stale one.
+    const auto gone = std::move(it->second.buffer);  // freed once the map is settled
+    rnn_reserves_.erase(it);
+  }
+  cudnn_rnn_forward(g, *p, s.x, state, reserve);
 }
 
 void CudaBackend::rnn_gradient(const RNNLayerGeometry& g, const RNNLayerWeights& w, const RNNSequence& s,
@@ -162,7 +174,9 @@ void CudaBackend::rnn_gradient(const RNNLayerGeometry& g, const RNNLayerWeights&
   float* state = s.state;
   const bool lstm = g.cell == RNNCell::LSTM;
   std::vector<std::shared_ptr<Buffer>> scratch;
-  auto temp = [&](size_t floats) { return static_cast<float*>(scratch.emplace_back(allocate(floats * 4))->data()); };
+  auto temp = [&](size_t floats) {
+    return static_cast<float*>(scratch.emplace_back(allocate(floats * sizeof(float)))->data());
+  };
   // cuDNN reads dy packed and always writes dx (never adds to it).
   const float* dy = s.dy;
   if (!dy || s.dy_ld != H) {
@@ -174,6 +188,7 @@ void CudaBackend::rnn_gradient(const RNNLayerGeometry& g, const RNNLayerWeights&
     dy = packed;
   }
   float* dx = s.dx && !s.accumulate_dx ? s.dx : temp(size_t(T) * N * g.input);
+  // Again: layers of one shape share a plan, so another layer's weights may be there now.
   cuda::copy_blocks(stream_, weight_blocks(g, w, p->matrix, p->bias, true));
   // The backward pass overwrites part of the reserve space: a second gradient pass over the
   // same forward pass first runs it again (same outputs, fresh reserve).
