@@ -49,16 +49,11 @@ def run_nngraph(batch, steps, threads, device):
 
 
 def run_torch(batch, steps, threads, device, captured=False):
-    import torch
     from torch_models import ActivityNetwork
-    torch.set_num_threads(threads)
-    if device.startswith("cuda"):
-        torch.cuda.reset_peak_memory_stats()
-    net = ActivityNetwork(network().sources, window=LENGTH // STEPS, classes=CLASSES).to(device).train()
-    opt = torch.optim.Adam(net.parameters(), lr=1e-4, capturable=captured)
-    lossf = torch.nn.CrossEntropyLoss()
     xn, yn = batch_data(batch)
-    return measure_torch_training(net, opt, lossf, xn, yn, device, steps, warmup=3, captured=captured)
+    return measure_torch_training(lambda: ActivityNetwork(network().sources, window=LENGTH // STEPS, classes=CLASSES),
+                                  xn, yn, device, steps, warmup=3, captured=captured, threads=threads)
+
 
 def main():
     p = argparse.ArgumentParser()

@@ -81,11 +81,19 @@ def torch_training_step(net, opt, lossf, x, y, xn, yn, captured: bool):
     return replay
 
 
-def measure_torch_training(net, opt, lossf, xn, yn, device: str, steps: int, warmup: int, captured: bool) -> dict:
-    """Median ms of torch_training_step over `steps`, peak memory, and the sum of |logits|
+def measure_torch_training(make_net, xn, yn, device: str, steps: int, warmup: int, captured: bool,
+                           threads: int) -> dict:
+    """Median ms of torch_training_step (Adam 1e-4, cross-entropy) over `steps` for the module
+    make_net() returns, peak memory from before its weights are made, and the sum of |logits|
     before training (eval mode), which the caller compares with nngraph's."""
     import torch
 
+    torch.set_num_threads(threads)
+    if device.startswith("cuda"):
+        torch.cuda.reset_peak_memory_stats()
+    net = make_net().to(device).train()
+    opt = torch.optim.Adam(net.parameters(), lr=1e-4, capturable=captured)
+    lossf = torch.nn.CrossEntropyLoss()
     x, y = torch.from_numpy(xn).to(device), torch.from_numpy(yn).to(device)
     step = torch_training_step(net, opt, lossf, x, y, xn, yn, captured)
     with torch.no_grad():

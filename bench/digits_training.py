@@ -46,16 +46,12 @@ def run_nngraph(batch, steps, threads, device, tf32):
 def run_torch(batch, steps, threads, device, tf32, captured=False):
     import torch
     from torch_models import digit_network
-    torch.set_num_threads(threads)
     torch.backends.cudnn.allow_tf32 = tf32  # PyTorch's default is True for convolutions
     torch.backends.cuda.matmul.allow_tf32 = tf32
-    if device.startswith("cuda"):
-        torch.cuda.reset_peak_memory_stats()
-    net = digit_network(weights()).to(device).train()
-    opt = torch.optim.Adam(net.parameters(), lr=1e-4, capturable=captured)
-    lossf = torch.nn.CrossEntropyLoss()
     xn, yn = batch_data(batch)
-    return measure_torch_training(net, opt, lossf, xn, yn, device, steps, warmup=2, captured=captured)
+    return measure_torch_training(lambda: digit_network(weights()), xn, yn, device, steps, warmup=2,
+                                  captured=captured, threads=threads)
+
 
 def main():
     p = argparse.ArgumentParser()
