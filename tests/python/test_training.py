@@ -6,6 +6,7 @@ import os
 import numpy as np
 import pytest
 from sklearn.datasets import load_digits
+from test_gradients import Capture
 
 import nngraph as ng
 
@@ -75,36 +76,13 @@ def test_encode_is_asynchronous_with_losses_in_callbacks(device, digits):
 
 
 def test_python_data_source_host_update(device, rng):
-    class HostSGD(ng.DataSource):
-        def __init__(self):
-            super().__init__()
-            self.w = rng.standard_normal((2, 3, 1, 1)).astype(np.float32)
-            self.b = np.zeros(2, np.float32)
-
-        def descriptor(self):
-            return ng.ConvolutionDescriptor(1, 3, 2)
-
-        def label(self):
-            return "host"
-
-        def load(self):
-            return True
-
-        def purge(self):
-            pass
-
-        def weights(self):
-            return self.w
-
-        def biases(self):
-            return self.b
-
+    class HostSGD(Capture):
         def update(self, gradient, weights):
             self.w = weights[0] - 0.1 * gradient[0]
             self.b = weights[1] - 0.1 * gradient[1]
             return self.w, self.b
 
-    ds = HostSGD()
+    ds = HostSGD(rng.standard_normal((2, 3, 1, 1)).astype(np.float32), np.zeros(2, np.float32))
     g = ng.Loss(ng.FullyConnected(ng.ImageNode(), ds), ng.LossDescriptor("mean_squared_error", "sum")).training_graph(
         device=device)
     x = rng.standard_normal((4, 3, 1, 1)).astype(np.float32)
