@@ -8,11 +8,11 @@ softmax cross-entropy, Adam. The 100-sample recordings are resampled to --length
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 
 import nngraph as ng
 from nngraph.datasets import load_basic_motions
+from nngraph.examples import finish
 from nngraph.models import activity_network
 
 
@@ -43,14 +43,7 @@ def main(argv=None) -> dict:
     start = time.perf_counter()
     history = ng.fit(graph, (x_train, y_train), epochs=args.epochs, batch_size=args.batch_size,
                      test=(x_test, y_test), callbacks=[report], progress=False, seed=args.seed)
-    seconds = time.perf_counter() - start
-    accuracy = history["test_accuracy"][-1]
-    reached = accuracy >= args.target
-    print(f"{'reached' if reached else 'did not reach'} {100 * args.target:.0f}%: test accuracy "
-          f"{100 * accuracy:.1f}% after {len(history['loss'])} epoch(s), {seconds:.1f} s of training")
-    if not reached:
-        sys.exit(1)
-    return {"accuracy": accuracy, "seconds": seconds, "history": history}
+    return finish(history, args.target, time.perf_counter() - start, decimals=0)
 
 
 if __name__ == "__main__":

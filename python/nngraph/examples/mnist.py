@@ -7,11 +7,11 @@ or a folder of the four standard IDX files given with --data."""
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 
 import nngraph as ng
 from nngraph.datasets import load_mnist
+from nngraph.examples import finish
 from nngraph.models import digit_network
 
 
@@ -50,16 +50,10 @@ def main(argv=None) -> dict:
                      test=(x_test, y_test), stop_at_accuracy=args.target, callbacks=[report],
                      progress=not args.quiet, seed=args.seed)
     seconds = time.perf_counter() - start
-    accuracy = history["test_accuracy"][-1]
     if args.checkpoint:
         ng.save(args.checkpoint, graph)
         print(f"saved {args.checkpoint}")
-    reached = accuracy >= args.target
-    print(f"{'reached' if reached else 'did not reach'} {100 * args.target:.1f}%: test accuracy "
-          f"{100 * accuracy:.2f}% after {len(history['loss'])} epoch(s), {seconds:.1f} s of training")
-    if not reached:
-        sys.exit(1)
-    return {"accuracy": accuracy, "seconds": seconds, "history": history}
+    return finish(history, args.target, seconds)
 
 
 if __name__ == "__main__":
