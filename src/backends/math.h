@@ -3,6 +3,7 @@
 // written once; backends only differ in how they loop.
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 #include "nngraph/descriptors.h"
 #include "nngraph/optimizer.h"
@@ -45,17 +46,49 @@ NNGRAPH_HD inline float hard_sigmoid(float a, float b, float x) {
   return v < 0.f ? 0.f : (v > 1.f ? 1.f : v);
 }
 
-// tanh through one expf: libm's tanhf goes through expm1f and costs several times more on
-// cpu, where recurrent cells spend most of their element time in it. A short series covers
-// small |x|, where 1 − e^(−2|x|) would cancel; both parts are within a few ulp.
+NNGRAPH_HD inline uint32_t float_bits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  return u;
+}
+NNGRAPH_HD inline float bits_float(uint32_t u) {
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+// e^x without branches or calls, so cpu loops over it vectorize: x = n·ln2 + r with
+// |r| ≤ ln2/2, e^r by Cephes' degree-6 polynomial, 2^n through the exponent bits. Within a
+// few ulp of expf; x is clamped to [−87.3, 88.3] (results saturate instead of reaching 0 or
+// ∞); NaN stays NaN (the clamps compare, so they keep it).
+NNGRAPH_HD inline float exp_fast(float x) {
+  x = x > 88.3f ? 88.3f : x;
+  x = x < -87.3f ? -87.3f : x;
+  const float shift = 12582912.f;  // 1.5·2²³: the sum's low bits hold round(x·log₂e)
+  const float z = x * 1.44269504f + shift;
+  const float n = z - shift;
+  const float r = (x - n * 0.693359375f) + n * 2.12194440e-4f;  // ln2 in two parts
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.f;
+  return p * bits_float((float_bits(z) - float_bits(shift) + 127u) << 23);
+}
+
+NNGRAPH_HD inline float sigmoid(float x) { return 1.f / (1.f + exp_fast(-x)); }
+
+// tanh through one exp: libm's tanhf goes through expm1f and costs several times more. A
+// short series covers small |x|, where 1 − e^(−2|x|) would cancel; both parts are within a
+// few ulp.
 NNGRAPH_HD inline float tanh_fast(float x) {
   const float ax = fabsf(x);
-  if (ax < 0.0625f) {
-    const float x2 = x * x;
-    return x * (1.f + x2 * (-1.f / 3.f + x2 * (2.f / 15.f)));
-  }
-  const float e = expf(-2.f * ax);
-  return copysignf((1.f - e) / (1.f + e), x);
+  const float x2 = x * x;
+  const float series = x * (1.f + x2 * (-1.f / 3.f + x2 * (2.f / 15.f)));
+  const float e = exp_fast(-2.f * ax);
+  return ax < 0.0625f ? series : copysignf((1.f - e) / (1.f + e), x);
 }
 
 NNGRAPH_HD inline float neuron(const NeuronDescriptor& n, float x) {
@@ -64,7 +97,7 @@ NNGRAPH_HD inline float neuron(const NeuronDescriptor& n, float x) {
     case NeuronType::None: return x;
     case NeuronType::ReLU: return relu(x);
     case NeuronType::LeakyReLU: return leaky_relu(a, x);
-    case NeuronType::Sigmoid: return 1.f / (1.f + expf(-x));
+    case NeuronType::Sigmoid: return sigmoid(x);
     case NeuronType::HardSigmoid: return hard_sigmoid(a, b, x);
     case NeuronType::TanH: return a * tanh_fast(b * x);
     case NeuronType::Linear: return linear(a, b, x);
