@@ -9,8 +9,8 @@ namespace nngraph::cuda {
 namespace {
 
 template <class F>
-__global__ void each_kernel(size_t count, F f) {
-  NNGRAPH_GRID_LOOP(i, count) f(i);
+__global__ void each_kernel(size_t count, int cols, F f) {
+  NNGRAPH_GRID_LOOP(i, count) f(i / cols, static_cast<int>(i % cols));
 }
 
 struct DeviceOps {
@@ -20,13 +20,14 @@ struct DeviceOps {
     d.gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   }
   template <class F>
-  void each(size_t count, F f) {
-    each_kernel<<<blocks_for(count), kThreads, 0, d.stream>>>(count, f);
+  void each(size_t rows, int cols, F f) {
+    const size_t count = rows * cols;
+    each_kernel<<<blocks_for(count), kThreads, 0, d.stream>>>(count, cols, f);
     check_launch("rnn");
   }
   float* scratch(size_t floats) { return d.scratch(floats); }
   void fill(float* p, size_t count, float v) {
-    each(count, rnn::Fill{p, v, 1});
+    each(count, 1, rnn::Fill{p, v, 1});
   }
   void copy(float* dst, const float* src, size_t count) {
     cuda_check(cudaMemcpyAsync(dst, src, count * sizeof(float), cudaMemcpyDeviceToDevice, d.stream), "rnn");

@@ -18,15 +18,20 @@ struct CpuOps {
             float beta, float* c, int ldc) {
     nngraph::gemm(&pool, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   }
+  // Rows split over the threads when there are enough elements; ivdep because the functors'
+  // stores never feed a later column of the same row.
   template <class F>
-  void each(size_t count, F f) {
-    if (count < 16384) {
-      for (size_t i = 0; i < count; ++i) f(i);
-      return;
-    }
-    pool.parallel_for(count, [&](size_t b, size_t e) {
-      for (size_t i = b; i < e; ++i) f(i);
-    });
+  void each(size_t rows, int cols, F f) {
+    auto run = [&](size_t b, size_t e) {
+      for (size_t r = b; r < e; ++r) {
+#pragma GCC ivdep
+        for (int j = 0; j < cols; ++j) f(r, j);
+      }
+    };
+    if (rows * cols < 16384)
+      run(0, rows);
+    else
+      pool.parallel_for(rows, run);
   }
   float* scratch(size_t floats) { return buffers.emplace_back(floats).data(); }
   void fill(float* p, size_t count, float v) { std::fill(p, p + count, v); }
