@@ -62,7 +62,7 @@ std::vector<float> direct_conv(const ConvCase& k, const std::vector<float>& x, c
 }  // namespace
 
 std::string conv_case_name(const ::testing::TestParamInfo<ConvCase>& info) {
-  static const char* names[] = {"same", "stride2_groups", "dilation", "pointwise", "full"};
+  static const char* names[] = {"same", "stride2_groups", "dilation", "pointwise", "full", "tiled_rows"};
   return names[info.index];
 }
 
@@ -87,7 +87,8 @@ INSTANTIATE_TEST_SUITE_P(
                       ConvCase{3, 4, 9, 7, 6, 3, 3, 2, 2, 1, 1, 2, 1, 1, 5, 4},     // stride 2, groups
                       ConvCase{1, 3, 11, 10, 5, 3, 2, 1, 1, 2, 3, 1, 0, 0, 7, 7},   // dilation
                       ConvCase{5, 6, 4, 4, 6, 1, 1, 1, 1, 1, 1, 3, 0, 0, 4, 4},     // 1×1 direct
-                      ConvCase{1, 2, 3, 3, 4, 3, 3, 1, 1, 1, 1, 1, 2, 2, 5, 5}),    // full
+                      ConvCase{1, 2, 3, 3, 4, 3, 3, 1, 1, 1, 1, 1, 2, 2, 5, 5},     // full
+                      ConvCase{3, 4, 2, 23, 6, 1, 5, 1, 5, 1, 1, 2, 0, 0, 2, 4}),   // windows tile rows
     conv_case_name);
 
 TEST(FullyConnectedKernel, MatchesDirectLoops) {

@@ -78,6 +78,7 @@ CONV_CASES = [
     (4, 4, 7, 7, (3, 2), 2, 1, 2, "valid"),
     (1, 2, 7, 6, (2, 2), 1, 2, 1, "full"),
     (3, 2, 5, 5, (1, 1), 1, 1, 1, (1, 0, 0, 1)),
+    (4, 6, 2, 23, (1, 5), (1, 5), 1, 2, "valid"),  # windows tile each row (1-D, 5:1); 3 columns unread
 ]
 
 
@@ -87,7 +88,8 @@ def test_convolution_gradients(device, rng, c, o, h, w, k, stride, dil, groups, 
     wt = rng.standard_normal((o, c // groups, *k)).astype(np.float32)
     b = rng.standard_normal(o).astype(np.float32)
     ds = Capture(wt, b, stride, dil, groups)
-    fwd = lambda xx, ww=wt, bb=b: ref.conv2d(xx, ww, bb, (stride, stride), (dil, dil), groups, padding)  # noqa: E731
+    st = stride if isinstance(stride, tuple) else (stride, stride)
+    fwd = lambda xx, ww=wt, bb=b: ref.conv2d(xx, ww, bb, st, (dil, dil), groups, padding)  # noqa: E731
     r = rng.standard_normal(fwd(x).shape).astype(np.float32)
     [dx] = input_gradient(lambda s: ng.Convolution(s, ds, padding=padding), x, r, device)
     check(dx, numeric_grad(lambda v: (fwd(v) * r).sum(), x))

@@ -65,6 +65,14 @@ void col2im(const float* __restrict col, int channels, int h, int w, const ConvG
       }
 }
 
+// Windows that tile each input row (kh = 1, kw = stride, no padding or dilation: a 1-D
+// convolution compressing kw:1) need no im2col: one channel's row is already a wo × kw
+// matrix, so one product per channel and row replaces the copy.
+bool tiles_rows(const ConvGeometry& g, const ImageShape& is, const ImageShape& os) {
+  return g.kh == 1 && g.sy == 1 && g.kw == g.sx && g.dx == 1 && g.pad_top == 0 && g.pad_left == 0 &&
+         os.h == is.h && os.w * g.kw <= is.w;
+}
+
 }  // namespace
 
 void CpuBackend::convolution(const ConvGeometry& g, const Image& in, const float* weights,
@@ -75,19 +83,28 @@ void CpuBackend::convolution(const ConvGeometry& g, const Image& in, const float
   const int k = cg * g.kh * g.kw, p = os.h * os.w;
   const bool direct = g.kh == 1 && g.kw == 1 && g.sy == 1 && g.sx == 1 && g.pad_top == 0 &&
                       g.pad_left == 0 && os.h == is.h && os.w == is.w;
+  const bool tiled = !direct && tiles_rows(g, is, os);
   const float* src = in.data_as<float>();
   float* dst = out.data_as<float>();
   // Enough images: one thread per image range; otherwise threads split each GEMM.
   const bool by_image = n >= pool_.size();
   auto run = [&](size_t b, size_t e) {
-    std::vector<float> col(direct ? 0 : static_cast<size_t>(k) * p);
+    ThreadPool* threads = by_image ? nullptr : &pool_;
+    std::vector<float> col(direct || tiled ? 0 : static_cast<size_t>(k) * p);
     for (size_t img = b; img < e; ++img)
       for (int grp = 0; grp < g.groups; ++grp) {
         const float* x = src + (img * is.c + static_cast<size_t>(grp) * cg) * is.h * is.w;
         float* y = dst + (img * os.c + static_cast<size_t>(grp) * og) * p;
-        if (!direct) im2col(x, cg, is.h, is.w, g, os.h, os.w, col.data());
-        gemm(by_image ? nullptr : &pool_, false, false, og, p, k, 1.f,
-             weights + static_cast<size_t>(grp) * og * k, k, direct ? x : col.data(), p, 0.f, y, p);
+        const float* wg = weights + static_cast<size_t>(grp) * og * k;
+        if (tiled) {
+          for (int c = 0; c < cg; ++c)
+            for (int oy = 0; oy < os.h; ++oy)
+              gemm(threads, false, true, og, os.w, g.kw, 1.f, wg + c * g.kw, k,
+                   x + (static_cast<size_t>(c) * is.h + oy) * is.w, g.kw, c ? 1.f : 0.f, y + oy * os.w, p);
+        } else {
+          if (!direct) im2col(x, cg, is.h, is.w, g, os.h, os.w, col.data());
+          gemm(threads, false, false, og, p, k, 1.f, wg, k, direct ? x : col.data(), p, 0.f, y, p);
+        }
         for (int o = 0; o < og; ++o)
           bias_neuron(y + static_cast<size_t>(o) * p, p, bias ? bias + grp * og + o : nullptr, neuron);
       }
@@ -127,12 +144,13 @@ void CpuBackend::convolution_gradient(const ConvGeometry& g, const Image& x, con
   const int k = cg * g.kh * g.kw, p = os.h * os.w;
   const size_t wcount = static_cast<size_t>(os.c) * k;
   const bool act = y && neuron.type != NeuronType::None;
+  const bool tiled = tiles_rows(g, is, os);
   // Image ranges run in parallel, each into its own weight-gradient partial sums.
   const int chunks = std::min(n, pool_.size());
   ThreadPool* inner = chunks > 1 ? nullptr : &pool_;
   std::vector<std::vector<float>> partial(chunks, std::vector<float>(dw ? wcount + os.c : 0, 0.f));
   pool_.parallel_for(static_cast<size_t>(chunks), [&](size_t c0, size_t c1) {
-    std::vector<float> col(static_cast<size_t>(k) * p), dz(act ? static_cast<size_t>(og) * p : 0);
+    std::vector<float> col(tiled ? 0 : static_cast<size_t>(k) * p), dz(act ? static_cast<size_t>(og) * p : 0);
     for (size_t chunk = c0; chunk < c1; ++chunk) {
       float* pdw = dw ? partial[chunk].data() : nullptr;
       for (size_t img = n * chunk / chunks; img < n * (chunk + 1) / chunks; ++img) {
@@ -145,20 +163,33 @@ void CpuBackend::convolution_gradient(const ConvGeometry& g, const Image& x, con
             z = dz.data();
           }
           const float* xi = x.data_as<float>() + (img * is.c + static_cast<size_t>(grp) * cg) * is.h * is.w;
+          float* dxi = dx ? dx->data_as<float>() + (img * is.c + static_cast<size_t>(grp) * cg) * is.h * is.w : nullptr;
+          const float* wg = weights + static_cast<size_t>(grp) * og * k;
           if (pdw) {
-            im2col(xi, cg, is.h, is.w, g, os.h, os.w, col.data());
-            gemm(inner, false, true, og, k, p, 1.f, z, p, col.data(), p, 1.f, pdw + static_cast<size_t>(grp) * og * k, k);
+            float* dwg = pdw + static_cast<size_t>(grp) * og * k;
+            if (tiled) {
+              for (int c = 0; c < cg; ++c)
+                for (int oy = 0; oy < os.h; ++oy)
+                  gemm(inner, false, false, og, g.kw, os.w, 1.f, z + oy * os.w, p,
+                       xi + (static_cast<size_t>(c) * is.h + oy) * is.w, g.kw, 1.f, dwg + c * g.kw, k);
+            } else {
+              im2col(xi, cg, is.h, is.w, g, os.h, os.w, col.data());
+              gemm(inner, false, true, og, k, p, 1.f, z, p, col.data(), p, 1.f, dwg, k);
+            }
             for (int o = 0; o < og; ++o) {
               double sum = 0;
               for (int q = 0; q < p; ++q) sum += z[static_cast<size_t>(o) * p + q];
               pdw[wcount + grp * og + o] += static_cast<float>(sum);
             }
           }
-          if (dx) {
-            gemm(inner, true, false, k, p, og, 1.f, weights + static_cast<size_t>(grp) * og * k, k, z, p, 0.f,
-                 col.data(), p);
-            col2im(col.data(), cg, is.h, is.w, g, os.h, os.w,
-                   dx->data_as<float>() + (img * is.c + static_cast<size_t>(grp) * cg) * is.h * is.w);
+          if (dx && tiled) {
+            for (int c = 0; c < cg; ++c)
+              for (int oy = 0; oy < os.h; ++oy)
+                gemm(inner, true, false, os.w, g.kw, og, 1.f, z + oy * os.w, p, wg + c * g.kw, k, 0.f,
+                     dxi + (static_cast<size_t>(c) * is.h + oy) * is.w, g.kw);
+          } else if (dx) {
+            gemm(inner, true, false, k, p, og, 1.f, wg, k, z, p, 0.f, col.data(), p);
+            col2im(col.data(), cg, is.h, is.w, g, os.h, os.w, dxi);
           }
         }
       }
