@@ -14,8 +14,10 @@ __global__ void f32_to_f16_kernel(const float* in, __half* out, size_t n) {
 __global__ void f16_to_f32_kernel(const __half* in, float* out, size_t n) {
   NNGRAPH_GRID_LOOP(i, n) out[i] = __half2float(in[i]);
 }
-__global__ void bias_neuron_kernel(float* x, size_t n, int channels, int hw, const float* bias, NeuronDescriptor nd) {
-  NNGRAPH_GRID_LOOP(i, n) {
+template <class I>
+__global__ void bias_neuron_kernel(float* x, I n, unsigned channels, unsigned hw, const float* bias,
+                                   NeuronDescriptor nd) {
+  NNGRAPH_GRID_LOOP_T(I, i, n) {
     const float b = bias ? bias[(i / hw) % channels] : 0.f;
     x[i] = math::neuron(nd, x[i] + b);
   }
@@ -64,7 +66,9 @@ void f16_to_f32(cudaStream_t s, const void* in, float* out, size_t n) {
 }
 void bias_neuron(cudaStream_t s, float* x, size_t n, int channels, int hw, const float* bias, const NeuronDescriptor& nd) {
   if (!bias && nd.type == NeuronType::None) return;
-  bias_neuron_kernel<<<blocks_for(n), kThreads, 0, s>>>(x, n, channels, hw, bias, nd);
+  with_index_type(n, [&](auto i) {
+    bias_neuron_kernel<<<blocks_for(n), kThreads, 0, s>>>(x, decltype(i)(n), channels, hw, bias, nd);
+  });
   check_launch("bias_neuron");
 }
 void neuron(cudaStream_t s, const float* in, float* out, size_t n, const NeuronDescriptor& nd) {

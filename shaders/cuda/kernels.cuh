@@ -54,10 +54,11 @@ void loss(cudaStream_t s, const LossDescriptor& d, double scale, const float* x,
 // Many tensors under one rule, each with its own step count: one launch per 16 tensors.
 void optimizer_steps(cudaStream_t s, const OptimizerStep& step, const TensorUpdate* tensors, size_t n);
 
-// db[c] = Σ over n and the hw pixels of dz[n, c, pixel]; `partial` holds
-// c · bias_gradient_chunks(n, c) floats of scratch.
-void bias_gradient(cudaStream_t s, const float* dz, float* db, int n, int c, int hw, float* partial);
-int bias_gradient_chunks(int n, int c);
+// db[c] = Σ over n and the hw pixels of dz[n, c, pixel], where dz = dy·f'(y) is also stored
+// when dz is given (else dz is dy); `partial` holds c · bias_gradient_chunks(n, c, hw) floats.
+void bias_gradient(cudaStream_t s, const float* dy, const float* y, float* dz, const NeuronDescriptor& nd, float* db,
+                   int n, int c, int hw, float* partial);
+int bias_gradient_chunks(int n, int c, int hw);
 // dst[r·dst_ld + c] += src[r·src_ld + c] for rows × columns.
 void add_rows(cudaStream_t s, float* dst, int dst_ld, const float* src, int src_ld, int rows, int columns);
 // out = in (d0 × d1 × d2) with its axes reordered: out axis k is in axis perm[k].

@@ -11,11 +11,12 @@ namespace {
 
 __device__ inline int clamp_lo(int v) { return v < 0 ? 0 : v; }
 
-__global__ void pool_kernel(bool is_max, PoolGeometry g, const float* in, float* out, size_t total, int h, int w, int oh,
+template <class I>
+__global__ void pool_kernel(bool is_max, PoolGeometry g, const float* in, float* out, I total, int h, int w, int oh,
                             int ow) {
-  NNGRAPH_GRID_LOOP(i, total) {
+  NNGRAPH_GRID_LOOP_T(I, i, total) {
     const int ox = static_cast<int>(i % ow), oy = static_cast<int>((i / ow) % oh);
-    const float* x = in + (i / (static_cast<size_t>(oh) * ow)) * h * w;
+    const float* x = in + (i / (I(oh) * ow)) * h * w;
     const int y0 = oy * g.sy - g.pad_top, x0 = ox * g.sx - g.pad_left;
     const int ya = clamp_lo(y0), yb = min(y0 + g.kh, h), xa = clamp_lo(x0), xb = min(x0 + g.kw, w);
     float acc = is_max ? -INFINITY : 0.f;
@@ -26,11 +27,12 @@ __global__ void pool_kernel(bool is_max, PoolGeometry g, const float* in, float*
   }
 }
 
+template <class I>
 __global__ void pool_gradient_kernel(bool is_max, PoolGeometry g, const float* in, const float* dy, float* dx,
-                                     size_t total, int h, int w, int oh, int ow) {
-  NNGRAPH_GRID_LOOP(i, total) {
+                                     I total, int h, int w, int oh, int ow) {
+  NNGRAPH_GRID_LOOP_T(I, i, total) {
     const int ix = static_cast<int>(i % w), iy = static_cast<int>((i / w) % h);
-    const size_t plane = i / (static_cast<size_t>(h) * w);
+    const I plane = i / (I(h) * w);
     const float* x = in + plane * h * w;
     const float* gy = dy + plane * oh * ow;
     // outputs whose window [o·s − pad, o·s − pad + k) holds this pixel
@@ -59,12 +61,13 @@ __global__ void pool_gradient_kernel(bool is_max, PoolGeometry g, const float* i
 
 // 2×2 windows, stride 2, no padding: each input pixel lies in one window, so a thread per
 // output writes its four pixels (no gather, no zero fill but for an uncovered odd edge).
-__global__ void halve_gradient_kernel(bool is_max, const float* in, const float* dy, float* dx, size_t total, int h,
-                                      int w, int oh, int ow) {
-  NNGRAPH_GRID_LOOP(i, total) {
+template <class I>
+__global__ void halve_gradient_kernel(bool is_max, const float* in, const float* dy, float* dx, I total, int h, int w,
+                                      int oh, int ow) {
+  NNGRAPH_GRID_LOOP_T(I, i, total) {
     const int ox = static_cast<int>(i % ow), oy = static_cast<int>((i / ow) % oh);
-    const size_t plane = i / (static_cast<size_t>(oh) * ow);
-    const size_t o0 = (plane * h + 2 * oy) * w + 2 * ox, o1 = o0 + w;
+    const I plane = i / (I(oh) * ow);
+    const I o0 = (plane * h + 2 * oy) * w + 2 * ox, o1 = o0 + w;
     const float g = dy[i];
     if (is_max) {  // the first maximum in scan order, as everywhere
       const float a = in[o0], b = in[o0 + 1], c = in[o1], d = in[o1 + 1];
@@ -84,24 +87,30 @@ __global__ void halve_gradient_kernel(bool is_max, const float* in, const float*
 
 void pooling(cudaStream_t s, PoolingMode mode, const PoolGeometry& g, const float* in, float* out, int planes, int h,
              int w, int oh, int ow) {
-  const size_t total = static_cast<size_t>(planes) * oh * ow;
-  pool_kernel<<<blocks_for(total), kThreads, 0, s>>>(mode == PoolingMode::Max, g, in, out, total, h, w, oh, ow);
+  const size_t total = static_cast<size_t>(planes) * oh * ow, inputs = static_cast<size_t>(planes) * h * w;
+  with_index_type(std::max(total, inputs), [&](auto i) {
+    pool_kernel<<<blocks_for(total), kThreads, 0, s>>>(mode == PoolingMode::Max, g, in, out, decltype(i)(total), h, w,
+                                                       oh, ow);
+  });
   check_launch("pooling");
 }
 
 void pooling_gradient(cudaStream_t s, PoolingMode mode, const PoolGeometry& g, const float* in, const float* dy,
                       float* dx, int planes, int h, int w, int oh, int ow) {
+  const size_t inputs = static_cast<size_t>(planes) * h * w, outputs = static_cast<size_t>(planes) * oh * ow;
+  const size_t largest = std::max(inputs, outputs);
   if (g.kh == 2 && g.kw == 2 && g.sy == 2 && g.sx == 2 && g.pad_top == 0 && g.pad_left == 0) {
-    if (h != 2 * oh || w != 2 * ow) cudaMemsetAsync(dx, 0, static_cast<size_t>(planes) * h * w * sizeof(float), s);
-    const size_t outputs = static_cast<size_t>(planes) * oh * ow;
-    halve_gradient_kernel<<<blocks_for(outputs), kThreads, 0, s>>>(mode == PoolingMode::Max, in, dy, dx, outputs, h,
-                                                                    w, oh, ow);
-    check_launch("pooling_gradient");
-    return;
+    if (h != 2 * oh || w != 2 * ow) cudaMemsetAsync(dx, 0, inputs * sizeof(float), s);
+    with_index_type(largest, [&](auto i) {
+      halve_gradient_kernel<<<blocks_for(outputs), kThreads, 0, s>>>(mode == PoolingMode::Max, in, dy, dx,
+                                                                      decltype(i)(outputs), h, w, oh, ow);
+    });
+  } else {
+    with_index_type(largest, [&](auto i) {
+      pool_gradient_kernel<<<blocks_for(inputs), kThreads, 0, s>>>(mode == PoolingMode::Max, g, in, dy, dx,
+                                                                    decltype(i)(inputs), h, w, oh, ow);
+    });
   }
-  const size_t total = static_cast<size_t>(planes) * h * w;
-  pool_gradient_kernel<<<blocks_for(total), kThreads, 0, s>>>(mode == PoolingMode::Max, g, in, dy, dx, total, h, w,
-                                                               oh, ow);
   check_launch("pooling_gradient");
 }
 

@@ -1,22 +1,48 @@
-// Reductions: bias gradients (one block per channel) and the numerics check.
+// Reductions: bias gradients (with the fused neuron's gradient) and the numerics check.
+#include "backends/math.h"
 #include "common.cuh"
 #include "kernels.cuh"
 
 namespace nngraph::cuda {
 namespace {
 
-// Stage 1: block (chunk, channel) sums its images' pixels of that channel.
-__global__ void bias_partial_kernel(const float* dz, float* partial, int n, int c, int hw, int chunks) {
-  const int chunk = blockIdx.x, ch = blockIdx.y;
+// Stage 1, planes (hw > 1): block (channel, chunk) walks its images' planes of that channel.
+// With dz given, each value is dy·f'(y) and is stored as it is summed: one pass over dy.
+__global__ void bias_partial_kernel(const float* dy, const float* y, float* dz, NeuronDescriptor nd, float* partial,
+                                    int n, int c, int hw, int chunks) {
+  const int ch = blockIdx.x, chunk = blockIdx.y;
   const int n0 = static_cast<int>(static_cast<long>(n) * chunk / chunks);
   const int n1 = static_cast<int>(static_cast<long>(n) * (chunk + 1) / chunks);
+  const unsigned count = static_cast<unsigned>(n1 - n0) * hw;
   float sum = 0.f;
-  for (int img = n0; img < n1; ++img) {
-    const float* plane = dz + (static_cast<size_t>(img) * c + ch) * hw;
-    for (int p = threadIdx.x; p < hw; p += blockDim.x) sum += plane[p];
+#pragma unroll 4
+  for (unsigned i = threadIdx.x; i < count; i += blockDim.x) {
+    const unsigned img = i / hw;
+    const size_t at = (static_cast<size_t>(n0 + img) * c + ch) * hw + (i - img * hw);
+    float v = dy[at];
+    if (dz) dz[at] = v *= math::neuron_derivative(nd, y[at]);
+    sum += v;
   }
   sum = block_sum(sum);
   if (threadIdx.x == 0) partial[static_cast<size_t>(ch) * chunks + chunk] = sum;
+}
+
+// Stage 1, one pixel per plane (fully connected): a thread per channel over a chunk of rows,
+// coalesced across channels.
+__global__ void column_partial_kernel(const float* dy, const float* y, float* dz, NeuronDescriptor nd, float* partial,
+                                      int n, int c, int chunks) {
+  const int ch = blockIdx.x * blockDim.x + threadIdx.x, chunk = blockIdx.y;
+  if (ch >= c) return;
+  const int r0 = static_cast<int>(static_cast<long>(n) * chunk / chunks);
+  const int r1 = static_cast<int>(static_cast<long>(n) * (chunk + 1) / chunks);
+  float sum = 0.f;
+  for (int r = r0; r < r1; ++r) {
+    const size_t at = static_cast<size_t>(r) * c + ch;
+    float v = dy[at];
+    if (dz) dz[at] = v *= math::neuron_derivative(nd, y[at]);
+    sum += v;
+  }
+  partial[static_cast<size_t>(ch) * chunks + chunk] = sum;
 }
 
 // Stage 2: one thread per channel adds its chunks in order (deterministic).
@@ -28,37 +54,28 @@ __global__ void bias_total_kernel(const float* partial, float* db, int c, int ch
   db[ch] = sum;
 }
 
-// One pixel per plane (fully connected): a thread per channel walks the rows, coalesced.
-__global__ void column_sum_kernel(const float* dz, float* db, int n, int c) {
-  const int ch = blockIdx.x * blockDim.x + threadIdx.x;
-  if (ch >= c) return;
-  float sum = 0.f;
-  for (int r = 0; r < n; ++r) sum += dz[static_cast<size_t>(r) * c + ch];
-  db[ch] = sum;
-}
-
 __global__ void nonfinite_kernel(const float* data, size_t n, int* flag) {
   NNGRAPH_GRID_LOOP(i, n) if (!isfinite(data[i])) *flag = 1;
 }
 
 }  // namespace
 
-void bias_gradient(cudaStream_t s, const float* dz, float* db, int n, int c, int hw, float* partial) {
-  if (hw == 1) {
-    column_sum_kernel<<<(c + kThreads - 1) / kThreads, kThreads, 0, s>>>(dz, db, n, c);
-    check_launch("bias_gradient");
-    return;
-  }
-  const int chunks = bias_gradient_chunks(n, c);
-  const int threads = hw >= kThreads ? kThreads : 32;
-  bias_partial_kernel<<<dim3(chunks, c), threads, 0, s>>>(dz, partial, n, c, hw, chunks);
+void bias_gradient(cudaStream_t s, const float* dy, const float* y, float* dz, const NeuronDescriptor& nd, float* db,
+                   int n, int c, int hw, float* partial) {
+  const int chunks = bias_gradient_chunks(n, c, hw);
+  if (hw == 1)
+    column_partial_kernel<<<dim3((c + kThreads - 1) / kThreads, chunks), kThreads, 0, s>>>(dy, y, dz, nd, partial, n,
+                                                                                           c, chunks);
+  else
+    bias_partial_kernel<<<dim3(c, chunks), kThreads, 0, s>>>(dy, y, dz, nd, partial, n, c, hw, chunks);
   bias_total_kernel<<<(c + kThreads - 1) / kThreads, kThreads, 0, s>>>(partial, db, c, chunks);
   check_launch("bias_gradient");
 }
 
-int bias_gradient_chunks(int n, int c) {
-  // About four blocks per multiprocessor in all, at most one chunk per image.
-  return std::max(1, std::min(n, 512 / std::max(1, c) + 1));
+int bias_gradient_chunks(int n, int c, int hw) {
+  // Planes: about eight blocks per multiprocessor in all. Rows: about 16 rows per chunk.
+  const int want = hw == 1 ? (n + 15) / 16 : 1024 / std::max(1, c);
+  return std::max(1, std::min({n, want, 1024}));
 }
 
 void any_nonfinite(cudaStream_t s, const float* data, size_t count, int* flag) {

@@ -108,8 +108,7 @@ void CudaBackend::convolution_gradient(const ConvGeometry& g, const Image& xi, c
   const auto& os = dy.shape();
   ConvPlan& p = conv_plan(g, n, is, os);
   std::shared_ptr<Buffer> scratch, padded, padded_dx;
-  const float* dz = activation_gradient(dy, y, neuron, &scratch);
-  if (db) bias_gradient(dz, db, n, os.c, os.h * os.w);
+  const float* dz = output_gradient(dy, y, neuron, db, &scratch);
   const float one = 1.f, zero = 0.f;
   const auto ws = workspace(p.workspace);
   const size_t padded_bytes = static_cast<size_t>(n) * is.c * p.hp * p.wp * sizeof(float);
@@ -139,11 +138,6 @@ void CudaBackend::convolution_gradient(const ConvGeometry& g, const Image& xi, c
   }
 }
 
-void CudaBackend::bias_gradient(const float* dz, float* db, int n, int c, int hw) {
-  auto partial = allocate(static_cast<size_t>(c) * cuda::bias_gradient_chunks(n, c) * sizeof(float));
-  cuda::bias_gradient(stream_, dz, db, n, c, hw, static_cast<float*>(partial->data()));
-}
-
 void CudaBackend::gemm(bool ta, bool tb, int m, int n, int k, const float* a, int lda, const float* b, int ldb,
                        float* c, int ldc, bool tf32, float alpha, float beta) {
   cublas_check(cublasGemmEx(cublas_, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha,
@@ -166,9 +160,8 @@ void CudaBackend::fully_connected_gradient(const Image& x, const float* weights,
   auto lock = enter();
   const int n = x.batch(), k = static_cast<int>(x.shape().count()), o = dy.shape().c;
   std::shared_ptr<Buffer> scratch;
-  const float* dz = activation_gradient(dy, y, neuron, &scratch);
+  const float* dz = output_gradient(dy, y, neuron, db, &scratch);
   if (dw) gemm(true, false, o, k, n, dz, o, x.data_as<float>(), k, dw, k, tf32);
-  if (db) bias_gradient(dz, db, n, o, 1);
   if (dx) gemm(false, false, n, k, o, dz, o, weights, k, dx->data_as<float>(), k, tf32);
 }
 

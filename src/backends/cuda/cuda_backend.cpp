@@ -239,14 +239,23 @@ void CudaBackend::store(uint64_t* counter, uint64_t value) {
   cuda::store(stream_, counter, value);
 }
 
-const float* CudaBackend::activation_gradient(const Image& dy, const Image* y, const NeuronDescriptor& neuron,
-                                              std::shared_ptr<Buffer>* scratch) {
-  if (!y || neuron.type == NeuronType::None) return dy.data_as<float>();
-  const size_t n = dy.descriptor().count();
-  *scratch = allocate(n * sizeof(float));
-  auto* dz = static_cast<float*>((*scratch)->data());
-  cuda::neuron_gradient(stream_, y->data_as<float>(), dy.data_as<float>(), dz, n, neuron);
-  return dz;
+const float* CudaBackend::output_gradient(const Image& dy, const Image* y, const NeuronDescriptor& neuron, float* db,
+                                          std::shared_ptr<Buffer>* scratch) {
+  const bool act = y && neuron.type != NeuronType::None;
+  float* dz = nullptr;
+  if (act) {
+    *scratch = allocate(dy.descriptor().bytes());
+    dz = static_cast<float*>((*scratch)->data());
+  }
+  const int n = dy.batch(), c = dy.shape().c, hw = dy.shape().h * dy.shape().w;
+  const float* yv = act ? y->data_as<float>() : nullptr;
+  if (db) {
+    auto partial = allocate(static_cast<size_t>(c) * cuda::bias_gradient_chunks(n, c, hw) * sizeof(float));
+    cuda::bias_gradient(stream_, dy.data_as<float>(), yv, dz, neuron, db, n, c, hw, static_cast<float*>(partial->data()));
+  } else if (act) {
+    cuda::neuron_gradient(stream_, yv, dy.data_as<float>(), dz, dy.descriptor().count(), neuron);
+  }
+  return act ? dz : dy.data_as<float>();
 }
 
 bool CudaBackend::all_finite(const float* data, size_t count) {

@@ -86,10 +86,10 @@ class CudaBackend : public Backend {
   ConvPlan& conv_plan(const ConvGeometry& g, int n, const ImageShape& in, const ImageShape& out);
   // Scratch for cuDNN: the shared buffer, or while capturing one that lives in the capture.
   std::shared_ptr<Buffer> workspace(size_t bytes);
-  // dz = dy ⊙ neuron'(y) in a scratch buffer, or dy itself when there is no neuron.
-  const float* activation_gradient(const Image& dy, const Image* y, const NeuronDescriptor& neuron,
-                                   std::shared_ptr<Buffer>* scratch);
-  void bias_gradient(const float* dz, float* db, int n, int c, int hw);
+  // dz = dy ⊙ neuron'(y) in a scratch buffer (dy itself when there is no neuron) and, where
+  // db is given, the bias gradient Σ dz per channel, in one pass over dy.
+  const float* output_gradient(const Image& dy, const Image* y, const NeuronDescriptor& neuron, float* db,
+                               std::shared_ptr<Buffer>* scratch);
   // Recurrent layers: cuDNN where it implements the cell (a plan per layer shape, null where
   // it does not), else the shared sequence algorithm with products and scratch from here.
   struct RNNPlan;
