@@ -10,7 +10,7 @@ namespace nngraph {
 // Labels (same shape as the predictions) and per-image weights (N×1×1×1) for one encode.
 struct LossLabels {
   Image labels;
-  Image weights;
+  Image weights;  // one per image; empty: every image weighs 1
 };
 
 class LossNode : public FilterNode {

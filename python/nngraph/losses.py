@@ -71,16 +71,14 @@ def _label_array(labels, n: int, shape: tuple[int, int, int], name: str) -> np.n
 
 
 def _marshal_labels(labels, n: int, shape: tuple[int, int, int], name: str):
-    """(labels float32 (N, C, H, W), weights float32 (N, 1, 1, 1)) for one loss node."""
+    """(labels float32 (N, C, H, W), weights float32 (N, 1, 1, 1) or None: all 1) for one loss node."""
     weights = None
     if isinstance(labels, LossLabels):
         labels, weights = labels.labels, labels.weights
     array = _label_array(labels, n, shape, name)
     if weights is None:
-        w = np.ones((n, 1, 1, 1), np.float32)
-    else:
-        w = np.asarray(weights, np.float32)
-        if w.shape != (n,):
-            raise ValueError(f"[{name}] label weights must have shape ({n},), got {w.shape}")
-        w = w.reshape(n, 1, 1, 1)
-    return array, w
+        return array, None
+    w = np.asarray(weights, np.float32)
+    if w.shape != (n,):
+        raise ValueError(f"[{name}] label weights must have shape ({n},), got {w.shape}")
+    return array, w.reshape(n, 1, 1, 1)

@@ -91,7 +91,7 @@ std::vector<LossLabels> to_labels(Graph& g, const std::vector<Image>& sources, c
     const std::string name = losses[i]->label();
     auto pair = marshal(items[i], n, py::make_tuple(sh.c, sh.h, sh.w), name).cast<py::tuple>();
     out.push_back({image_from_array(pair[0], Layout::NCHW, g.device(), name, sh),
-                   image_from_array(pair[1], Layout::NCHW, g.device(), name + " weights")});
+                   pair[1].is_none() ? Image() : image_from_array(pair[1], Layout::NCHW, g.device(), name + " weights")});
     given->push_back(items[i]);
   }
   return out;

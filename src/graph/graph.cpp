@@ -200,6 +200,17 @@ struct Graph::Impl {
     return r;
   }
 
+  // Label weights of 1 for a batch of n, made once: most steps weigh every image alike.
+  std::map<int, Image> unit_weights;
+  const Image& ones(int n) {
+    Image& w = unit_weights[n];
+    if (w.empty()) {
+      w = Image::allocate({n, {1, 1, 1}, DType::Float32}, device);
+      w.fill_from_host([n](void* p) { std::fill_n(static_cast<float*>(p), n, 1.f); });
+    }
+    return w;
+  }
+
   // Runs on the worker. Returns the results; fills per-image losses.
   std::vector<Image> execute(const Plan& plan, WeightsMap& wm, const std::vector<Image>& src,
                              const std::vector<LossLabels>& labels, uint64_t step, std::vector<Image>& losses) {
@@ -224,7 +235,7 @@ struct Graph::Impl {
     }
     for (size_t i = 0; i < s.losses.size(); ++i) {
       sources[s.losses[i].labels] = labels[i].labels;
-      sources[s.losses[i].weights] = labels[i].weights;
+      sources[s.losses[i].weights] = labels[i].weights.empty() ? ones(n) : labels[i].weights;
       losses.push_back(Image::allocate({n, {1, 1, 1}, DType::Float32}, device));
     }
     Profile profile(backend);
@@ -433,8 +444,9 @@ HandlePtr Graph::encode(std::vector<Image> sources, std::vector<LossLabels> labe
     if (l.dtype() != DType::Float32 || l.device() != impl_->device)
       fail("[", name, "] labels must be float32 on ", impl_->device.str());
     const Image& w = labels[i].weights;
-    if (w.empty() || w.batch() != l.batch() || w.shape() != ImageShape{1, 1, 1} || w.dtype() != DType::Float32)
-      fail("[", name, "] label weights must be one float32 per image");
+    if (!w.empty() && (w.batch() != l.batch() || w.shape() != ImageShape{1, 1, 1} || w.dtype() != DType::Float32 ||
+                       w.device() != impl_->device))
+      fail("[", name, "] label weights must be one float32 per image on ", impl_->device.str());
     divisors.push_back(losses[i].node->reduction_divisor(l.batch(), want));
   }
   std::shared_ptr<WeightsMap> weights;

@@ -96,6 +96,19 @@ def test_loss_values_and_gradient(device, rng, kind, reduction):
     np.testing.assert_allclose(h.result(), want, rtol=2e-3, atol=2e-5)
 
 
+def test_unweighted_steps_after_weighted_ones(device, rng):
+    """Steps without label weights weigh every image 1, whatever an earlier step was given."""
+    x = rng.standard_normal((4, 3, 1, 1)).astype(np.float32)
+    lab = rng.integers(0, 3, 4)
+    g = ng.Graph(ng.Loss(ng.ImageNode(), ng.LossDescriptor("softmax_cross_entropy", "sum")), device=device)
+    w = np.array([0.5, 2.0, 0.0, 1.5], np.float32)
+    per_image = g.encode(x, labels=lab).losses()
+    for _ in range(3):  # past the warm-up of backends that capture the step
+        np.testing.assert_allclose(g.encode(x, labels=ng.LossLabels(lab, weights=w)).losses(), per_image * w,
+                                   rtol=1e-6)
+        np.testing.assert_allclose(g.encode(x, labels=lab).losses(), per_image, rtol=1e-6)
+
+
 def test_huber_delta(device, rng):
     x = (3 * rng.standard_normal((4, 3, 1, 1))).astype(np.float32)
     lab = np.zeros_like(x)
