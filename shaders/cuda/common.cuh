@@ -14,15 +14,12 @@ inline unsigned blocks_for(size_t count) {
   return static_cast<unsigned>(std::max<size_t>(1, std::min<size_t>((count + kThreads - 1) / kThreads, 65535 * 8)));
 }
 
-#define NNGRAPH_GRID_LOOP(i, count)                                                             \
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < (count);      \
-       i += static_cast<size_t>(gridDim.x) * blockDim.x)
-
 // Grid-stride loop with index type I: kernels whose per-element index math divides run with
 // unsigned indices where every index they form fits (fits_32), as 64-bit division per
 // element costs several times a 32-bit one and bounds such kernels.
 #define NNGRAPH_GRID_LOOP_T(I, i, count) \
   for (I i = blockIdx.x * I(blockDim.x) + threadIdx.x; i < (count); i += I(gridDim.x) * blockDim.x)
+#define NNGRAPH_GRID_LOOP(i, count) NNGRAPH_GRID_LOOP_T(size_t, i, count)
 inline bool fits_32(size_t largest_index) { return largest_index <= 0x7fffffffu; }  // i + stride stays below 2³²
 
 // Calls launch(I{}) with I = unsigned where every index up to `largest` fits, else size_t.

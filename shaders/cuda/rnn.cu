@@ -8,9 +8,9 @@
 namespace nngraph::cuda {
 namespace {
 
-template <class F>
-__global__ void each_kernel(size_t count, int cols, F f) {
-  NNGRAPH_GRID_LOOP(i, count) f(i / cols, static_cast<int>(i % cols));
+template <class I, class F>
+__global__ void each_kernel(I count, unsigned cols, F f) {
+  NNGRAPH_GRID_LOOP_T(I, i, count) f(i / cols, static_cast<int>(i % cols));
 }
 
 struct DeviceOps {
@@ -22,7 +22,9 @@ struct DeviceOps {
   template <class F>
   void each(size_t rows, int cols, F f) {
     const size_t count = rows * cols;
-    each_kernel<<<blocks_for(count), kThreads, 0, d.stream>>>(count, cols, f);
+    with_index_type(count, [&](auto i) {
+      each_kernel<<<blocks_for(count), kThreads, 0, d.stream>>>(decltype(i)(count), cols, f);
+    });
     check_launch("rnn");
   }
   float* scratch(size_t floats) { return d.scratch(floats); }

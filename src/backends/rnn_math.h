@@ -159,15 +159,19 @@ struct Cell {
   }
 };
 
-inline bool is_tanh(const NeuronDescriptor& n) { return n.type == NeuronType::TanH && n.a == 1.f && n.b == 1.f; }
+// n is type t with its plain parameters (tanh: a = b = 1; relu: no leak), as cuDNN's cells
+// and SigmoidTanh have them.
+inline bool is_plain(const NeuronDescriptor& n, NeuronType t) {
+  return n.type == t && (t != NeuronType::TanH || (n.a == 1.f && n.b == 1.f)) && (t != NeuronType::ReLU || n.a == 0.f);
+}
 
 // Calls fn(Cell<C, Neurons>{...}) for the layer's cell, with SigmoidTanh where its neurons are
 // those (host side).
 template <class F>
 void with_cell(const RNNLayerGeometry& g, F&& fn) {
-  const bool usual = is_tanh(g.act) && (g.cell == RNNCell::SingleGate ||
-                                        (g.gate.type == NeuronType::Sigmoid &&
-                                         (g.cell != RNNCell::LSTM || is_tanh(g.out))));
+  const bool usual = is_plain(g.act, NeuronType::TanH) &&
+                     (g.cell == RNNCell::SingleGate || (is_plain(g.gate, NeuronType::Sigmoid) &&
+                                                        (g.cell != RNNCell::LSTM || is_plain(g.out, NeuronType::TanH))));
   const AnyNeurons any{g.gate, g.act, g.out, g.out.derivative_from_output()};
   auto pick = [&](auto kind) {
     constexpr RNNCell C = decltype(kind)::value;

@@ -6,6 +6,7 @@
 #include <array>
 
 #include "backends/cuda/cuda_backend.h"
+#include "backends/rnn_math.h"
 #include "kernels.cuh"
 #include "nngraph/error.h"
 #include "nngraph/rnn.h"
@@ -14,19 +15,17 @@ namespace nngraph {
 
 namespace {
 
-bool is(const NeuronDescriptor& n, NeuronType t) {
-  return n.type == t && (t != NeuronType::TanH || (n.a == 1.f && n.b == 1.f)) && (t != NeuronType::ReLU || n.a == 0.f);
-}
+using math::is_plain;
 
 // The cuDNN cell for a layer, or -1 when cuDNN cannot run it.
 int cudnn_mode(const RNNLayerGeometry& g) {
   if (g.reverse || g.unit_input || g.peephole) return -1;
-  const bool sigmoid = is(g.gate, NeuronType::Sigmoid), tanh = is(g.act, NeuronType::TanH);
+  const bool sigmoid = is_plain(g.gate, NeuronType::Sigmoid), tanh = is_plain(g.act, NeuronType::TanH);
   switch (g.cell) {
     case RNNCell::SingleGate:
-      return tanh ? CUDNN_RNN_TANH : is(g.act, NeuronType::ReLU) ? CUDNN_RNN_RELU : -1;
+      return tanh ? CUDNN_RNN_TANH : is_plain(g.act, NeuronType::ReLU) ? CUDNN_RNN_RELU : -1;
     case RNNCell::LSTM:
-      return sigmoid && tanh && is(g.out, NeuronType::TanH) ? CUDNN_LSTM : -1;
+      return sigmoid && tanh && is_plain(g.out, NeuronType::TanH) ? CUDNN_LSTM : -1;
     case RNNCell::GRU:
       return sigmoid && tanh && g.reset_after ? CUDNN_GRU : -1;
     case RNNCell::MGU:
