@@ -1,8 +1,10 @@
 // cpu kernels against direct loops on random data.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
@@ -170,4 +172,23 @@ TEST(ThreadPoolTest, CoversRangeOnceAndPropagatesErrors) {
                  if (b == 0) throw std::runtime_error("boom");
                }),
                std::runtime_error);
+}
+
+// Jobs of changing sizes from two threads at once: a worker late from one job must not take
+// a chunk of the next (it ran twice, and the caller waited for a count it had passed).
+TEST(ThreadPoolTest, BackToBackJobsOfChangingSizeFromTwoThreads) {
+  ThreadPool pool(16);
+  auto hammer = [&pool](size_t seed) {
+    for (size_t round = 0; round < 200000; ++round) {
+      const size_t n = 1 + (round * 7 + seed) % 23;
+      std::vector<std::atomic<int>> hits(n);
+      pool.parallel_for(n, [&](size_t b, size_t e) {
+        for (size_t i = b; i < e; ++i) hits[i].fetch_add(1);
+      });
+      for (auto& h : hits) ASSERT_EQ(h.load(), 1);
+    }
+  };
+  std::thread other(hammer, 5);
+  hammer(0);
+  other.join();
 }

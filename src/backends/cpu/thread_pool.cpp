@@ -20,31 +20,37 @@ ThreadPool::~ThreadPool() {
   for (auto& t : workers_) t.join();
 }
 
-void ThreadPool::run_chunks() {
-  for (size_t c; (c = next_.fetch_add(1)) < chunks_;) {
-    const size_t begin = n_ * c / chunks_, end = n_ * (c + 1) / chunks_;
+void ThreadPool::run_chunks(const Job& job, uint32_t generation) {
+  for (;;) {
+    uint64_t v = claim_.load();
+    do {
+      if (v >> 32 != generation || (v & 0xffffffffu) >= job.chunks) return;
+    } while (!claim_.compare_exchange_weak(v, v + 1));
+    const size_t c = v & 0xffffffffu, begin = job.n * c / job.chunks, end = job.n * (c + 1) / job.chunks;
     try {
-      (*job_)(begin, end);
+      (*job.fn)(begin, end);
     } catch (...) {
       std::lock_guard<std::mutex> lock(mutex_);
       if (!error_) error_ = std::current_exception();
     }
     std::lock_guard<std::mutex> lock(mutex_);
-    if (++done_ == chunks_) finished_.notify_all();
+    if (++done_ == job.chunks) finished_.notify_all();
   }
 }
 
 void ThreadPool::worker_loop() {
   in_pool = true;
-  uint64_t seen = 0;
+  uint32_t seen = 0;
   for (;;) {
+    Job job;
     {
       std::unique_lock<std::mutex> lock(mutex_);
       wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
       if (stop_) return;
       seen = generation_;
+      job = job_;
     }
-    run_chunks();
+    run_chunks(job, seen);
   }
 }
 
@@ -56,23 +62,23 @@ void ThreadPool::parallel_for(size_t n, const std::function<void(size_t, size_t)
     fn(0, n);
     return;
   }
+  const Job job{&fn, n, chunks};
+  uint32_t generation;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    job_ = &fn;
-    n_ = n;
-    chunks_ = chunks;
-    next_ = 0;
+    job_ = job;
+    generation = ++generation_;
     done_ = 0;
     error_ = nullptr;
-    ++generation_;
+    claim_ = uint64_t{generation} << 32;
   }
   wake_.notify_all();
   in_pool = true;
-  run_chunks();
+  run_chunks(job, generation);
   in_pool = false;
   std::unique_lock<std::mutex> lock(mutex_);
-  finished_.wait(lock, [&] { return done_ == chunks_; });
-  job_ = nullptr;
+  finished_.wait(lock, [&] { return done_ == chunks; });
+  job_ = Job{};
   if (error_) std::rethrow_exception(error_);
 }
 

@@ -22,17 +22,22 @@ class ThreadPool {
   void parallel_for(size_t n, const std::function<void(size_t begin, size_t end)>& fn);
 
  private:
+  struct Job {
+    const std::function<void(size_t, size_t)>* fn = nullptr;
+    size_t n = 0, chunks = 0;
+  };
   void worker_loop();
-  void run_chunks();
+  void run_chunks(const Job& job, uint32_t generation);
 
   std::vector<std::thread> workers_;
   std::mutex mutex_, busy_;
   std::condition_variable wake_, finished_;
-  const std::function<void(size_t, size_t)>* job_ = nullptr;
-  size_t n_ = 0, chunks_ = 0;
-  std::atomic<size_t> next_{0};
+  Job job_;
+  uint32_t generation_ = 0;
+  // The generation (high half) and its next unclaimed chunk (low half) in one word, so a
+  // worker still holding an earlier job can never claim a chunk of the current one.
+  std::atomic<uint64_t> claim_{0};
   size_t done_ = 0;
-  uint64_t generation_ = 0;
   bool stop_ = false;
   std::exception_ptr error_;
 };
