@@ -2,6 +2,7 @@
 #include <cstring>
 #include <vector>
 
+#include "backends/cpu/cpu_backend.h"
 #include "bindings.h"
 #include "nngraph/error.h"
 
@@ -71,11 +72,11 @@ Image image_from_array(const py::handle& obj, Layout layout, const Device& devic
   Image img = Image::allocate({static_cast<int>(dims[0]), shape, dtype}, device);
   const char* base = static_cast<const char*>(a.data());
   const size_t item = dtype_size(dtype), row = static_cast<size_t>(dims[3]) * item;
-  img.fill_from_host([&](void* out) {  // packs NCHW straight into the image or the device's staging
-    char* dst = static_cast<char*>(out);
-    if (a.flags() & py::array::c_style && layout == Layout::NCHW)
-      return static_cast<void>(std::memcpy(dst, base, img.descriptor().bytes()));
-    for (py::ssize_t n = 0; n < dims[0]; ++n)
+  const size_t per_image = img.descriptor().bytes() / dims[0];
+  const bool contiguous = (a.flags() & py::array::c_style) && layout == Layout::NCHW;
+  auto pack = [&](char* dst, size_t first, size_t last) {
+    if (contiguous) return static_cast<void>(std::memcpy(dst, base + first * per_image, (last - first) * per_image));
+    for (auto n = static_cast<py::ssize_t>(first); n < static_cast<py::ssize_t>(last); ++n)
       for (py::ssize_t c = 0; c < dims[1]; ++c)
         for (py::ssize_t y = 0; y < dims[2]; ++y, dst += row) {
           const char* src = base + n * strides[0] + c * strides[1] + y * strides[2];
@@ -85,6 +86,12 @@ Image image_from_array(const py::handle& obj, Layout layout, const Device& devic
             for (py::ssize_t x = 0; x < dims[3]; ++x) std::memcpy(dst + x * item, src + x * strides[3], item);
           }
         }
+  };
+  img.fill_from_host([&](void* out) {  // packs NCHW straight into the image or the device's staging
+    char* dst = static_cast<char*>(out);
+    // One core copies about 10 GB/s: large batches pack on all of them.
+    if (img.descriptor().bytes() < (size_t{1} << 20)) return pack(dst, 0, dims[0]);
+    cpu_backend().pool().parallel_for(dims[0], [&](size_t b, size_t e) { pack(dst + b * per_image, b, e); });
   });
   return img;
 }

@@ -30,6 +30,14 @@ def test_layouts_strides_and_dtypes(device, rng):
     assert g.run(flat).shape == (4, 7, 1, 1)
 
 
+def test_large_batches_pack_on_every_core(device, rng):
+    x = rng.standard_normal((37, 3, 61, 50)).astype(np.float32)  # over 1 MiB: packed in parallel
+    for a, layout in ((x, "NCHW"), (np.ascontiguousarray(x.transpose(0, 2, 3, 1)), "NHWC"),
+                      (x[::-1, :, :, ::-1], "NCHW")):
+        want = a if layout == "NCHW" else a.transpose(0, 3, 1, 2)
+        np.testing.assert_array_equal(ng.Image(a, layout=layout, device=device).numpy(), want)
+
+
 def test_image_and_matrix_round_trip(device, rng):
     x = rng.standard_normal((2, 3, 4, 5)).astype(np.float32)
     img = ng.Image(x, device=device)
