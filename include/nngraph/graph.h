@@ -1,6 +1,6 @@
 #pragma once
 // A compiled, executable graph (MPSNNGraph). encode() returns at once; at most
-// max_in_flight encodes are outstanding and each completes on the graph's worker.
+// max_in_flight encodes are outstanding, each complete when the device has finished it.
 #include <condition_variable>
 #include <cstddef>
 #include <exception>

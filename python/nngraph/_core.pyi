@@ -494,7 +494,7 @@ class Graph:
         ...
     def encode(self, images: typing.Any, labels: typing.Any = None, callback: typing.Any = None, layout: str = 'NCHW') -> Handle:
         """
-        Queues a run and returns a Handle at once (blocks only while max_in_flight are outstanding). callback(handle) runs on the graph's worker when the run completes.
+        Queues a run and returns a Handle at once (blocks only while max_in_flight are outstanding). callback(handle) runs on the graph's completion thread once the device has finished the run.
         """
     def inference(self) -> Graph:
         """

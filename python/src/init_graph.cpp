@@ -216,7 +216,7 @@ void init_graph(py::module_& m) {
            py::arg("images"), py::arg("labels") = py::none(), py::arg("callback") = py::none(),
            py::arg("layout") = "NCHW",
            "Queues a run and returns a Handle at once (blocks only while max_in_flight are outstanding). "
-           "callback(handle) runs on the graph's worker when the run completes.")
+           "callback(handle) runs on the graph's completion thread once the device has finished the run.")
       .def("run", [](Graph& g, const py::object& images, const py::object& labels, const std::string& layout) {
              const Layout l = parse_layout(layout);
              auto srcs = to_sources(g, images, l);

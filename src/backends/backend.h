@@ -92,6 +92,9 @@ class Backend {
   virtual void copy(void* dst, const void* src, size_t bytes) = 0;
   // Waits for the work queued so far (asynchronous backends).
   virtual void synchronize() {}
+  // Calls fn once the work queued so far has finished: from the device's stream, where fn
+  // must make no device call (asynchronous backends), or at once.
+  virtual void when_done(std::function<void()> fn) { fn(); }
   // Bytes the engine holds on this device now, and the most since the last reset.
   struct MemoryStats {
     size_t current = 0, peak = 0;

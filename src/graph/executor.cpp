@@ -5,15 +5,18 @@
 
 namespace nngraph {
 
-Executor::Executor(int max_in_flight) : max_in_flight_(max_in_flight), worker_([this] { loop(); }) {}
+Executor::Executor(int max_in_flight)
+    : max_in_flight_(max_in_flight), worker_([this] { work_loop(); }), completer_([this] { completion_loop(); }) {}
 
 Executor::~Executor() {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::unique_lock<std::mutex> lock(mutex_);
+    changed_.wait(lock, [&] { return in_flight_ == 0 && completed_.empty(); });
     stop_ = true;
   }
   changed_.notify_all();
   worker_.join();
+  completer_.join();
 }
 
 void Executor::submit(std::function<void()> work) {
@@ -24,7 +27,16 @@ void Executor::submit(std::function<void()> work) {
   changed_.notify_all();
 }
 
-void Executor::loop() {
+void Executor::complete(HandlePtr handle, Callback callback) {
+  const bool now = !callback;
+  if (now) handle->finish();
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (now) --in_flight_;
+  completed_.push_back({std::move(handle), std::move(callback)});
+  changed_.notify_all();
+}
+
+void Executor::work_loop() {
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
     changed_.wait(lock, [&] { return stop_ || !queue_.empty(); });
@@ -32,10 +44,32 @@ void Executor::loop() {
     auto work = std::move(queue_.front());
     queue_.pop_front();
     lock.unlock();
-    work();  // never throws: encode work reports through its Handle
+    work();  // never throws: encode work reports through its Handle and ends in complete()
     work = nullptr;
     lock.lock();
-    --in_flight_;
+  }
+}
+
+void Executor::completion_loop() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    changed_.wait(lock, [&] { return stop_ || !completed_.empty(); });
+    if (completed_.empty()) return;
+    Completion c = std::move(completed_.front());
+    completed_.pop_front();
+    lock.unlock();
+    if (c.callback) {
+      try {
+        c.callback(*c.handle);
+      } catch (...) {
+        c.handle->set_error(std::current_exception());
+      }
+      c.handle->finish();
+    }
+    const bool slot = static_cast<bool>(c.callback);
+    c = Completion{};  // the last references may free device memory or need Python
+    lock.lock();
+    if (slot) --in_flight_;
     changed_.notify_all();
   }
 }

@@ -312,7 +312,6 @@ struct Graph::Impl {
         backend.copy(out.back().data(), img.data(), img.descriptor().bytes());
       }
     }
-    backend.synchronize();  // the handle completes when the device has
     return out;
   }
 };
@@ -466,17 +465,11 @@ HandlePtr Graph::encode(std::vector<Image> sources, std::vector<LossLabels> labe
     } catch (...) {
       handle->set_error(std::current_exception());
     }
-    srcs.clear();
+    srcs.clear();  // freed in stream order
     lbls.clear();
-    if (cb) {
-      try {
-        cb(*handle);
-      } catch (...) {
-        handle->set_error(std::current_exception());
-      }
-      cb = nullptr;
-    }
-    handle->finish();
+    impl->backend.when_done([impl, handle, cb = std::move(cb)]() mutable {
+      impl->executor.complete(std::move(handle), std::move(cb));
+    });
   });
   return handle;
 }

@@ -1,6 +1,7 @@
 """Graph API: marshalling, data sources, asynchronous encode, memory plan."""
 
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -170,6 +171,34 @@ def test_encode_is_asynchronous_and_bounded(device, rng):
         e = np.exp(x - x.max(axis=1, keepdims=True))
         np.testing.assert_allclose(h.result(), e / e.sum(axis=1, keepdims=True), rtol=1e-5)
         np.testing.assert_array_equal(h.result(), s)
+
+
+def test_a_slot_frees_once_the_callback_has_run(device, rng):
+    g = ng.Graph(ng.SoftMax(ng.ImageNode()), device=device, max_in_flight=1)
+    x = rng.standard_normal((4, 5, 1, 1)).astype(np.float32)
+    release, order = threading.Event(), []
+
+    def slow(handle):
+        release.wait(10)
+        order.append("callback")
+
+    def run_second(graph=g):
+        graph.encode(x).wait()
+        order.append("second")
+
+    first = g.encode(x, callback=slow)
+    second = threading.Thread(target=run_second)
+    second.start()
+    time.sleep(0.2)
+    assert order == [] and not first.done  # the second encode waits for the first's slot
+    release.set()
+    second.join(10)
+    first.wait()
+    assert order == ["callback", "second"]
+    for _ in range(8):
+        g.encode(x, callback=lambda h: order.append(h.result().shape))  # handles dropped unwaited
+    del g, run_second  # waits for all of them
+    assert order[2:] == [(4, 5, 1, 1)] * 8
 
 
 def test_callback_errors_surface_in_wait(device, rng):

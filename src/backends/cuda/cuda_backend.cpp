@@ -186,6 +186,22 @@ void CudaBackend::synchronize() {
   cuda_check(cudaStreamSynchronize(stream_), "synchronize");
 }
 
+void CudaBackend::when_done(std::function<void()> fn) {
+  auto lock = enter();
+  auto* f = new std::function<void()>(std::move(fn));
+  const cudaError_t e = cudaLaunchHostFunc(stream_, [](void* p) {
+    std::unique_ptr<std::function<void()>> g(static_cast<std::function<void()>*>(p));
+    (*g)();
+  }, f);
+  if (e == cudaSuccess) return;
+  // A failed stream: the step's error has been raised already; finish here.
+  cudaGetLastError();
+  std::unique_ptr<std::function<void()>> g(f);
+  cudaStreamSynchronize(stream_);
+  cudaGetLastError();
+  (*g)();
+}
+
 void CudaBackend::convert(const Image& in, const Image& out) {
   auto lock = enter();
   const size_t n = in.descriptor().count();

@@ -35,6 +35,7 @@ class CudaBackend : public Backend {
   void copy_to_host(void* dst, const void* src, size_t bytes) override;
   void copy(void* dst, const void* src, size_t bytes) override;
   void synchronize() override;
+  void when_done(std::function<void()> fn) override;
   MemoryStats memory_stats() override;
   void reset_peak_memory() override;
 
