@@ -3,6 +3,7 @@
 #include <cstdint>
 // The kernel interface every backend implements; ops in src/ops call it. A kernel a backend
 // lacks raises Unsupported("[op] no <device> kernel"), never a wrong answer.
+#include <exception>
 #include <functional>
 #include <memory>
 #include <string>
@@ -16,6 +17,12 @@ namespace nngraph {
 struct ConvGeometry {
   int kh, kw, sy, sx, dy, dx, groups, pad_top, pad_left;
   bool tf32 = false;  // cuda: tensor cores may round float32 inputs to tf32
+  // 1×k windows that tile each row without overlap (stride k, no padding): a product over
+  // the windows reads the input in place, with no im2col.
+  bool tiles_rows(const ImageShape& in, const ImageShape& out) const {
+    return kh == 1 && sy == 1 && kw == sx && dx == 1 && pad_top == 0 && pad_left == 0 && out.h == in.h &&
+           out.w * kw <= in.w;
+  }
 };
 struct PoolGeometry {
   int kh, kw, sy, sx, pad_top, pad_left;
@@ -92,9 +99,14 @@ class Backend {
   virtual void copy(void* dst, const void* src, size_t bytes) = 0;
   // Waits for the work queued so far (asynchronous backends).
   virtual void synchronize() {}
-  // Calls fn once the work queued so far has finished: from the device's stream, where fn
-  // must make no device call (asynchronous backends), or at once.
-  virtual void when_done(std::function<void()> fn) { fn(); }
+  // Calls fn once the work queued so far has finished, with the device's error if it failed:
+  // from the device's stream, where fn must make no device call (asynchronous backends), or
+  // at once. Returns a wait for the same point that returns sooner than fn is called (false
+  // if the device failed), or null.
+  virtual std::function<bool()> when_done(std::function<void(std::exception_ptr)> fn) {
+    fn(nullptr);
+    return {};
+  }
   // Bytes the engine holds on this device now, and the most since the last reset.
   struct MemoryStats {
     size_t current = 0, peak = 0;

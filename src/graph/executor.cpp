@@ -75,6 +75,12 @@ void Executor::completion_loop() {
 }
 
 void Handle::wait() {
+  std::function<bool()> device;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!done_) device = device_wait_;
+  }
+  if (device && device()) finish();  // sooner than the completion from the stream
   std::unique_lock<std::mutex> lock(mutex_);
   cv_.wait(lock, [&] { return done_; });
   if (error_) std::rethrow_exception(error_);
@@ -121,6 +127,11 @@ void Handle::set_error(std::exception_ptr error) {
   if (!error_) error_ = error;
   ready_ = true;
   cv_.notify_all();
+}
+
+void Handle::set_device_wait(std::function<bool()> device_wait) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  device_wait_ = std::move(device_wait);
 }
 
 void Handle::finish() {

@@ -467,9 +467,12 @@ HandlePtr Graph::encode(std::vector<Image> sources, std::vector<LossLabels> labe
     }
     srcs.clear();  // freed in stream order
     lbls.clear();
-    impl->backend.when_done([impl, handle, cb = std::move(cb)]() mutable {
+    const bool plain = !cb;
+    auto device_wait = impl->backend.when_done([impl, handle, cb = std::move(cb)](std::exception_ptr error) mutable {
+      if (error) handle->set_error(error);
       impl->executor.complete(std::move(handle), std::move(cb));
     });
+    if (plain && device_wait) handle->set_device_wait(std::move(device_wait));
   });
   return handle;
 }

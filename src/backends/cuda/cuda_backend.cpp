@@ -186,20 +186,40 @@ void CudaBackend::synchronize() {
   cuda_check(cudaStreamSynchronize(stream_), "synchronize");
 }
 
-void CudaBackend::when_done(std::function<void()> fn) {
+namespace {
+using Done = std::function<void(std::exception_ptr)>;
+
+// Runs on CUDA's callback thread, also when the device failed (cudaLaunchHostFunc would not).
+void CUDART_CB stream_done(cudaStream_t, cudaError_t status, void* data) {
+  std::unique_ptr<Done> fn(static_cast<Done*>(data));
+  std::exception_ptr error;
+  if (status != cudaSuccess)
+    error = std::make_exception_ptr(DeviceError(cat("[device] CUDA error: ", cudaGetErrorString(status))));
+  (*fn)(error);
+}
+}  // namespace
+
+std::function<bool()> CudaBackend::when_done(Done fn) {
   auto lock = enter();
-  auto* f = new std::function<void()>(std::move(fn));
-  const cudaError_t e = cudaLaunchHostFunc(stream_, [](void* p) {
-    std::unique_ptr<std::function<void()>> g(static_cast<std::function<void()>*>(p));
-    (*g)();
-  }, f);
-  if (e == cudaSuccess) return;
-  // A failed stream: the step's error has been raised already; finish here.
-  cudaGetLastError();
-  std::unique_ptr<std::function<void()>> g(f);
-  cudaStreamSynchronize(stream_);
-  cudaGetLastError();
-  (*g)();
+  // The event goes first: it completes when the work does, not after the callback.
+  cudaEvent_t e = nullptr;
+  if (cudaEventCreateWithFlags(&e, cudaEventDisableTiming) == cudaSuccess && cudaEventRecord(e, stream_) != cudaSuccess) {
+    cudaEventDestroy(e);
+    e = nullptr;
+  }
+  std::shared_ptr<CUevent_st> event(e, [](cudaEvent_t x) {
+    if (x) cudaEventDestroy(x);
+  });
+  auto* f = new Done(std::move(fn));
+  const cudaError_t added = cudaStreamAddCallback(stream_, &stream_done, f, 0);
+  if (added != cudaSuccess) {  // a failed stream: finish here
+    cudaGetLastError();
+    std::unique_ptr<Done> g(f);
+    (*g)(std::make_exception_ptr(DeviceError(cat("[device] CUDA error: ", cudaGetErrorString(added)))));
+    return {};
+  }
+  if (!e) return {};
+  return [event] { return cudaEventSynchronize(event.get()) == cudaSuccess; };
 }
 
 void CudaBackend::convert(const Image& in, const Image& out) {
