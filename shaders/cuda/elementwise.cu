@@ -1,4 +1,5 @@
-// Conversions, bias + neuron epilogues, neuron gradients, addition, dropout, pad and crop.
+// Conversions, bias + neuron epilogues, neuron gradients, addition, dropout, pad and crop,
+// row windows.
 #include <cuda_fp16.h>
 
 #include "backends/math.h"
@@ -54,6 +55,24 @@ __global__ void crop_kernel(const float* in, float* out, size_t total, int h, in
   }
 }
 
+// Over x's elements (n, ch, y, col): col = j·kw + k lies in window j of its row; j ≥ wo is the
+// tail no window reaches.
+template <class I>
+__global__ void windows_kernel(const float* from, float* to, I total, unsigned c, unsigned h, unsigned w,
+                               unsigned wo, unsigned kw, bool gather) {
+  NNGRAPH_GRID_LOOP_T(I, i, total) {
+    const unsigned col = i % w, y = (i / w) % h, ch = (i / w / h) % c;
+    const I n = i / w / h / c;
+    const unsigned j = col / kw, k = col % kw;
+    const I p = (((n * h + y) * wo + j) * c + ch) * kw + k;
+    if (gather) {
+      if (j < wo) to[p] = from[i];
+    } else {
+      to[i] = j < wo ? from[p] : 0.f;
+    }
+  }
+}
+
 }  // namespace
 
 void f32_to_f16(cudaStream_t s, const float* in, void* out, size_t n) {
@@ -103,6 +122,24 @@ void crop(cudaStream_t s, const float* in, float* out, int planes, int h, int w,
   const size_t total = static_cast<size_t>(planes) * oh * ow;
   crop_kernel<<<blocks_for(total), kThreads, 0, s>>>(in, out, total, h, w, top, left, oh, ow);
   check_launch("crop");
+}
+
+namespace {
+void launch_windows(cudaStream_t s, const float* from, float* to, int n, int c, int h, int w, int wo, int kw,
+                    bool gather) {
+  const size_t total = static_cast<size_t>(n) * c * h * w;
+  with_index_type(total, [&](auto i) {
+    windows_kernel<<<blocks_for(total), kThreads, 0, s>>>(from, to, decltype(i)(total), c, h, w, wo, kw, gather);
+  });
+  check_launch("convolution windows");
+}
+}  // namespace
+
+void gather_windows(cudaStream_t s, const float* x, float* p, int n, int c, int h, int w, int wo, int kw) {
+  launch_windows(s, x, p, n, c, h, w, wo, kw, true);
+}
+void scatter_windows(cudaStream_t s, const float* p, float* x, int n, int c, int h, int w, int wo, int kw) {
+  launch_windows(s, p, x, n, c, h, w, wo, kw, false);
 }
 
 }  // namespace nngraph::cuda

@@ -39,6 +39,11 @@ void store(cudaStream_t s, uint64_t* counter, uint64_t value);
 // Zero-pads (or crops back) N·C planes: out plane = in plane with top/left offsets.
 void pad(cudaStream_t s, const float* in, float* out, int planes, int h, int w, int top, int left, int oh, int ow);
 void crop(cudaStream_t s, const float* in, float* out, int planes, int h, int w, int top, int left, int oh, int ow);
+// The non-overlapping 1×kw windows of x's rows (n × c × h × w) as a matrix with one window of
+// every channel per row: p[((n·h + y)·wo + j)·c + ch)·kw + k] = x[n, ch, y, j·kw + k].
+// scatter_windows fills x back from p, with zeros where no window reaches.
+void gather_windows(cudaStream_t s, const float* x, float* p, int n, int c, int h, int w, int wo, int kw);
+void scatter_windows(cudaStream_t s, const float* p, float* x, int n, int c, int h, int w, int wo, int kw);
 
 void pooling(cudaStream_t s, PoolingMode mode, const PoolGeometry& g, const float* in, float* out, int planes,
              int h, int w, int oh, int ow);

@@ -79,6 +79,7 @@ CONV_CASES = [
     (1, 2, 7, 6, (2, 2), 1, 2, 1, "full"),
     (3, 2, 5, 5, (1, 1), 1, 1, 1, (1, 0, 0, 1)),
     (4, 6, 2, 23, (1, 5), (1, 5), 1, 2, "valid"),  # windows tile each row (1-D, 5:1); 3 columns unread
+    (3, 5, 2, 23, (1, 5), (1, 5), 1, 1, "valid"),  # the same as one product (cuda)
 ]
 
 

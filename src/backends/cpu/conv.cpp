@@ -65,14 +65,6 @@ void col2im(const float* __restrict col, int channels, int h, int w, const ConvG
       }
 }
 
-// Windows that tile each input row (kh = 1, kw = stride, no padding or dilation: a 1-D
-// convolution compressing kw:1) need no im2col: one channel's row is already a wo × kw
-// matrix, so one product per channel and row replaces the copy.
-bool tiles_rows(const ConvGeometry& g, const ImageShape& is, const ImageShape& os) {
-  return g.kh == 1 && g.sy == 1 && g.kw == g.sx && g.dx == 1 && g.pad_top == 0 && g.pad_left == 0 &&
-         os.h == is.h && os.w * g.kw <= is.w;
-}
-
 }  // namespace
 
 void CpuBackend::convolution(const ConvGeometry& g, const Image& in, const float* weights,
@@ -83,7 +75,8 @@ void CpuBackend::convolution(const ConvGeometry& g, const Image& in, const float
   const int k = cg * g.kh * g.kw, p = os.h * os.w;
   const bool direct = g.kh == 1 && g.kw == 1 && g.sy == 1 && g.sx == 1 && g.pad_top == 0 &&
                       g.pad_left == 0 && os.h == is.h && os.w == is.w;
-  const bool tiled = !direct && tiles_rows(g, is, os);
+  // One channel's row is already a wo × kw matrix: one product per channel and row.
+  const bool tiled = !direct && g.tiles_rows(is, os);
   const float* src = in.data_as<float>();
   float* dst = out.data_as<float>();
   // Enough images: one thread per image range; otherwise threads split each GEMM.
@@ -144,7 +137,7 @@ void CpuBackend::convolution_gradient(const ConvGeometry& g, const Image& x, con
   const int k = cg * g.kh * g.kw, p = os.h * os.w;
   const size_t wcount = static_cast<size_t>(os.c) * k;
   const bool act = y && neuron.type != NeuronType::None;
-  const bool tiled = tiles_rows(g, is, os);
+  const bool tiled = g.tiles_rows(is, os);
   // Image ranges run in parallel, each into its own weight-gradient partial sums.
   const int chunks = std::min(n, pool_.size());
   ThreadPool* inner = chunks > 1 ? nullptr : &pool_;

@@ -1,5 +1,6 @@
-// Convolution through cuDNN (algorithms found once per shape and cached), fully connected
-// through cuBLAS; bias and neuron epilogues and bias gradients are our kernels.
+// Convolution through cuDNN (algorithms found once per shape and cached) or, for windows that
+// tile rows, cuBLAS; fully connected through cuBLAS; bias and neuron epilogues and bias
+// gradients are our kernels.
 #include <algorithm>
 #include <string>
 
@@ -78,10 +79,28 @@ CudaBackend::ConvPlan& CudaBackend::conv_plan(const ConvGeometry& g, int n, cons
   return *slot;
 }
 
+std::shared_ptr<Buffer> CudaBackend::gather_windows(const ConvGeometry& g, const Image& x, const ImageShape& out) {
+  const auto& is = x.shape();
+  auto win = allocate(static_cast<size_t>(x.batch()) * is.h * out.w * is.c * g.kw * sizeof(float));
+  cuda::gather_windows(stream_, x.data_as<float>(), static_cast<float*>(win->data()), x.batch(), is.c, is.h, is.w,
+                       out.w, g.kw);
+  return win;
+}
+
 void CudaBackend::convolution(const ConvGeometry& g, const Image& in, const float* weights, const float* bias,
                               const NeuronDescriptor& neuron, const Image& out) {
   auto lock = enter();
   const int n = in.batch();
+  const auto& os = out.shape();
+  if (windowed(g, in.shape(), os)) {
+    // y[image] (channels × windows) = W (channels × c·kw) · windows[image]ᵀ
+    const int ck = in.shape().c * g.kw, p = os.h * os.w;
+    const auto win = gather_windows(g, in, os);
+    gemm(false, true, os.c, p, ck, weights, ck, static_cast<const float*>(win->data()), ck, out.data_as<float>(), p,
+         g.tf32, 1.f, 0.f, {n, 0, static_cast<long long>(p) * ck, static_cast<long long>(os.c) * p});
+    cuda::bias_neuron(stream_, out.data_as<float>(), out.descriptor().count(), os.c, p, bias, neuron);
+    return;
+  }
   ConvPlan& p = conv_plan(g, n, in.shape(), out.shape());
   const float* x = in.data_as<float>();
   std::shared_ptr<Buffer> padded;
@@ -95,7 +114,6 @@ void CudaBackend::convolution(const ConvGeometry& g, const Image& in, const floa
   const auto ws = workspace(p.workspace);
   cudnn_check(cudnnConvolutionForward(cudnn_, &one, p.x, x, p.w, weights, p.conv, p.fwd, ws->data(), p.workspace,
                                       &zero, p.y, out.data()), "convolution");
-  const auto& os = out.shape();
   cuda::bias_neuron(stream_, out.data_as<float>(), out.descriptor().count(), os.c, os.h * os.w, bias, neuron);
 }
 
@@ -106,9 +124,28 @@ void CudaBackend::convolution_gradient(const ConvGeometry& g, const Image& xi, c
   const int n = xi.batch();
   const auto& is = xi.shape();
   const auto& os = dy.shape();
-  ConvPlan& p = conv_plan(g, n, is, os);
   std::shared_ptr<Buffer> scratch, padded, padded_dx;
   const float* dz = output_gradient(dy, y, neuron, db, &scratch);
+  if (windowed(g, is, os)) {
+    const int ck = is.c * g.kw, p = os.h * os.w;
+    if (dw) {  // dW (channels × c·kw) = dz laid out channels × (image, window) · windows
+      const auto win = gather_windows(g, xi, os);
+      auto dzt = allocate(dy.descriptor().bytes());
+      const int dims[3] = {n, os.c, p}, perm[3] = {1, 0, 2};
+      cuda::permute(stream_, dz, static_cast<float*>(dzt->data()), dims, perm);
+      gemm(false, false, os.c, ck, n * p, static_cast<const float*>(dzt->data()), n * p,
+           static_cast<const float*>(win->data()), ck, dw, ck, g.tf32);
+    }
+    if (dx) {  // windows' gradient[image] (windows × c·kw) = dz[image]ᵀ · W, scattered back
+      auto dwin = allocate(static_cast<size_t>(n) * p * ck * sizeof(float));
+      gemm(true, false, p, ck, os.c, dz, p, weights, ck, static_cast<float*>(dwin->data()), ck, g.tf32, 1.f, 0.f,
+           {n, static_cast<long long>(os.c) * p, 0, static_cast<long long>(p) * ck});
+      cuda::scatter_windows(stream_, static_cast<const float*>(dwin->data()), dx->data_as<float>(), n, is.c, is.h,
+                            is.w, os.w, g.kw);
+    }
+    return;
+  }
+  ConvPlan& p = conv_plan(g, n, is, os);
   const float one = 1.f, zero = 0.f;
   const auto ws = workspace(p.workspace);
   const size_t padded_bytes = static_cast<size_t>(n) * is.c * p.hp * p.wp * sizeof(float);
@@ -139,11 +176,18 @@ void CudaBackend::convolution_gradient(const ConvGeometry& g, const Image& xi, c
 }
 
 void CudaBackend::gemm(bool ta, bool tb, int m, int n, int k, const float* a, int lda, const float* b, int ldb,
-                       float* c, int ldc, bool tf32, float alpha, float beta) {
-  cublas_check(cublasGemmEx(cublas_, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha,
-                            b, CUDA_R_32F, ldb, a, CUDA_R_32F, lda, &beta, c, CUDA_R_32F, ldc,
-                            tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-               "gemm");
+                       float* c, int ldc, bool tf32, float alpha, float beta, GemmBatch batch) {
+  const auto oa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, ob = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const auto compute = tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  if (batch.count == 1)
+    cublas_check(cublasGemmEx(cublas_, ob, oa, n, m, k, &alpha, b, CUDA_R_32F, ldb, a, CUDA_R_32F, lda, &beta, c,
+                              CUDA_R_32F, ldc, compute, CUBLAS_GEMM_DEFAULT),
+                 "gemm");
+  else
+    cublas_check(cublasGemmStridedBatchedEx(cublas_, ob, oa, n, m, k, &alpha, b, CUDA_R_32F, ldb, batch.b, a,
+                                            CUDA_R_32F, lda, batch.a, &beta, c, CUDA_R_32F, ldc, batch.c, batch.count,
+                                            compute, CUBLAS_GEMM_DEFAULT),
+                 "gemm");
 }
 
 void CudaBackend::fully_connected(const Image& in, const float* weights, const float* bias,

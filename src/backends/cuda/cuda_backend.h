@@ -24,6 +24,13 @@ void cuda_check(cudaError_t e, const char* what);
 void cudnn_check(cudnnStatus_t s, const char* what);
 void cublas_check(cublasStatus_t s, const char* what);
 
+// Strided-batched products: `count` of them, their matrices the given numbers of floats apart
+// (0: one matrix for all).
+struct GemmBatch {
+  int count = 1;
+  long long a = 0, b = 0, c = 0;
+};
+
 class CudaBackend : public Backend {
  public:
   explicit CudaBackend(int index);
@@ -35,7 +42,7 @@ class CudaBackend : public Backend {
   void copy_to_host(void* dst, const void* src, size_t bytes) override;
   void copy(void* dst, const void* src, size_t bytes) override;
   void synchronize() override;
-  void when_done(std::function<void()> fn) override;
+  std::function<bool()> when_done(std::function<void(std::exception_ptr)> fn) override;
   MemoryStats memory_stats() override;
   void reset_peak_memory() override;
 
@@ -107,9 +114,15 @@ class CudaBackend : public Backend {
   void rnn_generic_gradient(const RNNLayerGeometry& g, const RNNLayerWeights& w, const RNNSequence& s,
                             const RNNLayerGradients& dw);
   cuda::RNNDevice rnn_device(std::vector<std::shared_ptr<Buffer>>& scratch);
-  // Row-major C = alpha·op(A)·op(B) + beta·C through column-major cuBLAS.
+  // Row-major C = alpha·op(A)·op(B) + beta·C through column-major cuBLAS, batched or once.
   void gemm(bool ta, bool tb, int m, int n, int k, const float* a, int lda, const float* b, int ldb, float* c,
-            int ldc, bool tf32, float alpha = 1.f, float beta = 0.f);
+            int ldc, bool tf32, float alpha = 1.f, float beta = 0.f, GemmBatch batch = {});
+  // A convolution whose 1×k windows tile each row (g.tiles_rows), as products over a matrix
+  // of the windows: cuDNN's general kernels are several times slower on such shapes.
+  static bool windowed(const ConvGeometry& g, const ImageShape& in, const ImageShape& out) {
+    return g.groups == 1 && g.kw > 1 && g.tiles_rows(in, out);
+  }
+  std::shared_ptr<Buffer> gather_windows(const ConvGeometry& g, const Image& x, const ImageShape& out);
 
   // Page-locked host memory every host transfer goes through (faster DMA, and the
   // caller's memory is free again when the call returns). Uploads rotate through a few
