@@ -18,6 +18,8 @@
 
 namespace nngraph {
 
+struct Fence;
+
 // The outcome of one encode.
 class Handle : public std::enable_shared_from_this<Handle> {
  public:
@@ -35,16 +37,15 @@ class Handle : public std::enable_shared_from_this<Handle> {
   void set_results(std::vector<Image> results, std::vector<Image> losses, std::vector<double> divisors);
   void set_error(std::exception_ptr error);
   void finish();
-  // Without a callback the encode is complete once the device has passed its work, which
-  // `device_wait` waits for (false: the device failed, the completion reports it).
-  void set_device_wait(std::function<bool()> device_wait);
+  // Where the device will have finished this encode; wait() polls it where no callback runs.
+  void set_fence(std::shared_ptr<Fence> fence);
 
  private:
   mutable std::mutex mutex_;
   std::condition_variable cv_;
   bool ready_ = false, done_ = false;
   std::exception_ptr error_;
-  std::function<bool()> device_wait_;
+  std::shared_ptr<Fence> fence_;
   std::vector<Image> results_, losses_;
   std::vector<double> divisors_;
 };

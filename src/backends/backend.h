@@ -14,6 +14,15 @@
 
 namespace nngraph {
 
+// A point in a device's queued work (asynchronous backends).
+struct Fence {
+  virtual ~Fence() = default;
+  // Whether the work before it has finished; DeviceError if it failed.
+  virtual bool reached() = 0;
+  // Sleeps until reached; DeviceError if the work failed.
+  virtual void wait() = 0;
+};
+
 struct ConvGeometry {
   int kh, kw, sy, sx, dy, dx, groups, pad_top, pad_left;
   bool tf32 = false;  // cuda: tensor cores may round float32 inputs to tf32
@@ -99,14 +108,8 @@ class Backend {
   virtual void copy(void* dst, const void* src, size_t bytes) = 0;
   // Waits for the work queued so far (asynchronous backends).
   virtual void synchronize() {}
-  // Calls fn once the work queued so far has finished, with the device's error if it failed:
-  // from the device's stream, where fn must make no device call (asynchronous backends), or
-  // at once. Returns a wait for the same point that returns sooner than fn is called (false
-  // if the device failed), or null.
-  virtual std::function<bool()> when_done(std::function<void(std::exception_ptr)> fn) {
-    fn(nullptr);
-    return {};
-  }
+  // The point the work queued so far will reach; null where that work is done already.
+  virtual std::shared_ptr<Fence> fence() { return nullptr; }
   // Bytes the engine holds on this device now, and the most since the last reset.
   struct MemoryStats {
     size_t current = 0, peak = 0;

@@ -1,5 +1,8 @@
 #include "graph/executor.h"
 
+#include <thread>
+
+#include "backends/backend.h"
 #include "nngraph/error.h"
 #include "nngraph/graph.h"
 
@@ -27,12 +30,9 @@ void Executor::submit(std::function<void()> work) {
   changed_.notify_all();
 }
 
-void Executor::complete(HandlePtr handle, Callback callback) {
-  const bool now = !callback;
-  if (now) handle->finish();
+void Executor::complete(std::shared_ptr<Fence> fence, HandlePtr handle, Callback callback) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (now) --in_flight_;
-  completed_.push_back({std::move(handle), std::move(callback)});
+  completed_.push_back({std::move(fence), std::move(handle), std::move(callback)});
   changed_.notify_all();
 }
 
@@ -58,29 +58,32 @@ void Executor::completion_loop() {
     Completion c = std::move(completed_.front());
     completed_.pop_front();
     lock.unlock();
-    if (c.callback) {
-      try {
-        c.callback(*c.handle);
-      } catch (...) {
-        c.handle->set_error(std::current_exception());
-      }
-      c.handle->finish();
+    try {
+      if (c.fence) c.fence->wait();
+      if (c.callback) c.callback(*c.handle);
+    } catch (...) {
+      c.handle->set_error(std::current_exception());
     }
-    const bool slot = static_cast<bool>(c.callback);
-    c = Completion{};  // the last references may free device memory or need Python
+    c.handle->finish();
+    c = Completion{};
     lock.lock();
-    if (slot) --in_flight_;
+    --in_flight_;
     changed_.notify_all();
   }
 }
 
 void Handle::wait() {
-  std::function<bool()> device;
+  std::shared_ptr<Fence> fence;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (!done_) device = device_wait_;
+    if (!done_) fence = fence_;
   }
-  if (device && device()) finish();  // sooner than the completion from the stream
+  // Polling the device answers sooner than the completion thread, which sleeps until woken.
+  try {
+    while (fence && !fence->reached()) std::this_thread::yield();
+    if (fence) finish();
+  } catch (const Error&) {  // the device failed: the completion thread reports it
+  }
   std::unique_lock<std::mutex> lock(mutex_);
   cv_.wait(lock, [&] { return done_; });
   if (error_) std::rethrow_exception(error_);
@@ -129,9 +132,9 @@ void Handle::set_error(std::exception_ptr error) {
   cv_.notify_all();
 }
 
-void Handle::set_device_wait(std::function<bool()> device_wait) {
+void Handle::set_fence(std::shared_ptr<Fence> fence) {
   std::lock_guard<std::mutex> lock(mutex_);
-  device_wait_ = std::move(device_wait);
+  fence_ = std::move(fence);
 }
 
 void Handle::finish() {

@@ -11,21 +11,22 @@ namespace nngraph {
 
 // Encodes run in order on one worker, which only queues their device work; each holds one
 // of max_in_flight slots (the seed's counting semaphore) from submit() until the device has
-// finished it and its callback has run.
+// finished it and its callback has run on the completion thread.
 class Executor {
  public:
   explicit Executor(int max_in_flight);
   ~Executor();  // waits until every submitted encode has completed
   // Blocks while max_in_flight encodes are outstanding.
   void submit(std::function<void()> work);
-  // The device finished an encode. Called from the device's stream, so it makes no device
-  // call and runs no Python: a callback runs on the completion thread, which then finishes
-  // the handle and frees the slot; without one both happen here. Handles and callbacks are
-  // always released on the completion thread.
-  void complete(HandlePtr handle, Callback callback);
+  // Called by an encode's work once its device work is queued: the completion thread waits
+  // for `fence` (null: finished already), runs the callback, finishes the handle and frees
+  // the slot, and drops both there (their last references may free device memory or need
+  // Python).
+  void complete(std::shared_ptr<Fence> fence, HandlePtr handle, Callback callback);
 
  private:
   struct Completion {
+    std::shared_ptr<Fence> fence;
     HandlePtr handle;
     Callback callback;
   };

@@ -467,12 +467,14 @@ HandlePtr Graph::encode(std::vector<Image> sources, std::vector<LossLabels> labe
     }
     srcs.clear();  // freed in stream order
     lbls.clear();
-    const bool plain = !cb;
-    auto device_wait = impl->backend.when_done([impl, handle, cb = std::move(cb)](std::exception_ptr error) mutable {
-      if (error) handle->set_error(error);
-      impl->executor.complete(std::move(handle), std::move(cb));
-    });
-    if (plain && device_wait) handle->set_device_wait(std::move(device_wait));
+    std::shared_ptr<Fence> fence;
+    try {
+      fence = impl->backend.fence();
+    } catch (...) {
+      handle->set_error(std::current_exception());
+    }
+    if (!cb) handle->set_fence(fence);
+    impl->executor.complete(std::move(fence), std::move(handle), std::move(cb));
   });
   return handle;
 }

@@ -187,39 +187,28 @@ void CudaBackend::synchronize() {
 }
 
 namespace {
-using Done = std::function<void(std::exception_ptr)>;
-
-// Runs on CUDA's callback thread, also when the device failed (cudaLaunchHostFunc would not).
-void CUDART_CB stream_done(cudaStream_t, cudaError_t status, void* data) {
-  std::unique_ptr<Done> fn(static_cast<Done*>(data));
-  std::exception_ptr error;
-  if (status != cudaSuccess)
-    error = std::make_exception_ptr(DeviceError(cat("[device] CUDA error: ", cudaGetErrorString(status))));
-  (*fn)(error);
-}
+struct CudaFence : Fence {
+  cudaEvent_t event = nullptr;
+  ~CudaFence() override {
+    if (event) cudaEventDestroy(event);
+  }
+  bool reached() override {
+    const cudaError_t e = cudaEventQuery(event);
+    if (e == cudaErrorNotReady) return false;
+    cuda_check(e, "device");
+    return true;
+  }
+  void wait() override { cuda_check(cudaEventSynchronize(event), "device"); }
+};
 }  // namespace
 
-std::function<bool()> CudaBackend::when_done(Done fn) {
+std::shared_ptr<Fence> CudaBackend::fence() {
   auto lock = enter();
-  // The event goes first: it completes when the work does, not after the callback.
-  cudaEvent_t e = nullptr;
-  if (cudaEventCreateWithFlags(&e, cudaEventDisableTiming) == cudaSuccess && cudaEventRecord(e, stream_) != cudaSuccess) {
-    cudaEventDestroy(e);
-    e = nullptr;
-  }
-  std::shared_ptr<CUevent_st> event(e, [](cudaEvent_t x) {
-    if (x) cudaEventDestroy(x);
-  });
-  auto* f = new Done(std::move(fn));
-  const cudaError_t added = cudaStreamAddCallback(stream_, &stream_done, f, 0);
-  if (added != cudaSuccess) {  // a failed stream: finish here
-    cudaGetLastError();
-    std::unique_ptr<Done> g(f);
-    (*g)(std::make_exception_ptr(DeviceError(cat("[device] CUDA error: ", cudaGetErrorString(added)))));
-    return {};
-  }
-  if (!e) return {};
-  return [event] { return cudaEventSynchronize(event.get()) == cudaSuccess; };
+  auto f = std::make_shared<CudaFence>();
+  // Blocking: a thread waiting on it sleeps; reached() polls without sleeping.
+  cuda_check(cudaEventCreateWithFlags(&f->event, cudaEventDisableTiming | cudaEventBlockingSync), "device");
+  cuda_check(cudaEventRecord(f->event, stream_), "device");
+  return f;
 }
 
 void CudaBackend::convert(const Image& in, const Image& out) {
