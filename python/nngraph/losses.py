@@ -50,16 +50,10 @@ def _label_array(labels, n: int, shape: tuple[int, int, int], name: str) -> np.n
         labels = data
     a = np.asarray(labels)
     if a.size and a.dtype.kind in "iub" and a.shape in ((n,), (n, h, w)):
-        # Class indices, one per image (or per pixel): one-hot over the channels.
+        # Class indices, one per image (or per pixel): the engine makes them one-hot.
         if a.dtype.kind == "b":
             raise ValueError(f"[{name}] boolean labels are ambiguous: give class indices or float targets")
-        bad = (a < 0) | (a >= c)
-        if bad.any():
-            raise ValueError(f"[{name}] label {int(a[bad].flat[0])} out of range for {c} classes")
-        onehot = np.zeros((n, c, h, w), np.float32)
-        idx = a.reshape(n, 1, h, w) if a.ndim == 3 else np.broadcast_to(a.reshape(n, 1, 1, 1), (n, 1, h, w))
-        np.put_along_axis(onehot, idx.astype(np.int64), 1.0, axis=1)
-        return onehot
+        return a
     if a.dtype.kind not in "fiu":
         raise ValueError(f"[{name}] labels must be class indices or float arrays, got {a.dtype}")
     if a.shape[:1] != (n,):
@@ -71,7 +65,8 @@ def _label_array(labels, n: int, shape: tuple[int, int, int], name: str) -> np.n
 
 
 def _marshal_labels(labels, n: int, shape: tuple[int, int, int], name: str):
-    """(labels float32 (N, C, H, W), weights float32 (N, 1, 1, 1) or None: all 1) for one loss node."""
+    """(labels: float32 (N, C, H, W) or integer class indices (N,) or (N, H, W); weights: float32
+    (N, 1, 1, 1) or None, all 1) for one loss node."""
     weights = None
     if isinstance(labels, LossLabels):
         labels, weights = labels.labels, labels.weights

@@ -64,6 +64,23 @@ py::object to_python(const std::vector<Image>& results, Layout layout) {
 
 // Labels for each loss node: an array (class indices, one-hot or targets), a LossLabels, or a
 // list with one of those per loss. nngraph.losses does the numpy side of the conversion.
+// Class indices, one per image or pixel: one-hot over the labels' channels, written straight
+// into the labels image (or the device's staging memory).
+Image one_hot(const py::array& indices, int n, const ImageShape& sh, const Device& device, const std::string& name) {
+  const auto a = py::array_t<int64_t, py::array::c_style | py::array::forcecast>::ensure(indices);
+  const int64_t* v = a.data();
+  const size_t plane = static_cast<size_t>(sh.h) * sh.w, count = static_cast<size_t>(n) * plane;
+  for (size_t i = 0; i < count; ++i)
+    if (v[i] < 0 || v[i] >= sh.c) fail("[", name, "] label ", v[i], " out of range for ", sh.c, " classes");
+  Image img = Image::allocate({n, sh, DType::Float32}, device);
+  img.fill_from_host([&](void* out) {
+    float* f = static_cast<float*>(out);
+    std::fill_n(f, count * sh.c, 0.f);
+    for (size_t i = 0; i < count; ++i) f[(i / plane * sh.c + v[i]) * plane + i % plane] = 1.f;
+  });
+  return img;
+}
+
 std::vector<LossLabels> to_labels(Graph& g, const std::vector<Image>& sources, const py::object& labels,
                                   std::vector<py::object>* given) {
   const auto losses = g.loss_nodes();
@@ -90,7 +107,10 @@ std::vector<LossLabels> to_labels(Graph& g, const std::vector<Image>& sources, c
     const auto& sh = label_shapes[i];
     const std::string name = losses[i]->label();
     auto pair = marshal(items[i], n, py::make_tuple(sh.c, sh.h, sh.w), name).cast<py::tuple>();
-    out.push_back({image_from_array(pair[0], Layout::NCHW, g.device(), name, sh),
+    const auto array = pair[0].cast<py::array>();
+    const char kind = array.dtype().kind();
+    out.push_back({kind == 'i' || kind == 'u' ? one_hot(array, n, sh, g.device(), name)
+                                              : image_from_array(array, Layout::NCHW, g.device(), name, sh),
                    pair[1].is_none() ? Image() : image_from_array(pair[1], Layout::NCHW, g.device(), name + " weights")});
     given->push_back(items[i]);
   }
