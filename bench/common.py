@@ -38,6 +38,27 @@ def median_ms(step, warmup: int, steps: int, sync=lambda: None) -> float:
     return 1000 * statistics.median(times)
 
 
+def pipelined_ms(step, wait, steps: int, window: int = 10) -> float:
+    """Median ms per step over runs of `window` steps issued back to back, as a training loop
+    issues them (the host prepares a step while the device runs the last), each run ended by
+    waiting for the device; at least 5 runs, `steps` steps in all."""
+    times = []
+    for _ in range(max(5, steps // window)):
+        t = time.perf_counter()
+        for _ in range(window):
+            step()
+        wait()
+        times.append((time.perf_counter() - t) / window)
+    return 1000 * statistics.median(times)
+
+
+def nngraph_pipelined_ms(graph, x, y, steps: int) -> float:
+    """pipelined_ms of graph.encode(x, labels=y): encode returns at once, at most max_in_flight run."""
+    last = []
+    return pipelined_ms(lambda: last.append(graph.encode(x, labels=y)), lambda: last.pop().wait() or last.clear(),
+                        steps)
+
+
 def measure_in_subprocess(script: str, args: list[str]) -> dict:
     """Runs `script --worker args` in a fresh interpreter; it prints one JSON line."""
     out = subprocess.run([sys.executable, script, "--worker", *args], check=True,
@@ -83,7 +104,8 @@ def torch_training_step(net, opt, lossf, x, y, xn, yn, captured: bool):
 
 def measure_torch_training(make_net, xn, yn, device: str, steps: int, warmup: int, captured: bool,
                            threads: int) -> dict:
-    """Median ms of torch_training_step (Adam 1e-4, cross-entropy) over `steps` for the module
+    """Median ms of torch_training_step (Adam 1e-4, cross-entropy) over `steps`, each waited for
+    (and on cuda also pipelined_ms), for the module
     make_net() returns, peak memory from before its weights are made, and the sum of |logits|
     before training (eval mode), which the caller compares with nngraph's."""
     import torch
@@ -102,6 +124,8 @@ def measure_torch_training(make_net, xn, yn, device: str, steps: int, warmup: in
     base = rss_mib()
     cuda = device.startswith("cuda")
     ms = median_ms(step, warmup=warmup, steps=steps, sync=torch.cuda.synchronize if cuda else (lambda: None))
+    pipe = pipelined_ms(step, torch.cuda.synchronize, steps) if cuda else float("nan")
     device_mib = torch.cuda.max_memory_allocated() / 2**20 if cuda else float("nan")
-    return {"ms": ms, "peak_mib": peak_rss_mib(), "base_mib": base, "check": check, "device_mib": device_mib}
+    return {"ms": ms, "pipe_ms": pipe, "peak_mib": peak_rss_mib(), "base_mib": base, "check": check,
+            "device_mib": device_mib}
 

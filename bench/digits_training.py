@@ -18,7 +18,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import measure_in_subprocess, measure_torch_training, median_ms, peak_rss_mib, rss_mib  # noqa: E402
+from common import measure_in_subprocess, measure_torch_training, median_ms, nngraph_pipelined_ms, peak_rss_mib, rss_mib  # noqa: E402
 from digits_inference import weights  # noqa: E402
 
 
@@ -39,8 +39,9 @@ def run_nngraph(batch, steps, threads, device, tf32):
     logits = graph.inference().run(x).reshape(batch, 10)  # before any step: no dropout, same weights
     base = rss_mib()
     ms = median_ms(lambda: graph.encode(x, labels=y).wait(), warmup=2, steps=steps)
-    return {"ms": ms, "peak_mib": peak_rss_mib(), "base_mib": base, "check": float(np.abs(logits).sum()),
-            "device_mib": ng.memory_stats(device)["peak_bytes"] / 2**20}
+    pipe = nngraph_pipelined_ms(graph, x, y, steps) if device.startswith("cuda") else float("nan")
+    return {"ms": ms, "pipe_ms": pipe, "peak_mib": peak_rss_mib(), "base_mib": base,
+            "check": float(np.abs(logits).sum()), "device_mib": ng.memory_stats(device)["peak_bytes"] / 2**20}
 
 
 def run_torch(batch, steps, threads, device, tf32, captured=False):
@@ -75,10 +76,13 @@ def main():
           f"{a.threads} threads, {platform.machine()}, "
           f"torch {torch.__version__}; median of the steps after 2 warm-up")
     cuda = a.device.startswith("cuda")
-    memory = "peak device MiB (nngraph / PyTorch)" if cuda else "peak RSS MiB, +over setup (nngraph / PyTorch)"
-    captured = " PyTorch captured ms/step | ratio to captured |" if cuda else ""
-    print(f"| batch | nngraph ms/step | PyTorch ms/step | ratio |{captured} {memory} |")
-    print("|---:|---:|---:|---:|" + ("---:|---:|" if cuda else "") + "---:|")
+    if cuda:
+        print("| batch | steps | nngraph ms/step | PyTorch ms/step | ratio | PyTorch captured ms/step |"
+              " ratio to captured | peak device MiB (nngraph / PyTorch) |")
+        print("|---:|---|---:|---:|---:|---:|---:|---:|")
+    else:
+        print("| batch | nngraph ms/step | PyTorch ms/step | ratio | peak RSS MiB, +over setup (nngraph / PyTorch) |")
+        print("|---:|---:|---:|---:|---:|")
     for batch in a.batches:
         steps = max(5, a.steps * 64 // batch)
         args = [str(batch), "--steps", str(steps), "--threads", str(a.threads), "--device", a.device]
@@ -88,14 +92,15 @@ def main():
         n, t = r["nngraph"], r["torch"]
         # Same weights and data: the logits before training must agree (tf32 rounds, so 1e-2).
         assert abs(n["check"] - t["check"]) < (1e-2 if a.tf32 else 1e-4) * abs(t["check"]), (n, t)
-        if cuda:
-            mem = f"{n['device_mib']:.0f} / {t['device_mib']:.0f}"
-        else:
-            mem = (f"{n['peak_mib']:.0f} (+{n['peak_mib'] - n['base_mib']:.0f}) / "
-                   f"{t['peak_mib']:.0f} (+{t['peak_mib'] - t['base_mib']:.0f})")
-        cap = f" {r['torch-graph']['ms']:.2f} | {n['ms'] / r['torch-graph']['ms']:.2f} |" if cuda else ""
-        print(f"| {batch} | {n['ms']:.2f} | {t['ms']:.2f} | {n['ms'] / t['ms']:.2f} |{cap} {mem} |")
-
+        if not cuda:
+            print(f"| {batch} | {n['ms']:.2f} | {t['ms']:.2f} | {n['ms'] / t['ms']:.2f} | {n['peak_mib']:.0f} "
+                  f"(+{n['peak_mib'] - n['base_mib']:.0f}) / {t['peak_mib']:.0f} "
+                  f"(+{t['peak_mib'] - t['base_mib']:.0f}) |")
+            continue
+        c = r["torch-graph"]
+        for mode, key in (("each waited for", "ms"), ("pipelined", "pipe_ms")):
+            print(f"| {batch} | {mode} | {n[key]:.2f} | {t[key]:.2f} | {n[key] / t[key]:.2f} | {c[key]:.2f} | "
+                  f"{n[key] / c[key]:.2f} | {n['device_mib']:.0f} / {t['device_mib']:.0f} |")
 
 if __name__ == "__main__":
     main()
