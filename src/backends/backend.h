@@ -108,6 +108,8 @@ class Backend {
   virtual void copy(void* dst, const void* src, size_t bytes) = 0;
   // Waits for the work queued so far (asynchronous backends).
   virtual void synchronize() {}
+  // Whether work is only queued by the calls that encode it (it runs on a device later).
+  virtual bool asynchronous() const { return false; }
   // The point the work queued so far will reach; null where that work is done already.
   virtual std::shared_ptr<Fence> fence() { return nullptr; }
   // Bytes the engine holds on this device now, and the most since the last reset.

@@ -22,11 +22,20 @@ Executor::~Executor() {
   completer_.join();
 }
 
-void Executor::submit(std::function<void()> work) {
+void Executor::submit(std::function<void()> work, bool here) {
   std::unique_lock<std::mutex> lock(mutex_);
   changed_.wait(lock, [&] { return in_flight_ < max_in_flight_; });
   ++in_flight_;
-  queue_.push_back(std::move(work));
+  if (here && queue_.empty() && !running_) {
+    running_ = true;
+    lock.unlock();
+    work();
+    work = nullptr;
+    lock.lock();
+    running_ = false;
+  } else {
+    queue_.push_back(std::move(work));
+  }
   changed_.notify_all();
 }
 
@@ -39,14 +48,17 @@ void Executor::complete(std::shared_ptr<Fence> fence, HandlePtr handle, Callback
 void Executor::work_loop() {
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
-    changed_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+    changed_.wait(lock, [&] { return (stop_ && queue_.empty()) || (!queue_.empty() && !running_); });
     if (queue_.empty()) return;  // stopping, nothing left
     auto work = std::move(queue_.front());
     queue_.pop_front();
+    running_ = true;
     lock.unlock();
     work();  // never throws: encode work reports through its Handle and ends in complete()
     work = nullptr;
     lock.lock();
+    running_ = false;
+    changed_.notify_all();
   }
 }
 

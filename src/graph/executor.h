@@ -16,8 +16,10 @@ class Executor {
  public:
   explicit Executor(int max_in_flight);
   ~Executor();  // waits until every submitted encode has completed
-  // Blocks while max_in_flight encodes are outstanding.
-  void submit(std::function<void()> work);
+  // Blocks while max_in_flight encodes are outstanding. With `here`, work that only queues
+  // device work runs on the calling thread when nothing else is queued or running, sparing
+  // the hand-off to the worker.
+  void submit(std::function<void()> work, bool here = false);
   // Called by an encode's work once its device work is queued: the completion thread waits
   // for `fence` (null: finished already), runs the callback, finishes the handle and frees
   // the slot, and drops both there (their last references may free device memory or need
@@ -35,7 +37,7 @@ class Executor {
 
   int max_in_flight_;
   int in_flight_ = 0;
-  bool stop_ = false;
+  bool stop_ = false, running_ = false;
   std::deque<std::function<void()>> queue_;
   std::deque<Completion> completed_;
   std::mutex mutex_;

@@ -475,7 +475,7 @@ HandlePtr Graph::encode(std::vector<Image> sources, std::vector<LossLabels> labe
     }
     if (!cb) handle->set_fence(fence);
     impl->executor.complete(std::move(fence), std::move(handle), std::move(cb));
-  });
+  }, impl_->backend.asynchronous());  // queuing device work is quick: no hand-off needed
   return handle;
 }
 

@@ -5,8 +5,10 @@
 #include <cmath>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "graph/executor.h"
 #include "nngraph/error.h"
 #include "nngraph/graph.h"
 
@@ -183,4 +185,35 @@ TEST(GraphExec, EncodeIsAsynchronousWithCallbacksInOrder) {
   EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3, 4, 5}));
   auto bad = g.encode({filled(4, {10, 1, 1}, 0.1f)}, {}, [](Handle&) { throw DeviceError("callback failed"); });
   EXPECT_THROW(bad->wait(), DeviceError);
+}
+
+// Work that may run here does when the executor is idle; behind queued work it keeps its place.
+TEST(ExecutorTest, RunsHereWhenIdleAndKeepsOrderBehindQueuedWork) {
+  std::vector<int> order;
+  std::mutex m;
+  std::atomic<bool> release{false};
+  const auto caller = std::this_thread::get_id();
+  {
+    Executor ex(4);
+    auto finish = [&] { ex.complete(nullptr, std::make_shared<Handle>(), nullptr); };
+    ex.submit([&] {
+      EXPECT_EQ(std::this_thread::get_id(), caller);
+      order.push_back(0);
+      finish();
+    }, true);
+    ex.submit([&] {  // on the worker, held until released
+      while (!release) std::this_thread::yield();
+      std::lock_guard<std::mutex> lock(m);
+      order.push_back(1);
+      finish();
+    });
+    ex.submit([&] {
+      EXPECT_NE(std::this_thread::get_id(), caller);  // the worker is busy: queued behind it
+      std::lock_guard<std::mutex> lock(m);
+      order.push_back(2);
+      finish();
+    }, true);
+    release = true;
+  }  // waits for all three
+  EXPECT_EQ(order, (std::vector<int>{0, 1, 2}));
 }

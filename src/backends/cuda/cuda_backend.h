@@ -42,6 +42,7 @@ class CudaBackend : public Backend {
   void copy_to_host(void* dst, const void* src, size_t bytes) override;
   void copy(void* dst, const void* src, size_t bytes) override;
   void synchronize() override;
+  bool asynchronous() const override { return true; }
   std::shared_ptr<Fence> fence() override;
   MemoryStats memory_stats() override;
   void reset_peak_memory() override;
