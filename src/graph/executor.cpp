@@ -22,11 +22,13 @@ Executor::~Executor() {
   completer_.join();
 }
 
-void Executor::submit(std::function<void()> work, bool here) {
+void Executor::submit(const HandlePtr& handle, std::function<void()> work, bool here) {
   std::unique_lock<std::mutex> lock(mutex_);
   changed_.wait(lock, [&] { return in_flight_ < max_in_flight_; });
   ++in_flight_;
-  if (here && queue_.empty() && !running_) {
+  const auto last = last_.lock();
+  last_ = handle;
+  if (here && queue_.empty() && !running_ && (!last || last->done())) {
     running_ = true;
     lock.unlock();
     work();

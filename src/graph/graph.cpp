@@ -456,7 +456,7 @@ HandlePtr Graph::encode(std::vector<Image> sources, std::vector<LossLabels> labe
   auto handle = std::make_shared<Handle>();
   Impl* impl = impl_.get();
   const uint64_t step = impl_->encodes++;
-  impl_->executor.submit([impl, plan, weights, handle, step, divisors, srcs = std::move(sources),
+  impl_->executor.submit(handle, [impl, plan, weights, handle, step, divisors, srcs = std::move(sources),
                           lbls = std::move(labels), cb = std::move(on_complete)]() mutable {
     try {
       std::vector<Image> losses;
@@ -475,7 +475,7 @@ HandlePtr Graph::encode(std::vector<Image> sources, std::vector<LossLabels> labe
     }
     if (!cb) handle->set_fence(fence);
     impl->executor.complete(std::move(fence), std::move(handle), std::move(cb));
-  }, impl_->backend.asynchronous());  // queuing device work is quick: no hand-off needed
+  }, impl_->backend.asynchronous());
   return handle;
 }
 

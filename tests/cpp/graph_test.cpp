@@ -187,7 +187,8 @@ TEST(GraphExec, EncodeIsAsynchronousWithCallbacksInOrder) {
   EXPECT_THROW(bad->wait(), DeviceError);
 }
 
-// Work that may run here does when the executor is idle; behind queued work it keeps its place.
+// Work that may run here does when every earlier encode is done; otherwise it keeps its place
+// behind them on the worker.
 TEST(ExecutorTest, RunsHereWhenIdleAndKeepsOrderBehindQueuedWork) {
   std::vector<int> order;
   std::mutex m;
@@ -195,23 +196,25 @@ TEST(ExecutorTest, RunsHereWhenIdleAndKeepsOrderBehindQueuedWork) {
   const auto caller = std::this_thread::get_id();
   {
     Executor ex(4);
-    auto finish = [&] { ex.complete(nullptr, std::make_shared<Handle>(), nullptr); };
-    ex.submit([&] {
+    auto finish = [&](const HandlePtr& h) { ex.complete(nullptr, h, nullptr); };
+    auto h0 = std::make_shared<Handle>(), h1 = std::make_shared<Handle>(), h2 = std::make_shared<Handle>();
+    ex.submit(h0, [&] {
       EXPECT_EQ(std::this_thread::get_id(), caller);
       order.push_back(0);
-      finish();
+      finish(h0);
     }, true);
-    ex.submit([&] {  // on the worker, held until released
+    h0->wait();
+    ex.submit(h1, [&] {  // on the worker, held until released
       while (!release) std::this_thread::yield();
       std::lock_guard<std::mutex> lock(m);
       order.push_back(1);
-      finish();
+      finish(h1);
     });
-    ex.submit([&] {
-      EXPECT_NE(std::this_thread::get_id(), caller);  // the worker is busy: queued behind it
+    ex.submit(h2, [&] {
+      EXPECT_NE(std::this_thread::get_id(), caller);  // h1 is not done: queued behind it
       std::lock_guard<std::mutex> lock(m);
       order.push_back(2);
-      finish();
+      finish(h2);
     }, true);
     release = true;
   }  // waits for all three
