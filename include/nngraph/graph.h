@@ -26,6 +26,8 @@ class Handle : public std::enable_shared_from_this<Handle> {
   // Blocks until the encode and its callback finished; rethrows what it raised.
   void wait();
   bool done() const;
+  // Whether wait() has returned: the caller runs its steps one at a time.
+  bool waited() const;
   // Blocks until results exist (callbacks may call it); rethrows what the encode raised.
   const std::vector<Image>& results();
   // Per-image loss values of each loss node (N×1×1×1).
@@ -43,7 +45,7 @@ class Handle : public std::enable_shared_from_this<Handle> {
  private:
   mutable std::mutex mutex_;
   std::condition_variable cv_;
-  bool ready_ = false, done_ = false;
+  bool ready_ = false, done_ = false, waited_ = false;
   std::exception_ptr error_;
   std::shared_ptr<Fence> fence_;
   std::vector<Image> results_, losses_;

@@ -28,7 +28,7 @@ void Executor::submit(const HandlePtr& handle, std::function<void()> work, bool 
   ++in_flight_;
   const auto last = last_.lock();
   last_ = handle;
-  if (here && queue_.empty() && !running_ && (!last || last->done())) {
+  if (here && queue_.empty() && !running_ && (!last || last->waited())) {
     running_ = true;
     lock.unlock();
     work();
@@ -100,7 +100,13 @@ void Handle::wait() {
   }
   std::unique_lock<std::mutex> lock(mutex_);
   cv_.wait(lock, [&] { return done_; });
+  waited_ = true;
   if (error_) std::rethrow_exception(error_);
+}
+
+bool Handle::waited() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return waited_;
 }
 
 bool Handle::done() const {

@@ -18,9 +18,10 @@ class Executor {
   explicit Executor(int max_in_flight);
   ~Executor();  // waits until every submitted encode has completed
   // Blocks while max_in_flight encodes are outstanding. With `here`, work that only queues
-  // device work runs on the calling thread when every earlier encode is done (the device
-  // waits for it: a hand-off to the worker would cost a wake-up); while the device is busy
-  // the worker queues it and the caller goes on preparing the next.
+  // device work runs on the calling thread when the caller waited for the encode before (it
+  // runs steps one at a time, the device idles until this one is queued, and a hand-off to
+  // the worker would cost a wake-up); a caller that does not wait goes on preparing the
+  // next step while the worker queues this one.
   void submit(const HandlePtr& handle, std::function<void()> work, bool here = false);
   // Called by an encode's work once its device work is queued: the completion thread waits
   // for `fence` (null: finished already), runs the callback, finishes the handle and frees
@@ -41,7 +42,7 @@ class Executor {
   int in_flight_ = 0;
   bool stop_ = false, running_ = false;
   std::deque<std::function<void()>> queue_;
-  std::weak_ptr<Handle> last_;  // the latest submitted: once done, so is every earlier one
+  std::weak_ptr<Handle> last_;  // the latest submitted
   std::deque<Completion> completed_;
   std::mutex mutex_;
   std::condition_variable changed_;

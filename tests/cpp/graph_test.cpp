@@ -187,8 +187,8 @@ TEST(GraphExec, EncodeIsAsynchronousWithCallbacksInOrder) {
   EXPECT_THROW(bad->wait(), DeviceError);
 }
 
-// Work that may run here does when every earlier encode is done; otherwise it keeps its place
-// behind them on the worker.
+// Work that may run here does when the caller waited for the encode before; otherwise it keeps
+// its place behind the earlier ones on the worker.
 TEST(ExecutorTest, RunsHereWhenIdleAndKeepsOrderBehindQueuedWork) {
   std::vector<int> order;
   std::mutex m;
@@ -211,7 +211,7 @@ TEST(ExecutorTest, RunsHereWhenIdleAndKeepsOrderBehindQueuedWork) {
       finish(h1);
     });
     ex.submit(h2, [&] {
-      EXPECT_NE(std::this_thread::get_id(), caller);  // h1 is not done: queued behind it
+      EXPECT_NE(std::this_thread::get_id(), caller);  // h1 was not waited for: queued behind it
       std::lock_guard<std::mutex> lock(m);
       order.push_back(2);
       finish(h2);
