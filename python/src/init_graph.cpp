@@ -62,8 +62,6 @@ py::object to_python(const std::vector<Image>& results, Layout layout) {
   return out;
 }
 
-// Labels for each loss node: an array (class indices, one-hot or targets), a LossLabels, or a
-// list with one of those per loss. nngraph.losses does the numpy side of the conversion.
 // Class indices, one per image or pixel: one-hot over the labels' channels, written straight
 // into the labels image (or the device's staging memory).
 Image one_hot(const py::array& indices, int n, const ImageShape& sh, const Device& device, const std::string& name) {
@@ -81,6 +79,8 @@ Image one_hot(const py::array& indices, int n, const ImageShape& sh, const Devic
   return img;
 }
 
+// Labels for each loss node: an array (class indices, one-hot or targets), a LossLabels, or a
+// list with one of those per loss. nngraph.losses does the numpy side of the conversion.
 std::vector<LossLabels> to_labels(Graph& g, const std::vector<Image>& sources, const py::object& labels,
                                   std::vector<py::object>* given) {
   const auto losses = g.loss_nodes();

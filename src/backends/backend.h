@@ -3,7 +3,6 @@
 #include <cstdint>
 // The kernel interface every backend implements; ops in src/ops call it. A kernel a backend
 // lacks raises Unsupported("[op] no <device> kernel"), never a wrong answer.
-#include <exception>
 #include <functional>
 #include <memory>
 #include <string>
