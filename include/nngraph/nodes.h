@@ -95,6 +95,9 @@ class FilterNode : public std::enable_shared_from_this<FilterNode> {
   }
   // Convolution-like nodes can apply a following neuron in their epilogue.
   virtual bool accepts_fused_neuron() const { return false; }
+  // Gradient nodes for source 1 that can apply a following neuron gradient, ⊙ f'(source 1),
+  // in the same pass (source 1 being that neuron's output).
+  virtual bool accepts_fused_neuron_gradient() const { return false; }
   // Gradient and loss nodes: a graph holding one runs forward nodes in training mode.
   virtual bool is_gradient() const { return false; }
   // Gradient nodes of trainable nodes: the forward node whose weights they train.

@@ -47,8 +47,9 @@ void scatter_windows(cudaStream_t s, const float* p, float* x, int n, int c, int
 
 void pooling(cudaStream_t s, PoolingMode mode, const PoolGeometry& g, const float* in, float* out, int planes,
              int h, int w, int oh, int ow);
+// dx ⊙ nd'(x) when nd is set (a folded neuron gradient; x that neuron's output).
 void pooling_gradient(cudaStream_t s, PoolingMode mode, const PoolGeometry& g, const float* in, const float* dy,
-                      float* dx, int planes, int h, int w, int oh, int ow);
+                      float* dx, int planes, int h, int w, int oh, int ow, const NeuronDescriptor& nd);
 
 void softmax(cudaStream_t s, bool log, const float* in, float* out, int n, int c, int hw);
 void softmax_gradient(cudaStream_t s, bool log, const float* y, const float* dy, float* dx, int n, int c, int hw);

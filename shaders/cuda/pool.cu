@@ -1,7 +1,8 @@
 // Pooling: one thread per output pixel forward; the gradient gathers, one thread per input
 // pixel, from the windows that cover it (no atomics, deterministic, same first-maximum rule
-// as the cpu backend).
+// as the cpu backend). A folded neuron gradient multiplies by f'(x) in the same pass.
 #include "backends/backend.h"
+#include "backends/math.h"
 #include "common.cuh"
 #include "kernels.cuh"
 #include "nngraph/nodes.h"
@@ -29,7 +30,7 @@ __global__ void pool_kernel(bool is_max, PoolGeometry g, const float* in, float*
 
 template <class I>
 __global__ void pool_gradient_kernel(bool is_max, PoolGeometry g, const float* in, const float* dy, float* dx,
-                                     I total, int h, int w, int oh, int ow) {
+                                     I total, int h, int w, int oh, int ow, NeuronDescriptor nd) {
   NNGRAPH_GRID_LOOP_T(I, i, total) {
     const int ix = static_cast<int>(i % w), iy = static_cast<int>((i / w) % h);
     const I plane = i / (I(h) * w);
@@ -55,7 +56,7 @@ __global__ void pool_gradient_kernel(bool is_max, PoolGeometry g, const float* i
           acc += gy[oy * ow + ox] / static_cast<float>(count);
         }
       }
-    dx[i] = acc;
+    dx[i] = acc * math::neuron_derivative(nd, x[iy * w + ix]);
   }
 }
 
@@ -63,23 +64,28 @@ __global__ void pool_gradient_kernel(bool is_max, PoolGeometry g, const float* i
 // output writes its four pixels (no gather, no zero fill but for an uncovered odd edge).
 template <class I>
 __global__ void halve_gradient_kernel(bool is_max, const float* in, const float* dy, float* dx, I total, int h, int w,
-                                      int oh, int ow) {
+                                      int oh, int ow, NeuronDescriptor nd) {
   NNGRAPH_GRID_LOOP_T(I, i, total) {
     const int ox = static_cast<int>(i % ow), oy = static_cast<int>((i / ow) % oh);
     const I plane = i / (I(oh) * ow);
     const I o0 = (plane * h + 2 * oy) * w + 2 * ox, o1 = o0 + w;
     const float g = dy[i];
+    const bool read = is_max || nd.type != NeuronType::None;  // average alone needs no x
+    const float a = read ? in[o0] : 0.f, b = read ? in[o0 + 1] : 0.f;
+    const float c = read ? in[o1] : 0.f, d = read ? in[o1 + 1] : 0.f;
+    float ga = 0.25f * g, gb = ga, gc = ga, gd = ga;
     if (is_max) {  // the first maximum in scan order, as everywhere
-      const float a = in[o0], b = in[o0 + 1], c = in[o1], d = in[o1 + 1];
       const float m = fmaxf(fmaxf(a, b), fmaxf(c, d));
       const bool ta = a == m, tb = !ta && b == m, tc = !ta && !tb && c == m;
-      dx[o0] = ta ? g : 0.f;
-      dx[o0 + 1] = tb ? g : 0.f;
-      dx[o1] = tc ? g : 0.f;
-      dx[o1 + 1] = (ta || tb || tc) ? 0.f : g;
-    } else {
-      dx[o0] = dx[o0 + 1] = dx[o1] = dx[o1 + 1] = 0.25f * g;
+      ga = ta ? g : 0.f;
+      gb = tb ? g : 0.f;
+      gc = tc ? g : 0.f;
+      gd = (ta || tb || tc) ? 0.f : g;
     }
+    dx[o0] = ga * math::neuron_derivative(nd, a);
+    dx[o0 + 1] = gb * math::neuron_derivative(nd, b);
+    dx[o1] = gc * math::neuron_derivative(nd, c);
+    dx[o1 + 1] = gd * math::neuron_derivative(nd, d);
   }
 }
 
@@ -96,19 +102,19 @@ void pooling(cudaStream_t s, PoolingMode mode, const PoolGeometry& g, const floa
 }
 
 void pooling_gradient(cudaStream_t s, PoolingMode mode, const PoolGeometry& g, const float* in, const float* dy,
-                      float* dx, int planes, int h, int w, int oh, int ow) {
+                      float* dx, int planes, int h, int w, int oh, int ow, const NeuronDescriptor& nd) {
   const size_t inputs = static_cast<size_t>(planes) * h * w, outputs = static_cast<size_t>(planes) * oh * ow;
   const size_t largest = std::max(inputs, outputs);
   if (g.kh == 2 && g.kw == 2 && g.sy == 2 && g.sx == 2 && g.pad_top == 0 && g.pad_left == 0) {
     if (h != 2 * oh || w != 2 * ow) cudaMemsetAsync(dx, 0, inputs * sizeof(float), s);
     with_index_type(largest, [&](auto i) {
       halve_gradient_kernel<<<blocks_for(outputs), kThreads, 0, s>>>(mode == PoolingMode::Max, in, dy, dx,
-                                                                      decltype(i)(outputs), h, w, oh, ow);
+                                                                      decltype(i)(outputs), h, w, oh, ow, nd);
     });
   } else {
     with_index_type(largest, [&](auto i) {
       pool_gradient_kernel<<<blocks_for(inputs), kThreads, 0, s>>>(mode == PoolingMode::Max, g, in, dy, dx,
-                                                                    decltype(i)(inputs), h, w, oh, ow);
+                                                                    decltype(i)(inputs), h, w, oh, ow, nd);
     });
   }
   check_launch("pooling_gradient");

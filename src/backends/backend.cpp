@@ -48,7 +48,8 @@ void Backend::fully_connected_gradient(const Image&, const float*, const Image&,
                                        const NeuronDescriptor&, const Image*, float*, float*, bool) {
   unsupported("fully_connected_gradient");
 }
-void Backend::pooling_gradient(PoolingMode, const PoolGeometry&, const Image&, const Image&, const Image&) {
+void Backend::pooling_gradient(PoolingMode, const PoolGeometry&, const Image&, const Image&, const Image&,
+                               const NeuronDescriptor&) {
   unsupported("pooling_gradient");
 }
 void Backend::neuron_gradient(const NeuronDescriptor&, const Image&, const Image&, const Image&) {

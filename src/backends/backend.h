@@ -157,8 +157,9 @@ class Backend {
                                         const Image* y, const NeuronDescriptor& neuron,
                                         const Image* dx, float* dw, float* db, bool tf32);
   // Max routes each dy to the first maximum of its window in x; average spreads it evenly.
+  // Then dx ⊙ neuron'(x) when `neuron` is set: x is that neuron's output (a folded neuron gradient).
   virtual void pooling_gradient(PoolingMode mode, const PoolGeometry& g, const Image& x,
-                                const Image& dy, const Image& dx);
+                                const Image& dy, const Image& dx, const NeuronDescriptor& neuron);
   // dx = dy ⊙ neuron.derivative(v), v the forward output (or input for absolute).
   virtual void neuron_gradient(const NeuronDescriptor& neuron, const Image& v, const Image& dy,
                                const Image& dx);

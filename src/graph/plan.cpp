@@ -6,6 +6,7 @@
 #include <unordered_set>
 
 #include "nngraph/error.h"
+#include "ops/gradient_nodes.h"
 
 namespace nngraph {
 namespace {
@@ -89,6 +90,14 @@ Structure build_structure(const std::vector<ImageNodePtr>& results, const std::v
   s.root.resize(s.tensor_count());
   for (size_t t = 0; t < s.root.size(); ++t) s.root[t] = static_cast<int>(t);
   std::vector<int> step_of(s.tensor_count(), -1);
+  // The step that computes `src` when a neuron (or its gradient) may fold into it: src has no
+  // other reader and the step has no folded neuron yet.
+  auto fold_target = [&](int src) -> Step* {
+    const int producer = step_of[src];
+    if (producer < 0 || s.root[src] != src || uses[src] != 1) return nullptr;
+    Step& p = s.steps[producer];
+    return p.fused.type == NeuronType::None ? &p : nullptr;
+  };
   for (size_t i = 0; i < s.order.size(); ++i) {
     FilterNode* f = s.order[i];
     const int out = n_src + static_cast<int>(i);
@@ -99,13 +108,19 @@ Structure build_structure(const std::vector<ImageNodePtr>& results, const std::v
     }
     // A training graph may fold a neuron only if its gradient can work from the output.
     if (auto* neuron = dynamic_cast<NeuronNode*>(f); neuron && (!s.training || neuron->neuron().derivative_from_output())) {
-      const int src = ins[0];
-      const int producer = step_of[src];
-      if (producer >= 0 && s.root[src] == src && uses[src] == 1 &&
-          s.steps[producer].node->accepts_fused_neuron() &&
-          s.steps[producer].fused.type == NeuronType::None) {
-        s.steps[producer].fused = neuron->neuron();
-        s.root[out] = src;
+      if (Step* p = fold_target(ins[0]); p && p->node->accepts_fused_neuron()) {
+        p->fused = neuron->neuron();
+        s.root[out] = ins[0];
+        continue;
+      }
+    }
+    // A neuron gradient whose dY comes from a gradient step for the neuron's own output (max
+    // pooling after relu) folds into that step: one pass instead of two.
+    if (auto* gradient = dynamic_cast<NeuronGradientNode*>(f)) {
+      Step* p = fold_target(ins[0]);
+      if (p && p->node->accepts_fused_neuron_gradient() && p->inputs[1] == s.root[ins[1]]) {
+        p->fused = gradient->neuron();
+        s.root[out] = ins[0];
         continue;
       }
     }

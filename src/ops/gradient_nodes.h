@@ -37,6 +37,7 @@ class PoolingGradientNode : public GradientNode {
   const char* kind() const override { return "pooling_gradient"; }
   ImageShape infer(const std::vector<ImageShape>& sources) const override { return sources[1]; }
   void encode(const EncodeArgs& args) const override;
+  bool accepts_fused_neuron_gradient() const override { return true; }
 
  private:
   std::shared_ptr<PoolingNode> forward_;
@@ -49,6 +50,7 @@ class NeuronGradientNode : public GradientNode {
   const char* kind() const override { return "neuron_gradient"; }
   ImageShape infer(const std::vector<ImageShape>& sources) const override { return sources[1]; }
   void encode(const EncodeArgs& args) const override;
+  const NeuronDescriptor& neuron() const { return neuron_; }
 
  private:
   NeuronDescriptor neuron_;

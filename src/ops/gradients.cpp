@@ -79,7 +79,7 @@ PoolingGradientNode::PoolingGradientNode(const ImageNodePtr& dy, std::shared_ptr
 
 void PoolingGradientNode::encode(const EncodeArgs& a) const {
   const Image& x = *a.sources[1];
-  a.backend.pooling_gradient(forward_->mode(), forward_->geometry(x.shape()), x, *a.sources[0], a.result);
+  a.backend.pooling_gradient(forward_->mode(), forward_->geometry(x.shape()), x, *a.sources[0], a.result, a.fused);
 }
 
 // ---- neuron

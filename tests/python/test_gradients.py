@@ -157,6 +157,26 @@ def test_neuron_gradients(device, rng, kind, a, b):
     check(dx, numeric_grad(lambda v: (ref.neuron(v, kind, a, b) * r).sum(), x))
 
 
+@pytest.mark.parametrize("kind,folds", [("relu", True), ("sigmoid", True), ("absolute", False)])
+@pytest.mark.parametrize("mode,kernel", [("max", (2, 2)), ("average", (3, 3))])
+def test_neuron_gradient_folds_into_pooling_gradient(device, rng, kind, folds, mode, kernel):
+    """neuron → pooling: the neuron's gradient runs inside the pooling gradient when it works
+    from the neuron's output (absolute's works from its input, so it stays a step)."""
+    x = rng.standard_normal((2, 3, 7, 6))  # 3×3 windows at stride 2 overlap; 2×2 leave an edge
+    x = (x + 0.05 * np.sign(x)).astype(np.float32)  # away from 0, values distinct: no max ties
+    fwd = lambda v: ref.pooling(ref.neuron(v, kind), mode, kernel, (2, 2))  # noqa: E731
+    r = rng.standard_normal(fwd(x).shape).astype(np.float32)
+    src, dy = ng.ImageNode(shape=x.shape[1:], label="x"), ng.ImageNode(shape=r.shape[1:], label="dy")
+    neuron = ng.Neuron(src, kind, label="act")
+    pool = ng.Pooling(neuron, mode, kernel=kernel, stride=2, label="pool")
+    [dp] = pool.gradient_filters(dy)
+    [dx] = neuron.gradient_filters(dp.result_image)
+    g = ng.Graph([dx.result_image], device=device)
+    want = ["act", "pool_gradient+" + kind] if folds else ["act", "pool_gradient", "act_gradient"]
+    assert g.memory_plan(2)["steps"] == want
+    check(g.run({"x": x, "dy": r}), numeric_grad(lambda v: (fwd(v) * r).sum(), x))
+
+
 @pytest.mark.parametrize("log", [False, True])
 def test_softmax_gradients(device, rng, log):
     x = rng.standard_normal((2, 5, 2, 3)).astype(np.float32)

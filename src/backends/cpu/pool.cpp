@@ -62,6 +62,30 @@ struct Window {
   int count(const PoolGeometry& g) const { return g.count_include_pad ? g.kh * g.kw : (yb - ya) * (xb - xa); }
 };
 
+
+// Any window: zero, then each dy to its window's first maximum (the forward scan order) or
+// spread evenly.
+void scatter_gradient(bool max, const PoolGeometry& g, const ImageShape& is, const ImageShape& os, const float* x,
+                      const float* gy, float* gx) {
+  std::fill_n(gx, static_cast<size_t>(is.h) * is.w, 0.f);
+  for (int oy = 0; oy < os.h; ++oy)
+    for (int ox = 0; ox < os.w; ++ox) {
+      const Window win(g, is, oy, ox);
+      const float v = gy[oy * os.w + ox];
+      if (max) {
+        int best = win.ya * is.w + win.xa;
+        for (int iy = win.ya; iy < win.yb; ++iy)
+          for (int ix = win.xa; ix < win.xb; ++ix)
+            if (x[iy * is.w + ix] > x[best]) best = iy * is.w + ix;
+        gx[best] += v;
+      } else {
+        const float share = v / static_cast<float>(win.count(g));
+        for (int iy = win.ya; iy < win.yb; ++iy)
+          for (int ix = win.xa; ix < win.xb; ++ix) gx[iy * is.w + ix] += share;
+      }
+    }
+}
+
 }  // namespace
 
 void CpuBackend::pooling(PoolingMode mode, const PoolGeometry& g, const Image& in,
@@ -98,44 +122,24 @@ void CpuBackend::pooling(PoolingMode mode, const PoolGeometry& g, const Image& i
 }
 
 void CpuBackend::pooling_gradient(PoolingMode mode, const PoolGeometry& g, const Image& in, const Image& dy,
-                                  const Image& dx) {
+                                  const Image& dx, const NeuronDescriptor& neuron) {
   const auto& is = in.shape();
   const auto& os = dy.shape();
   const float* src = in.data_as<float>();
   const float* grad = dy.data_as<float>();
   float* dst = dx.data_as<float>();
-  const bool max = mode == PoolingMode::Max;
-  const size_t planes = static_cast<size_t>(in.batch()) * is.c;
-  if (is_halving(g)) {
-    pool_.parallel_for(planes, [&](size_t b, size_t e) {
-      for (size_t pl = b; pl < e; ++pl)
-        halve_gradient(max, src + pl * is.h * is.w, is.h, is.w, grad + pl * os.h * os.w, os.h, os.w,
-                       dst + pl * is.h * is.w);
-    });
-    return;
-  }
+  const bool max = mode == PoolingMode::Max, halving = is_halving(g);
+  const size_t planes = static_cast<size_t>(in.batch()) * is.c, area = static_cast<size_t>(is.h) * is.w;
   pool_.parallel_for(planes, [&](size_t b, size_t e) {
     for (size_t pl = b; pl < e; ++pl) {
-      const float* x = src + pl * is.h * is.w;
+      const float* x = src + pl * area;
       const float* gy = grad + pl * os.h * os.w;
-      float* gx = dst + pl * is.h * is.w;
-      std::fill_n(gx, is.h * is.w, 0.f);
-      for (int oy = 0; oy < os.h; ++oy)
-        for (int ox = 0; ox < os.w; ++ox) {
-          const Window win(g, is, oy, ox);
-          const float v = gy[oy * os.w + ox];
-          if (max) {  // same scan order as the forward pass: the first maximum wins
-            int best = win.ya * is.w + win.xa;
-            for (int iy = win.ya; iy < win.yb; ++iy)
-              for (int ix = win.xa; ix < win.xb; ++ix)
-                if (x[iy * is.w + ix] > x[best]) best = iy * is.w + ix;
-            gx[best] += v;
-          } else {
-            const float share = v / static_cast<float>(win.count(g));
-            for (int iy = win.ya; iy < win.yb; ++iy)
-              for (int ix = win.xa; ix < win.xb; ++ix) gx[iy * is.w + ix] += share;
-          }
-        }
+      float* gx = dst + pl * area;
+      if (halving)
+        halve_gradient(max, x, is.h, is.w, gy, os.h, os.w, gx);
+      else
+        scatter_gradient(max, g, is, os, x, gy, gx);
+      if (neuron.type != NeuronType::None) neuron_derivative(gx, x, gx, area, neuron);  // while in cache
     }
   });
 }

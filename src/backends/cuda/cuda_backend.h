@@ -69,7 +69,7 @@ class CudaBackend : public Backend {
   void fully_connected_gradient(const Image& x, const float* weights, const Image& dy, const Image* y,
                                 const NeuronDescriptor& neuron, const Image* dx, float* dw, float* db, bool tf32) override;
   void pooling_gradient(PoolingMode mode, const PoolGeometry& g, const Image& x, const Image& dy,
-                        const Image& dx) override;
+                        const Image& dx, const NeuronDescriptor& neuron) override;
   void neuron_gradient(const NeuronDescriptor& neuron, const Image& v, const Image& dy, const Image& dx) override;
   void softmax_gradient(bool log, const Image& y, const Image& dy, const Image& dx) override;
   void loss(const LossDescriptor& d, double scale, const Image& x, const Image& labels, const Image& weights,

@@ -14,11 +14,11 @@ void CudaBackend::pooling(PoolingMode mode, const PoolGeometry& g, const Image& 
 }
 
 void CudaBackend::pooling_gradient(PoolingMode mode, const PoolGeometry& g, const Image& x, const Image& dy,
-                                   const Image& dx) {
+                                   const Image& dx, const NeuronDescriptor& neuron) {
   auto lock = enter();
   const auto& is = x.shape();
   cuda::pooling_gradient(stream_, mode, g, x.data_as<float>(), dy.data_as<float>(), dx.data_as<float>(),
-                         x.batch() * is.c, is.h, is.w, dy.shape().h, dy.shape().w);
+                         x.batch() * is.c, is.h, is.w, dy.shape().h, dy.shape().w, neuron);
 }
 
 void CudaBackend::neuron(const NeuronDescriptor& nd, const Image& in, const Image& out) {
