@@ -1,6 +1,8 @@
 // Pooling: one thread per output pixel forward; the gradient gathers, one thread per input
 // pixel, from the windows that cover it (no atomics, deterministic, same first-maximum rule
 // as the cpu backend). A folded neuron gradient multiplies by f'(x) in the same pass.
+#include <type_traits>
+
 #include "backends/backend.h"
 #include "backends/math.h"
 #include "common.cuh"
@@ -11,6 +13,29 @@ namespace nngraph::cuda {
 namespace {
 
 __device__ inline int clamp_lo(int v) { return v < 0 ? 0 : v; }
+
+// f' of a folded neuron gradient: none, relu (the common one, kept lean: the general switch
+// costs the bandwidth-bound 2×2 kernel a third of its speed), or any.
+struct NoDerivative {
+  __device__ float operator()(float) const { return 1.f; }
+};
+struct ReLUDerivative {
+  __device__ float operator()(float v) const { return v > 0.f ? 1.f : 0.f; }
+};
+struct AnyDerivative {
+  NeuronDescriptor nd;
+  __device__ float operator()(float v) const { return math::neuron_derivative(nd, v); }
+};
+
+template <class F>
+void with_derivative(const NeuronDescriptor& nd, F&& launch) {
+  if (nd.type == NeuronType::None)
+    launch(NoDerivative{});
+  else if (nd.type == NeuronType::ReLU)
+    launch(ReLUDerivative{});
+  else
+    launch(AnyDerivative{nd});
+}
 
 template <class I>
 __global__ void pool_kernel(bool is_max, PoolGeometry g, const float* in, float* out, I total, int h, int w, int oh,
@@ -30,7 +55,7 @@ __global__ void pool_kernel(bool is_max, PoolGeometry g, const float* in, float*
 
 template <class I>
 __global__ void pool_gradient_kernel(bool is_max, PoolGeometry g, const float* in, const float* dy, float* dx,
-                                     I total, int h, int w, int oh, int ow, NeuronDescriptor nd) {
+                                     I total, int h, int w, int oh, int ow, AnyDerivative derivative) {
   NNGRAPH_GRID_LOOP_T(I, i, total) {
     const int ix = static_cast<int>(i % w), iy = static_cast<int>((i / w) % h);
     const I plane = i / (I(h) * w);
@@ -56,21 +81,21 @@ __global__ void pool_gradient_kernel(bool is_max, PoolGeometry g, const float* i
           acc += gy[oy * ow + ox] / static_cast<float>(count);
         }
       }
-    dx[i] = acc * math::neuron_derivative(nd, x[iy * w + ix]);
+    dx[i] = acc * derivative(x[iy * w + ix]);
   }
 }
 
 // 2×2 windows, stride 2, no padding: each input pixel lies in one window, so a thread per
 // output writes its four pixels (no gather, no zero fill but for an uncovered odd edge).
-template <class I>
+template <class I, class D>
 __global__ void halve_gradient_kernel(bool is_max, const float* in, const float* dy, float* dx, I total, int h, int w,
-                                      int oh, int ow, NeuronDescriptor nd) {
+                                      int oh, int ow, D derivative) {
   NNGRAPH_GRID_LOOP_T(I, i, total) {
     const int ox = static_cast<int>(i % ow), oy = static_cast<int>((i / ow) % oh);
     const I plane = i / (I(oh) * ow);
     const I o0 = (plane * h + 2 * oy) * w + 2 * ox, o1 = o0 + w;
     const float g = dy[i];
-    const bool read = is_max || nd.type != NeuronType::None;  // average alone needs no x
+    const bool read = is_max || !std::is_same_v<D, NoDerivative>;  // average alone needs no x
     const float a = read ? in[o0] : 0.f, b = read ? in[o0 + 1] : 0.f;
     const float c = read ? in[o1] : 0.f, d = read ? in[o1 + 1] : 0.f;
     float ga = 0.25f * g, gb = ga, gc = ga, gd = ga;
@@ -82,10 +107,10 @@ __global__ void halve_gradient_kernel(bool is_max, const float* in, const float*
       gc = tc ? g : 0.f;
       gd = (ta || tb || tc) ? 0.f : g;
     }
-    dx[o0] = ga * math::neuron_derivative(nd, a);
-    dx[o0 + 1] = gb * math::neuron_derivative(nd, b);
-    dx[o1] = gc * math::neuron_derivative(nd, c);
-    dx[o1 + 1] = gd * math::neuron_derivative(nd, d);
+    dx[o0] = ga * derivative(a);
+    dx[o0 + 1] = gb * derivative(b);
+    dx[o1] = gc * derivative(c);
+    dx[o1 + 1] = gd * derivative(d);
   }
 }
 
@@ -107,14 +132,16 @@ void pooling_gradient(cudaStream_t s, PoolingMode mode, const PoolGeometry& g, c
   const size_t largest = std::max(inputs, outputs);
   if (g.kh == 2 && g.kw == 2 && g.sy == 2 && g.sx == 2 && g.pad_top == 0 && g.pad_left == 0) {
     if (h != 2 * oh || w != 2 * ow) cudaMemsetAsync(dx, 0, inputs * sizeof(float), s);
-    with_index_type(largest, [&](auto i) {
-      halve_gradient_kernel<<<blocks_for(outputs), kThreads, 0, s>>>(mode == PoolingMode::Max, in, dy, dx,
-                                                                      decltype(i)(outputs), h, w, oh, ow, nd);
+    with_derivative(nd, [&](auto derivative) {
+      with_index_type(largest, [&](auto i) {
+        halve_gradient_kernel<<<blocks_for(outputs), kThreads, 0, s>>>(mode == PoolingMode::Max, in, dy, dx,
+                                                                        decltype(i)(outputs), h, w, oh, ow, derivative);
+      });
     });
   } else {
     with_index_type(largest, [&](auto i) {
       pool_gradient_kernel<<<blocks_for(inputs), kThreads, 0, s>>>(mode == PoolingMode::Max, g, in, dy, dx,
-                                                                    decltype(i)(inputs), h, w, oh, ow, nd);
+                                                                    decltype(i)(inputs), h, w, oh, ow, AnyDerivative{nd});
     });
   }
   check_launch("pooling_gradient");
