@@ -22,15 +22,46 @@ struct MultiUpdate {
   int n;
 };
 
+// Four parameters at a time where every array of the tensor is 16-byte aligned: wide loads
+// bring the bandwidth-bound update closer to the memory's speed. Slots the rule does not use
+// alias the values and are neither loaded nor stored.
+template <OptimizerKind K, bool Slot, bool AmsGrad>
+__device__ void update_four(const math::UpdateConstants& k, float4* w, const float4* g, float4* s0, float4* s1,
+                            float4* s2) {
+  constexpr bool use0 = Slot, use1 = K == OptimizerKind::Adam, use2 = AmsGrad;
+  float4 vw = *w, a = use0 ? *s0 : float4{}, b = use1 ? *s1 : float4{}, c = use2 ? *s2 : float4{};
+  const float4 vg = *g;
+  math::update<K, Slot, AmsGrad>(k, vw.x, vg.x, &a.x, &b.x, &c.x);
+  math::update<K, Slot, AmsGrad>(k, vw.y, vg.y, &a.y, &b.y, &c.y);
+  math::update<K, Slot, AmsGrad>(k, vw.z, vg.z, &a.z, &b.z, &c.z);
+  math::update<K, Slot, AmsGrad>(k, vw.w, vg.w, &a.w, &b.w, &c.w);
+  *w = vw;
+  if (use0) *s0 = a;
+  if (use1) *s1 = b;
+  if (use2) *s2 = c;
+}
+
 template <OptimizerKind K, bool Slot, bool AmsGrad>
 __global__ void multi_update_kernel(MultiUpdate m) {
   int t = 0;
   while (t + 1 < m.n && blockIdx.x >= m.first_block[t + 1]) ++t;
   const size_t local = blockIdx.x - m.first_block[t], blocks = m.first_block[t + 1] - m.first_block[t];
+  const size_t first = local * blockDim.x + threadIdx.x, stride = blocks * blockDim.x;
   float* w = m.w[t];
   const float* g = m.g[t];
   float *s0 = m.s0[t], *s1 = m.s1[t], *s2 = m.s2[t];
-  for (size_t i = local * blockDim.x + threadIdx.x; i < m.count[t]; i += blocks * blockDim.x)
+  size_t start = 0;
+  const auto bits = reinterpret_cast<uintptr_t>(w) | reinterpret_cast<uintptr_t>(g) |
+                    reinterpret_cast<uintptr_t>(s0) | reinterpret_cast<uintptr_t>(s1) | reinterpret_cast<uintptr_t>(s2);
+  if (bits % 16 == 0) {
+    const size_t fours = m.count[t] / 4;
+    for (size_t i = first; i < fours; i += stride)
+      update_four<K, Slot, AmsGrad>(m.k[t], reinterpret_cast<float4*>(w) + i, reinterpret_cast<const float4*>(g) + i,
+                                    reinterpret_cast<float4*>(s0) + i, reinterpret_cast<float4*>(s1) + i,
+                                    reinterpret_cast<float4*>(s2) + i);
+    start = fours * 4;
+  }
+  for (size_t i = start + first; i < m.count[t]; i += stride)
     math::update<K, Slot, AmsGrad>(m.k[t], w[i], g[i], s0 + i, s1 + i, s2 + i);
 }
 
@@ -61,7 +92,7 @@ void optimizer_steps(cudaStream_t s, const OptimizerStep& step, const TensorUpda
       m.s1[i] = t.slots[1] ? t.slots[1] : t.values;
       m.s2[i] = t.slots[2] ? t.slots[2] : t.values;
       m.count[i] = t.count;
-      m.first_block[i + 1] = m.first_block[i] + std::min<unsigned>(blocks_for(t.count), 2048);
+      m.first_block[i + 1] = m.first_block[i] + std::min<unsigned>(blocks_for((t.count + 3) / 4), 2048);
     }
     math::dispatch_update(step, LaunchMulti{s, m});
     check_launch("optimizer");

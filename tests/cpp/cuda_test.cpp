@@ -218,12 +218,17 @@ TEST_F(CudaVsCpu, LossesAndOptimizers) {
     if (kind == OptimizerKind::RMSProp)
       for (auto& v : s0) v = std::fabs(v);
     auto wg = on_gpu(w), gg = on_gpu(g), a = on_gpu(s0), b = on_gpu(s1), m = on_gpu(s2);
-    cpu().optimizer_step(s, w.data(), g.data(), {s0.data(), s1.data(), s2.data()}, count);
-    gpu().optimizer_step(s, static_cast<float*>(wg->data()), static_cast<float*>(gg->data()),
-                         {static_cast<float*>(a->data()), static_cast<float*>(b->data()), static_cast<float*>(m->data())},
-                         count);
+    auto at = [](const std::shared_ptr<Buffer>& buf, size_t offset) { return static_cast<float*>(buf->data()) + offset; };
+    for (size_t offset : {0, 1}) {  // four at a time where aligned, one at a time where not
+      cpu().optimizer_step(s, w.data() + offset, g.data() + offset,
+                           {s0.data() + offset, s1.data() + offset, s2.data() + offset}, count - offset);
+      gpu().optimizer_step(s, at(wg, offset), at(gg, offset), {at(a, offset), at(b, offset), at(m, offset)},
+                           count - offset);
+    }
     near(w, host(wg), 1e-5f);
     near(s0, host(a), 1e-5f);
+    near(s1, host(b), 1e-5f);
+    near(s2, host(m), 1e-5f);
   }
   // One batched launch equals one launch per tensor, with each tensor's own step count.
   OptimizerStep adam{OptimizerKind::Adam, OptimizerDescriptor{}};
