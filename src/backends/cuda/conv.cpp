@@ -59,18 +59,24 @@ CudaBackend::ConvPlan& CudaBackend::conv_plan(const ConvGeometry& g, int n, cons
     if (!describe(p->hp, p->wp, 0, 0)) fail<DeviceError>("[convolution] cuDNN disagrees on the output size");
   }
   constexpr int kMax = 8;
-  int found = 0;
+  int found_fwd = 0, found_bd = 0, found_bf = 0;
   cudnnConvolutionFwdAlgoPerf_t fwd[kMax];
-  cudnn_check(cudnnFindConvolutionForwardAlgorithm(cudnn_, p->x, p->w, p->conv, p->y, kMax, &found, fwd), "convolution");
-  const auto& f = fastest(fwd, found, "convolution");
   cudnnConvolutionBwdDataAlgoPerf_t bd[kMax];
-  cudnn_check(cudnnFindConvolutionBackwardDataAlgorithm(cudnn_, p->w, p->y, p->conv, p->x, kMax, &found, bd),
-              "convolution_gradient");
-  const auto& d = fastest(bd, found, "convolution_gradient");
   cudnnConvolutionBwdFilterAlgoPerf_t bf[kMax];
-  cudnn_check(cudnnFindConvolutionBackwardFilterAlgorithm(cudnn_, p->x, p->y, p->conv, p->w, kMax, &found, bf),
-              "convolution_gradient");
-  const auto& w = fastest(bf, found, "convolution_gradient");
+  // Find runs each algorithm about once. On a GPU that has just woken up (clocks ramping,
+  // kernels loading at their first launch) algorithms a few percent apart trade places from
+  // process to process, so a first pass only warms up and the second one ranks.
+  for (int pass = 0; pass < 2; ++pass) {
+    cudnn_check(cudnnFindConvolutionForwardAlgorithm(cudnn_, p->x, p->w, p->conv, p->y, kMax, &found_fwd, fwd),
+                "convolution");
+    cudnn_check(cudnnFindConvolutionBackwardDataAlgorithm(cudnn_, p->w, p->y, p->conv, p->x, kMax, &found_bd, bd),
+                "convolution_gradient");
+    cudnn_check(cudnnFindConvolutionBackwardFilterAlgorithm(cudnn_, p->x, p->y, p->conv, p->w, kMax, &found_bf, bf),
+                "convolution_gradient");
+  }
+  const auto& f = fastest(fwd, found_fwd, "convolution");
+  const auto& d = fastest(bd, found_bd, "convolution_gradient");
+  const auto& w = fastest(bf, found_bf, "convolution_gradient");
   p->fwd = f.algo;
   p->bwd_data = d.algo;
   p->bwd_filter = w.algo;
