@@ -26,8 +26,9 @@ __global__ void bias_neuron_kernel(float* x, I n, unsigned channels, unsigned hw
 __global__ void neuron_kernel(const float* in, float* out, size_t n, NeuronDescriptor nd) {
   NNGRAPH_GRID_LOOP(i, n) out[i] = math::neuron(nd, in[i]);
 }
-__global__ void neuron_gradient_kernel(const float* v, const float* dy, float* dx, size_t n, NeuronDescriptor nd) {
-  NNGRAPH_GRID_LOOP(i, n) dx[i] = dy[i] * math::neuron_derivative(nd, v[i]);
+template <class D>
+__global__ void neuron_gradient_kernel(const float* v, const float* dy, float* dx, size_t n, D derivative) {
+  NNGRAPH_GRID_LOOP(i, n) dx[i] = dy[i] * derivative(v[i]);
 }
 __global__ void add_kernel(const float* a, const float* b, float* out, size_t n) {
   NNGRAPH_GRID_LOOP(i, n) out[i] = a[i] + b[i];
@@ -95,7 +96,9 @@ void neuron(cudaStream_t s, const float* in, float* out, size_t n, const NeuronD
   check_launch("neuron");
 }
 void neuron_gradient(cudaStream_t s, const float* v, const float* dy, float* dx, size_t n, const NeuronDescriptor& nd) {
-  neuron_gradient_kernel<<<blocks_for(n), kThreads, 0, s>>>(v, dy, dx, n, nd);
+  with_derivative(nd, [&](auto derivative) {
+    neuron_gradient_kernel<<<blocks_for(n), kThreads, 0, s>>>(v, dy, dx, n, derivative);
+  });
   check_launch("neuron_gradient");
 }
 void add(cudaStream_t s, const float* a, const float* b, float* out, size_t n) {

@@ -4,7 +4,6 @@
 #include <type_traits>
 
 #include "backends/backend.h"
-#include "backends/math.h"
 #include "common.cuh"
 #include "kernels.cuh"
 #include "nngraph/nodes.h"
@@ -14,28 +13,6 @@ namespace {
 
 __device__ inline int clamp_lo(int v) { return v < 0 ? 0 : v; }
 
-// f' of a folded neuron gradient: none, relu (the common one, kept lean: the general switch
-// costs the bandwidth-bound 2×2 kernel a third of its speed), or any.
-struct NoDerivative {
-  __device__ float operator()(float) const { return 1.f; }
-};
-struct ReLUDerivative {
-  __device__ float operator()(float v) const { return v > 0.f ? 1.f : 0.f; }
-};
-struct AnyDerivative {
-  NeuronDescriptor nd;
-  __device__ float operator()(float v) const { return math::neuron_derivative(nd, v); }
-};
-
-template <class F>
-void with_derivative(const NeuronDescriptor& nd, F&& launch) {
-  if (nd.type == NeuronType::None)
-    launch(NoDerivative{});
-  else if (nd.type == NeuronType::ReLU)
-    launch(ReLUDerivative{});
-  else
-    launch(AnyDerivative{nd});
-}
 
 template <class I>
 __global__ void pool_kernel(bool is_max, PoolGeometry g, const float* in, float* out, I total, int h, int w, int oh,

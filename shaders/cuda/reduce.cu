@@ -1,5 +1,4 @@
 // Reductions: bias gradients (with the fused neuron's gradient) and the numerics check.
-#include "backends/math.h"
 #include "common.cuh"
 #include "kernels.cuh"
 
@@ -8,8 +7,9 @@ namespace {
 
 // Stage 1, planes (hw > 1): block (channel, chunk) walks its images' planes of that channel.
 // With dz given, each value is dy·f'(y) and is stored as it is summed: one pass over dy.
-__global__ void bias_partial_kernel(const float* dy, const float* y, float* dz, NeuronDescriptor nd, float* partial,
-                                    int n, int c, int hw, int chunks) {
+template <class D>
+__global__ void bias_partial_kernel(const float* dy, const float* y, float* dz, D derivative, float* partial, int n,
+                                    int c, int hw, int chunks) {
   const int ch = blockIdx.x, chunk = blockIdx.y;
   const int n0 = static_cast<int>(static_cast<long>(n) * chunk / chunks);
   const int n1 = static_cast<int>(static_cast<long>(n) * (chunk + 1) / chunks);
@@ -20,7 +20,7 @@ __global__ void bias_partial_kernel(const float* dy, const float* y, float* dz, 
     const unsigned img = i / hw;
     const size_t at = (static_cast<size_t>(n0 + img) * c + ch) * hw + (i - img * hw);
     float v = dy[at];
-    if (dz) dz[at] = v *= math::neuron_derivative(nd, y[at]);
+    if (dz) dz[at] = v *= derivative(y[at]);
     sum += v;
   }
   sum = block_sum(sum);
@@ -29,8 +29,9 @@ __global__ void bias_partial_kernel(const float* dy, const float* y, float* dz, 
 
 // Stage 1, one pixel per plane (fully connected): a thread per channel over a chunk of rows,
 // coalesced across channels.
-__global__ void column_partial_kernel(const float* dy, const float* y, float* dz, NeuronDescriptor nd, float* partial,
-                                      int n, int c, int chunks) {
+template <class D>
+__global__ void column_partial_kernel(const float* dy, const float* y, float* dz, D derivative, float* partial, int n,
+                                      int c, int chunks) {
   const int ch = blockIdx.x * blockDim.x + threadIdx.x, chunk = blockIdx.y;
   if (ch >= c) return;
   const int r0 = static_cast<int>(static_cast<long>(n) * chunk / chunks);
@@ -39,7 +40,7 @@ __global__ void column_partial_kernel(const float* dy, const float* y, float* dz
   for (int r = r0; r < r1; ++r) {
     const size_t at = static_cast<size_t>(r) * c + ch;
     float v = dy[at];
-    if (dz) dz[at] = v *= math::neuron_derivative(nd, y[at]);
+    if (dz) dz[at] = v *= derivative(y[at]);
     sum += v;
   }
   partial[static_cast<size_t>(ch) * chunks + chunk] = sum;
@@ -63,11 +64,13 @@ __global__ void nonfinite_kernel(const float* data, size_t n, int* flag) {
 void bias_gradient(cudaStream_t s, const float* dy, const float* y, float* dz, const NeuronDescriptor& nd, float* db,
                    int n, int c, int hw, float* partial) {
   const int chunks = bias_gradient_chunks(n, c, hw);
-  if (hw == 1)
-    column_partial_kernel<<<dim3((c + kThreads - 1) / kThreads, chunks), kThreads, 0, s>>>(dy, y, dz, nd, partial, n,
-                                                                                           c, chunks);
-  else
-    bias_partial_kernel<<<dim3(c, chunks), kThreads, 0, s>>>(dy, y, dz, nd, partial, n, c, hw, chunks);
+  with_derivative(nd, [&](auto derivative) {
+    if (hw == 1)
+      column_partial_kernel<<<dim3((c + kThreads - 1) / kThreads, chunks), kThreads, 0, s>>>(dy, y, dz, derivative,
+                                                                                             partial, n, c, chunks);
+    else
+      bias_partial_kernel<<<dim3(c, chunks), kThreads, 0, s>>>(dy, y, dz, derivative, partial, n, c, hw, chunks);
+  });
   bias_total_kernel<<<(c + kThreads - 1) / kThreads, kThreads, 0, s>>>(partial, db, c, chunks);
   check_launch("bias_gradient");
 }
