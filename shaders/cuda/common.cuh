@@ -47,6 +47,28 @@ __device__ T block_sum(T v) {
   return total;
 }
 
+// A neuron f(v) as a kernel argument, like the derivatives below: none, relu or any.
+struct NoNeuron {
+  __device__ float operator()(float v) const { return v; }
+};
+struct ReLUNeuron {
+  __device__ float operator()(float v) const { return math::relu(v); }  // NaN stays NaN
+};
+struct AnyNeuron {
+  NeuronDescriptor nd;
+  __device__ float operator()(float v) const { return math::neuron(nd, v); }
+};
+
+template <class F>
+void with_neuron(const NeuronDescriptor& nd, F&& launch) {
+  if (nd.type == NeuronType::None)
+    launch(NoNeuron{});
+  else if (nd.type == NeuronType::ReLU)
+    launch(ReLUNeuron{});
+  else
+    launch(AnyNeuron{nd});
+}
+
 // A neuron's derivative f'(v) as a kernel argument: none, relu (the common one, kept lean:
 // the general switch cost the bandwidth-bound 2×2 pooling gradient a third of its speed), or
 // any. with_derivative(nd, launch) calls launch with the one for nd.

@@ -15,12 +15,11 @@ __global__ void f32_to_f16_kernel(const float* in, __half* out, size_t n) {
 __global__ void f16_to_f32_kernel(const __half* in, float* out, size_t n) {
   NNGRAPH_GRID_LOOP(i, n) out[i] = __half2float(in[i]);
 }
-template <class I>
-__global__ void bias_neuron_kernel(float* x, I n, unsigned channels, unsigned hw, const float* bias,
-                                   NeuronDescriptor nd) {
+template <class I, class F>
+__global__ void bias_neuron_kernel(float* x, I n, unsigned channels, unsigned hw, const float* bias, F neuron) {
   NNGRAPH_GRID_LOOP_T(I, i, n) {
     const float b = bias ? bias[(i / hw) % channels] : 0.f;
-    x[i] = math::neuron(nd, x[i] + b);
+    x[i] = neuron(x[i] + b);
   }
 }
 __global__ void neuron_kernel(const float* in, float* out, size_t n, NeuronDescriptor nd) {
@@ -87,7 +86,9 @@ void f16_to_f32(cudaStream_t s, const void* in, float* out, size_t n) {
 void bias_neuron(cudaStream_t s, float* x, size_t n, int channels, int hw, const float* bias, const NeuronDescriptor& nd) {
   if (!bias && nd.type == NeuronType::None) return;
   with_index_type(n, [&](auto i) {
-    bias_neuron_kernel<<<blocks_for(n), kThreads, 0, s>>>(x, decltype(i)(n), channels, hw, bias, nd);
+    with_neuron(nd, [&](auto neuron) {
+      bias_neuron_kernel<<<blocks_for(n), kThreads, 0, s>>>(x, decltype(i)(n), channels, hw, bias, neuron);
+    });
   });
   check_launch("bias_neuron");
 }

@@ -65,6 +65,21 @@ void optimizer_steps(cudaStream_t s, const OptimizerStep& step, const TensorUpda
 void bias_gradient(cudaStream_t s, const float* dy, const float* y, float* dz, const NeuronDescriptor& nd, float* db,
                    int n, int c, int hw, float* partial);
 int bias_gradient_chunks(int n, int c, int hw);
+// Direct convolution kernels (direct_conv.cu) for one group and at most kDirectMaxTaps taps
+// (C·kh·kw) per output, any stride, dilation and padding; NCHW, weights OIHW.
+constexpr int kDirectMaxTaps = 64;
+struct DirectConv {
+  int n, c, h, w, oc, oh, ow, kh, kw, sy, sx, dy, dx, pad_top, pad_left;
+};
+bool direct_convolution_fits(const DirectConv& g);
+// y = neuron(conv(x, w) + bias) (bias may be null).
+void direct_convolution(cudaStream_t s, const DirectConv& g, const float* x, const float* w, const float* bias,
+                        const NeuronDescriptor& nd, float* y);
+// dw (and db where given) from dz = dy·nd'(y) (dz = dy where y is null); `partial` holds
+// direct_weight_gradient_rows(g) · (oc·taps + oc) floats.
+void direct_weight_gradient(cudaStream_t s, const DirectConv& g, const float* x, const float* dy, const float* y,
+                            const NeuronDescriptor& nd, float* dw, float* db, float* partial);
+int direct_weight_gradient_rows(const DirectConv& g);
 // dst[r·dst_ld + c] += src[r·src_ld + c] for rows × columns.
 void add_rows(cudaStream_t s, float* dst, int dst_ld, const float* src, int src_ld, int rows, int columns);
 // out = in (d0 × d1 × d2) with its axes reordered: out axis k is in axis perm[k].

@@ -8,6 +8,7 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cuda/cuda_backend.h"
+#include "kernels.cuh"
 #include "nngraph/error.h"
 #include "nngraph/nodes.h"
 
@@ -93,6 +94,52 @@ TEST_F(CudaVsCpu, ConvolutionForwardAndGradientSymmetricAndAsymmetricPadding) {
     near(host(dxc), host(dxg));
     near(dwc, host(dwg), 1e-3f);
     near(dbc, host(dbg), 1e-3f);
+  }
+}
+
+// Our direct kernels, called directly: the backend runs them only where they beat cuDNN.
+TEST_F(CudaVsCpu, DirectConvolutionAndWeightGradient) {
+  struct Case {
+    int n, c, h, w, o, kh, kw, s, d, pt, pl, oh, ow;
+    NeuronType neuron;
+    bool bias;
+  };
+  // Tap counts 25, 18, 64 and 9 (each kernel variant), channel tiles full, partial and two,
+  // strides, dilations and asymmetric padding.
+  for (const Case k : {Case{3, 1, 12, 12, 32, 5, 5, 1, 1, 2, 2, 12, 12, NeuronType::ReLU, true},
+                       Case{2, 2, 11, 10, 12, 3, 3, 2, 2, 1, 1, 5, 4, NeuronType::TanH, true},
+                       Case{2, 4, 8, 8, 40, 4, 4, 1, 1, 0, 0, 5, 5, NeuronType::None, false},
+                       Case{5, 1, 7, 9, 5, 3, 3, 1, 1, 0, 2, 5, 9, NeuronType::Sigmoid, true}}) {
+    const ConvGeometry g{k.kh, k.kw, k.s, k.s, k.d, k.d, 1, k.pt, k.pl};
+    const cuda::DirectConv d{k.n, k.c, k.h, k.w, k.o, k.oh, k.ow, k.kh, k.kw, k.s, k.s, k.d, k.d, k.pt, k.pl};
+    ASSERT_TRUE(cuda::direct_convolution_fits(d));
+    const auto nd = NeuronDescriptor::make(k.neuron);
+    const auto xv = random(static_cast<size_t>(k.n) * k.c * k.h * k.w);
+    const auto wv = random(static_cast<size_t>(k.o) * k.c * k.kh * k.kw), bv = random(k.o);
+    auto [xc, xg] = pair(k.n, {k.c, k.h, k.w}, xv);
+    auto [yc, yg] = empty(k.n, {k.o, k.oh, k.ow});
+    auto wg = on_gpu(wv), bg = on_gpu(bv);
+    const float* bias_g = k.bias ? static_cast<float*>(bg->data()) : nullptr;
+    cpu().convolution(g, xc, wv.data(), k.bias ? bv.data() : nullptr, nd, yc);
+    cuda::direct_convolution(gpu().stream(), d, xg.data_as<float>(), static_cast<float*>(wg->data()), bias_g, nd,
+                             yg.data_as<float>());
+    near(host(yc), host(yg));
+    const auto dyv = random(yc.descriptor().count());
+    auto [dyc, dyg] = pair(k.n, {k.o, k.oh, k.ow}, dyv);
+    auto partial = gpu().allocate(static_cast<size_t>(cuda::direct_weight_gradient_rows(d)) * (wv.size() + k.o) * 4);
+    auto dwg = gpu().allocate(wv.size() * 4), dbg = gpu().allocate(k.o * 4);
+    // With the neuron's derivative and the bias gradient, then from dz itself without them.
+    std::vector<float> dwc(wv.size()), dbc(k.o);
+    cpu().convolution_gradient(g, xc, wv.data(), dyc, &yc, nd, nullptr, dwc.data(), dbc.data());
+    cuda::direct_weight_gradient(gpu().stream(), d, xg.data_as<float>(), dyg.data_as<float>(), yg.data_as<float>(), nd,
+                                 static_cast<float*>(dwg->data()), static_cast<float*>(dbg->data()),
+                                 static_cast<float*>(partial->data()));
+    near(dwc, host(dwg), 1e-3f);
+    near(dbc, host(dbg), 1e-3f);
+    cpu().convolution_gradient(g, xc, wv.data(), dyc, nullptr, NeuronDescriptor{}, nullptr, dwc.data(), nullptr);
+    cuda::direct_weight_gradient(gpu().stream(), d, xg.data_as<float>(), dyg.data_as<float>(), nullptr, nd,
+                                 static_cast<float*>(dwg->data()), nullptr, static_cast<float*>(partial->data()));
+    near(dwc, host(dwg), 1e-3f);
   }
 }
 

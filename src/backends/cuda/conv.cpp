@@ -1,6 +1,7 @@
-// Convolution through cuDNN (algorithms found once per shape and cached) or, for windows that
-// tile rows, cuBLAS; fully connected through cuBLAS; bias and neuron epilogues and bias
-// gradients are our kernels.
+// Convolution through cuDNN (algorithms found once per shape and cached), our direct kernels
+// where they beat cuDNN's best on the shape (few taps per output) or, for windows that tile
+// rows, cuBLAS; fully connected through cuBLAS; bias and neuron epilogues and bias gradients
+// are our kernels.
 #include <algorithm>
 #include <string>
 
@@ -20,6 +21,10 @@ const Perf& fastest(const Perf* perf, int count, const char* what) {
   for (int i = 0; i < count; ++i)
     if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= kMaxWorkspace) return perf[i];
   fail<DeviceError>("[", what, "] cuDNN found no algorithm for this shape");
+}
+
+cuda::DirectConv direct_shape(const ConvGeometry& g, int n, const ImageShape& in, const ImageShape& out) {
+  return {n, in.c, in.h, in.w, out.c, out.h, out.w, g.kh, g.kw, g.sy, g.sx, g.dy, g.dx, g.pad_top, g.pad_left};
 }
 
 }  // namespace
@@ -80,6 +85,9 @@ CudaBackend::ConvPlan& CudaBackend::conv_plan(const ConvGeometry& g, int n, cons
   p->fwd = f.algo;
   p->bwd_data = d.algo;
   p->bwd_filter = w.algo;
+  p->fwd_ms = f.time;
+  p->bwd_filter_ms = w.time;
+  p->direct_fits = g.groups == 1 && cuda::direct_convolution_fits(direct_shape(g, n, in, out));
   p->workspace = std::max({f.memory, d.memory, w.memory});
   slot = std::move(p);
   return *slot;
@@ -108,6 +116,12 @@ void CudaBackend::convolution(const ConvGeometry& g, const Image& in, const floa
     return;
   }
   ConvPlan& p = conv_plan(g, n, in.shape(), out.shape());
+  auto direct = [&] {
+    cuda::direct_convolution(stream_, direct_shape(g, n, in.shape(), os), in.data_as<float>(), weights, bias, neuron,
+                             out.data_as<float>());
+  };
+  if (p.direct_fwd < 0 && !capturing_) p.direct_fwd = p.direct_fits && time_ms(direct) < p.fwd_ms;
+  if (p.direct_fwd == 1) return direct();
   const float* x = in.data_as<float>();
   std::shared_ptr<Buffer> padded;
   if (p.padded) {
@@ -130,9 +144,9 @@ void CudaBackend::convolution_gradient(const ConvGeometry& g, const Image& xi, c
   const int n = xi.batch();
   const auto& is = xi.shape();
   const auto& os = dy.shape();
-  std::shared_ptr<Buffer> scratch, padded, padded_dx;
-  const float* dz = output_gradient(dy, y, neuron, db, &scratch);
+  std::shared_ptr<Buffer> scratch, padded, padded_dx, partial;
   if (windowed(g, is, os)) {
+    const float* dz = output_gradient(dy, y, neuron, db, &scratch);
     const int ck = is.c * g.kw, p = os.h * os.w;
     if (dw) {  // dW (channels × c·kw) = dz laid out channels × (image, window) · windows
       const auto win = gather_windows(g, xi, os);
@@ -152,10 +166,25 @@ void CudaBackend::convolution_gradient(const ConvGeometry& g, const Image& xi, c
     return;
   }
   ConvPlan& p = conv_plan(g, n, is, os);
+  // Ours applies the neuron's derivative and sums the bias gradient as it reads dy, so it
+  // takes dy itself unless an input gradient needs dz anyway.
+  const cuda::DirectConv shape = direct_shape(g, n, is, os);
+  auto direct_dw = [&](const float* grad, const Image* out, float* bias_grad) {
+    const size_t row = static_cast<size_t>(os.c) * is.c * g.kh * g.kw + os.c;
+    if (!partial) partial = allocate(cuda::direct_weight_gradient_rows(shape) * row * sizeof(float));
+    cuda::direct_weight_gradient(stream_, shape, xi.data_as<float>(), grad, out ? out->data_as<float>() : nullptr,
+                                 neuron, dw, bias_grad, static_cast<float*>(partial->data()));
+  };
+  if (dw && p.direct_bwd_filter < 0 && !capturing_)
+    p.direct_bwd_filter = p.direct_fits && time_ms([&] { direct_dw(dy.data_as<float>(), y, db); }) < p.bwd_filter_ms;
+  if (dw && !dx && p.direct_bwd_filter == 1) return direct_dw(dy.data_as<float>(), y, db);
+  const float* dz = output_gradient(dy, y, neuron, db, &scratch);
   const float one = 1.f, zero = 0.f;
   const auto ws = workspace(p.workspace);
   const size_t padded_bytes = static_cast<size_t>(n) * is.c * p.hp * p.wp * sizeof(float);
-  if (dw) {
+  if (dw && p.direct_bwd_filter == 1) {
+    direct_dw(dz, nullptr, nullptr);
+  } else if (dw) {
     const float* x = xi.data_as<float>();
     if (p.padded) {
       padded = allocate(padded_bytes);

@@ -231,6 +231,27 @@ std::shared_ptr<Buffer> CudaBackend::workspace(size_t bytes) {
   return workspace_;
 }
 
+float CudaBackend::time_ms(const std::function<void()>& work) {
+  struct Events {
+    cudaEvent_t start = nullptr, stop = nullptr;
+    ~Events() {
+      if (start) cudaEventDestroy(start);
+      if (stop) cudaEventDestroy(stop);
+    }
+  } e;
+  cuda_check(cudaEventCreate(&e.start), "timing");
+  cuda_check(cudaEventCreate(&e.stop), "timing");
+  work();
+  constexpr int runs = 3;
+  cuda_check(cudaEventRecord(e.start, stream_), "timing");
+  for (int i = 0; i < runs; ++i) work();
+  cuda_check(cudaEventRecord(e.stop, stream_), "timing");
+  cuda_check(cudaEventSynchronize(e.stop), "timing");
+  float ms = 0;
+  cuda_check(cudaEventElapsedTime(&ms, e.start, e.stop), "timing");
+  return ms / runs;
+}
+
 std::shared_ptr<void> CudaBackend::capture(const std::function<void()>& work) {
   auto lock = enter();
   cuda_check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "capture");

@@ -93,6 +93,8 @@ class CudaBackend : public Backend {
   // Serializes callers and makes this GPU current on the calling thread.
   std::unique_lock<std::recursive_mutex> enter() const;
   ConvPlan& conv_plan(const ConvGeometry& g, int n, const ImageShape& in, const ImageShape& out);
+  // Mean device milliseconds of what `work` enqueues, over a few runs after a warm-up one.
+  float time_ms(const std::function<void()>& work);
   // Scratch for cuDNN: the shared buffer, or while capturing one that lives in the capture.
   std::shared_ptr<Buffer> workspace(size_t bytes);
   // dz = dy ⊙ neuron'(y) in a scratch buffer (dy itself when there is no neuron) and, where
@@ -158,6 +160,11 @@ struct CudaBackend::ConvPlan {
   cudnnConvolutionBwdDataAlgo_t bwd_data{};
   cudnnConvolutionBwdFilterAlgo_t bwd_filter{};
   size_t workspace = 0;
+  // Our direct kernels run where they fit and, timed on the first call, beat cuDNN's best
+  // (Find's time): -1 undecided, 0 cuDNN, 1 ours.
+  bool direct_fits = false;
+  float fwd_ms = 0, bwd_filter_ms = 0;
+  int direct_fwd = -1, direct_bwd_filter = -1;
   // cuDNN pads symmetrically; other paddings run on an explicitly zero-padded copy.
   bool padded = false;
   int pad_top = 0, pad_left = 0, hp = 0, wp = 0;

@@ -1,0 +1,281 @@
+// Direct convolutions for few taps per output (C·kh·kw ≤ kDirectMaxTaps, one group), such as
+// a network's first layer on one-channel images. cuDNN's general kernels run such shapes far
+// below the GPU's speed (the digit network's 1→32 5×5 layer at batch 64: 43 µs forward); here
+// the forward pass is a few FMAs per input load with the bias and neuron applied in registers,
+// and the weight gradient a product over pixel chunks that also sums the bias gradient and
+// applies the fused neuron's derivative as it loads dY.
+#include <type_traits>
+
+#include "common.cuh"
+#include "kernels.cuh"
+
+namespace nngraph::cuda {
+namespace {
+
+int multiprocessors() {
+  static const int count = [] {
+    int device = 0, n = 0;
+    cudaGetDevice(&device);
+    cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device);
+    return std::max(1, n);
+  }();
+  return count;
+}
+
+// Per tap t = (ci·kh + ky)·kw + kx: its row and column offset in the window and its offset
+// in the image (channel and window position), in shared memory.
+struct Taps {
+  int y[kDirectMaxTaps], x[kDirectMaxTaps], at[kDirectMaxTaps];
+};
+
+__device__ void load_taps(const DirectConv& g, Taps& taps) {
+  const int window = g.kh * g.kw;
+  for (int t = threadIdx.x; t < g.c * window; t += blockDim.x) {
+    const int ci = t / window, r = t - ci * window, ky = r / g.kw, kx = r - ky * g.kw;
+    taps.y[t] = ky * g.dy;
+    taps.x[t] = kx * g.dx;
+    taps.at[t] = (ci * g.h + ky * g.dy) * g.w + kx * g.dx;
+  }
+}
+
+__device__ bool inside(const DirectConv& g, int iy, int ix) {
+  return static_cast<unsigned>(iy) < static_cast<unsigned>(g.h) &&
+         static_cast<unsigned>(ix) < static_cast<unsigned>(g.w);
+}
+
+// A thread per output pixel and a tile of OT output channels (blockIdx.y), its weights in
+// shared memory tap-major (rows padded against bank conflicts), so each input value feeds
+// OT FMAs from OT/4 float4 loads; taps go four at a time, their loads issued together.
+template <int OT, class F>
+__global__ void __launch_bounds__(128) direct_forward_kernel(DirectConv g, const float* __restrict__ x,
+                                                             const float* __restrict__ w, const float* bias,
+                                                             F neuron, float* __restrict__ y) {
+  constexpr int WS = OT + 4;
+  __shared__ __align__(16) float ws[kDirectMaxTaps * WS];
+  __shared__ Taps taps;
+  const int count = g.c * g.kh * g.kw, padded = (count + 3) & ~3, o0 = blockIdx.y * OT;
+  for (int i = threadIdx.x; i < OT * padded; i += blockDim.x) {  // coalesced: w's rows are o-major
+    const int j = i / padded, t = i - j * padded;
+    ws[t * WS + j] = o0 + j < g.oc && t < count ? w[(o0 + j) * count + t] : 0.f;
+  }
+  load_taps(g, taps);
+  __syncthreads();
+  const unsigned plane = g.oh * g.ow, q = blockIdx.x * blockDim.x + threadIdx.x;
+  if (q >= static_cast<unsigned>(g.n) * plane) return;
+  const unsigned img = q / plane, p = q - img * plane, oy = p / g.ow, ox = p - oy * g.ow;
+  const int y0 = static_cast<int>(oy) * g.sy - g.pad_top, x0 = static_cast<int>(ox) * g.sx - g.pad_left;
+  const float* xi = x + img * g.c * g.h * g.w;
+  const int corner = y0 * g.w + x0;  // may be negative: only in-bounds taps are read
+  float acc[OT] = {};
+  for (int t0 = 0; t0 < count; t0 += 4) {
+    float v[4];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const int t = min(t0 + u, count - 1);  // past the end: 0 (its weights are 0 too)
+      v[u] = t0 + u < count && inside(g, y0 + taps.y[t], x0 + taps.x[t]) ? xi[corner + taps.at[t]] : 0.f;
+    }
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const float4* wt = reinterpret_cast<const float4*>(ws + (t0 + u) * WS);
+#pragma unroll
+      for (int j = 0; j < OT / 4; ++j) {
+        const float4 k = wt[j];
+        acc[4 * j] = fmaf(k.x, v[u], acc[4 * j]);
+        acc[4 * j + 1] = fmaf(k.y, v[u], acc[4 * j + 1]);
+        acc[4 * j + 2] = fmaf(k.z, v[u], acc[4 * j + 2]);
+        acc[4 * j + 3] = fmaf(k.w, v[u], acc[4 * j + 3]);
+      }
+    }
+  }
+  float* out = y + (img * g.oc + o0) * plane + p;
+#pragma unroll
+  for (int j = 0; j < OT; ++j)
+    if (o0 + j < g.oc) out[j * plane] = neuron(acc[j] + (bias ? bias[o0 + j] : 0.f));
+}
+
+// dW[o, t] = Σ over pixels of dz[o, pixel]·window(pixel)[t], db[o] = Σ dz[o, pixel], with
+// dz = dy·f'(y). Each block walks chunks of kChunk pixels (of all images, flattened) for a
+// tile of 32 output channels: the chunk's dz (pixel-major) and windows go to shared memory,
+// then each thread multiplies 4 channels by 4 taps over its share of the chunk's pixels.
+// KG groups of four taps cover the taps; 8·KG threads cover a tile and the block's 256
+// threads split the chunk's pixels S ways. The bias sums are kept by the threads that load
+// dz. A block's sums go to `partial` (its row: oc·taps weights, then oc biases);
+// direct_total_kernel adds the rows in order.
+constexpr int kChunk = 64, kTile = 32, kLoaders = 256 / kChunk;
+
+// Floats of shared memory: a chunk's windows and dz, or the sums at the end.
+template <int KG>
+__host__ __device__ constexpr int weight_gradient_shared() {
+  constexpr int chunk = kChunk * (4 * KG + 4) + kChunk * (kTile + 4), sums = 256 * 16 + kTile * kChunk;
+  return chunk > sums ? chunk : sums;
+}
+
+template <int KG, class D>
+__global__ void __launch_bounds__(256, 2) direct_weight_gradient_kernel(DirectConv g, const float* __restrict__ x,
+                                                                     const float* __restrict__ dy, const float* y,
+                                                                     D derivative, float* __restrict__ partial) {
+  constexpr int TK = 4 * KG, S = 256 / (8 * KG), XS = TK + 4, DS = kTile + 4;  // +4: fewer bank conflicts
+  __shared__ __align__(16) float smem[weight_gradient_shared<KG>()];
+  __shared__ Taps taps;
+  float* xs = smem;
+  float* ds = smem + kChunk * XS;
+  load_taps(g, taps);
+  const int count = g.c * g.kh * g.kw, o0 = blockIdx.y * kTile, tid = threadIdx.x;
+  const int cover = tid % (8 * KG), split = tid / (8 * KG), o4 = cover % 8, t4 = cover / 8;
+  const unsigned plane = g.oh * g.ow, total = static_cast<unsigned>(g.n) * plane;
+  const unsigned chunks = (total + kChunk - 1) / kChunk;
+  const int mine = tid % kChunk, first = tid / kChunk;  // this thread loads pixel `mine` of each chunk
+  // A chunk's values are loaded into registers while the previous chunk's products run.
+  float dzv[kTile / kLoaders], xv[TK / kLoaders];
+  auto load = [&](unsigned chunk) {
+    const unsigned q = chunk * kChunk + mine;
+    const bool live = q < total;
+    const unsigned img = live ? q / plane : 0, p = q - img * plane, oy = p / g.ow, ox = p - oy * g.ow;
+    const int y0 = static_cast<int>(oy) * g.sy - g.pad_top, x0 = static_cast<int>(ox) * g.sx - g.pad_left;
+    const float* xi = x + img * g.c * g.h * g.w + (y0 * g.w + x0);
+    const unsigned at = (img * g.oc + o0) * plane + p;
+#pragma unroll
+    for (int k = 0; k < kTile / kLoaders; ++k) {
+      const int o = first + k * kLoaders;
+      dzv[k] = 0.f;
+      if (live && o0 + o < g.oc) {
+        dzv[k] = dy[at + o * plane];
+        if constexpr (!std::is_same_v<D, NoDerivative>) dzv[k] *= derivative(y[at + o * plane]);
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < TK / kLoaders; ++k) {
+      const int t = first + k * kLoaders;
+      xv[k] = 0.f;
+      if (live && t < count && inside(g, y0 + taps.y[t], x0 + taps.x[t])) xv[k] = xi[taps.at[t]];
+    }
+  };
+  float acc[4][4] = {}, bias[kTile / kLoaders] = {};
+  __syncthreads();  // taps
+  if (blockIdx.x < chunks) load(blockIdx.x);
+  for (unsigned chunk = blockIdx.x; chunk < chunks; chunk += gridDim.x) {
+    __syncthreads();  // the last chunk's products are done with shared memory
+#pragma unroll
+    for (int k = 0; k < kTile / kLoaders; ++k) {
+      ds[mine * DS + first + k * kLoaders] = dzv[k];
+      bias[k] += dzv[k];
+    }
+#pragma unroll
+    for (int k = 0; k < TK / kLoaders; ++k) xs[mine * XS + first + k * kLoaders] = xv[k];
+    __syncthreads();
+    if (chunk + gridDim.x < chunks) load(chunk + gridDim.x);
+#pragma unroll 4
+    for (int p = split; p < kChunk; p += S) {
+      const float4 d = *reinterpret_cast<const float4*>(ds + p * DS + 4 * o4);
+      const float4 v = *reinterpret_cast<const float4*>(xs + p * XS + 4 * t4);
+      const float dv[4] = {d.x, d.y, d.z, d.w}, wv[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) acc[i][j] = fmaf(dv[i], wv[j], acc[i][j]);
+    }
+  }
+  // The splits' products and the loaders' bias sums, each added in a fixed order.
+  __syncthreads();
+  float* sums = smem;                  // [thread][16]
+  float* bias_sums = smem + 256 * 16;  // [channel][pixel slot]
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) sums[tid * 16 + i * 4 + j] = acc[i][j];
+#pragma unroll
+  for (int k = 0; k < kTile / kLoaders; ++k) bias_sums[(first + k * kLoaders) * kChunk + mine] = bias[k];
+  __syncthreads();
+  float* row = partial + static_cast<size_t>(blockIdx.x) * (g.oc * count + g.oc);
+  if (tid < kTile && o0 + tid < g.oc) {
+    float b = 0.f;
+    for (int i = 0; i < kChunk; ++i) b += bias_sums[tid * kChunk + i];
+    row[g.oc * count + o0 + tid] = b;
+  }
+  if (split != 0) return;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int o = o0 + 4 * o4 + i;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      float sum = 0.f;
+      for (int s = 0; s < S; ++s) sum += sums[(tid + s * 8 * KG) * 16 + i * 4 + j];
+      if (o < g.oc && 4 * t4 + j < count) row[o * count + 4 * t4 + j] = sum;
+    }
+  }
+}
+
+// out[i] = Σ over the rows of partial[row, i], rows in order; i past the weights is a bias.
+// A block adds 32 columns, its 8 thread rows taking every 8th row, then combines them.
+__global__ void direct_total_kernel(const float* partial, int rows, int weights, int biases, float* dw, float* db) {
+  __shared__ float sums[8][33];
+  const int width = weights + biases, i = blockIdx.x * 32 + threadIdx.x;
+  float sum = 0.f;
+  if (i < width)
+    for (int r = threadIdx.y; r < rows; r += 8) sum += partial[static_cast<size_t>(r) * width + i];
+  sums[threadIdx.y][threadIdx.x] = sum;
+  __syncthreads();
+  if (threadIdx.y != 0 || i >= width) return;
+  for (int k = 1; k < 8; ++k) sum += sums[k][threadIdx.x];
+  if (i < weights)
+    dw[i] = sum;
+  else if (db)
+    db[i - weights] = sum;
+}
+
+}  // namespace
+
+bool direct_convolution_fits(const DirectConv& g) {
+  const size_t in = static_cast<size_t>(g.n) * g.c * g.h * g.w, out = static_cast<size_t>(g.n) * g.oc * g.oh * g.ow;
+  return g.c * g.kh * g.kw <= kDirectMaxTaps && fits_32(in) && fits_32(out + g.oh * g.ow * kTile);
+}
+
+void direct_convolution(cudaStream_t s, const DirectConv& g, const float* x, const float* w, const float* bias,
+                        const NeuronDescriptor& nd, float* y) {
+  // The widest channel tile (most FMAs per load) that still gives the GPU about half its
+  // threads: a thread's work is one long dependent walk over the taps, so few threads stall.
+  const unsigned pixels = static_cast<unsigned>(g.n) * g.oh * g.ow, blocks = (pixels + 127) / 128;
+  const size_t want = static_cast<size_t>(multiprocessors()) * 1024;
+  auto threads = [&](int tile) { return static_cast<size_t>(pixels) * ((g.oc + tile - 1) / tile); };
+  const int tile = g.oc > 16 && threads(32) >= want ? 32 : g.oc > 8 && threads(16) >= want ? 16 : 8;
+  with_neuron(nd, [&](auto neuron) {
+    auto launch = [&](auto kernel, int ot) {
+      kernel<<<dim3(blocks, (g.oc + ot - 1) / ot), 128, 0, s>>>(g, x, w, bias, neuron, y);
+    };
+    using F = decltype(neuron);
+    if (tile == 8)
+      launch(direct_forward_kernel<8, F>, 8);
+    else if (tile == 16)
+      launch(direct_forward_kernel<16, F>, 16);
+    else
+      launch(direct_forward_kernel<32, F>, 32);
+  });
+  check_launch("convolution");
+}
+
+int direct_weight_gradient_rows(const DirectConv& g) {
+  const int tiles = (g.oc + kTile - 1) / kTile;
+  const long chunks = (static_cast<long>(g.n) * g.oh * g.ow + kChunk - 1) / kChunk;
+  // A few chunks per block at least: each block ends by writing all its sums.
+  return static_cast<int>(std::max(1L, std::min<long>((chunks + 3) / 4, 2L * multiprocessors() / tiles)));
+}
+
+void direct_weight_gradient(cudaStream_t s, const DirectConv& g, const float* x, const float* dy, const float* y,
+                            const NeuronDescriptor& nd, float* dw, float* db, float* partial) {
+  const int count = g.c * g.kh * g.kw, rows = direct_weight_gradient_rows(g);
+  const dim3 grid(rows, (g.oc + kTile - 1) / kTile);
+  with_derivative(y ? nd : NeuronDescriptor{}, [&](auto derivative) {
+    using D = decltype(derivative);
+    if (count <= 16)
+      direct_weight_gradient_kernel<4, D><<<grid, 256, 0, s>>>(g, x, dy, y, derivative, partial);
+    else if (count <= 32)
+      direct_weight_gradient_kernel<8, D><<<grid, 256, 0, s>>>(g, x, dy, y, derivative, partial);
+    else
+      direct_weight_gradient_kernel<16, D><<<grid, 256, 0, s>>>(g, x, dy, y, derivative, partial);
+  });
+  const int width = g.oc * count + g.oc;
+  direct_total_kernel<<<(width + 31) / 32, dim3(32, 8), 0, s>>>(partial, rows, g.oc * count, g.oc, dw, db);
+  check_launch("convolution_gradient");
+}
+
+}  // namespace nngraph::cuda
