@@ -47,7 +47,10 @@ __device__ T block_sum(T v) {
   return total;
 }
 
-// A neuron f(v) as a kernel argument, like the derivatives below: none, relu or any.
+// A neuron f(v) or its derivative f'(v) as a kernel argument: none, relu (the common one,
+// kept lean: the general switch cost the bandwidth-bound 2×2 pooling gradient a third of its
+// speed), or any. with_neuron(nd, launch) and with_derivative(nd, launch) call launch with
+// the one for nd.
 struct NoNeuron {
   __device__ float operator()(float v) const { return v; }
 };
@@ -58,20 +61,6 @@ struct AnyNeuron {
   NeuronDescriptor nd;
   __device__ float operator()(float v) const { return math::neuron(nd, v); }
 };
-
-template <class F>
-void with_neuron(const NeuronDescriptor& nd, F&& launch) {
-  if (nd.type == NeuronType::None)
-    launch(NoNeuron{});
-  else if (nd.type == NeuronType::ReLU)
-    launch(ReLUNeuron{});
-  else
-    launch(AnyNeuron{nd});
-}
-
-// A neuron's derivative f'(v) as a kernel argument: none, relu (the common one, kept lean:
-// the general switch cost the bandwidth-bound 2×2 pooling gradient a third of its speed), or
-// any. with_derivative(nd, launch) calls launch with the one for nd.
 struct NoDerivative {
   __device__ float operator()(float) const { return 1.f; }
 };
@@ -83,14 +72,22 @@ struct AnyDerivative {
   __device__ float operator()(float v) const { return math::neuron_derivative(nd, v); }
 };
 
+template <class None, class ReLU, class Any, class F>
+void with_functor(const NeuronDescriptor& nd, F&& launch) {
+  if (nd.type == NeuronType::None)
+    launch(None{});
+  else if (nd.type == NeuronType::ReLU)
+    launch(ReLU{});
+  else
+    launch(Any{nd});
+}
+template <class F>
+void with_neuron(const NeuronDescriptor& nd, F&& launch) {
+  with_functor<NoNeuron, ReLUNeuron, AnyNeuron>(nd, launch);
+}
 template <class F>
 void with_derivative(const NeuronDescriptor& nd, F&& launch) {
-  if (nd.type == NeuronType::None)
-    launch(NoDerivative{});
-  else if (nd.type == NeuronType::ReLU)
-    launch(ReLUDerivative{});
-  else
-    launch(AnyDerivative{nd});
+  with_functor<NoDerivative, ReLUDerivative, AnyDerivative>(nd, launch);
 }
 
 }  // namespace nngraph::cuda

@@ -22,19 +22,17 @@ int multiprocessors() {
   return count;
 }
 
-// Per tap t = (ci·kh + ky)·kw + kx: its row and column offset in the window and its offset
-// in the image (channel and window position), in shared memory.
+// Per tap t = (ci·kh + ky)·kw + kx, in shared memory as one 16-byte load: its row offset in
+// the window (.x), its column offset (.y) and its offset in the image (.z: channel, row, column).
 struct Taps {
-  int y[kDirectMaxTaps], x[kDirectMaxTaps], at[kDirectMaxTaps];
+  int4 at[kDirectMaxTaps];
 };
 
 __device__ void load_taps(const DirectConv& g, Taps& taps) {
   const int window = g.kh * g.kw;
   for (int t = threadIdx.x; t < g.c * window; t += blockDim.x) {
     const int ci = t / window, r = t - ci * window, ky = r / g.kw, kx = r - ky * g.kw;
-    taps.y[t] = ky * g.dy;
-    taps.x[t] = kx * g.dx;
-    taps.at[t] = (ci * g.h + ky * g.dy) * g.w + kx * g.dx;
+    taps.at[t] = make_int4(ky * g.dy, kx * g.dx, (ci * g.h + ky * g.dy) * g.w + kx * g.dx, 0);
   }
 }
 
@@ -71,8 +69,8 @@ __global__ void __launch_bounds__(128) direct_forward_kernel(DirectConv g, const
     float v[4];
 #pragma unroll
     for (int u = 0; u < 4; ++u) {
-      const int t = min(t0 + u, count - 1);  // past the end: 0 (its weights are 0 too)
-      v[u] = t0 + u < count && inside(g, y0 + taps.y[t], x0 + taps.x[t]) ? xi[corner + taps.at[t]] : 0.f;
+      const int4 tap = taps.at[min(t0 + u, count - 1)];  // past the end: 0 (its weights are 0 too)
+      v[u] = t0 + u < count && inside(g, y0 + tap.x, x0 + tap.y) ? xi[corner + tap.z] : 0.f;
     }
 #pragma unroll
     for (int u = 0; u < 4; ++u) {
@@ -147,7 +145,10 @@ __global__ void __launch_bounds__(256, 2) direct_weight_gradient_kernel(DirectCo
     for (int k = 0; k < TK / kLoaders; ++k) {
       const int t = first + k * kLoaders;
       xv[k] = 0.f;
-      if (live && t < count && inside(g, y0 + taps.y[t], x0 + taps.x[t])) xv[k] = xi[taps.at[t]];
+      if (live && t < count) {
+        const int4 tap = taps.at[t];
+        if (inside(g, y0 + tap.x, x0 + tap.y)) xv[k] = xi[tap.z];
+      }
     }
   };
   float acc[4][4] = {}, bias[kTile / kLoaders] = {};
@@ -257,7 +258,7 @@ int direct_weight_gradient_rows(const DirectConv& g) {
   const int tiles = (g.oc + kTile - 1) / kTile;
   const long chunks = (static_cast<long>(g.n) * g.oh * g.ow + kChunk - 1) / kChunk;
   // A few chunks per block at least: each block ends by writing all its sums.
-  return static_cast<int>(std::max(1L, std::min<long>((chunks + 3) / 4, 2L * multiprocessors() / tiles)));
+  return static_cast<int>(std::max(1L, std::min<long>((chunks + 2) / 3, 2L * multiprocessors() / tiles)));
 }
 
 void direct_weight_gradient(cudaStream_t s, const DirectConv& g, const float* x, const float* dy, const float* y,
