@@ -98,7 +98,7 @@ __global__ void __launch_bounds__(128) direct_forward_kernel(DirectConv g, const
 // KG groups of four taps cover the taps; 8·KG threads cover a tile and the block's 256
 // threads split the chunk's pixels S ways. The bias sums are kept by the threads that load
 // dz. A block's sums go to `partial` (its row: oc·taps weights, then oc biases);
-// direct_total_kernel adds the rows in order.
+// column_totals adds the rows.
 constexpr int kChunk = 64, kTile = 32, kLoaders = 256 / kChunk;
 
 // Floats of shared memory: a chunk's windows and dz, or the sums at the end.
@@ -206,24 +206,6 @@ __global__ void __launch_bounds__(256, 2) direct_weight_gradient_kernel(DirectCo
   }
 }
 
-// out[i] = Σ over the rows of partial[row, i], rows in order; i past the weights is a bias.
-// A block adds 32 columns, its 8 thread rows taking every 8th row, then combines them.
-__global__ void direct_total_kernel(const float* partial, int rows, int weights, int biases, float* dw, float* db) {
-  __shared__ float sums[8][33];
-  const int width = weights + biases, i = blockIdx.x * 32 + threadIdx.x;
-  float sum = 0.f;
-  if (i < width)
-    for (int r = threadIdx.y; r < rows; r += 8) sum += partial[static_cast<size_t>(r) * width + i];
-  sums[threadIdx.y][threadIdx.x] = sum;
-  __syncthreads();
-  if (threadIdx.y != 0 || i >= width) return;
-  for (int k = 1; k < 8; ++k) sum += sums[k][threadIdx.x];
-  if (i < weights)
-    dw[i] = sum;
-  else if (db)
-    db[i - weights] = sum;
-}
-
 }  // namespace
 
 bool direct_convolution_fits(const DirectConv& g) {
@@ -274,8 +256,7 @@ void direct_weight_gradient(cudaStream_t s, const DirectConv& g, const float* x,
     else
       direct_weight_gradient_kernel<16, D><<<grid, 256, 0, s>>>(g, x, dy, y, derivative, partial);
   });
-  const int width = g.oc * count + g.oc;
-  direct_total_kernel<<<(width + 31) / 32, dim3(32, 8), 0, s>>>(partial, rows, g.oc * count, g.oc, dw, db);
+  column_totals(s, partial, rows, g.oc * count + g.oc, g.oc * count, dw, db);
   check_launch("convolution_gradient");
 }
 

@@ -62,9 +62,13 @@ void optimizer_steps(cudaStream_t s, const OptimizerStep& step, const TensorUpda
 
 // db[c] = Σ over n and the hw pixels of dz[n, c, pixel], where dz = dy·f'(y) is also stored
 // when dz is given (else dz is dy); `partial` holds c · bias_gradient_chunks(n, c, hw) floats.
+// Each partial sum goes to a row of `partial` and column_totals adds the rows.
 void bias_gradient(cudaStream_t s, const float* dy, const float* y, float* dz, const NeuronDescriptor& nd, float* db,
                    int n, int c, int hw, float* partial);
 int bias_gradient_chunks(int n, int c, int hw);
+// Σ over the rows of partial (rows × width), rows in a fixed order: columns [0, split) to a,
+// the rest to b (skipped where b is null).
+void column_totals(cudaStream_t s, const float* partial, int rows, int width, int split, float* a, float* b);
 // Direct convolution kernels (direct_conv.cu) for one group and at most kDirectMaxTaps taps
 // (C·kh·kw) per output, any stride, dilation and padding; NCHW, weights OIHW.
 constexpr int kDirectMaxTaps = 64;

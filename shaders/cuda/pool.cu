@@ -13,7 +13,6 @@ namespace {
 
 __device__ inline int clamp_lo(int v) { return v < 0 ? 0 : v; }
 
-
 template <class I>
 __global__ void pool_kernel(bool is_max, PoolGeometry g, const float* in, float* out, I total, int h, int w, int oh,
                             int ow) {

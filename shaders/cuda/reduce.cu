@@ -24,7 +24,7 @@ __global__ void bias_partial_kernel(const float* dy, const float* y, float* dz, 
     sum += v;
   }
   sum = block_sum(sum);
-  if (threadIdx.x == 0) partial[static_cast<size_t>(ch) * chunks + chunk] = sum;
+  if (threadIdx.x == 0) partial[static_cast<size_t>(chunk) * c + ch] = sum;
 }
 
 // Stage 1, one pixel per plane (fully connected): a thread per channel over a chunk of rows,
@@ -43,16 +43,26 @@ __global__ void column_partial_kernel(const float* dy, const float* y, float* dz
     if (dz) dz[at] = v *= derivative(y[at]);
     sum += v;
   }
-  partial[static_cast<size_t>(ch) * chunks + chunk] = sum;
+  partial[static_cast<size_t>(chunk) * c + ch] = sum;
 }
 
-// Stage 2: one thread per channel adds its chunks in order (deterministic).
-__global__ void bias_total_kernel(const float* partial, float* db, int c, int chunks) {
-  const int ch = blockIdx.x * blockDim.x + threadIdx.x;
-  if (ch >= c) return;
+// Stage 2 (and the direct convolution's weight gradient): columns [0, split) of the rows'
+// totals go to a, the rest to b (skipped where b is null). A block adds 32 columns, its 8
+// thread rows every 8th row, then combines them in a fixed order (deterministic).
+__global__ void column_totals_kernel(const float* partial, int rows, int width, int split, float* a, float* b) {
+  __shared__ float sums[8][33];
+  const int i = blockIdx.x * 32 + threadIdx.x;
   float sum = 0.f;
-  for (int k = 0; k < chunks; ++k) sum += partial[static_cast<size_t>(ch) * chunks + k];
-  db[ch] = sum;
+  if (i < width)
+    for (int r = threadIdx.y; r < rows; r += 8) sum += partial[static_cast<size_t>(r) * width + i];
+  sums[threadIdx.y][threadIdx.x] = sum;
+  __syncthreads();
+  if (threadIdx.y != 0 || i >= width) return;
+  for (int k = 1; k < 8; ++k) sum += sums[k][threadIdx.x];
+  if (i < split)
+    a[i] = sum;
+  else if (b)
+    b[i - split] = sum;
 }
 
 __global__ void nonfinite_kernel(const float* data, size_t n, int* flag) {
@@ -71,8 +81,12 @@ void bias_gradient(cudaStream_t s, const float* dy, const float* y, float* dz, c
     else
       bias_partial_kernel<<<dim3(c, chunks), kThreads, 0, s>>>(dy, y, dz, derivative, partial, n, c, hw, chunks);
   });
-  bias_total_kernel<<<(c + kThreads - 1) / kThreads, kThreads, 0, s>>>(partial, db, c, chunks);
+  column_totals(s, partial, chunks, c, c, db, nullptr);
   check_launch("bias_gradient");
+}
+
+void column_totals(cudaStream_t s, const float* partial, int rows, int width, int split, float* a, float* b) {
+  column_totals_kernel<<<(width + 31) / 32, dim3(32, 8), 0, s>>>(partial, rows, width, split, a, b);
 }
 
 int bias_gradient_chunks(int n, int c, int hw) {

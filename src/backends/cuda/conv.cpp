@@ -102,7 +102,8 @@ CudaBackend::ConvPlan& CudaBackend::conv_plan(const ConvGeometry& g, int n, cons
   p->bwd_filter = w.algo;
   p->fwd_ms = f.time;
   p->bwd_filter_ms = w.time;
-  p->direct_fits = g.groups == 1 && cuda::direct_convolution_fits(direct_shape(g, n, in, out));
+  const bool fits = g.groups == 1 && cuda::direct_convolution_fits(direct_shape(g, n, in, out));
+  p->direct_fwd = p->direct_bwd_filter = fits ? -1 : 0;
   p->workspace = std::max({f.memory, d.memory, w.memory});
   slot = std::move(p);
   return *slot;
@@ -135,7 +136,7 @@ void CudaBackend::convolution(const ConvGeometry& g, const Image& in, const floa
     cuda::direct_convolution(stream_, direct_shape(g, n, in.shape(), os), in.data_as<float>(), weights, bias, neuron,
                              out.data_as<float>());
   };
-  if (p.direct_fwd < 0 && !capturing_) p.direct_fwd = p.direct_fits && time_ms(direct) < p.fwd_ms;
+  if (p.direct_fwd < 0 && !capturing_) p.direct_fwd = time_ms(direct) < p.fwd_ms;
   if (p.direct_fwd == 1) return direct();
   const float* x = in.data_as<float>();
   std::shared_ptr<Buffer> padded;
@@ -191,7 +192,7 @@ void CudaBackend::convolution_gradient(const ConvGeometry& g, const Image& xi, c
                                  neuron, dw, bias_grad, static_cast<float*>(partial->data()));
   };
   if (dw && p.direct_bwd_filter < 0 && !capturing_)
-    p.direct_bwd_filter = p.direct_fits && time_ms([&] { direct_dw(dy.data_as<float>(), y, db); }) < p.bwd_filter_ms;
+    p.direct_bwd_filter = time_ms([&] { direct_dw(dy.data_as<float>(), y, db); }) < p.bwd_filter_ms;
   if (dw && !dx && p.direct_bwd_filter == 1) return direct_dw(dy.data_as<float>(), y, db);
   const float* dz = output_gradient(dy, y, neuron, db, &scratch);
   const float one = 1.f, zero = 0.f;

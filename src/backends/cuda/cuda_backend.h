@@ -161,8 +161,7 @@ struct CudaBackend::ConvPlan {
   cudnnConvolutionBwdFilterAlgo_t bwd_filter{};
   size_t workspace = 0;
   // Our direct kernels run where they fit and, timed on the first call, beat cuDNN's best
-  // (Find's time): -1 undecided, 0 cuDNN, 1 ours.
-  bool direct_fits = false;
+  // (Find's time): -1 undecided (they fit), 0 cuDNN, 1 ours.
   float fwd_ms = 0, bwd_filter_ms = 0;
   int direct_fwd = -1, direct_bwd_filter = -1;
   // cuDNN pads symmetrically; other paddings run on an explicitly zero-padded copy.
