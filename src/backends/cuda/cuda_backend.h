@@ -41,6 +41,7 @@ class CudaBackend : public Backend {
   void fill_from_host(void* dst, size_t bytes, const std::function<void(void*)>& fill) override;
   void copy_to_host(void* dst, const void* src, size_t bytes) override;
   void copy(void* dst, const void* src, size_t bytes) override;
+  void copy_all(const std::vector<Copy>& copies) override;
   void synchronize() override;
   bool asynchronous() const override { return true; }
   std::shared_ptr<Fence> fence() override;
@@ -95,6 +96,9 @@ class CudaBackend : public Backend {
   ConvPlan& conv_plan(const ConvGeometry& g, int n, const ImageShape& in, const ImageShape& out);
   // Mean device milliseconds of what `work` enqueues, over a few runs after a warm-up one.
   float time_ms(const std::function<void()>& work);
+  // The id of the candidate (an id and how it runs) with the least time_ms; the only one's, untimed.
+  using Candidates = std::vector<std::pair<int, std::function<void()>>>;
+  int quickest(const Candidates& candidates);
   // Scratch for cuDNN: the shared buffer, or while capturing one that lives in the capture.
   std::shared_ptr<Buffer> workspace(size_t bytes);
   // dz = dy ⊙ neuron'(y) in a scratch buffer (dy itself when there is no neuron) and, where
@@ -156,14 +160,14 @@ struct CudaBackend::ConvPlan {
   cudnnTensorDescriptor_t x = nullptr, y = nullptr;
   cudnnFilterDescriptor_t w = nullptr;
   cudnnConvolutionDescriptor_t conv = nullptr;
-  cudnnConvolutionFwdAlgo_t fwd{};
-  cudnnConvolutionBwdDataAlgo_t bwd_data{};
-  cudnnConvolutionBwdFilterAlgo_t bwd_filter{};
-  size_t workspace = 0;
-  // Our direct kernels run where they fit and, timed on the first call, beat cuDNN's best
-  // (Find's time): -1 undecided (they fit), 0 cuDNN, 1 ours.
-  float fwd_ms = 0, bwd_filter_ms = 0;
-  int direct_fwd = -1, direct_bwd_filter = -1;
+  // cuDNN's quickest algorithms by Find for each pass, the quickest first.
+  std::vector<cudnnConvolutionFwdAlgoPerf_t> fwd;
+  std::vector<cudnnConvolutionBwdDataAlgoPerf_t> bwd_data;
+  std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> bwd_filter;
+  // What runs each pass: the index of one of those algorithms or our direct kernels, the
+  // quickest of them on the first call that is not being captured (until then the first).
+  static constexpr int kUndecided = -1, kDirect = -2;
+  int forward = kUndecided, input_gradient = kUndecided, weight_gradient = kUndecided;
   // cuDNN pads symmetrically; other paddings run on an explicitly zero-padded copy.
   bool padded = false;
   int pad_top = 0, pad_left = 0, hp = 0, wp = 0;
