@@ -58,6 +58,10 @@ struct Blocks {
 __global__ void copy_blocks_kernel(Blocks blocks) {
   const Block& b = blocks.b[blockIdx.y];
   const size_t total = size_t(b.rows) * b.cols;
+  if (b.rows == 1) {  // a plain span: no division per element
+    NNGRAPH_GRID_LOOP(i, total) b.dst[i] = b.src ? b.src[i] : 0.f;
+    return;
+  }
   NNGRAPH_GRID_LOOP(i, total) {
     const size_t r = i / b.cols, c = i % b.cols;
     b.dst[r * b.dst_ld + c] = b.src ? b.src[r * b.src_ld + c] : 0.f;
@@ -74,9 +78,8 @@ void copy_blocks(cudaStream_t s, const std::vector<Block>& blocks) {
     table.b[i] = blocks.at(i);
     most = std::max(most, size_t(blocks[i].rows) * blocks[i].cols);
   }
-  copy_blocks_kernel<<<dim3(std::min(blocks_for(most), 64u), static_cast<unsigned>(blocks.size())), kThreads, 0, s>>>(
-      table);
-  check_launch("rnn weights");
+  copy_blocks_kernel<<<dim3(blocks_for(most), static_cast<unsigned>(blocks.size())), kThreads, 0, s>>>(table);
+  check_launch("copy");
 }
 
 void rnn_forward(const RNNDevice& d, const RNNLayerGeometry& g, const RNNLayerWeights& w, const RNNSequence& s) {

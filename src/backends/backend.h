@@ -105,6 +105,15 @@ class Backend {
   virtual void fill_from_host(void* dst, size_t bytes, const std::function<void(void*)>& fill);
   virtual void copy_to_host(void* dst, const void* src, size_t bytes) = 0;
   virtual void copy(void* dst, const void* src, size_t bytes) = 0;
+  // Every copy, in one pass where the backend can (a replayed step's inputs and outputs).
+  struct Copy {
+    void* dst;
+    const void* src;
+    size_t bytes;
+  };
+  virtual void copy_all(const std::vector<Copy>& copies) {
+    for (const Copy& c : copies) copy(c.dst, c.src, c.bytes);
+  }
   // Waits for the work queued so far (asynchronous backends).
   virtual void synchronize() {}
   // Whether work is only queued by the calls that encode it (it runs on a device later).

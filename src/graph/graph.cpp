@@ -180,6 +180,7 @@ struct Graph::Impl {
   // sources and losses, valid while the arena, the weights and tf32 stay as captured.
   struct Replay {
     std::vector<Image> sources, losses;
+    std::vector<const void*> holds;  // per source: the unit weights it was filled from, else null
     std::shared_ptr<void> captured;
     int eager_runs = 0;
     bool failed = false;
@@ -195,6 +196,7 @@ struct Graph::Impl {
     if (replays.size() > 16) replays.clear();  // stale arenas or weights: start over
     Replay& r = replays[key];
     for (const auto& img : sources) r.sources.push_back(Image::allocate(img.descriptor(), device));
+    r.holds.assign(sources.size(), nullptr);
     for (size_t i = 0; i < structure.losses.size(); ++i)
       r.losses.push_back(Image::allocate({n, {1, 1, 1}, DType::Float32}, device));
     return r;
@@ -242,10 +244,16 @@ struct Graph::Impl {
     Replay* r = backend.can_capture() && all_float && !check_numerics && !profile.on()
                     ? &replay_for(plan, n, wm, sources) : nullptr;
     std::vector<Image> t(s.tensor_count());
+    std::vector<Backend::Copy> copies;  // into the replay's buffers, in one pass
     for (size_t i = 0; i < sources.size(); ++i) {
       t[i] = r ? r->sources[i] : sources[i];
-      if (r) backend.copy(t[i].data(), sources[i].data(), sources[i].descriptor().bytes());
+      if (!r || r->holds[i] == sources[i].data()) continue;  // the unit weights never change
+      copies.push_back({t[i].data(), sources[i].data(), sources[i].descriptor().bytes()});
+      const auto unit = unit_weights.find(n);
+      r->holds[i] = unit != unit_weights.end() && unit->second.data() == sources[i].data() ? sources[i].data() : nullptr;
     }
+    backend.copy_all(copies);
+    copies.clear();
     const std::vector<Image>& loss_out = r ? r->losses : losses;
     const size_t n_src = s.sources.size();
     for (size_t i = n_src; i < t.size(); ++i)
@@ -296,8 +304,8 @@ struct Graph::Impl {
         run();
       }
     }
-    for (size_t i = 0; r && i < losses.size(); ++i)
-      backend.copy(losses[i].data(), r->losses[i].data(), losses[i].descriptor().bytes());
+    for (size_t i = 0; r && i < losses.size(); ++i)  // r: no numerics check reads them first
+      copies.push_back({losses[i].data(), r->losses[i].data(), losses[i].descriptor().bytes()});
     if (check_numerics) check_finite(losses, trained);
     // Every gradient is ready before the first update, so a failure leaves all weights as they were.
     update(trained, wm);
@@ -309,9 +317,10 @@ struct Graph::Impl {
         out.push_back(img.converted(DType::Float16));
       } else {
         out.push_back(Image::allocate(img.descriptor(), device));
-        backend.copy(out.back().data(), img.data(), img.descriptor().bytes());
+        copies.push_back({out.back().data(), img.data(), img.descriptor().bytes()});
       }
     }
+    backend.copy_all(copies);
     return out;
   }
 };

@@ -1,5 +1,6 @@
 #include "backends/cuda/cuda_backend.h"
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <string>
@@ -159,6 +160,22 @@ void CudaBackend::copy(void* dst, const void* src, size_t bytes) {
   if (dst == src || bytes == 0) return;
   auto lock = enter();
   cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_), "copy");
+}
+
+// Float-sized copies go in one launch: each separate copy costs the step a launch and a gap.
+void CudaBackend::copy_all(const std::vector<Copy>& copies) {
+  constexpr size_t kMost = 16;  // copy_blocks' table
+  const bool floats = std::all_of(copies.begin(), copies.end(), [](const Copy& c) {
+    return c.bytes % sizeof(float) == 0 && c.bytes / sizeof(float) <= 0x7fffffffu;
+  });
+  if (copies.size() < 2 || copies.size() > kMost || !floats) return Backend::copy_all(copies);
+  std::vector<cuda::Block> blocks;
+  for (const Copy& c : copies) {
+    const int count = static_cast<int>(c.bytes / sizeof(float));
+    blocks.push_back({static_cast<const float*>(c.src), count, static_cast<float*>(c.dst), count, 1, count});
+  }
+  auto lock = enter();
+  cuda::copy_blocks(stream_, blocks);
 }
 
 // Our allocations all come from the device's default pool, whose counters are the stats.
