@@ -1,5 +1,5 @@
-// Losses: one block per image; the terms come from backends/math.h, sums are per block
-// (deterministic), in double.
+// Losses: one block per image (a thread per image for classifier scores); the terms come
+// from backends/math.h, sums are per block (deterministic), in double.
 #include "backends/math.h"
 #include "common.cuh"
 #include "kernels.cuh"
@@ -8,6 +8,12 @@ namespace nngraph::cuda {
 namespace {
 
 constexpr int kLossThreads = 128;
+
+// Losses whose terms couple a pixel's channels (a softmax or a distribution over them).
+__host__ __device__ bool over_channels(LossType t) {
+  return t == LossType::SoftMaxCrossEntropy || t == LossType::CategoricalCrossEntropy ||
+         t == LossType::KullbackLeiblerDivergence;
+}
 
 __global__ void loss_kernel(LossDescriptor d, double scale, const float* xs, const float* labels, const float* weights,
                             float* grads, float* losses, int c, int hw) {
@@ -19,8 +25,7 @@ __global__ void loss_kernel(LossDescriptor d, double scale, const float* xs, con
   const double w = static_cast<double>(d.weight) * weights[blockIdx.x];
   const double gs = w * scale;
   double total = 0;
-  if (d.type == LossType::SoftMaxCrossEntropy || d.type == LossType::CategoricalCrossEntropy ||
-      d.type == LossType::KullbackLeiblerDivergence) {
+  if (over_channels(d.type)) {
     for (int p = threadIdx.x; p < hw; p += blockDim.x) total += math::loss_channels(d, x + p, lab + p, hw, c, gs, g + p);
     total = block_sum(total);
   } else if (d.type == LossType::CosineDistance) {
@@ -44,11 +49,25 @@ __global__ void loss_kernel(LossDescriptor d, double scale, const float* xs, con
   if (threadIdx.x == 0) losses[blockIdx.x] = static_cast<float>(w * total);
 }
 
+// One pixel per image (a classifier's scores): a thread per image, same terms, no block sums.
+__global__ void row_loss_kernel(LossDescriptor d, double scale, const float* xs, const float* labels,
+                                const float* weights, float* grads, float* losses, int n, int c) {
+  const int img = blockIdx.x * blockDim.x + threadIdx.x;
+  if (img >= n) return;
+  const size_t off = static_cast<size_t>(img) * c;
+  const double w = static_cast<double>(d.weight) * weights[img];
+  losses[img] = static_cast<float>(w * math::loss_channels(d, xs + off, labels + off, 1, c, w * scale, grads + off));
+}
+
 }  // namespace
 
 void loss(cudaStream_t s, const LossDescriptor& d, double scale, const float* x, const float* labels,
           const float* weights, float* gradient, float* losses, int n, int c, int hw) {
-  loss_kernel<<<n, kLossThreads, 0, s>>>(d, scale, x, labels, weights, gradient, losses, c, hw);
+  if (over_channels(d.type) && hw == 1)
+    row_loss_kernel<<<(n + kLossThreads - 1) / kLossThreads, kLossThreads, 0, s>>>(d, scale, x, labels, weights,
+                                                                                   gradient, losses, n, c);
+  else
+    loss_kernel<<<n, kLossThreads, 0, s>>>(d, scale, x, labels, weights, gradient, losses, c, hw);
   check_launch("loss");
 }
 

@@ -74,14 +74,15 @@ __global__ void nonfinite_kernel(const float* data, size_t n, int* flag) {
 void bias_gradient(cudaStream_t s, const float* dy, const float* y, float* dz, const NeuronDescriptor& nd, float* db,
                    int n, int c, int hw, float* partial) {
   const int chunks = bias_gradient_chunks(n, c, hw);
+  float* sums = chunks == 1 ? db : partial;  // one chunk: its sums are the totals
   with_derivative(nd, [&](auto derivative) {
     if (hw == 1)
       column_partial_kernel<<<dim3((c + kThreads - 1) / kThreads, chunks), kThreads, 0, s>>>(dy, y, dz, derivative,
-                                                                                             partial, n, c, chunks);
+                                                                                             sums, n, c, chunks);
     else
-      bias_partial_kernel<<<dim3(c, chunks), kThreads, 0, s>>>(dy, y, dz, derivative, partial, n, c, hw, chunks);
+      bias_partial_kernel<<<dim3(c, chunks), kThreads, 0, s>>>(dy, y, dz, derivative, sums, n, c, hw, chunks);
   });
-  column_totals(s, partial, chunks, c, c, db, nullptr);
+  if (chunks > 1) column_totals(s, partial, chunks, c, c, db, nullptr);
   check_launch("bias_gradient");
 }
 
