@@ -180,7 +180,7 @@ struct Graph::Impl {
   // sources and losses, valid while the arena, the weights and tf32 stay as captured.
   struct Replay {
     std::vector<Image> sources, losses;
-    std::vector<const void*> holds;  // per source: the unit weights it was filled from, else null
+    std::vector<bool> holds_unit;  // per source: filled from the unit weights, which never change
     std::shared_ptr<void> captured;
     int eager_runs = 0;
     bool failed = false;
@@ -196,7 +196,7 @@ struct Graph::Impl {
     if (replays.size() > 16) replays.clear();  // stale arenas or weights: start over
     Replay& r = replays[key];
     for (const auto& img : sources) r.sources.push_back(Image::allocate(img.descriptor(), device));
-    r.holds.assign(sources.size(), nullptr);
+    r.holds_unit.assign(sources.size(), false);
     for (size_t i = 0; i < structure.losses.size(); ++i)
       r.losses.push_back(Image::allocate({n, {1, 1, 1}, DType::Float32}, device));
     return r;
@@ -245,12 +245,14 @@ struct Graph::Impl {
                     ? &replay_for(plan, n, wm, sources) : nullptr;
     std::vector<Image> t(s.tensor_count());
     std::vector<Backend::Copy> copies;  // into the replay's buffers, in one pass
+    const auto unit = unit_weights.find(n);
     for (size_t i = 0; i < sources.size(); ++i) {
       t[i] = r ? r->sources[i] : sources[i];
-      if (!r || r->holds[i] == sources[i].data()) continue;  // the unit weights never change
-      copies.push_back({t[i].data(), sources[i].data(), sources[i].descriptor().bytes()});
-      const auto unit = unit_weights.find(n);
-      r->holds[i] = unit != unit_weights.end() && unit->second.data() == sources[i].data() ? sources[i].data() : nullptr;
+      if (!r) continue;
+      const bool is_unit = unit != unit_weights.end() && unit->second.data() == sources[i].data();
+      if (!is_unit || !r->holds_unit[i])
+        copies.push_back({t[i].data(), sources[i].data(), sources[i].descriptor().bytes()});
+      r->holds_unit[i] = is_unit;
     }
     backend.copy_all(copies);
     copies.clear();

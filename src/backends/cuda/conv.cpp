@@ -3,6 +3,7 @@
 // rows, cuBLAS; fully connected through cuBLAS; bias and neuron epilogues and bias gradients
 // are our kernels.
 #include <algorithm>
+#include <functional>
 #include <limits>
 #include <string>
 #include <vector>
@@ -48,6 +49,17 @@ std::vector<Perf> quickest_found(Find find, const char* what) {
 
 cuda::DirectConv direct_shape(const ConvGeometry& g, int n, const ImageShape& in, const ImageShape& out) {
   return {n, in.c, in.h, in.w, out.c, out.h, out.w, g.kh, g.kw, g.sy, g.sx, g.dy, g.dx, g.pad_top, g.pad_left};
+}
+bool direct_applies(const ConvGeometry& g, const cuda::DirectConv& d) {
+  return g.groups == 1 && cuda::direct_convolution_fits(d);
+}
+
+// A pass's cuDNN candidates: each kept algorithm by its index, run through `run`.
+template <class Perf, class Run>
+std::vector<std::pair<int, std::function<void()>>> algorithms(const std::vector<Perf>& found, Run run) {
+  std::vector<std::pair<int, std::function<void()>>> c;
+  for (size_t i = 0; i < found.size(); ++i) c.push_back({static_cast<int>(i), [&found, run, i] { run(found[i]); }});
+  return c;
 }
 
 }  // namespace
@@ -130,14 +142,8 @@ void CudaBackend::convolution(const ConvGeometry& g, const Image& in, const floa
   ConvPlan& p = conv_plan(g, n, in.shape(), out.shape());
   const cuda::DirectConv direct_g = direct_shape(g, n, in.shape(), os);
   auto cudnn = [&](const cudnnConvolutionFwdAlgoPerf_t& a) {
-    const float* x = in.data_as<float>();
     std::shared_ptr<Buffer> padded;
-    if (p.padded) {
-      padded = allocate(static_cast<size_t>(n) * in.shape().c * p.hp * p.wp * sizeof(float));
-      cuda::pad(stream_, x, static_cast<float*>(padded->data()), n * in.shape().c, in.shape().h, in.shape().w,
-                p.pad_top, p.pad_left, p.hp, p.wp);
-      x = static_cast<const float*>(padded->data());
-    }
+    const float* x = cudnn_input(p, in, &padded);
     const float one = 1.f, zero = 0.f;
     const auto ws = workspace(a.memory);
     cudnn_check(cudnnConvolutionForward(cudnn_, &one, p.x, x, p.w, weights, p.conv, a.algo, ws->data(), a.memory,
@@ -148,9 +154,8 @@ void CudaBackend::convolution(const ConvGeometry& g, const Image& in, const floa
     cuda::direct_convolution(stream_, direct_g, in.data_as<float>(), weights, bias, neuron, out.data_as<float>());
   };
   if (p.forward == ConvPlan::kUndecided && !capturing_) {
-    Candidates c;
-    for (size_t i = 0; i < p.fwd.size(); ++i) c.push_back({static_cast<int>(i), [&, i] { cudnn(p.fwd[i]); }});
-    if (g.groups == 1 && cuda::direct_convolution_fits(direct_g)) c.push_back({ConvPlan::kDirect, direct});
+    Candidates c = algorithms(p.fwd, cudnn);
+    if (direct_applies(g, direct_g)) c.push_back({ConvPlan::kDirect, direct});
     p.forward = quickest(c);
   }
   if (p.forward == ConvPlan::kDirect) return direct();
@@ -164,7 +169,7 @@ void CudaBackend::convolution_gradient(const ConvGeometry& g, const Image& xi, c
   const int n = xi.batch();
   const auto& is = xi.shape();
   const auto& os = dy.shape();
-  std::shared_ptr<Buffer> scratch, padded, padded_dx, partial;
+  std::shared_ptr<Buffer> scratch, padded_x, padded_dx, partial;
   if (windowed(g, is, os)) {
     const float* dz = output_gradient(dy, y, neuron, db, &scratch);
     const int ck = is.c * g.kw, p = os.h * os.w;
@@ -187,7 +192,6 @@ void CudaBackend::convolution_gradient(const ConvGeometry& g, const Image& xi, c
   }
   ConvPlan& p = conv_plan(g, n, is, os);
   const cuda::DirectConv direct_g = direct_shape(g, n, is, os);
-  const size_t padded_bytes = static_cast<size_t>(n) * is.c * p.hp * p.wp * sizeof(float);
   const float one = 1.f, zero = 0.f;
   // Ours applies the neuron's derivative and sums the bias gradient as it reads dy.
   auto direct_dw = [&](const float* grad, const Image* out, float* bias_grad) {
@@ -197,13 +201,7 @@ void CudaBackend::convolution_gradient(const ConvGeometry& g, const Image& xi, c
                                  neuron, dw, bias_grad, static_cast<float*>(partial->data()));
   };
   auto cudnn_dw = [&](const cudnnConvolutionBwdFilterAlgoPerf_t& a, const float* dz) {
-    const float* x = xi.data_as<float>();
-    if (p.padded) {
-      padded = allocate(padded_bytes);
-      cuda::pad(stream_, x, static_cast<float*>(padded->data()), n * is.c, is.h, is.w, p.pad_top, p.pad_left, p.hp,
-                p.wp);
-      x = static_cast<const float*>(padded->data());
-    }
+    const float* x = cudnn_input(p, xi, &padded_x);
     const auto ws = workspace(a.memory);
     cudnn_check(cudnnConvolutionBackwardFilter(cudnn_, &one, p.x, x, p.y, dz, p.conv, a.algo, ws->data(), a.memory,
                                                &zero, p.w, dw),
@@ -212,7 +210,7 @@ void CudaBackend::convolution_gradient(const ConvGeometry& g, const Image& xi, c
   auto cudnn_dx = [&](const cudnnConvolutionBwdDataAlgoPerf_t& a, const float* dz) {
     float* target = dx->data_as<float>();
     if (p.padded) {
-      padded_dx = allocate(padded_bytes);
+      padded_dx = allocate(static_cast<size_t>(n) * is.c * p.hp * p.wp * sizeof(float));
       target = static_cast<float*>(padded_dx->data());
     }
     const auto ws = workspace(a.memory);
@@ -226,10 +224,8 @@ void CudaBackend::convolution_gradient(const ConvGeometry& g, const Image& xi, c
   const float* dz = output_gradient(dy, y, neuron, db, &scratch);
   if (dw) {
     if (p.weight_gradient == ConvPlan::kUndecided && !capturing_) {
-      Candidates c;
-      for (size_t i = 0; i < p.bwd_filter.size(); ++i)
-        c.push_back({static_cast<int>(i), [&, i] { cudnn_dw(p.bwd_filter[i], dz); }});
-      if (g.groups == 1 && cuda::direct_convolution_fits(direct_g))
+      Candidates c = algorithms(p.bwd_filter, [&](const auto& a) { cudnn_dw(a, dz); });
+      if (direct_applies(g, direct_g))
         c.push_back({ConvPlan::kDirect, [&] { direct_dw(dz, nullptr, nullptr); }});
       p.weight_gradient = quickest(c);
     }
@@ -240,13 +236,19 @@ void CudaBackend::convolution_gradient(const ConvGeometry& g, const Image& xi, c
   }
   if (dx) {
     if (p.input_gradient == ConvPlan::kUndecided && !capturing_) {
-      Candidates c;
-      for (size_t i = 0; i < p.bwd_data.size(); ++i)
-        c.push_back({static_cast<int>(i), [&, i] { cudnn_dx(p.bwd_data[i], dz); }});
-      p.input_gradient = quickest(c);
+      p.input_gradient = quickest(algorithms(p.bwd_data, [&](const auto& a) { cudnn_dx(a, dz); }));
     }
     cudnn_dx(p.bwd_data[std::max(p.input_gradient, 0)], dz);
   }
+}
+
+const float* CudaBackend::cudnn_input(const ConvPlan& p, const Image& x, std::shared_ptr<Buffer>* padded) {
+  if (!p.padded) return x.data_as<float>();
+  const int planes = x.batch() * x.shape().c;
+  *padded = allocate(static_cast<size_t>(planes) * p.hp * p.wp * sizeof(float));
+  cuda::pad(stream_, x.data_as<float>(), static_cast<float*>((*padded)->data()), planes, x.shape().h, x.shape().w,
+            p.pad_top, p.pad_left, p.hp, p.wp);
+  return static_cast<const float*>((*padded)->data());
 }
 
 // Rounds that take turns between the candidates, each keeping its least time: the first

@@ -99,6 +99,8 @@ class CudaBackend : public Backend {
   // The id of the candidate (an id and how it runs) with the least time_ms; the only one's, untimed.
   using Candidates = std::vector<std::pair<int, std::function<void()>>>;
   int quickest(const Candidates& candidates);
+  // x as cuDNN reads it: itself, or where the plan pads explicitly a padded copy in *padded.
+  const float* cudnn_input(const ConvPlan& p, const Image& x, std::shared_ptr<Buffer>* padded);
   // Scratch for cuDNN: the shared buffer, or while capturing one that lives in the capture.
   std::shared_ptr<Buffer> workspace(size_t bytes);
   // dz = dy ⊙ neuron'(y) in a scratch buffer (dy itself when there is no neuron) and, where
