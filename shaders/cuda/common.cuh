@@ -33,6 +33,19 @@ void with_index_type(size_t largest, F&& launch) {
     launch(size_t{0});
 }
 
+// An attribute of the current device, read once per process (one device type per machine).
+template <cudaDeviceAttr A>
+int device_attribute() {
+  static const int value = [] {
+    int device = 0, v = 0;
+    cudaGetDevice(&device);
+    cudaDeviceGetAttribute(&v, A, device);
+    return v;
+  }();
+  return value;
+}
+inline int multiprocessors() { return std::max(1, device_attribute<cudaDevAttrMultiProcessorCount>()); }
+
 // Sum over the block (blockDim.x a multiple of 32, at most 1024); every thread gets the sum.
 template <class T>
 __device__ T block_sum(T v) {

@@ -12,23 +12,13 @@
 namespace nngraph::cuda {
 namespace {
 
-int multiprocessors() {
-  static const int count = [] {
-    int device = 0, n = 0;
-    cudaGetDevice(&device);
-    cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device);
-    return std::max(1, n);
-  }();
-  return count;
-}
-
 // Per tap t = (ci·kh + ky)·kw + kx, in shared memory as one 16-byte load: its row offset in
 // the window (.x), its column offset (.y) and its offset in the image (.z: channel, row, column).
 struct Taps {
   int4 at[kDirectMaxTaps];
 };
 
-__device__ void load_taps(const DirectConv& g, Taps& taps) {
+__device__ void load_taps(const ConvShape& g, Taps& taps) {
   const int window = g.kh * g.kw;
   for (int t = threadIdx.x; t < g.c * window; t += blockDim.x) {
     const int ci = t / window, r = t - ci * window, ky = r / g.kw, kx = r - ky * g.kw;
@@ -36,7 +26,7 @@ __device__ void load_taps(const DirectConv& g, Taps& taps) {
   }
 }
 
-__device__ bool inside(const DirectConv& g, int iy, int ix) {
+__device__ bool inside(const ConvShape& g, int iy, int ix) {
   return static_cast<unsigned>(iy) < static_cast<unsigned>(g.h) &&
          static_cast<unsigned>(ix) < static_cast<unsigned>(g.w);
 }
@@ -45,7 +35,7 @@ __device__ bool inside(const DirectConv& g, int iy, int ix) {
 // shared memory tap-major (rows padded against bank conflicts), so each input value feeds
 // OT FMAs from OT/4 float4 loads; taps go four at a time, their loads issued together.
 template <int OT, class F>
-__global__ void __launch_bounds__(128) direct_forward_kernel(DirectConv g, const float* __restrict__ x,
+__global__ void __launch_bounds__(128) direct_forward_kernel(ConvShape g, const float* __restrict__ x,
                                                              const float* __restrict__ w, const float* bias,
                                                              F neuron, float* __restrict__ y) {
   constexpr int WS = OT + 4;
@@ -109,7 +99,7 @@ __host__ __device__ constexpr int weight_gradient_shared() {
 }
 
 template <int KG, class D>
-__global__ void __launch_bounds__(256, 2) direct_weight_gradient_kernel(DirectConv g, const float* __restrict__ x,
+__global__ void __launch_bounds__(256, 2) direct_weight_gradient_kernel(ConvShape g, const float* __restrict__ x,
                                                                      const float* __restrict__ dy, const float* y,
                                                                      D derivative, float* __restrict__ partial) {
   constexpr int TK = 4 * KG, S = 256 / (8 * KG), XS = TK + 4, DS = kTile + 4;  // +4: fewer bank conflicts
@@ -208,12 +198,12 @@ __global__ void __launch_bounds__(256, 2) direct_weight_gradient_kernel(DirectCo
 
 }  // namespace
 
-bool direct_convolution_fits(const DirectConv& g) {
+bool direct_convolution_fits(const ConvShape& g) {
   const size_t in = static_cast<size_t>(g.n) * g.c * g.h * g.w, out = static_cast<size_t>(g.n) * g.oc * g.oh * g.ow;
   return g.c * g.kh * g.kw <= kDirectMaxTaps && fits_32(in) && fits_32(out + g.oh * g.ow * kTile);
 }
 
-void direct_convolution(cudaStream_t s, const DirectConv& g, const float* x, const float* w, const float* bias,
+void direct_convolution(cudaStream_t s, const ConvShape& g, const float* x, const float* w, const float* bias,
                         const NeuronDescriptor& nd, float* y) {
   // The widest channel tile (most FMAs per load) that still gives the GPU about half its
   // threads: a thread's work is one long dependent walk over the taps, so few threads stall.
@@ -236,14 +226,14 @@ void direct_convolution(cudaStream_t s, const DirectConv& g, const float* x, con
   check_launch("convolution");
 }
 
-int direct_weight_gradient_rows(const DirectConv& g) {
+int direct_weight_gradient_rows(const ConvShape& g) {
   const int tiles = (g.oc + kTile - 1) / kTile;
   const long chunks = (static_cast<long>(g.n) * g.oh * g.ow + kChunk - 1) / kChunk;
   // A few chunks per block at least: each block ends by writing all its sums.
   return static_cast<int>(std::max(1L, std::min<long>((chunks + 2) / 3, 2L * multiprocessors() / tiles)));
 }
 
-void direct_weight_gradient(cudaStream_t s, const DirectConv& g, const float* x, const float* dy, const float* y,
+void direct_weight_gradient(cudaStream_t s, const ConvShape& g, const float* x, const float* dy, const float* y,
                             const NeuronDescriptor& nd, float* dw, float* db, float* partial) {
   const int count = g.c * g.kh * g.kw, rows = direct_weight_gradient_rows(g);
   const dim3 grid(rows, (g.oc + kTile - 1) / kTile);

@@ -69,21 +69,40 @@ int bias_gradient_chunks(int n, int c, int hw);
 // Σ over the rows of partial (rows × width), rows in a fixed order: columns [0, split) to a,
 // the rest to b (skipped where b is null).
 void column_totals(cudaStream_t s, const float* partial, int rows, int width, int split, float* a, float* b);
-// Direct convolution kernels (direct_conv.cu) for one group and at most kDirectMaxTaps taps
-// (C·kh·kw) per output, any stride, dilation and padding; NCHW, weights OIHW.
-constexpr int kDirectMaxTaps = 64;
-struct DirectConv {
+// A convolution of one group: x n × c × h × w, y n × oc × oh × ow (NCHW), weights OIHW.
+struct ConvShape {
   int n, c, h, w, oc, oh, ow, kh, kw, sy, sx, dy, dx, pad_top, pad_left;
 };
-bool direct_convolution_fits(const DirectConv& g);
+// Direct convolution kernels (direct_conv.cu) for at most kDirectMaxTaps taps (C·kh·kw) per
+// output, any stride, dilation and padding.
+constexpr int kDirectMaxTaps = 64;
+bool direct_convolution_fits(const ConvShape& g);
 // y = neuron(conv(x, w) + bias) (bias may be null).
-void direct_convolution(cudaStream_t s, const DirectConv& g, const float* x, const float* w, const float* bias,
+void direct_convolution(cudaStream_t s, const ConvShape& g, const float* x, const float* w, const float* bias,
                         const NeuronDescriptor& nd, float* y);
 // dw (and db where given) from dz = dy·nd'(y) (dz = dy where y is null); `partial` holds
 // direct_weight_gradient_rows(g) · (oc·taps + oc) floats.
-void direct_weight_gradient(cudaStream_t s, const DirectConv& g, const float* x, const float* dy, const float* y,
+void direct_weight_gradient(cudaStream_t s, const ConvShape& g, const float* x, const float* dy, const float* y,
                             const NeuronDescriptor& nd, float* dw, float* db, float* partial);
-int direct_weight_gradient_rows(const DirectConv& g);
+int direct_weight_gradient_rows(const ConvShape& g);
+// Convolution passes as products on tensor cores (tensor_conv.cu). Exact: each float32
+// operand is split into its tf32 rounding and the tf32 rounding of the rest, and three
+// products are summed (float32's accuracy); else one tf32 product. Forward: channels a
+// multiple of 16; input gradient: stride 1, output channels a multiple of 16; weight
+// gradient: output planes a multiple of 4 pixels; dz 16-byte aligned. `reordered` holds the
+// weights' count of floats.
+bool tensor_convolution_fits(const ConvShape& g);
+bool tensor_input_gradient_fits(const ConvShape& g);
+bool tensor_weight_gradient_fits(const ConvShape& g);
+// y = neuron(conv(x, w) + bias) (bias may be null).
+void tensor_convolution(cudaStream_t s, const ConvShape& g, bool exact, const float* x, const float* w,
+                        const float* bias, const NeuronDescriptor& nd, float* y, float* reordered);
+void tensor_input_gradient(cudaStream_t s, const ConvShape& g, bool exact, const float* dz, const float* w,
+                           float* dx, float* reordered);
+// dw from dz; `partial` holds tensor_weight_gradient_partial(g) floats (none: may be null).
+void tensor_weight_gradient(cudaStream_t s, const ConvShape& g, bool exact, const float* x, const float* dz,
+                            float* dw, float* partial);
+size_t tensor_weight_gradient_partial(const ConvShape& g);
 // dst[r·dst_ld + c] += src[r·src_ld + c] for rows × columns.
 void add_rows(cudaStream_t s, float* dst, int dst_ld, const float* src, int src_ld, int rows, int columns);
 // out = in (d0 × d1 × d2) with its axes reordered: out axis k is in axis perm[k].

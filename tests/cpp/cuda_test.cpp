@@ -111,7 +111,7 @@ TEST_F(CudaVsCpu, DirectConvolutionAndWeightGradient) {
                        Case{2, 4, 8, 8, 40, 4, 4, 1, 1, 0, 0, 5, 5, NeuronType::None, false},
                        Case{5, 1, 7, 9, 5, 3, 3, 1, 1, 0, 2, 5, 9, NeuronType::Sigmoid, true}}) {
     const ConvGeometry g{k.kh, k.kw, k.s, k.s, k.d, k.d, 1, k.pt, k.pl};
-    const cuda::DirectConv d{k.n, k.c, k.h, k.w, k.o, k.oh, k.ow, k.kh, k.kw, k.s, k.s, k.d, k.d, k.pt, k.pl};
+    const cuda::ConvShape d{k.n, k.c, k.h, k.w, k.o, k.oh, k.ow, k.kh, k.kw, k.s, k.s, k.d, k.d, k.pt, k.pl};
     ASSERT_TRUE(cuda::direct_convolution_fits(d));
     const auto nd = NeuronDescriptor::make(k.neuron);
     const auto xv = random(static_cast<size_t>(k.n) * k.c * k.h * k.w);
@@ -140,6 +140,70 @@ TEST_F(CudaVsCpu, DirectConvolutionAndWeightGradient) {
     cuda::direct_weight_gradient(gpu().stream(), d, xg.data_as<float>(), dyg.data_as<float>(), nullptr, nd,
                                  static_cast<float*>(dwg->data()), nullptr, static_cast<float*>(partial->data()));
     near(dwc, host(dwg), 1e-3f);
+  }
+}
+
+// Our tensor-core products, called directly, exact (three tf32 products) and tf32 (one): the
+// exact ones agree with float32 as closely as cuDNN's FMA algorithms, far closer than tf32.
+TEST_F(CudaVsCpu, TensorConvolutionPasses) {
+  struct Case {
+    int n, c, h, w, o, kh, kw, s, d, pt, pl, oh, ow;
+    NeuronType neuron;
+  };
+  // Tails in every product dimension, narrow and two-tile outputs, stride, dilation,
+  // asymmetric padding, and a weight gradient split over its k.
+  for (const Case k : {Case{3, 32, 12, 11, 48, 5, 5, 1, 1, 2, 2, 12, 10, NeuronType::TanH},
+                       Case{2, 16, 9, 8, 70, 3, 3, 2, 1, 1, 0, 5, 4, NeuronType::ReLU},
+                       Case{2, 48, 10, 10, 16, 3, 3, 1, 2, 2, 2, 10, 10, NeuronType::None},
+                       Case{16, 16, 14, 14, 32, 3, 3, 1, 1, 1, 1, 14, 14, NeuronType::None}}) {
+    const ConvGeometry g{k.kh, k.kw, k.s, k.s, k.d, k.d, 1, k.pt, k.pl};
+    const cuda::ConvShape d{k.n, k.c, k.h, k.w, k.o, k.oh, k.ow, k.kh, k.kw, k.s, k.s, k.d, k.d, k.pt, k.pl};
+    ASSERT_TRUE(cuda::tensor_convolution_fits(d));
+    ASSERT_TRUE(cuda::tensor_weight_gradient_fits(d));
+    ASSERT_EQ(cuda::tensor_input_gradient_fits(d), k.s == 1);
+    const auto nd = NeuronDescriptor::make(k.neuron);
+    const auto xv = random(static_cast<size_t>(k.n) * k.c * k.h * k.w);
+    const auto wv = random(static_cast<size_t>(k.o) * k.c * k.kh * k.kw), bv = random(k.o);
+    auto [xc, xg] = pair(k.n, {k.c, k.h, k.w}, xv);
+    auto [yc, yg] = empty(k.n, {k.o, k.oh, k.ow});
+    auto wg = on_gpu(wv), bg = on_gpu(bv);
+    cpu().convolution(g, xc, wv.data(), bv.data(), nd, yc);
+    const auto dyv = random(yc.descriptor().count());
+    auto [dyc, dyg] = pair(k.n, {k.o, k.oh, k.ow}, dyv);
+    auto [dxc, dxg] = empty(k.n, {k.c, k.h, k.w});
+    std::vector<float> dwc(wv.size());
+    cpu().convolution_gradient(g, xc, wv.data(), dyc, nullptr, NeuronDescriptor{}, &dxc, dwc.data(), nullptr);
+    const auto dwg = gpu().allocate(wv.size() * 4), reordered = gpu().allocate(wv.size() * 4);
+    const size_t partial_floats = cuda::tensor_weight_gradient_partial(d);
+    const auto partial = gpu().allocate(std::max<size_t>(1, partial_floats) * 4);
+    auto worst = [](const std::vector<float>& want, const std::vector<float>& got) {  // |difference| / (1 + |cpu|)
+      float e = 0.f;
+      for (size_t i = 0; i < want.size(); ++i)
+        e = std::max(e, std::fabs(want[i] - got[i]) / (1.f + std::fabs(want[i])));
+      return e;
+    };
+    const int passes = k.s == 1 ? 3 : 2;  // forward, weight gradient, input gradient (stride 1)
+    float error[2][3] = {};               // [exact][pass]
+    for (const bool exact : {false, true}) {
+      const float* w = static_cast<float*>(wg->data());
+      cuda::tensor_convolution(gpu().stream(), d, exact, xg.data_as<float>(), w, static_cast<float*>(bg->data()), nd,
+                               yg.data_as<float>(), static_cast<float*>(reordered->data()));
+      cuda::tensor_weight_gradient(gpu().stream(), d, exact, xg.data_as<float>(), dyg.data_as<float>(),
+                                   static_cast<float*>(dwg->data()),
+                                   partial_floats ? static_cast<float*>(partial->data()) : nullptr);
+      error[exact][0] = worst(host(yc), host(yg));
+      error[exact][1] = worst(dwc, host(dwg));
+      if (passes == 3) {
+        cuda::tensor_input_gradient(gpu().stream(), d, exact, dyg.data_as<float>(), w, dxg.data_as<float>(),
+                                    static_cast<float*>(reordered->data()));
+        error[exact][2] = worst(host(dxc), host(dxg));
+      }
+    }
+    for (int pass = 0; pass < passes; ++pass) {
+      EXPECT_LT(error[1][pass], 5e-5f) << "pass " << pass;
+      EXPECT_LT(error[0][pass], 2e-2f) << "pass " << pass;
+      EXPECT_GT(error[0][pass], 20 * error[1][pass]) << "pass " << pass;  // the exact path adds the remainders
+    }
   }
 }
 

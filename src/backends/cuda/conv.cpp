@@ -1,8 +1,9 @@
 // Convolution through cuDNN (algorithms found once per shape and cached), our direct kernels
-// where they beat cuDNN's best on the shape (few taps per output) or, for windows that tile
-// rows, cuBLAS; fully connected through cuBLAS; bias and neuron epilogues and bias gradients
-// are our kernels.
+// (few taps per output) or tensor-core products where they beat cuDNN's best on the shape,
+// or, for windows that tile rows, cuBLAS; fully connected through cuBLAS; bias and neuron
+// epilogues and bias gradients are our kernels.
 #include <algorithm>
+#include <cstdint>
 #include <functional>
 #include <limits>
 #include <string>
@@ -47,12 +48,18 @@ std::vector<Perf> quickest_found(Find find, const char* what) {
   return best;
 }
 
-cuda::DirectConv direct_shape(const ConvGeometry& g, int n, const ImageShape& in, const ImageShape& out) {
+cuda::ConvShape conv_shape(const ConvGeometry& g, int n, const ImageShape& in, const ImageShape& out) {
   return {n, in.c, in.h, in.w, out.c, out.h, out.w, g.kh, g.kw, g.sy, g.sx, g.dy, g.dx, g.pad_top, g.pad_left};
 }
-bool direct_applies(const ConvGeometry& g, const cuda::DirectConv& d) {
+bool direct_applies(const ConvGeometry& g, const cuda::ConvShape& d) {
   return g.groups == 1 && cuda::direct_convolution_fits(d);
 }
+// Our tensor-core passes: `fits` is the pass's own condition (tensor_convolution_fits...).
+bool tensor_applies(const ConvGeometry& g, const cuda::ConvShape& d, bool (*fits)(const cuda::ConvShape&)) {
+  return g.groups == 1 && fits(d);
+}
+
+bool aligned16(const float* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 // A pass's cuDNN candidates: each kept algorithm by its index, run through `run`.
 template <class Perf, class Run>
@@ -140,7 +147,7 @@ void CudaBackend::convolution(const ConvGeometry& g, const Image& in, const floa
     return;
   }
   ConvPlan& p = conv_plan(g, n, in.shape(), out.shape());
-  const cuda::DirectConv direct_g = direct_shape(g, n, in.shape(), os);
+  const cuda::ConvShape shape = conv_shape(g, n, in.shape(), os);
   auto cudnn = [&](const cudnnConvolutionFwdAlgoPerf_t& a) {
     std::shared_ptr<Buffer> padded;
     const float* x = cudnn_input(p, in, &padded);
@@ -151,14 +158,21 @@ void CudaBackend::convolution(const ConvGeometry& g, const Image& in, const floa
     cuda::bias_neuron(stream_, out.data_as<float>(), out.descriptor().count(), os.c, os.h * os.w, bias, neuron);
   };
   auto direct = [&] {
-    cuda::direct_convolution(stream_, direct_g, in.data_as<float>(), weights, bias, neuron, out.data_as<float>());
+    cuda::direct_convolution(stream_, shape, in.data_as<float>(), weights, bias, neuron, out.data_as<float>());
+  };
+  auto tensor = [&] {
+    const auto reordered = allocate(static_cast<size_t>(os.c) * in.shape().c * g.kh * g.kw * sizeof(float));
+    cuda::tensor_convolution(stream_, shape, !g.tf32, in.data_as<float>(), weights, bias, neuron,
+                             out.data_as<float>(), static_cast<float*>(reordered->data()));
   };
   if (p.forward == ConvPlan::kUndecided && !capturing_) {
     Candidates c = algorithms(p.fwd, cudnn);
-    if (direct_applies(g, direct_g)) c.push_back({ConvPlan::kDirect, direct});
+    if (direct_applies(g, shape)) c.push_back({ConvPlan::kDirect, direct});
+    if (tensor_applies(g, shape, cuda::tensor_convolution_fits)) c.push_back({ConvPlan::kTensor, tensor});
     p.forward = quickest(c);
   }
   if (p.forward == ConvPlan::kDirect) return direct();
+  if (p.forward == ConvPlan::kTensor) return tensor();
   cudnn(p.fwd[std::max(p.forward, 0)]);
 }
 
@@ -169,7 +183,7 @@ void CudaBackend::convolution_gradient(const ConvGeometry& g, const Image& xi, c
   const int n = xi.batch();
   const auto& is = xi.shape();
   const auto& os = dy.shape();
-  std::shared_ptr<Buffer> scratch, padded_x, padded_dx, partial;
+  std::shared_ptr<Buffer> scratch, padded_x, padded_dx, partial, tensor_partial;
   if (windowed(g, is, os)) {
     const float* dz = output_gradient(dy, y, neuron, db, &scratch);
     const int ck = is.c * g.kw, p = os.h * os.w;
@@ -191,14 +205,25 @@ void CudaBackend::convolution_gradient(const ConvGeometry& g, const Image& xi, c
     return;
   }
   ConvPlan& p = conv_plan(g, n, is, os);
-  const cuda::DirectConv direct_g = direct_shape(g, n, is, os);
+  const cuda::ConvShape shape = conv_shape(g, n, is, os);
   const float one = 1.f, zero = 0.f;
   // Ours applies the neuron's derivative and sums the bias gradient as it reads dy.
   auto direct_dw = [&](const float* grad, const Image* out, float* bias_grad) {
     const size_t row = static_cast<size_t>(os.c) * is.c * g.kh * g.kw + os.c;
-    if (!partial) partial = allocate(cuda::direct_weight_gradient_rows(direct_g) * row * sizeof(float));
-    cuda::direct_weight_gradient(stream_, direct_g, xi.data_as<float>(), grad, out ? out->data_as<float>() : nullptr,
+    if (!partial) partial = allocate(cuda::direct_weight_gradient_rows(shape) * row * sizeof(float));
+    cuda::direct_weight_gradient(stream_, shape, xi.data_as<float>(), grad, out ? out->data_as<float>() : nullptr,
                                  neuron, dw, bias_grad, static_cast<float*>(partial->data()));
+  };
+  auto tensor_dw = [&](const float* dz) {
+    const size_t floats = cuda::tensor_weight_gradient_partial(shape);
+    if (floats && !tensor_partial) tensor_partial = allocate(floats * sizeof(float));
+    cuda::tensor_weight_gradient(stream_, shape, !g.tf32, xi.data_as<float>(), dz, dw,
+                                 floats ? static_cast<float*>(tensor_partial->data()) : nullptr);
+  };
+  auto tensor_dx = [&](const float* dz) {
+    const auto reordered = allocate(static_cast<size_t>(os.c) * is.c * g.kh * g.kw * sizeof(float));
+    cuda::tensor_input_gradient(stream_, shape, !g.tf32, dz, weights, dx->data_as<float>(),
+                                static_cast<float*>(reordered->data()));
   };
   auto cudnn_dw = [&](const cudnnConvolutionBwdFilterAlgoPerf_t& a, const float* dz) {
     const float* x = cudnn_input(p, xi, &padded_x);
@@ -225,20 +250,30 @@ void CudaBackend::convolution_gradient(const ConvGeometry& g, const Image& xi, c
   if (dw) {
     if (p.weight_gradient == ConvPlan::kUndecided && !capturing_) {
       Candidates c = algorithms(p.bwd_filter, [&](const auto& a) { cudnn_dw(a, dz); });
-      if (direct_applies(g, direct_g))
+      if (direct_applies(g, shape))
         c.push_back({ConvPlan::kDirect, [&] { direct_dw(dz, nullptr, nullptr); }});
+      if (tensor_applies(g, shape, cuda::tensor_weight_gradient_fits) && aligned16(dz))
+        c.push_back({ConvPlan::kTensor, [&] { tensor_dw(dz); }});
       p.weight_gradient = quickest(c);
     }
     if (p.weight_gradient == ConvPlan::kDirect)
       direct_dw(dz, nullptr, nullptr);
+    else if (p.weight_gradient == ConvPlan::kTensor && aligned16(dz))  // else cuDNN's best
+      tensor_dw(dz);
     else
       cudnn_dw(p.bwd_filter[std::max(p.weight_gradient, 0)], dz);
   }
   if (dx) {
     if (p.input_gradient == ConvPlan::kUndecided && !capturing_) {
-      p.input_gradient = quickest(algorithms(p.bwd_data, [&](const auto& a) { cudnn_dx(a, dz); }));
+      Candidates c = algorithms(p.bwd_data, [&](const auto& a) { cudnn_dx(a, dz); });
+      if (tensor_applies(g, shape, cuda::tensor_input_gradient_fits))
+        c.push_back({ConvPlan::kTensor, [&] { tensor_dx(dz); }});
+      p.input_gradient = quickest(c);
     }
-    cudnn_dx(p.bwd_data[std::max(p.input_gradient, 0)], dz);
+    if (p.input_gradient == ConvPlan::kTensor)
+      tensor_dx(dz);
+    else
+      cudnn_dx(p.bwd_data[std::max(p.input_gradient, 0)], dz);
   }
 }
 
