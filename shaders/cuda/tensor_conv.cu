@@ -166,6 +166,23 @@ struct Gathered {
   }
 };
 
+// Output pixel m (image, p, q) as the input row and column its window starts at.
+__device__ At window_origin(const ConvShape& g, int m) {
+  const int pq = g.oh * g.ow, image = m / pq, r = m - image * pq, p = r / g.ow, q = r - p * g.ow;
+  const int y = p * g.sy - g.pad_top, x = q * g.sx - g.pad_left;
+  return {(image * g.c * g.h + y) * g.w + x, y, x};
+}
+// Tap (ky, kx) = tap of input channel c: its offset from a window's origin.
+__device__ At window_tap(const ConvShape& g, int c, int tap) {
+  const int ky = tap / g.kw, kx = tap - ky * g.kw, y = ky * g.dy, x = kx * g.dx;
+  return {(c * g.h + y) * g.w + x, y, x};
+}
+// Pixel m of planes of `plane` pixels, `channels` planes an image, in channel 0.
+__device__ int plane_start(int m, int plane, int channels) {
+  const int image = m / plane;
+  return image * channels * plane + (m - image * plane);
+}
+
 // The passes: sizes, loaders, and where C goes (element (m, n) at out_row(m) + n · out_stride()).
 // Forward and input gradient read weights reordered so that their k runs (ky, kx, channel).
 struct Forward {  // C[(image, p, q)][o] = Σ over (ky, kx, c) x · w, w as o × (ky, kx, c)
@@ -176,22 +193,14 @@ struct Forward {  // C[(image, p, q)][o] = Σ over (ky, kx, c) x · w, w as o ×
   __device__ int a_h() const { return g.h; }
   __device__ int a_w() const { return g.w; }
   __device__ int a_channel() const { return g.h * g.w; }
-  __device__ At a_row(int m) const {
-    const int pq = g.oh * g.ow, image = m / pq, r = m - image * pq, p = r / g.ow, q = r - p * g.ow;
-    const int y = p * g.sy - g.pad_top, x = q * g.sx - g.pad_left;
-    return {(image * g.c * g.h + y) * g.w + x, y, x};
-  }
+  __device__ At a_row(int m) const { return window_origin(g, m); }
   __device__ At a_tap(int k) const {
-    const int tap = k / g.c, c = k - tap * g.c, ky = tap / g.kw, kx = tap - ky * g.kw;
-    const int y = ky * g.dy, x = kx * g.dx;
-    return {(c * g.h + y) * g.w + x, y, x};
+    const int tap = k / g.c;
+    return window_tap(g, k - tap * g.c, tap);
   }
   __device__ int b_row(int n) const { return n * k(); }
   __device__ int b_k(int k) const { return k; }
-  __device__ int out_row(int m) const {
-    const int pq = g.oh * g.ow, image = m / pq;
-    return image * g.oc * pq + (m - image * pq);
-  }
+  __device__ int out_row(int m) const { return plane_start(m, g.oh * g.ow, g.oc); }
   __device__ int out_stride() const { return g.oh * g.ow; }
 };
 
@@ -216,10 +225,7 @@ struct InputGradient {
   }
   __device__ int b_row(int n) const { return n * k(); }
   __device__ int b_k(int k) const { return k; }
-  __device__ int out_row(int m) const {
-    const int hw = g.h * g.w, image = m / hw;
-    return image * g.c * hw + (m - image * hw);
-  }
+  __device__ int out_row(int m) const { return plane_start(m, g.h * g.w, g.c); }
   __device__ int out_stride() const { return g.h * g.w; }
 };
 
@@ -229,22 +235,14 @@ struct WeightGradient {  // C[o][(c, ky, kx)] = Σ over (image, p, q) dz · x
   __host__ __device__ int n() const { return g.c * g.kh * g.kw; }
   __host__ __device__ int k() const { return g.n * g.oh * g.ow; }
   __device__ int a_row(int m) const { return m * g.oh * g.ow; }
-  __device__ int a_k(int k) const {  // four k in a row stay in one image: oh·ow % 4 == 0
-    const int pq = g.oh * g.ow, image = k / pq;
-    return image * g.oc * pq + (k - image * pq);
-  }
+  __device__ int a_k(int k) const { return plane_start(k, g.oh * g.ow, g.oc); }  // 4 in a row: oh·ow % 4 == 0
   __device__ int b_h() const { return g.h; }
   __device__ int b_w() const { return g.w; }
   __device__ At b_row(int n) const {
-    const int window = g.kh * g.kw, c = n / window, r = n - c * window, ky = r / g.kw, kx = r - ky * g.kw;
-    const int y = ky * g.dy, x = kx * g.dx;
-    return {(c * g.h + y) * g.w + x, y, x};
+    const int window = g.kh * g.kw, c = n / window;
+    return window_tap(g, c, n - c * window);
   }
-  __device__ At b_k(int k) const {
-    const int pq = g.oh * g.ow, image = k / pq, r = k - image * pq, p = r / g.ow, q = r - p * g.ow;
-    const int y = p * g.sy - g.pad_top, x = q * g.sx - g.pad_left;
-    return {(image * g.c * g.h + y) * g.w + x, y, x};
-  }
+  __device__ At b_k(int k) const { return window_origin(g, k); }
   __device__ int out_row(int m) const { return m * n(); }
   __device__ int out_stride() const { return 1; }
 };

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
@@ -62,6 +63,26 @@ class CudaVsCpu : public ::testing::Test {
     ASSERT_EQ(a.size(), b.size());
     for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], tol * (1.f + std::fabs(a[i]))) << "at " << i;
   }
+  // A convolution's random input, weights and bias on both devices, and its empty outputs.
+  struct Conv {
+    ConvGeometry g;
+    cuda::ConvShape d;
+    std::vector<float> xv, wv, bv;
+    Image xc, xg, yc, yg;
+    std::shared_ptr<Buffer> wg, bg;
+  };
+  Conv conv(int n, int c, int h, int w, int o, int kh, int kw, int s, int d, int pt, int pl, int oh, int ow) {
+    Conv v{{kh, kw, s, s, d, d, 1, pt, pl}, {n, c, h, w, o, oh, ow, kh, kw, s, s, d, d, pt, pl}, {}, {}, {}, {}, {}, {},
+           {}, {}, {}};
+    v.xv = random(static_cast<size_t>(n) * c * h * w);
+    v.wv = random(static_cast<size_t>(o) * c * kh * kw);
+    v.bv = random(o);
+    std::tie(v.xc, v.xg) = pair(n, {c, h, w}, v.xv);
+    std::tie(v.yc, v.yg) = empty(n, {o, oh, ow});
+    v.wg = on_gpu(v.wv);
+    v.bg = on_gpu(v.bv);
+    return v;
+  }
   std::mt19937 rng_{42};
 };
 
@@ -110,15 +131,10 @@ TEST_F(CudaVsCpu, DirectConvolutionAndWeightGradient) {
                        Case{2, 2, 11, 10, 12, 3, 3, 2, 2, 1, 1, 5, 4, NeuronType::TanH, true},
                        Case{2, 4, 8, 8, 40, 4, 4, 1, 1, 0, 0, 5, 5, NeuronType::None, false},
                        Case{5, 1, 7, 9, 5, 3, 3, 1, 1, 0, 2, 5, 9, NeuronType::Sigmoid, true}}) {
-    const ConvGeometry g{k.kh, k.kw, k.s, k.s, k.d, k.d, 1, k.pt, k.pl};
-    const cuda::ConvShape d{k.n, k.c, k.h, k.w, k.o, k.oh, k.ow, k.kh, k.kw, k.s, k.s, k.d, k.d, k.pt, k.pl};
+    auto [g, d, xv, wv, bv, xc, xg, yc, yg, wg, bg] =
+        conv(k.n, k.c, k.h, k.w, k.o, k.kh, k.kw, k.s, k.d, k.pt, k.pl, k.oh, k.ow);
     ASSERT_TRUE(cuda::direct_convolution_fits(d));
     const auto nd = NeuronDescriptor::make(k.neuron);
-    const auto xv = random(static_cast<size_t>(k.n) * k.c * k.h * k.w);
-    const auto wv = random(static_cast<size_t>(k.o) * k.c * k.kh * k.kw), bv = random(k.o);
-    auto [xc, xg] = pair(k.n, {k.c, k.h, k.w}, xv);
-    auto [yc, yg] = empty(k.n, {k.o, k.oh, k.ow});
-    auto wg = on_gpu(wv), bg = on_gpu(bv);
     const float* bias_g = k.bias ? static_cast<float*>(bg->data()) : nullptr;
     cpu().convolution(g, xc, wv.data(), k.bias ? bv.data() : nullptr, nd, yc);
     cuda::direct_convolution(gpu().stream(), d, xg.data_as<float>(), static_cast<float*>(wg->data()), bias_g, nd,
@@ -156,17 +172,12 @@ TEST_F(CudaVsCpu, TensorConvolutionPasses) {
                        Case{2, 16, 9, 8, 70, 3, 3, 2, 1, 1, 0, 5, 4, NeuronType::ReLU},
                        Case{2, 48, 10, 10, 16, 3, 3, 1, 2, 2, 2, 10, 10, NeuronType::None},
                        Case{16, 16, 14, 14, 32, 3, 3, 1, 1, 1, 1, 14, 14, NeuronType::None}}) {
-    const ConvGeometry g{k.kh, k.kw, k.s, k.s, k.d, k.d, 1, k.pt, k.pl};
-    const cuda::ConvShape d{k.n, k.c, k.h, k.w, k.o, k.oh, k.ow, k.kh, k.kw, k.s, k.s, k.d, k.d, k.pt, k.pl};
+    auto [g, d, xv, wv, bv, xc, xg, yc, yg, wg, bg] =
+        conv(k.n, k.c, k.h, k.w, k.o, k.kh, k.kw, k.s, k.d, k.pt, k.pl, k.oh, k.ow);
     ASSERT_TRUE(cuda::tensor_convolution_fits(d));
     ASSERT_TRUE(cuda::tensor_weight_gradient_fits(d));
     ASSERT_EQ(cuda::tensor_input_gradient_fits(d), k.s == 1);
     const auto nd = NeuronDescriptor::make(k.neuron);
-    const auto xv = random(static_cast<size_t>(k.n) * k.c * k.h * k.w);
-    const auto wv = random(static_cast<size_t>(k.o) * k.c * k.kh * k.kw), bv = random(k.o);
-    auto [xc, xg] = pair(k.n, {k.c, k.h, k.w}, xv);
-    auto [yc, yg] = empty(k.n, {k.o, k.oh, k.ow});
-    auto wg = on_gpu(wv), bg = on_gpu(bv);
     cpu().convolution(g, xc, wv.data(), bv.data(), nd, yc);
     const auto dyv = random(yc.descriptor().count());
     auto [dyc, dyg] = pair(k.n, {k.o, k.oh, k.ow}, dyv);
