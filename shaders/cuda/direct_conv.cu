@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "common.cuh"
+#include "conv.cuh"
 #include "kernels.cuh"
 
 namespace nngraph::cuda {
@@ -21,15 +22,12 @@ struct Taps {
 __device__ void load_taps(const ConvShape& g, Taps& taps) {
   const int window = g.kh * g.kw;
   for (int t = threadIdx.x; t < g.c * window; t += blockDim.x) {
-    const int ci = t / window, r = t - ci * window, ky = r / g.kw, kx = r - ky * g.kw;
-    taps.at[t] = make_int4(ky * g.dy, kx * g.dx, (ci * g.h + ky * g.dy) * g.w + kx * g.dx, 0);
+    const int ci = t / window;
+    const Place p = window_tap(g, ci, t - ci * window);
+    taps.at[t] = make_int4(p.y, p.x, p.base, 0);
   }
 }
 
-__device__ bool inside(const ConvShape& g, int iy, int ix) {
-  return static_cast<unsigned>(iy) < static_cast<unsigned>(g.h) &&
-         static_cast<unsigned>(ix) < static_cast<unsigned>(g.w);
-}
 
 // A thread per output pixel and a tile of OT output channels (blockIdx.y), its weights in
 // shared memory tap-major (rows padded against bank conflicts), so each input value feeds
@@ -60,7 +58,7 @@ __global__ void __launch_bounds__(128) direct_forward_kernel(ConvShape g, const 
 #pragma unroll
     for (int u = 0; u < 4; ++u) {
       const int4 tap = taps.at[min(t0 + u, count - 1)];  // past the end: 0 (its weights are 0 too)
-      v[u] = t0 + u < count && inside(g, y0 + tap.x, x0 + tap.y) ? xi[corner + tap.z] : 0.f;
+      v[u] = t0 + u < count && inside(y0 + tap.x, x0 + tap.y, g.h, g.w) ? xi[corner + tap.z] : 0.f;
     }
 #pragma unroll
     for (int u = 0; u < 4; ++u) {
@@ -137,7 +135,7 @@ __global__ void __launch_bounds__(256, 2) direct_weight_gradient_kernel(ConvShap
       xv[k] = 0.f;
       if (live && t < count) {
         const int4 tap = taps.at[t];
-        if (inside(g, y0 + tap.x, x0 + tap.y)) xv[k] = xi[tap.z];
+        if (inside(y0 + tap.x, x0 + tap.y, g.h, g.w)) xv[k] = xi[tap.z];
       }
     }
   };

@@ -89,11 +89,11 @@ int direct_weight_gradient_rows(const ConvShape& g);
 // operand is split into its tf32 rounding and the tf32 rounding of the rest, and three
 // products are summed (float32's accuracy); else one tf32 product. Forward: channels a
 // multiple of 16; input gradient: stride 1, output channels a multiple of 16; weight
-// gradient: output planes a multiple of 4 pixels; dz 16-byte aligned. `reordered` holds the
-// weights' count of floats.
+// gradient: output planes a multiple of 4 pixels and dz 16-byte aligned (read 4 at a time).
+// `reordered` holds the weights' count of floats.
 bool tensor_convolution_fits(const ConvShape& g);
 bool tensor_input_gradient_fits(const ConvShape& g);
-bool tensor_weight_gradient_fits(const ConvShape& g);
+bool tensor_weight_gradient_fits(const ConvShape& g, const float* dz);
 // y = neuron(conv(x, w) + bias) (bias may be null).
 void tensor_convolution(cudaStream_t s, const ConvShape& g, bool exact, const float* x, const float* w,
                         const float* bias, const NeuronDescriptor& nd, float* y, float* reordered);

@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "common.cuh"
+#include "conv.cuh"
 #include "kernels.cuh"
 
 namespace nngraph::cuda {
@@ -27,14 +28,9 @@ struct Stage {
   __device__ float at(int row, int k) const { return kRowMajor ? v[row][k] : v[k][row]; }
 };
 
-// Where a row or a k index reads from: offset, and the row and column the bounds check sees.
-struct At {
-  int base, y, x;
-};
-__device__ At nowhere() { return {0, -(1 << 29), 0}; }  // fails every bounds check, whatever is added
-__device__ bool inside(int y, int x, int h, int w) {
-  return static_cast<unsigned>(y) < static_cast<unsigned>(h) && static_cast<unsigned>(x) < static_cast<unsigned>(w);
-}
+// An element's Place is its row's part plus its k index's; nowhere fails every bounds check,
+// whatever is added.
+__device__ Place nowhere() { return {0, -(1 << 29), 0}; }
 
 // tf32 needs sm_80; tensor_convolution_fits keeps older GPUs off these kernels.
 __device__ uint32_t tf32(float v) {
@@ -92,7 +88,7 @@ struct Grouped {
   using Tile = Stage<R, false>;
   static constexpr int kCount = R * kBK / kBlock;
   const float* src;
-  At row;
+  Place row;
   int h, w, channel;  // bounds, and the distance between channels
   __device__ Grouped(const P& p, const float* s, int first, int rows, int) : src(s) {
     const int r = first + threadIdx.x % R;
@@ -102,7 +98,7 @@ struct Grouped {
     channel = p.a_channel();
   }
   __device__ void issue(const P& p, int k, Tile& t) const {
-    const At tap = p.a_tap(k);
+    const Place tap = p.a_tap(k);
     const bool in = inside(row.y + tap.y, row.x + tap.x, h, w);
     const float* at = src + (row.base + tap.base);
 #pragma unroll
@@ -144,7 +140,7 @@ struct Gathered {
   using Tile = Stage<R, true>;
   static constexpr int kCount = R * kBK / kBlock;
   const float* src;
-  At rows[kCount];
+  Place rows[kCount];
   int h, w, k1;
   __device__ Gathered(const P& p, const float* s, int first, int count, int end) : src(s), k1(end) {
 #pragma unroll
@@ -157,7 +153,7 @@ struct Gathered {
   }
   __device__ void issue(const P& p, int k, Tile& t) const {
     const int kk = threadIdx.x % kBK;
-    const At i = k + kk < k1 ? p.b_k(k + kk) : nowhere();
+    const Place i = k + kk < k1 ? p.b_k(k + kk) : nowhere();
 #pragma unroll
     for (int j = 0; j < kCount; ++j) {
       const bool in = inside(rows[j].y + i.y, rows[j].x + i.x, h, w);
@@ -167,15 +163,10 @@ struct Gathered {
 };
 
 // Output pixel m (image, p, q) as the input row and column its window starts at.
-__device__ At window_origin(const ConvShape& g, int m) {
+__device__ Place window_origin(const ConvShape& g, int m) {
   const int pq = g.oh * g.ow, image = m / pq, r = m - image * pq, p = r / g.ow, q = r - p * g.ow;
   const int y = p * g.sy - g.pad_top, x = q * g.sx - g.pad_left;
   return {(image * g.c * g.h + y) * g.w + x, y, x};
-}
-// Tap (ky, kx) = tap of input channel c: its offset from a window's origin.
-__device__ At window_tap(const ConvShape& g, int c, int tap) {
-  const int ky = tap / g.kw, kx = tap - ky * g.kw, y = ky * g.dy, x = kx * g.dx;
-  return {(c * g.h + y) * g.w + x, y, x};
 }
 // Pixel m of planes of `plane` pixels, `channels` planes an image, in channel 0.
 __device__ int plane_start(int m, int plane, int channels) {
@@ -193,8 +184,8 @@ struct Forward {  // C[(image, p, q)][o] = Σ over (ky, kx, c) x · w, w as o ×
   __device__ int a_h() const { return g.h; }
   __device__ int a_w() const { return g.w; }
   __device__ int a_channel() const { return g.h * g.w; }
-  __device__ At a_row(int m) const { return window_origin(g, m); }
-  __device__ At a_tap(int k) const {
+  __device__ Place a_row(int m) const { return window_origin(g, m); }
+  __device__ Place a_tap(int k) const {
     const int tap = k / g.c;
     return window_tap(g, k - tap * g.c, tap);
   }
@@ -213,12 +204,12 @@ struct InputGradient {
   __device__ int a_h() const { return g.oh; }
   __device__ int a_w() const { return g.ow; }
   __device__ int a_channel() const { return g.oh * g.ow; }
-  __device__ At a_row(int m) const {
+  __device__ Place a_row(int m) const {
     const int hw = g.h * g.w, image = m / hw, r = m - image * hw, py = r / g.w, px = r - py * g.w;
     const int y = py + g.pad_top, x = px + g.pad_left;
     return {(image * g.oc * g.oh + y) * g.ow + x, y, x};
   }
-  __device__ At a_tap(int k) const {
+  __device__ Place a_tap(int k) const {
     const int tap = k / g.oc, o = k - tap * g.oc, ky = tap / g.kw, kx = tap - ky * g.kw;
     const int y = -ky * g.dy, x = -kx * g.dx;
     return {(o * g.oh + y) * g.ow + x, y, x};
@@ -238,11 +229,11 @@ struct WeightGradient {  // C[o][(c, ky, kx)] = Σ over (image, p, q) dz · x
   __device__ int a_k(int k) const { return plane_start(k, g.oh * g.ow, g.oc); }  // 4 in a row: oh·ow % 4 == 0
   __device__ int b_h() const { return g.h; }
   __device__ int b_w() const { return g.w; }
-  __device__ At b_row(int n) const {
+  __device__ Place b_row(int n) const {
     const int window = g.kh * g.kw, c = n / window;
     return window_tap(g, c, n - c * window);
   }
-  __device__ At b_k(int k) const { return window_origin(g, k); }
+  __device__ Place b_k(int k) const { return window_origin(g, k); }
   __device__ int out_row(int m) const { return m * n(); }
   __device__ int out_stride() const { return 1; }
 };
@@ -400,7 +391,9 @@ bool tensor_convolution_fits(const ConvShape& g) { return g.c % kBK == 0 && size
 bool tensor_input_gradient_fits(const ConvShape& g) {
   return g.sy == 1 && g.sx == 1 && g.oc % kBK == 0 && sizes_fit(g);
 }
-bool tensor_weight_gradient_fits(const ConvShape& g) { return g.oh * g.ow % 4 == 0 && sizes_fit(g); }
+bool tensor_weight_gradient_fits(const ConvShape& g, const float* dz) {
+  return g.oh * g.ow % 4 == 0 && reinterpret_cast<uintptr_t>(dz) % 16 == 0 && sizes_fit(g);
+}
 
 void tensor_convolution(cudaStream_t s, const ConvShape& g, bool exact, const float* x, const float* w,
                         const float* bias, const NeuronDescriptor& nd, float* y, float* reordered) {

@@ -3,7 +3,6 @@
 // or, for windows that tile rows, cuBLAS; fully connected through cuBLAS; bias and neuron
 // epilogues and bias gradients are our kernels.
 #include <algorithm>
-#include <cstdint>
 #include <functional>
 #include <limits>
 #include <string>
@@ -51,15 +50,6 @@ std::vector<Perf> quickest_found(Find find, const char* what) {
 cuda::ConvShape conv_shape(const ConvGeometry& g, int n, const ImageShape& in, const ImageShape& out) {
   return {n, in.c, in.h, in.w, out.c, out.h, out.w, g.kh, g.kw, g.sy, g.sx, g.dy, g.dx, g.pad_top, g.pad_left};
 }
-bool direct_applies(const ConvGeometry& g, const cuda::ConvShape& d) {
-  return g.groups == 1 && cuda::direct_convolution_fits(d);
-}
-// Our tensor-core passes: `fits` is the pass's own condition (tensor_convolution_fits...).
-bool tensor_applies(const ConvGeometry& g, const cuda::ConvShape& d, bool (*fits)(const cuda::ConvShape&)) {
-  return g.groups == 1 && fits(d);
-}
-
-bool aligned16(const float* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 // A pass's cuDNN candidates: each kept algorithm by its index, run through `run`.
 template <class Perf, class Run>
@@ -148,6 +138,7 @@ void CudaBackend::convolution(const ConvGeometry& g, const Image& in, const floa
   }
   ConvPlan& p = conv_plan(g, n, in.shape(), out.shape());
   const cuda::ConvShape shape = conv_shape(g, n, in.shape(), os);
+  const bool ours = g.groups == 1;  // our kernels run one group
   auto cudnn = [&](const cudnnConvolutionFwdAlgoPerf_t& a) {
     std::shared_ptr<Buffer> padded;
     const float* x = cudnn_input(p, in, &padded);
@@ -167,8 +158,8 @@ void CudaBackend::convolution(const ConvGeometry& g, const Image& in, const floa
   };
   if (p.forward == ConvPlan::kUndecided && !capturing_) {
     Candidates c = algorithms(p.fwd, cudnn);
-    if (direct_applies(g, shape)) c.push_back({ConvPlan::kDirect, direct});
-    if (tensor_applies(g, shape, cuda::tensor_convolution_fits)) c.push_back({ConvPlan::kTensor, tensor});
+    if (ours && cuda::direct_convolution_fits(shape)) c.push_back({ConvPlan::kDirect, direct});
+    if (ours && cuda::tensor_convolution_fits(shape)) c.push_back({ConvPlan::kTensor, tensor});
     p.forward = quickest(c);
   }
   if (p.forward == ConvPlan::kDirect) return direct();
@@ -206,6 +197,7 @@ void CudaBackend::convolution_gradient(const ConvGeometry& g, const Image& xi, c
   }
   ConvPlan& p = conv_plan(g, n, is, os);
   const cuda::ConvShape shape = conv_shape(g, n, is, os);
+  const bool ours = g.groups == 1;  // our kernels run one group
   const float one = 1.f, zero = 0.f;
   // Ours applies the neuron's derivative and sums the bias gradient as it reads dy.
   auto direct_dw = [&](const float* grad, const Image* out, float* bias_grad) {
@@ -248,17 +240,18 @@ void CudaBackend::convolution_gradient(const ConvGeometry& g, const Image& xi, c
   if (dw && !dx && p.weight_gradient == ConvPlan::kDirect) return direct_dw(dy.data_as<float>(), y, db);
   const float* dz = output_gradient(dy, y, neuron, db, &scratch);
   if (dw) {
+    // Checked every call: dz's alignment is the call's, not the shape's.
+    const bool tensor_fits = ours && cuda::tensor_weight_gradient_fits(shape, dz);
     if (p.weight_gradient == ConvPlan::kUndecided && !capturing_) {
       Candidates c = algorithms(p.bwd_filter, [&](const auto& a) { cudnn_dw(a, dz); });
-      if (direct_applies(g, shape))
+      if (ours && cuda::direct_convolution_fits(shape))
         c.push_back({ConvPlan::kDirect, [&] { direct_dw(dz, nullptr, nullptr); }});
-      if (tensor_applies(g, shape, cuda::tensor_weight_gradient_fits) && aligned16(dz))
-        c.push_back({ConvPlan::kTensor, [&] { tensor_dw(dz); }});
+      if (tensor_fits) c.push_back({ConvPlan::kTensor, [&] { tensor_dw(dz); }});
       p.weight_gradient = quickest(c);
     }
     if (p.weight_gradient == ConvPlan::kDirect)
       direct_dw(dz, nullptr, nullptr);
-    else if (p.weight_gradient == ConvPlan::kTensor && aligned16(dz))  // else cuDNN's best
+    else if (p.weight_gradient == ConvPlan::kTensor && tensor_fits)  // else cuDNN's best
       tensor_dw(dz);
     else
       cudnn_dw(p.bwd_filter[std::max(p.weight_gradient, 0)], dz);
@@ -266,7 +259,7 @@ void CudaBackend::convolution_gradient(const ConvGeometry& g, const Image& xi, c
   if (dx) {
     if (p.input_gradient == ConvPlan::kUndecided && !capturing_) {
       Candidates c = algorithms(p.bwd_data, [&](const auto& a) { cudnn_dx(a, dz); });
-      if (tensor_applies(g, shape, cuda::tensor_input_gradient_fits))
+      if (ours && cuda::tensor_input_gradient_fits(shape))
         c.push_back({ConvPlan::kTensor, [&] { tensor_dx(dz); }});
       p.input_gradient = quickest(c);
     }
