@@ -117,6 +117,18 @@ void store(cudaStream_t s, uint64_t* counter, uint64_t value) {
   store_kernel<<<1, 1, 0, s>>>(counter, value);
   check_launch("store");
 }
+__global__ void hold_kernel(uint64_t ns) {
+  uint64_t start = 0, now = 0;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  do asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  while (now - start < ns);
+}
+
+void hold(cudaStream_t s, int microseconds) {
+  hold_kernel<<<1, 1, 0, s>>>(static_cast<uint64_t>(microseconds) * 1000);
+  check_launch("hold");
+}
+
 void pad(cudaStream_t s, const float* in, float* out, int planes, int h, int w, int top, int left, int oh, int ow) {
   const size_t total = static_cast<size_t>(planes) * oh * ow;
   pad_kernel<<<blocks_for(total), kThreads, 0, s>>>(in, out, total, h, w, top, left, oh, ow);

@@ -36,6 +36,8 @@ void dropout(cudaStream_t s, const float* in, float* out, size_t count, float ke
              const uint64_t* step);
 // *counter = value, in stream order.
 void store(cudaStream_t s, uint64_t* counter, uint64_t value);
+// Keeps the stream busy for about `microseconds` (what is queued behind it then runs back to back).
+void hold(cudaStream_t s, int microseconds);
 // Zero-pads (or crops back) N·C planes: out plane = in plane with top/left offsets.
 void pad(cudaStream_t s, const float* in, float* out, int planes, int h, int w, int top, int left, int oh, int ow);
 void crop(cudaStream_t s, const float* in, float* out, int planes, int h, int w, int top, int left, int oh, int ow);
@@ -103,6 +105,15 @@ void tensor_input_gradient(cudaStream_t s, const ConvShape& g, bool exact, const
 void tensor_weight_gradient(cudaStream_t s, const ConvShape& g, bool exact, const float* x, const float* dz,
                             float* dw, float* partial);
 size_t tensor_weight_gradient_partial(const ConvShape& g);
+// Row-major C (m × n, ldc = n) = op(A)·op(B) on tensor cores (tensor_product.cu), exact or
+// one tf32 product as above; op(A) is m × k (ta: A stored k × m), op(B) k × n (tb: B stored
+// n × k). Fits where the operands are 16-byte aligned, their leading dimensions and the
+// extents they are read along multiples of 4. `partial` holds tensor_product_partial floats.
+bool tensor_product_fits(bool ta, bool tb, int m, int n, int k, const float* a, int lda, const float* b, int ldb,
+                         int ldc);
+size_t tensor_product_partial(int m, int n, int k);
+void tensor_product(cudaStream_t s, bool exact, bool ta, bool tb, int m, int n, int k, const float* a, int lda,
+                    const float* b, int ldb, float* c, float* partial);
 // dst[r·dst_ld + c] += src[r·src_ld + c] for rows × columns.
 void add_rows(cudaStream_t s, float* dst, int dst_ld, const float* src, int src_ld, int rows, int columns);
 // out = in (d0 × d1 × d2) with its axes reordered: out axis k is in axis perm[k].

@@ -218,6 +218,52 @@ TEST_F(CudaVsCpu, TensorConvolutionPasses) {
   }
 }
 
+// The products fully connected layers may run (C = op(A)·op(B) on tensor cores), against
+// double sums: every transposition, padded leading dimensions, tails and products split over k.
+TEST_F(CudaVsCpu, TensorProducts) {
+  struct Case {
+    bool ta, tb;
+    int m, n, k, pad;
+  };
+  for (const Case q : {Case{false, true, 64, 256, 3136, 0}, Case{true, false, 128, 96, 64, 0},
+                       Case{false, false, 64, 200, 1024, 0}, Case{true, true, 36, 44, 100, 4},
+                       Case{false, false, 36, 44, 100, 8}}) {
+    const int lda = (q.ta ? q.m : q.k) + q.pad, ldb = (q.tb ? q.k : q.n) + q.pad;
+    const auto av = random(static_cast<size_t>(q.ta ? q.k : q.m) * lda);
+    const auto bv = random(static_cast<size_t>(q.tb ? q.n : q.k) * ldb);
+    std::vector<float> want(static_cast<size_t>(q.m) * q.n);
+    for (int i = 0; i < q.m; ++i)
+      for (int j = 0; j < q.n; ++j) {
+        double sum = 0;
+        for (int l = 0; l < q.k; ++l)
+          sum += static_cast<double>(q.ta ? av[l * lda + i] : av[i * lda + l]) * (q.tb ? bv[j * ldb + l] : bv[l * ldb + j]);
+        want[i * q.n + j] = static_cast<float>(sum);
+      }
+    const auto ag = on_gpu(av), bg = on_gpu(bv), cg = gpu().allocate(want.size() * 4);
+    const auto* a = static_cast<const float*>(ag->data());
+    const auto* b = static_cast<const float*>(bg->data());
+    auto* c = static_cast<float*>(cg->data());
+    ASSERT_TRUE(cuda::tensor_product_fits(q.ta, q.tb, q.m, q.n, q.k, a, lda, b, ldb, q.n));
+    EXPECT_FALSE(cuda::tensor_product_fits(q.ta, q.tb, q.m, q.n, q.k, a + 1, lda, b, ldb, q.n));
+    EXPECT_FALSE(cuda::tensor_product_fits(q.ta, q.tb, q.m, q.n, q.k, a, lda, b, ldb, q.n + 1));
+    const size_t partial_floats = cuda::tensor_product_partial(q.m, q.n, q.k);
+    const auto partial = gpu().allocate(std::max<size_t>(1, partial_floats) * 4);
+    float error[2] = {};
+    for (const bool exact : {false, true}) {
+      cuda::tensor_product(gpu().stream(), exact, q.ta, q.tb, q.m, q.n, q.k, a, lda, b, ldb, c,
+                           partial_floats ? static_cast<float*>(partial->data()) : nullptr);
+      const auto got = host(cg);
+      for (size_t i = 0; i < want.size(); ++i)
+        error[exact] = std::max(error[exact], std::fabs(want[i] - got[i]) / (1.f + std::fabs(want[i])));
+    }
+    EXPECT_LT(error[1], 5e-5f) << q.m << "x" << q.n << "x" << q.k;
+    EXPECT_LT(error[0], 2e-2f) << q.m << "x" << q.n << "x" << q.k;
+    EXPECT_GT(error[0], 20 * error[1]) << q.m << "x" << q.n << "x" << q.k;
+  }
+  EXPECT_GT(cuda::tensor_product_partial(64, 256, 3136), 0u);  // the first case is split over k
+  EXPECT_FALSE(cuda::tensor_product_fits(false, true, 64, 256, 3134, nullptr, 3136, nullptr, 3136, 256));
+}
+
 TEST_F(CudaVsCpu, FullyConnectedAndGradient) {
   const int n = 5, k = 24, o = 7;
   const auto xv = random(n * k), wv = random(o * k), bv = random(o), dyv = random(n * o);

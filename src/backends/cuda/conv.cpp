@@ -1,7 +1,8 @@
 // Convolution through cuDNN (algorithms found once per shape and cached), our direct kernels
 // (few taps per output) or tensor-core products where they beat cuDNN's best on the shape,
-// or, for windows that tile rows, cuBLAS; fully connected through cuBLAS; bias and neuron
-// epilogues and bias gradients are our kernels.
+// or, for windows that tile rows, cuBLAS; products (fully connected layers) through cuBLAS or
+// our tensor-core kernels, whichever is quicker on the shape; bias and neuron epilogues and
+// bias gradients are our kernels.
 #include <algorithm>
 #include <functional>
 #include <limits>
@@ -295,15 +296,34 @@ void CudaBackend::gemm(bool ta, bool tb, int m, int n, int k, const float* a, in
                        float* c, int ldc, bool tf32, float alpha, float beta, GemmBatch batch) {
   const auto oa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, ob = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
   const auto compute = tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-  if (batch.count == 1)
-    cublas_check(cublasGemmEx(cublas_, ob, oa, n, m, k, &alpha, b, CUDA_R_32F, ldb, a, CUDA_R_32F, lda, &beta, c,
-                              CUDA_R_32F, ldc, compute, CUBLAS_GEMM_DEFAULT),
-                 "gemm");
+  auto cublas = [&] {
+    if (batch.count == 1)
+      cublas_check(cublasGemmEx(cublas_, ob, oa, n, m, k, &alpha, b, CUDA_R_32F, ldb, a, CUDA_R_32F, lda, &beta, c,
+                                CUDA_R_32F, ldc, compute, CUBLAS_GEMM_DEFAULT),
+                   "gemm");
+    else
+      cublas_check(cublasGemmStridedBatchedEx(cublas_, ob, oa, n, m, k, &alpha, b, CUDA_R_32F, ldb, batch.b, a,
+                                              CUDA_R_32F, lda, batch.a, &beta, c, CUDA_R_32F, ldc, batch.c,
+                                              batch.count, compute, CUBLAS_GEMM_DEFAULT),
+                   "gemm");
+  };
+  // Ours computes C = op(A)·op(B) alone; which runs a shape is timed once, as for convolutions.
+  if (batch.count != 1 || alpha != 1.f || beta != 0.f ||
+      !cuda::tensor_product_fits(ta, tb, m, n, k, a, lda, b, ldb, ldc))
+    return cublas();
+  auto tensor = [&] {
+    const size_t floats = cuda::tensor_product_partial(m, n, k);
+    const auto partial = floats ? allocate(floats * sizeof(float)) : nullptr;
+    cuda::tensor_product(stream_, !tf32, ta, tb, m, n, k, a, lda, b, ldb, c,
+                         partial ? static_cast<float*>(partial->data()) : nullptr);
+  };
+  enum { kUndecided, kCublas, kTensor };
+  int& choice = gemm_choices_[{ta, tb, m, n, k, lda, ldb, tf32}];
+  if (choice == kUndecided && !capturing_) choice = quickest({{kCublas, cublas}, {kTensor, tensor}});
+  if (choice == kTensor)
+    tensor();
   else
-    cublas_check(cublasGemmStridedBatchedEx(cublas_, ob, oa, n, m, k, &alpha, b, CUDA_R_32F, ldb, batch.b, a,
-                                            CUDA_R_32F, lda, batch.a, &beta, c, CUDA_R_32F, ldc, batch.c, batch.count,
-                                            compute, CUBLAS_GEMM_DEFAULT),
-                 "gemm");
+    cublas();
 }
 
 void CudaBackend::fully_connected(const Image& in, const float* weights, const float* bias,

@@ -94,7 +94,8 @@ class CudaBackend : public Backend {
   // Serializes callers and makes this GPU current on the calling thread.
   std::unique_lock<std::recursive_mutex> enter() const;
   ConvPlan& conv_plan(const ConvGeometry& g, int n, const ImageShape& in, const ImageShape& out);
-  // Mean device milliseconds of what `work` enqueues, over a few runs after a warm-up one.
+  // Mean device milliseconds of what `work` enqueues, over a few runs after a warm-up one,
+  // queued while the device is busy so that the host's launch overhead is not counted.
   float time_ms(const std::function<void()>& work);
   // The id of the candidate (an id and how it runs) with the least time_ms; the only one's, untimed.
   using Candidates = std::vector<std::pair<int, std::function<void()>>>;
@@ -123,7 +124,8 @@ class CudaBackend : public Backend {
   void rnn_generic_gradient(const RNNLayerGeometry& g, const RNNLayerWeights& w, const RNNSequence& s,
                             const RNNLayerGradients& dw);
   cuda::RNNDevice rnn_device(std::vector<std::shared_ptr<Buffer>>& scratch);
-  // Row-major C = alpha·op(A)·op(B) + beta·C through column-major cuBLAS, batched or once.
+  // Row-major C = alpha·op(A)·op(B) + beta·C through column-major cuBLAS, batched or once;
+  // single plain products (alpha 1, beta 0) where ours fit run whichever was quicker.
   void gemm(bool ta, bool tb, int m, int n, int k, const float* a, int lda, const float* b, int ldb, float* c,
             int ldc, bool tf32, float alpha = 1.f, float beta = 0.f, GemmBatch batch = {});
   // A convolution whose 1×k windows tile each row (g.tiles_rows), as products over a matrix
@@ -151,6 +153,7 @@ class CudaBackend : public Backend {
   cudnnHandle_t cudnn_ = nullptr;
   mutable std::recursive_mutex mutex_;
   std::map<std::vector<int>, std::unique_ptr<ConvPlan>> conv_plans_;
+  std::map<std::vector<int>, int> gemm_choices_;  // per product shape: undecided, cuBLAS or ours
   std::map<std::vector<int>, std::unique_ptr<RNNPlan>> rnn_plans_;
   std::map<const void*, RNNReserve> rnn_reserves_;  // by training state
   std::shared_ptr<Buffer> workspace_;
