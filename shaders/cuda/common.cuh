@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <tuple>
 
 #include "backends/math.h"
+#include "kernels.cuh"
 
 namespace nngraph::cuda {
 
@@ -31,6 +33,22 @@ void with_index_type(size_t largest, F&& launch) {
     launch(0u);
   else
     launch(size_t{0});
+}
+
+// kernel<<<grid, block>>>(args...) through a StepLaunch.
+template <class... P, class... A>
+void launch_step(const StepLaunch& l, void (*kernel)(P...), dim3 grid, dim3 block, A&&... args) {
+  std::tuple<P...> values{std::forward<A>(args)...};
+  std::apply(
+      [&](auto&... v) {
+        if (!l.redirect) {
+          kernel<<<grid, block, 0, l.stream>>>(v...);
+          return;
+        }
+        void* pointers[] = {&v...};
+        (*l.redirect)(reinterpret_cast<const void*>(kernel), grid, block, pointers);
+      },
+      values);
 }
 
 // An attribute of the current device, read once per process (one device type per machine).

@@ -113,8 +113,8 @@ void dropout(cudaStream_t s, const float* in, float* out, size_t n, float keep, 
 
 __global__ void store_kernel(uint64_t* counter, uint64_t value) { *counter = value; }
 
-void store(cudaStream_t s, uint64_t* counter, uint64_t value) {
-  store_kernel<<<1, 1, 0, s>>>(counter, value);
+void store(const StepLaunch& l, uint64_t* counter, uint64_t value) {
+  launch_step(l, store_kernel, 1, 1, counter, value);
   check_launch("store");
 }
 __global__ void hold_kernel(uint64_t ns) {

@@ -34,8 +34,18 @@ void add(cudaStream_t s, const float* a, const float* b, float* out, size_t coun
 // The mask comes from (seed, *step): step is read on the device, so captures see each encode's.
 void dropout(cudaStream_t s, const float* in, float* out, size_t count, float keep, uint64_t seed,
              const uint64_t* step);
+// Where a launch whose arguments change from step to step goes (the step counter, the copies
+// into and out of a captured step's buffers, the optimizer update): onto the stream, or where
+// `redirect` is given, to it (CudaBackend: while capturing, launched and its node kept; while
+// a replay is prepared, that node's arguments set).
+using Redirect = std::function<void(const void* kernel, dim3 grid, dim3 block, void** args)>;
+struct StepLaunch {
+  StepLaunch(cudaStream_t s, const Redirect* r = nullptr) : stream(s), redirect(r) {}
+  cudaStream_t stream;
+  const Redirect* redirect;
+};
 // *counter = value, in stream order.
-void store(cudaStream_t s, uint64_t* counter, uint64_t value);
+void store(const StepLaunch& l, uint64_t* counter, uint64_t value);
 // Keeps the stream busy for about `microseconds` (what is queued behind it then runs back to back).
 void hold(cudaStream_t s, int microseconds);
 // Zero-pads (or crops back) N·C planes: out plane = in plane with top/left offsets.
@@ -60,7 +70,7 @@ void loss(cudaStream_t s, const LossDescriptor& d, double scale, const float* x,
           const float* weights, float* gradient, float* losses, int n, int c, int hw);
 
 // Many tensors under one rule, each with its own step count: one launch per 16 tensors.
-void optimizer_steps(cudaStream_t s, const OptimizerStep& step, const TensorUpdate* tensors, size_t n);
+void optimizer_steps(const StepLaunch& l, const OptimizerStep& step, const TensorUpdate* tensors, size_t n);
 
 // db[c] = Σ over n and the hw pixels of dz[n, c, pixel], where dz = dy·f'(y) is also stored
 // when dz is given (else dz is dy); `partial` holds c · bias_gradient_chunks(n, c, hw) floats.
@@ -127,7 +137,7 @@ struct Block {
   int dst_ld, rows, cols;
 };
 // Every block in one launch (at most 16).
-void copy_blocks(cudaStream_t s, const std::vector<Block>& blocks);
+void copy_blocks(const StepLaunch& l, const std::vector<Block>& blocks);
 
 // The recurrent sequence algorithm (rnn_sequence.h) on the device: matrix products through
 // `gemm` (row-major, C = alpha·op(A)·op(B) + beta·C), temporaries from `scratch` (valid until

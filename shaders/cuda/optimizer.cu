@@ -66,17 +66,17 @@ __global__ void multi_update_kernel(MultiUpdate m) {
 }
 
 struct LaunchMulti {
-  cudaStream_t s;
+  const StepLaunch& l;
   const MultiUpdate& m;
   template <OptimizerKind K, bool Slot, bool AmsGrad>
   void operator()() const {
-    multi_update_kernel<K, Slot, AmsGrad><<<m.first_block[m.n], kThreads, 0, s>>>(m);
+    launch_step(l, multi_update_kernel<K, Slot, AmsGrad>, m.first_block[m.n], kThreads, m);
   }
 };
 
 }  // namespace
 
-void optimizer_steps(cudaStream_t s, const OptimizerStep& step, const TensorUpdate* tensors, size_t n) {
+void optimizer_steps(const StepLaunch& l, const OptimizerStep& step, const TensorUpdate* tensors, size_t n) {
   for (size_t start = 0; start < n; start += kMaxTensors) {
     MultiUpdate m{};
     m.n = static_cast<int>(std::min<size_t>(kMaxTensors, n - start));
@@ -94,7 +94,7 @@ void optimizer_steps(cudaStream_t s, const OptimizerStep& step, const TensorUpda
       m.count[i] = t.count;
       m.first_block[i + 1] = m.first_block[i] + std::min<unsigned>(blocks_for((t.count + 3) / 4), 2048);
     }
-    math::dispatch_update(step, LaunchMulti{s, m});
+    math::dispatch_update(step, LaunchMulti{l, m});
     check_launch("optimizer");
   }
 }

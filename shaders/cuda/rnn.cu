@@ -70,7 +70,7 @@ __global__ void copy_blocks_kernel(Blocks blocks) {
 
 }  // namespace
 
-void copy_blocks(cudaStream_t s, const std::vector<Block>& blocks) {
+void copy_blocks(const StepLaunch& l, const std::vector<Block>& blocks) {
   if (blocks.empty()) return;
   Blocks table{};
   size_t most = 0;
@@ -78,7 +78,7 @@ void copy_blocks(cudaStream_t s, const std::vector<Block>& blocks) {
     table.b[i] = blocks.at(i);
     most = std::max(most, size_t(blocks[i].rows) * blocks[i].cols);
   }
-  copy_blocks_kernel<<<dim3(blocks_for(most), static_cast<unsigned>(blocks.size())), kThreads, 0, s>>>(table);
+  launch_step(l, copy_blocks_kernel, dim3(blocks_for(most), static_cast<unsigned>(blocks.size())), kThreads, table);
   check_launch("copy");
 }
 

@@ -39,7 +39,7 @@ void Backend::copy_channels(const Image&, const Image&, int) { unsupported("conc
 void Backend::slice_channels(const Image&, int, const Image&) { unsupported("concatenation_gradient"); }
 void Backend::dropout(float, uint64_t, const uint64_t*, const Image&, const Image&) { unsupported("dropout"); }
 std::shared_ptr<void> Backend::capture(const std::function<void()>&) { unsupported("capture"); }
-void Backend::replay(const std::shared_ptr<void>&) { unsupported("capture"); }
+void Backend::replay(const std::shared_ptr<void>&, const std::function<void()>&) { unsupported("capture"); }
 void Backend::convolution_gradient(const ConvGeometry&, const Image&, const float*, const Image&, const Image*,
                                    const NeuronDescriptor&, const Image*, float*, float*) {
   unsupported("convolution_gradient");

@@ -129,9 +129,13 @@ class Backend {
 
   // Whole-step capture (cuda graphs): capture() records what `work` enqueues without running
   // it; replay() runs the record. Backends that cannot capture run work eagerly instead.
+  // store, copy_all and optimizer_steps are a step's varying launches: their arguments change
+  // from step to step. replay() first runs `varying` (when given), which makes the same such
+  // calls in the same order as the captured work did; they set the record's arguments instead
+  // of launching.
   virtual bool can_capture() const { return false; }
   virtual std::shared_ptr<void> capture(const std::function<void()>& work);
-  virtual void replay(const std::shared_ptr<void>& captured);
+  virtual void replay(const std::shared_ptr<void>& captured, const std::function<void()>& varying);
   // *counter = value in the order of queued work (counter in this backend's memory).
   virtual void store(uint64_t* counter, uint64_t value) { *counter = value; }
 

@@ -152,28 +152,37 @@ struct Graph::Impl {
           fail<DeviceError>("[", f->label(), "] weight gradient is NaN or infinite; no weights were updated");
   }
 
-  // Data-source updates. Built-in sources sharing a built-in optimizer are updated together
-  // (one launch on cuda); the others through their own update().
-  void update(const std::vector<const FilterNode*>& trained, WeightsMap& wm) {
+  // One step's data-source updates, prepared (step counts advanced) before any is applied.
+  // Built-in sources sharing a built-in optimizer are updated together (one launch on cuda, part
+  // of a captured step); the others update themselves (update()), after the step's launches.
+  struct Updates {
     std::vector<std::pair<BuiltinOptimizer*, std::vector<TensorUpdate>>> batches;
+    std::vector<std::pair<const FilterNode*, size_t>> others;  // node, index of its source
+  };
+  Updates prepare_updates(const std::vector<const FilterNode*>& trained, WeightsMap& wm) {
+    Updates u;
     for (const FilterNode* f : trained) {
       const auto sources = f->weight_sources();
       for (size_t i = 0; i < sources.size(); ++i) {
-        GradientState& g = gradients.at(f)[i];
-        WeightsState& w = wm.at(f)[i];
         auto* ds = dynamic_cast<ArrayDataSource*>(sources[i].source);
         auto* opt = ds ? dynamic_cast<BuiltinOptimizer*>(ds->optimizer().get()) : nullptr;
         if (!opt) {
-          sources[i].source->update(g, w);
+          u.others.push_back({f, i});
           continue;
         }
-        auto batch = std::find_if(batches.begin(), batches.end(), [&](const auto& b) { return b.first == opt; });
-        if (batch == batches.end()) batch = batches.insert(batches.end(), {opt, {}});
-        auto tensors = ds->prepare_update(g, w);
+        auto batch = std::find_if(u.batches.begin(), u.batches.end(), [&](const auto& b) { return b.first == opt; });
+        if (batch == u.batches.end()) batch = u.batches.insert(u.batches.end(), {opt, {}});
+        auto tensors = ds->prepare_update(gradients.at(f)[i], wm.at(f)[i]);
         batch->second.insert(batch->second.end(), tensors.begin(), tensors.end());
       }
     }
-    for (auto& [opt, tensors] : batches) opt->apply_all(device, tensors);
+    return u;
+  }
+  void apply_builtin(const Updates& u) {
+    for (const auto& [opt, tensors] : u.batches) opt->apply_all(device, tensors);
+  }
+  void apply_others(const Updates& u, WeightsMap& wm) {
+    for (const auto& [f, i] : u.others) f->weight_sources()[i].source->update(gradients.at(f)[i], wm.at(f)[i]);
   }
 
   // A step recorded once and replayed (backends that capture): fixed buffers for the
@@ -225,7 +234,6 @@ struct Graph::Impl {
     }
     if (!step_counter) step_counter = backend.allocate(sizeof(uint64_t));
     auto* counter = static_cast<uint64_t*>(step_counter->data());
-    backend.store(counter, step);
     const auto& s = structure;
     // Sources in tensor order: images, then each loss's labels and weights.
     std::vector<Image> sources(s.sources.size());
@@ -244,18 +252,16 @@ struct Graph::Impl {
     Replay* r = backend.can_capture() && all_float && !check_numerics && !profile.on()
                     ? &replay_for(plan, n, wm, sources) : nullptr;
     std::vector<Image> t(s.tensor_count());
-    std::vector<Backend::Copy> copies;  // into the replay's buffers, in one pass
+    std::vector<Backend::Copy> copies_in, copies_out;  // into the replay's buffers; out of them and the arena
     const auto unit = unit_weights.find(n);
     for (size_t i = 0; i < sources.size(); ++i) {
       t[i] = r ? r->sources[i] : sources[i];
       if (!r) continue;
       const bool is_unit = unit != unit_weights.end() && unit->second.data() == sources[i].data();
       if (!is_unit || !r->holds_unit[i])
-        copies.push_back({t[i].data(), sources[i].data(), sources[i].descriptor().bytes()});
+        copies_in.push_back({t[i].data(), sources[i].data(), sources[i].descriptor().bytes()});
       r->holds_unit[i] = is_unit;
     }
-    backend.copy_all(copies);
-    copies.clear();
     const std::vector<Image>& loss_out = r ? r->losses : losses;
     const size_t n_src = s.sources.size();
     for (size_t i = n_src; i < t.size(); ++i)
@@ -285,44 +291,61 @@ struct Graph::Impl {
                                 w == wm.end() ? nullptr : w->second.data(), grads, st.fused, counter, loss,
                                 allow_tf32, st.state >= 0 ? &t[st.state] : nullptr});
     }
+    for (size_t i = 0; r && i < losses.size(); ++i)
+      copies_out.push_back({losses[i].data(), r->losses[i].data(), losses[i].descriptor().bytes()});
+    std::vector<Image> out;
+    for (int res : s.results) {
+      if (all_half) continue;  // converted after the step
+      out.push_back(Image::allocate(t[res].descriptor(), device));
+      copies_out.push_back({out.back().data(), t[res].data(), t[res].descriptor().bytes()});
+    }
     auto run = [&] {
       for (size_t k = 0; k < s.steps.size(); ++k) {
         s.steps[k].node->encode(args[k]);
         profile.mark(s.steps[k].node->label());
       }
     };
-    if (!r) {
+    // The whole step, which a capture records but for the data sources that update themselves;
+    // its updates are prepared here after the nodes ran unless given.
+    Updates updates;
+    auto whole = [&](const Updates* prepared) {
+      backend.store(counter, step);
+      if (r) backend.copy_all(copies_in);
       run();
-    } else if (r->captured) {
-      backend.replay(r->captured);
-    } else if (r->failed || ++r->eager_runs <= 2) {  // warm-up: algorithms found, buffers sized
-      run();
+      if (check_numerics) check_finite(losses, trained);
+      // Every gradient is ready before the first update, so a failure leaves all weights as they were.
+      if (!prepared) updates = prepare_updates(trained, wm);
+      apply_builtin(updates);
+      profile.mark("updates");
+      backend.copy_all(copies_out);
+    };
+    if (!r || r->failed || (!r->captured && ++r->eager_runs <= 2)) {  // warm-up: algorithms found, buffers sized
+      whole(nullptr);
     } else {
+      updates = prepare_updates(trained, wm);
+      bool ran = false;
       try {
-        r->captured = backend.capture(run);
-        backend.replay(r->captured);
+        if (!r->captured) {
+          r->captured = backend.capture([&] { whole(&updates); });
+          backend.replay(r->captured, {});
+        } else {  // only what changes from step to step: the captured launches' arguments
+          backend.replay(r->captured, [&] {
+            backend.store(counter, step);
+            backend.copy_all(copies_in);
+            apply_builtin(updates);
+            backend.copy_all(copies_out);
+          });
+        }
+        ran = true;
       } catch (const Error&) {
+        r->captured.reset();
         r->failed = true;  // this shape runs eagerly from now on
-        run();
       }
+      if (!ran) whole(&updates);
     }
-    for (size_t i = 0; r && i < losses.size(); ++i)  // r: no numerics check reads them first
-      copies.push_back({losses[i].data(), r->losses[i].data(), losses[i].descriptor().bytes()});
-    if (check_numerics) check_finite(losses, trained);
-    // Every gradient is ready before the first update, so a failure leaves all weights as they were.
-    update(trained, wm);
-    profile.mark("updates");
-    std::vector<Image> out;
-    for (int res : s.results) {
-      const Image& img = t[res];
-      if (all_half) {
-        out.push_back(img.converted(DType::Float16));
-      } else {
-        out.push_back(Image::allocate(img.descriptor(), device));
-        copies.push_back({out.back().data(), img.data(), img.descriptor().bytes()});
-      }
-    }
-    backend.copy_all(copies);
+    apply_others(updates, wm);
+    if (all_half)
+      for (int res : s.results) out.push_back(t[res].converted(DType::Float16));
     return out;
   }
 };

@@ -218,16 +218,37 @@ def test_fit_callbacks_and_early_stop(digits):
         ng.fit(g.inference(), (xtr, ytr))
 
 
+class PlainSGD(ng.Optimizer):
+    """A data source that updates itself from Python: w ← w − lr·g."""
+
+    def slot_count(self):
+        return 0
+
+    def update(self, values, gradient, slots, step):
+        values -= self.learning_rate * gradient
+
+
 def test_captured_steps_match_eager_steps(device, digits):
-    """cuda records a step after two warm-up runs and replays it; the result (dropout masks
-    included) must be that of running every step eagerly (check_numerics forces eager)."""
+    """cuda records a step after two warm-up runs and replays it, changing only the arguments
+    that differ from step to step (the batch, the step counter, the optimizer's constants, the
+    outputs). Every step must be that of running eagerly (check_numerics forces eager): dropout
+    masks, a learning rate changed between replays, another batch size in between, and a data
+    source with a Python optimizer, updated after the replayed step."""
     (xtr, ytr), _ = digits
-    weights = []
+    sizes = [32] * 5 + [16] + [32] * 3
+    starts = np.cumsum([0] + sizes)
+    runs = []
     for eager in (False, True):
-        loss, srcs = small_net(ng.Adam(learning_rate=0.01), seed=3)
+        adam = ng.Adam(learning_rate=0.01)
+        loss, srcs = small_net(adam, seed=3)
+        srcs["f2"].optimizer = PlainSGD(learning_rate=0.05)
         g = loss.training_graph(device=device, check_numerics=eager)
-        losses = [g.encode(xtr[i * 32:(i + 1) * 32], labels=ytr[i * 32:(i + 1) * 32]).loss() for i in range(6)]
-        weights.append(({k: s.weights() for k, s in srcs.items()}, losses))
-    np.testing.assert_allclose(weights[0][1], weights[1][1], rtol=1e-4)
-    for k in weights[0][0]:
-        np.testing.assert_allclose(weights[0][0][k], weights[1][0][k], rtol=1e-4, atol=1e-5)
+        losses = []
+        for i, (a, b) in enumerate(zip(starts[:-1], starts[1:])):
+            if i == 7:
+                adam.learning_rate = 0.002
+            losses.append(g.encode(xtr[a:b], labels=ytr[a:b]).loss())
+        runs.append(({k: s.weights() for k, s in srcs.items()}, losses))
+    np.testing.assert_allclose(runs[0][1], runs[1][1], rtol=1e-4)
+    for k in runs[0][0]:
+        np.testing.assert_allclose(runs[0][0][k], runs[1][0][k], rtol=1e-4, atol=1e-5)

@@ -163,19 +163,26 @@ void CudaBackend::copy(void* dst, const void* src, size_t bytes) {
 }
 
 // Float-sized copies go in one launch: each separate copy costs the step a launch and a gap.
+// A captured step's copies are always that launch (re-pointed from step to step), even none.
 void CudaBackend::copy_all(const std::vector<Copy>& copies) {
   constexpr size_t kMost = 16;  // copy_blocks' table
   const bool floats = std::all_of(copies.begin(), copies.end(), [](const Copy& c) {
     return c.bytes % sizeof(float) == 0 && c.bytes / sizeof(float) <= 0x7fffffffu;
   });
-  if (copies.size() < 2 || copies.size() > kMost || !floats) return Backend::copy_all(copies);
+  auto lock = enter();
+  const bool step = recording_ || repointing_;
+  if (copies.size() > kMost || !floats) {
+    if (step) fail<DeviceError>("[capture] a step's copies must be at most ", kMost, " float arrays");
+    return Backend::copy_all(copies);
+  }
+  if (copies.size() < 2 && !step) return Backend::copy_all(copies);
   std::vector<cuda::Block> blocks;
   for (const Copy& c : copies) {
     const int count = static_cast<int>(c.bytes / sizeof(float));
     blocks.push_back({static_cast<const float*>(c.src), count, static_cast<float*>(c.dst), count, 1, count});
   }
-  auto lock = enter();
-  cuda::copy_blocks(stream_, blocks);
+  if (blocks.empty()) blocks.push_back({nullptr, 0, nullptr, 0, 0, 0});  // copies nothing
+  cuda::copy_blocks(step_launch(), blocks);
 }
 
 // Our allocations all come from the device's default pool, whose counters are the stats.
@@ -272,37 +279,87 @@ float CudaBackend::time_ms(const std::function<void()>& work) {
   return ms / runs;
 }
 
+// A captured step: its graph (a replay names nodes by it), the executable, and the kernel
+// nodes of its varying launches with their kernels, in the order they were made.
+struct CudaBackend::Captured {
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  std::vector<std::pair<cudaGraphNode_t, const void*>> varying;
+  ~Captured() {
+    if (exec) cudaGraphExecDestroy(exec);
+    if (graph) cudaGraphDestroy(graph);
+  }
+};
+
 std::shared_ptr<void> CudaBackend::capture(const std::function<void()>& work) {
   auto lock = enter();
+  auto step = std::make_shared<Captured>();
   cuda_check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "capture");
   capturing_ = true;
-  cudaGraph_t graph = nullptr;
+  recording_ = step.get();
   try {
     work();
   } catch (...) {
     capturing_ = false;
-    cudaStreamEndCapture(stream_, &graph);
-    if (graph) cudaGraphDestroy(graph);
+    recording_ = nullptr;
+    cudaStreamEndCapture(stream_, &step->graph);
     cudaGetLastError();
     throw;
   }
   capturing_ = false;
-  cuda_check(cudaStreamEndCapture(stream_, &graph), "capture");
-  cudaGraphExec_t exec = nullptr;
-  const cudaError_t e = cudaGraphInstantiate(&exec, graph, 0);
-  cudaGraphDestroy(graph);
-  cuda_check(e, "capture");
-  return std::shared_ptr<void>(exec, [](void* x) { cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(x)); });
+  recording_ = nullptr;
+  cuda_check(cudaStreamEndCapture(stream_, &step->graph), "capture");
+  cuda_check(cudaGraphInstantiate(&step->exec, step->graph, 0), "capture");
+  return step;
 }
 
-void CudaBackend::replay(const std::shared_ptr<void>& captured) {
+void CudaBackend::replay(const std::shared_ptr<void>& captured, const std::function<void()>& varying) {
   auto lock = enter();
-  cuda_check(cudaGraphLaunch(static_cast<cudaGraphExec_t>(captured.get()), stream_), "replay");
+  auto* step = static_cast<Captured*>(captured.get());
+  if (varying) {
+    struct Done {  // not re-pointing any more, however varying() ends
+      CudaBackend* b;
+      ~Done() { b->repointing_ = nullptr; }
+    } done{this};
+    repointing_ = step;
+    repointed_ = 0;
+    varying();
+    if (repointed_ != step->varying.size())
+      fail<DeviceError>("[replay] the step made ", repointed_, " of the captured step's ", step->varying.size(),
+                        " varying launches");
+  }
+  cuda_check(cudaGraphLaunch(step->exec, stream_), "replay");
+}
+
+cuda::StepLaunch CudaBackend::step_launch() const {
+  return {stream_, recording_ || repointing_ ? &redirect_ : nullptr};
+}
+
+void CudaBackend::step_kernel(const void* kernel, dim3 grid, dim3 block, void** args) {
+  if (repointing_) {
+    const auto& v = repointing_->varying;
+    if (repointed_ >= v.size() || v[repointed_].second != kernel)
+      fail<DeviceError>("[replay] varying launch ", repointed_, " differs from the captured step's");
+    cudaKernelNodeParams p{const_cast<void*>(kernel), grid, block, 0, args, nullptr};
+    cuda_check(cudaGraphExecKernelNodeSetParams(repointing_->exec, v[repointed_++].first, &p), "replay");
+    return;
+  }
+  cuda_check(cudaLaunchKernel(kernel, grid, block, args, 0, stream_), "launch");
+  cudaStreamCaptureStatus status;
+  const cudaGraphNode_t* last = nullptr;
+  size_t count = 0;
+#if CUDART_VERSION >= 13000
+  cuda_check(cudaStreamGetCaptureInfo(stream_, &status, nullptr, nullptr, &last, nullptr, &count), "capture");
+#else
+  cuda_check(cudaStreamGetCaptureInfo(stream_, &status, nullptr, nullptr, &last, &count), "capture");
+#endif
+  if (count != 1) fail<DeviceError>("[capture] a varying launch is not the capture's one last node");
+  recording_->varying.push_back({last[0], kernel});
 }
 
 void CudaBackend::store(uint64_t* counter, uint64_t value) {
   auto lock = enter();
-  cuda::store(stream_, counter, value);
+  cuda::store(step_launch(), counter, value);
 }
 
 const float* CudaBackend::output_gradient(const Image& dy, const Image* y, const NeuronDescriptor& neuron, float* db,

@@ -13,11 +13,9 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "kernels.cuh"
 
 namespace nngraph {
-namespace cuda {
-struct RNNDevice;
-}
 
 // Failures become DeviceError (OutOfMemory for allocations) whose message names the op.
 void cuda_check(cudaError_t e, const char* what);
@@ -62,7 +60,7 @@ class CudaBackend : public Backend {
   void dropout(float keep, uint64_t seed, const uint64_t* step, const Image& in, const Image& out) override;
   bool can_capture() const override { return true; }
   std::shared_ptr<void> capture(const std::function<void()>& work) override;
-  void replay(const std::shared_ptr<void>& captured) override;
+  void replay(const std::shared_ptr<void>& captured, const std::function<void()>& varying) override;
   void store(uint64_t* counter, uint64_t value) override;
   void convolution_gradient(const ConvGeometry& g, const Image& x, const float* weights, const Image& dy,
                             const Image* y, const NeuronDescriptor& neuron, const Image* dx, float* dw,
@@ -91,6 +89,11 @@ class CudaBackend : public Backend {
 
  private:
   struct ConvPlan;
+  struct Captured;
+  // Where store, copy_all and optimizer_steps launch: the stream, redirected to step_kernel
+  // while a step is captured or a replay re-points its launches.
+  cuda::StepLaunch step_launch() const;
+  void step_kernel(const void* kernel, dim3 grid, dim3 block, void** args);
   // Serializes callers and makes this GPU current on the calling thread.
   std::unique_lock<std::recursive_mutex> enter() const;
   ConvPlan& conv_plan(const ConvGeometry& g, int n, const ImageShape& in, const ImageShape& out);
@@ -158,6 +161,12 @@ class CudaBackend : public Backend {
   std::map<const void*, RNNReserve> rnn_reserves_;  // by training state
   std::shared_ptr<Buffer> workspace_;
   bool capturing_ = false;
+  Captured* recording_ = nullptr;   // the step being captured
+  Captured* repointing_ = nullptr;  // the step a replay re-points, and how many of its launches so far
+  size_t repointed_ = 0;
+  const cuda::Redirect redirect_ = [this](const void* k, dim3 grid, dim3 block, void** args) {
+    step_kernel(k, grid, block, args);
+  };
 };
 
 // cuDNN descriptors and the algorithms found for one convolution shape.

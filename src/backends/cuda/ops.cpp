@@ -89,7 +89,7 @@ void CudaBackend::optimizer_step(const OptimizerStep& s, float* values, const fl
 
 void CudaBackend::optimizer_steps(const OptimizerStep& s, const std::vector<TensorUpdate>& tensors) {
   auto lock = enter();
-  cuda::optimizer_steps(stream_, s, tensors.data(), tensors.size());
+  cuda::optimizer_steps(step_launch(), s, tensors.data(), tensors.size());
 }
 
 cuda::RNNDevice CudaBackend::rnn_device(std::vector<std::shared_ptr<Buffer>>& scratch) {
