@@ -78,44 +78,21 @@ __device__ void wait_pending() {
 #endif
 }
 
-// Contiguous: each row's k run contiguous in groups of four (offset row(r) + k_offset(k)),
-// copied 16 bytes at a time.
-template <int R, class P, bool kA>
-struct Contiguous {
-  using Tile = Stage<R, true>;
+// Wide: an operand read four floats (16 bytes) at a time where four are contiguous (offset
+// row(r) + k_offset(k)): along k into a row-major stage (Contiguous: each row's k run
+// contiguous in groups of four) or along rows into a k-major one (Across: each k's rows).
+template <int R, class P, bool kA, bool kAlongK>
+struct Wide {
+  using Tile = Stage<R, kAlongK>;
   static constexpr int kCount = R * kBK / 4 / kBlock;
   const float* src;
   int rows, first, k1;
-  __device__ Contiguous(const P&, const float* s, int f, int r, int end) : src(s), rows(r), first(f), k1(end) {}
+  __device__ Wide(const P&, const float* s, int f, int r, int end) : src(s), rows(r), first(f), k1(end) {}
   __device__ void issue(const P& p, int k, Tile& t) const {
 #pragma unroll
     for (int j = 0; j < kCount; ++j) {
-      const int c = threadIdx.x + j * kBlock, r = c / (kBK / 4), kq = (c % (kBK / 4)) * 4;
-      const bool in = first + r < rows && k + kq < k1;
-      int offset = 0;
-      if constexpr (kA) {
-        if (in) offset = p.a_row(first + r) + p.a_k(k + kq);
-      } else {
-        if (in) offset = p.b_row(first + r) + p.b_k(k + kq);
-      }
-      copy16(&t.at(r, kq), src + offset, in);
-    }
-  }
-};
-
-// Across: each k's rows contiguous in groups of four (offset row(r) + k_offset(k)), copied 16
-// bytes at a time into a k-major stage.
-template <int R, class P, bool kA>
-struct Across {
-  using Tile = Stage<R, false>;
-  static constexpr int kCount = R * kBK / 4 / kBlock;
-  const float* src;
-  int rows, first, k1;
-  __device__ Across(const P&, const float* s, int f, int r, int end) : src(s), rows(r), first(f), k1(end) {}
-  __device__ void issue(const P& p, int k, Tile& t) const {
-#pragma unroll
-    for (int j = 0; j < kCount; ++j) {
-      const int c = threadIdx.x + j * kBlock, kk = c / (R / 4), r = (c % (R / 4)) * 4;
+      const int c = threadIdx.x + j * kBlock;
+      const int r = kAlongK ? c / (kBK / 4) : (c % (R / 4)) * 4, kk = kAlongK ? (c % (kBK / 4)) * 4 : c / (R / 4);
       const bool in = first + r < rows && k + kk < k1;
       int offset = 0;
       if constexpr (kA) {
@@ -127,6 +104,10 @@ struct Across {
     }
   }
 };
+template <int R, class P, bool kA>
+using Contiguous = Wide<R, P, kA, true>;
+template <int R, class P, bool kA>
+using Across = Wide<R, P, kA, false>;
 
 // Fragment values as tf32 parts: big, and with kExact the remainder's. Exact truncates big,
 // whose error the remainder carries exactly (v − big is a float), and rounds the remainder.
