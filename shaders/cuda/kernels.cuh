@@ -98,8 +98,8 @@ void direct_weight_gradient(cudaStream_t s, const ConvShape& g, const float* x, 
                             const NeuronDescriptor& nd, float* dw, float* db, float* partial);
 int direct_weight_gradient_rows(const ConvShape& g);
 // Convolution passes as products on tensor cores (tensor_conv.cu). Exact: each float32
-// operand is split into its tf32 rounding and the tf32 rounding of the rest, and three
-// products are summed (float32's accuracy); else one tf32 product. Forward: channels a
+// operand is split into a tf32 part and the rest as tf32, and three products are summed
+// (float32's accuracy); else one tf32 product. Forward: channels a
 // multiple of 16; input gradient: stride 1, output channels a multiple of 16; weight
 // gradient: output planes a multiple of 4 pixels and dz 16-byte aligned (read 4 at a time).
 // `reordered` holds the weights' count of floats.
@@ -124,7 +124,7 @@ bool tensor_product_fits(bool ta, bool tb, int m, int n, int k, const float* a, 
 size_t tensor_product_partial(int m, int n, int k);
 void tensor_product(cudaStream_t s, bool exact, bool ta, bool tb, int m, int n, int k, const float* a, int lda,
                     const float* b, int ldb, float* c, float* partial);
-// dst[r·dst_ld + c] += src[r·src_ld + c] for rows × columns.
+// Copies (copy.cu). dst[r·dst_ld + c] += src[r·src_ld + c] for rows × columns.
 void add_rows(cudaStream_t s, float* dst, int dst_ld, const float* src, int src_ld, int rows, int columns);
 // out = in (d0 × d1 × d2) with its axes reordered: out axis k is in axis perm[k].
 void permute(cudaStream_t s, const float* in, float* out, const int dims[3], const int perm[3]);

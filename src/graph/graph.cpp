@@ -305,43 +305,44 @@ struct Graph::Impl {
         profile.mark(s.steps[k].node->label());
       }
     };
-    // The whole step, which a capture records but for the data sources that update themselves;
-    // its updates are prepared here after the nodes ran unless given.
+    // The whole step, which a capture records but for the data sources that update themselves.
+    // Without its nodes it is the launches whose arguments change from step to step, which
+    // re-point a captured step. Its updates are prepared after the nodes ran unless they were
+    // before (a replay's).
     Updates updates;
-    auto whole = [&](const Updates* prepared) {
+    bool prepared = false;
+    auto whole = [&](bool nodes) {
       backend.store(counter, step);
       if (r) backend.copy_all(copies_in);
-      run();
-      if (check_numerics) check_finite(losses, trained);
-      // Every gradient is ready before the first update, so a failure leaves all weights as they were.
-      if (!prepared) updates = prepare_updates(trained, wm);
+      if (nodes) {
+        run();
+        if (check_numerics) check_finite(losses, trained);
+        // Every gradient is ready before the first update, so a failure leaves all weights as they were.
+        if (!prepared) updates = prepare_updates(trained, wm);
+      }
       apply_builtin(updates);
       profile.mark("updates");
       backend.copy_all(copies_out);
     };
     if (!r || r->failed || (!r->captured && ++r->eager_runs <= 2)) {  // warm-up: algorithms found, buffers sized
-      whole(nullptr);
+      whole(true);
     } else {
       updates = prepare_updates(trained, wm);
+      prepared = true;
       bool ran = false;
       try {
         if (!r->captured) {
-          r->captured = backend.capture([&] { whole(&updates); });
+          r->captured = backend.capture([&] { whole(true); });
           backend.replay(r->captured, {});
-        } else {  // only what changes from step to step: the captured launches' arguments
-          backend.replay(r->captured, [&] {
-            backend.store(counter, step);
-            backend.copy_all(copies_in);
-            apply_builtin(updates);
-            backend.copy_all(copies_out);
-          });
+        } else {
+          backend.replay(r->captured, [&] { whole(false); });
         }
         ran = true;
       } catch (const Error&) {
         r->captured.reset();
         r->failed = true;  // this shape runs eagerly from now on
       }
-      if (!ran) whole(&updates);
+      if (!ran) whole(true);
     }
     apply_others(updates, wm);
     if (all_half)

@@ -62,7 +62,6 @@ struct Window {
   int count(const PoolGeometry& g) const { return g.count_include_pad ? g.kh * g.kw : (yb - ya) * (xb - xa); }
 };
 
-
 // Any window: zero, then each dy to its window's first maximum (the forward scan order) or
 // spread evenly.
 void scatter_gradient(bool max, const PoolGeometry& g, const ImageShape& is, const ImageShape& os, const float* x,

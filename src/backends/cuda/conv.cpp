@@ -157,7 +157,7 @@ void CudaBackend::convolution(const ConvGeometry& g, const Image& in, const floa
     cuda::tensor_convolution(stream_, shape, !g.tf32, in.data_as<float>(), weights, bias, neuron,
                              out.data_as<float>(), static_cast<float*>(reordered->data()));
   };
-  if (p.forward == ConvPlan::kUndecided && !capturing_) {
+  if (p.forward == ConvPlan::kUndecided && !recording_) {
     Candidates c = algorithms(p.fwd, cudnn);
     if (ours && cuda::direct_convolution_fits(shape)) c.push_back({ConvPlan::kDirect, direct});
     if (ours && cuda::tensor_convolution_fits(shape)) c.push_back({ConvPlan::kTensor, tensor});
@@ -243,7 +243,7 @@ void CudaBackend::convolution_gradient(const ConvGeometry& g, const Image& xi, c
   if (dw) {
     // Checked every call: dz's alignment is the call's, not the shape's.
     const bool tensor_fits = ours && cuda::tensor_weight_gradient_fits(shape, dz);
-    if (p.weight_gradient == ConvPlan::kUndecided && !capturing_) {
+    if (p.weight_gradient == ConvPlan::kUndecided && !recording_) {
       Candidates c = algorithms(p.bwd_filter, [&](const auto& a) { cudnn_dw(a, dz); });
       if (ours && cuda::direct_convolution_fits(shape))
         c.push_back({ConvPlan::kDirect, [&] { direct_dw(dz, nullptr, nullptr); }});
@@ -258,7 +258,7 @@ void CudaBackend::convolution_gradient(const ConvGeometry& g, const Image& xi, c
       cudnn_dw(p.bwd_filter[std::max(p.weight_gradient, 0)], dz);
   }
   if (dx) {
-    if (p.input_gradient == ConvPlan::kUndecided && !capturing_) {
+    if (p.input_gradient == ConvPlan::kUndecided && !recording_) {
       Candidates c = algorithms(p.bwd_data, [&](const auto& a) { cudnn_dx(a, dz); });
       if (ours && cuda::tensor_input_gradient_fits(shape))
         c.push_back({ConvPlan::kTensor, [&] { tensor_dx(dz); }});
@@ -319,7 +319,7 @@ void CudaBackend::gemm(bool ta, bool tb, int m, int n, int k, const float* a, in
   };
   enum { kUndecided, kCublas, kTensor };
   int& choice = gemm_choices_[{ta, tb, m, n, k, lda, ldb, tf32}];
-  if (choice == kUndecided && !capturing_) choice = quickest({{kCublas, cublas}, {kTensor, tensor}});
+  if (choice == kUndecided && !recording_) choice = quickest({{kCublas, cublas}, {kTensor, tensor}});
   if (choice == kTensor)
     tensor();
   else

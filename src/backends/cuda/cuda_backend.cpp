@@ -247,7 +247,7 @@ void CudaBackend::convert(const Image& in, const Image& out) {
 
 std::shared_ptr<Buffer> CudaBackend::workspace(size_t bytes) {
   // A capture must not point at the shared buffer: another shape may replace it later.
-  if (capturing_) return allocate(bytes);
+  if (recording_) return allocate(bytes);
   if (!workspace_ || workspace_->bytes() < bytes) {
     workspace_.reset();  // freed in stream order, after the work that used it
     workspace_ = allocate(bytes);
@@ -295,18 +295,15 @@ std::shared_ptr<void> CudaBackend::capture(const std::function<void()>& work) {
   auto lock = enter();
   auto step = std::make_shared<Captured>();
   cuda_check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "capture");
-  capturing_ = true;
   recording_ = step.get();
   try {
     work();
   } catch (...) {
-    capturing_ = false;
     recording_ = nullptr;
     cudaStreamEndCapture(stream_, &step->graph);
     cudaGetLastError();
     throw;
   }
-  capturing_ = false;
   recording_ = nullptr;
   cuda_check(cudaStreamEndCapture(stream_, &step->graph), "capture");
   cuda_check(cudaGraphInstantiate(&step->exec, step->graph, 0), "capture");

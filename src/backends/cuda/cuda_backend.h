@@ -160,8 +160,7 @@ class CudaBackend : public Backend {
   std::map<std::vector<int>, std::unique_ptr<RNNPlan>> rnn_plans_;
   std::map<const void*, RNNReserve> rnn_reserves_;  // by training state
   std::shared_ptr<Buffer> workspace_;
-  bool capturing_ = false;
-  Captured* recording_ = nullptr;   // the step being captured
+  Captured* recording_ = nullptr;   // the step being captured (null: not capturing)
   Captured* repointing_ = nullptr;  // the step a replay re-points, and how many of its launches so far
   size_t repointed_ = 0;
   const cuda::Redirect redirect_ = [this](const void* k, dim3 grid, dim3 block, void** args) {
