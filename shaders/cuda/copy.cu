@@ -5,17 +5,19 @@
 namespace nngraph::cuda {
 namespace {
 
-__global__ void add_rows_kernel(float* dst, int dst_ld, const float* src, int src_ld, int columns, size_t total) {
-  NNGRAPH_GRID_LOOP(i, total) {
-    const size_t r = i / columns, c = i % columns;
+// Index math in I: unsigned where every index fits (with_index_type).
+template <class I>
+__global__ void add_rows_kernel(float* dst, int dst_ld, const float* src, int src_ld, I columns, I total) {
+  NNGRAPH_GRID_LOOP_T(I, i, total) {
+    const I r = i / columns, c = i % columns;
     dst[r * dst_ld + c] += src[r * src_ld + c];
   }
 }
 
-__global__ void permute_kernel(const float* in, float* out, int o1, int o2, size_t s0, size_t s1, size_t s2,
-                               size_t total) {
-  NNGRAPH_GRID_LOOP(i, total) {
-    const size_t c = i % o2, b = (i / o2) % o1, a = i / (size_t(o2) * o1);
+template <class I>
+__global__ void permute_kernel(const float* in, float* out, I o1, I o2, I s0, I s1, I s2, I total) {
+  NNGRAPH_GRID_LOOP_T(I, i, total) {
+    const I c = i % o2, b = (i / o2) % o1, a = i / (o2 * o1);
     out[i] = in[a * s0 + b * s1 + c * s2];
   }
 }
@@ -24,15 +26,16 @@ struct Blocks {
   Block b[16];
 };
 
+template <class I>
 __global__ void copy_blocks_kernel(Blocks blocks) {
   const Block& b = blocks.b[blockIdx.y];
-  const size_t total = size_t(b.rows) * b.cols;
+  const I total = I(b.rows) * b.cols;
   if (b.rows == 1) {  // a plain span: no division per element
-    NNGRAPH_GRID_LOOP(i, total) b.dst[i] = b.src ? b.src[i] : 0.f;
+    NNGRAPH_GRID_LOOP_T(I, i, total) b.dst[i] = b.src ? b.src[i] : 0.f;
     return;
   }
-  NNGRAPH_GRID_LOOP(i, total) {
-    const size_t r = i / b.cols, c = i % b.cols;
+  NNGRAPH_GRID_LOOP_T(I, i, total) {
+    const I r = i / I(b.cols), c = i % I(b.cols);
     b.dst[r * b.dst_ld + c] = b.src ? b.src[r * b.src_ld + c] : 0.f;
   }
 }
@@ -42,26 +45,35 @@ __global__ void copy_blocks_kernel(Blocks blocks) {
 void copy_blocks(const StepLaunch& l, const std::vector<Block>& blocks) {
   if (blocks.empty()) return;
   Blocks table{};
-  size_t most = 0;
+  size_t most = 0, largest = 0;  // elements of the largest block; the largest index formed
   for (size_t i = 0; i < blocks.size(); ++i) {
-    table.b[i] = blocks.at(i);
-    most = std::max(most, size_t(blocks[i].rows) * blocks[i].cols);
+    const Block& b = blocks.at(i);
+    table.b[i] = b;
+    most = std::max(most, size_t(b.rows) * b.cols);
+    largest = std::max(largest, size_t(b.rows) * std::max({b.cols, b.src_ld, b.dst_ld}));
   }
-  launch_step(l, copy_blocks_kernel, dim3(blocks_for(most), static_cast<unsigned>(blocks.size())), kThreads, table);
+  const dim3 grid(blocks_for(most), static_cast<unsigned>(blocks.size()));
+  with_index_type(largest, [&](auto i) { launch_step(l, copy_blocks_kernel<decltype(i)>, grid, kThreads, table); });
   check_launch("copy");
 }
 
 void add_rows(cudaStream_t s, float* dst, int dst_ld, const float* src, int src_ld, int rows, int columns) {
   const size_t total = size_t(rows) * columns;
-  add_rows_kernel<<<blocks_for(total), kThreads, 0, s>>>(dst, dst_ld, src, src_ld, columns, total);
+  with_index_type(size_t(rows) * std::max({columns, dst_ld, src_ld}), [&](auto i) {
+    using I = decltype(i);
+    add_rows_kernel<<<blocks_for(total), kThreads, 0, s>>>(dst, dst_ld, src, src_ld, I(columns), I(total));
+  });
   check_launch("copy_rows");
 }
 
 void permute(cudaStream_t s, const float* in, float* out, const int dims[3], const int perm[3]) {
   const size_t stride[3] = {size_t(dims[1]) * dims[2], size_t(dims[2]), 1};
   const size_t total = size_t(dims[0]) * dims[1] * dims[2];
-  permute_kernel<<<blocks_for(total), kThreads, 0, s>>>(in, out, dims[perm[1]], dims[perm[2]], stride[perm[0]],
-                                                        stride[perm[1]], stride[perm[2]], total);
+  with_index_type(total, [&](auto i) {
+    using I = decltype(i);
+    permute_kernel<<<blocks_for(total), kThreads, 0, s>>>(in, out, I(dims[perm[1]]), I(dims[perm[2]]), I(stride[perm[0]]),
+                                                          I(stride[perm[1]]), I(stride[perm[2]]), I(total));
+  });
   check_launch("permute");
 }
 

@@ -211,9 +211,11 @@ struct Graph::Impl {
     return r;
   }
 
-  // Label weights of 1 for a batch of n, made once: most steps weigh every image alike.
+  // Label weights of 1 for a batch of n, made once: most steps weigh every image alike. Kept
+  // for the last few batch sizes (a replay that holds them copied them; it needs them no more).
   std::map<int, Image> unit_weights;
   const Image& ones(int n) {
+    if (!unit_weights.count(n) && unit_weights.size() >= 4) unit_weights.clear();
     Image& w = unit_weights[n];
     if (w.empty()) {
       w = Image::allocate({n, {1, 1, 1}, DType::Float32}, device);

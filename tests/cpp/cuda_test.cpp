@@ -442,4 +442,40 @@ TEST_F(CudaVsCpu, OutOfMemoryRaisesAndTheDeviceStaysUsable) {
   auto b = gpu().allocate(64);
   EXPECT_TRUE(b);
 }
+// A captured step's scratch: allocated outside the graph (no allocation nodes, no graph memory),
+// reused within the step once freed, valid for every replay, kept while a buffer outlives the step.
+TEST_F(CudaVsCpu, CapturedScratchHoldsNoGraphMemory) {
+  const size_t n = 4096, bytes = n * sizeof(float);
+  auto src = on_gpu(random(n)), dst = gpu().allocate(bytes);
+  void *first = nullptr, *second = nullptr;
+  std::shared_ptr<Buffer> kept;
+  auto step = gpu().capture([&] {
+    auto a = gpu().allocate(bytes);
+    first = a->data();
+    gpu().copy(a->data(), src->data(), bytes);
+    auto b = gpu().allocate(bytes);  // a is busy: another block
+    gpu().copy(b->data(), a->data(), bytes);
+    a.reset();
+    auto c = gpu().allocate(bytes / 2);  // a's block, free again
+    second = c->data();
+    gpu().copy(c->data(), b->data(), bytes / 2);
+    gpu().copy(dst->data(), c->data(), bytes / 2);
+    gpu().copy(static_cast<char*>(dst->data()) + bytes / 2, static_cast<char*>(b->data()) + bytes / 2, bytes / 2);
+    kept = gpu().allocate(16);  // outlives the step
+  });
+  EXPECT_EQ(first, second);
+  for (int run = 0; run < 2; ++run) {
+    const auto v = random(n);
+    gpu().copy_from_host(src->data(), v.data(), bytes);
+    gpu().replay(step, {});
+    near(host(dst), v, 0.f);
+  }
+  uint64_t graph_bytes = 1;
+  ASSERT_EQ(cudaDeviceGetGraphMemAttribute(0, cudaGraphMemAttrUsedMemHigh, &graph_bytes), cudaSuccess);
+  EXPECT_EQ(graph_bytes, 0u);
+  step.reset();
+  kept.reset();  // freed now, with no step left to own it
+  gpu().synchronize();
+  EXPECT_NE(gpu().allocate(64), nullptr);
+}
 #endif  // NNGRAPH_HAVE_CUDA

@@ -78,6 +78,7 @@ CudaBackend::~CudaBackend() {
     if (p.data) cudaFreeHost(p.data);
     if (p.done) cudaEventDestroy(p.done);
   }
+  if (side_) cudaStreamDestroy(side_);
   if (stream_) cudaStreamDestroy(stream_);
 }
 
@@ -93,6 +94,7 @@ std::unique_lock<std::recursive_mutex> CudaBackend::enter() const {
 
 namespace {
 void free_device(void* p, size_t bytes, const Device& d) { cuda_backend(d.index()).release(p, bytes); }
+void free_scratch(void* p, size_t, const Device& d) { cuda_backend(d.index()).release_scratch(p); }
 }  // namespace
 
 void CudaBackend::release(void* p, size_t bytes) {
@@ -108,6 +110,7 @@ void CudaBackend::release(void* p, size_t bytes) {
 
 std::shared_ptr<Buffer> CudaBackend::allocate(size_t bytes) {
   auto lock = enter();
+  if (recording_) return capture_scratch(bytes);
   void* p = nullptr;
   const cudaError_t e = cudaMallocAsync(&p, bytes ? bytes : 1, stream_);
   if (e == cudaErrorMemoryAllocation) {
@@ -116,6 +119,60 @@ std::shared_ptr<Buffer> CudaBackend::allocate(size_t bytes) {
   }
   cuda_check(e, "allocate");
   return std::make_shared<Buffer>(p, bytes, device(), &free_device);
+}
+
+// Allocated on a side stream, waited for, outside the capture: an allocation node would make
+// every launch of the step map memory. Best fit among the blocks the step's work has freed.
+std::shared_ptr<Buffer> CudaBackend::capture_scratch(size_t bytes) {
+  auto best = scratch_.end();
+  for (auto i = scratch_.begin(); i != scratch_.end(); ++i) {
+    const Scratch& s = i->second;
+    if (s.step == recording_ && !s.busy && s.bytes >= bytes && (best == scratch_.end() || s.bytes < best->second.bytes))
+      best = i;
+  }
+  if (best == scratch_.end()) {
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;  // this thread may allocate while capturing
+    cuda_check(cudaThreadExchangeStreamCaptureMode(&mode), "capture");
+    if (!side_) cuda_check(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking), "capture");
+    void* p = nullptr;
+    cudaError_t e = cudaMallocAsync(&p, bytes ? bytes : 1, side_);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(side_);
+    cudaThreadExchangeStreamCaptureMode(&mode);
+    if (e == cudaErrorMemoryAllocation) {
+      cudaGetLastError();
+      fail<OutOfMemory>("[", device().str(), "] out of GPU memory allocating ", bytes, " bytes");
+    }
+    cuda_check(e, "capture");
+    best = scratch_.emplace(p, Scratch{recording_, bytes, false}).first;
+  }
+  best->second.busy = true;
+  return std::make_shared<Buffer>(best->first, bytes, device(), &free_scratch);
+}
+
+void CudaBackend::release_scratch(void* p) {
+  auto lock = enter();
+  const auto it = scratch_.find(p);
+  if (it == scratch_.end()) return;
+  if (it->second.step) {
+    it->second.busy = false;  // the step's later work may reuse it; its memory goes with the step
+    return;
+  }
+  cudaFreeAsync(p, stream_);  // outlived its step
+  scratch_.erase(it);
+}
+
+void CudaBackend::drop_scratch(const Captured* step) {
+  auto lock = enter();
+  for (auto i = scratch_.begin(); i != scratch_.end();) {
+    if (i->second.step != step) {
+      ++i;
+    } else if (i->second.busy) {
+      (i++)->second.step = nullptr;  // still held: freed with its buffer
+    } else {
+      cudaFreeAsync(i->first, stream_);  // after the step's queued launches
+      i = scratch_.erase(i);
+    }
+  }
 }
 
 CudaBackend::Pinned& CudaBackend::staging(size_t bytes) {
@@ -282,18 +339,22 @@ float CudaBackend::time_ms(const std::function<void()>& work) {
 // A captured step: its graph (a replay names nodes by it), the executable, and the kernel
 // nodes of its varying launches with their kernels, in the order they were made.
 struct CudaBackend::Captured {
+  explicit Captured(CudaBackend* b) : backend(b) {}
+  Captured(const Captured&) = delete;
+  CudaBackend* backend;  // whose scratch it uses
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t exec = nullptr;
   std::vector<std::pair<cudaGraphNode_t, const void*>> varying;
   ~Captured() {
     if (exec) cudaGraphExecDestroy(exec);
     if (graph) cudaGraphDestroy(graph);
+    backend->drop_scratch(this);
   }
 };
 
 std::shared_ptr<void> CudaBackend::capture(const std::function<void()>& work) {
   auto lock = enter();
-  auto step = std::make_shared<Captured>();
+  auto step = std::make_shared<Captured>(this);
   cuda_check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "capture");
   recording_ = step.get();
   try {

@@ -86,6 +86,8 @@ class CudaBackend : public Backend {
   cudaStream_t stream() const { return stream_; }
   // Frees a buffer this backend allocated, in stream order (with what was kept for it).
   void release(void* p, size_t bytes);
+  // A captured step's scratch buffer is done with (free_scratch).
+  void release_scratch(void* p);
 
  private:
   struct ConvPlan;
@@ -105,6 +107,10 @@ class CudaBackend : public Backend {
   int quickest(const Candidates& candidates);
   // x as cuDNN reads it: itself, or where the plan pads explicitly a padded copy in *padded.
   const float* cudnn_input(const ConvPlan& p, const Image& x, std::shared_ptr<Buffer>* padded);
+  // What allocate() returns while a step is captured: a block of the step's scratch, which
+  // lives as long as the step (or a buffer made from it that outlives the step).
+  std::shared_ptr<Buffer> capture_scratch(size_t bytes);
+  void drop_scratch(const Captured* step);
   // Scratch for cuDNN: the shared buffer, or while capturing one that lives in the capture.
   std::shared_ptr<Buffer> workspace(size_t bytes);
   // dz = dy ⊙ neuron'(y) in a scratch buffer (dy itself when there is no neuron) and, where
@@ -160,6 +166,13 @@ class CudaBackend : public Backend {
   std::map<std::vector<int>, std::unique_ptr<RNNPlan>> rnn_plans_;
   std::map<const void*, RNNReserve> rnn_reserves_;  // by training state
   std::shared_ptr<Buffer> workspace_;
+  struct Scratch {
+    const Captured* step;  // null once the step is gone and a buffer still holds the block
+    size_t bytes;
+    bool busy;
+  };
+  std::map<void*, Scratch> scratch_;  // captured steps' scratch blocks by address
+  cudaStream_t side_ = nullptr;       // where capture_scratch allocates
   Captured* recording_ = nullptr;   // the step being captured (null: not capturing)
   Captured* repointing_ = nullptr;  // the step a replay re-points, and how many of its launches so far
   size_t repointed_ = 0;
