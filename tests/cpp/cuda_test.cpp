@@ -220,25 +220,35 @@ TEST_F(CudaVsCpu, TensorConvolutionPasses) {
 
 // The products fully connected layers may run (C = op(A)·op(B) on tensor cores), against
 // double sums: every transposition, padded leading dimensions, tails and products split over k.
+// A product's random operands (rows padded by `pad`) and C = op(A)·op(B) in double.
+struct Product {
+  bool ta, tb;
+  int m, n, k, pad;
+  int lda() const { return (ta ? m : k) + pad; }
+  int ldb() const { return (tb ? k : n) + pad; }
+  std::vector<float> want(const std::vector<float>& av, const std::vector<float>& bv) const {
+    std::vector<float> c(static_cast<size_t>(m) * n);
+    for (int i = 0; i < m; ++i)
+      for (int j = 0; j < n; ++j) {
+        double sum = 0;
+        for (int l = 0; l < k; ++l)
+          sum += static_cast<double>(ta ? av[l * lda() + i] : av[i * lda() + l]) *
+                 (tb ? bv[j * ldb() + l] : bv[l * ldb() + j]);
+        c[i * n + j] = static_cast<float>(sum);
+      }
+    return c;
+  }
+};
+
 TEST_F(CudaVsCpu, TensorProducts) {
-  struct Case {
-    bool ta, tb;
-    int m, n, k, pad;
-  };
+  using Case = Product;
   for (const Case q : {Case{false, true, 64, 256, 3136, 0}, Case{true, false, 128, 96, 64, 0},
                        Case{false, false, 64, 200, 1024, 0}, Case{true, true, 36, 44, 100, 4},
                        Case{false, false, 36, 44, 100, 8}}) {
-    const int lda = (q.ta ? q.m : q.k) + q.pad, ldb = (q.tb ? q.k : q.n) + q.pad;
+    const int lda = q.lda(), ldb = q.ldb();
     const auto av = random(static_cast<size_t>(q.ta ? q.k : q.m) * lda);
     const auto bv = random(static_cast<size_t>(q.tb ? q.n : q.k) * ldb);
-    std::vector<float> want(static_cast<size_t>(q.m) * q.n);
-    for (int i = 0; i < q.m; ++i)
-      for (int j = 0; j < q.n; ++j) {
-        double sum = 0;
-        for (int l = 0; l < q.k; ++l)
-          sum += static_cast<double>(q.ta ? av[l * lda + i] : av[i * lda + l]) * (q.tb ? bv[j * ldb + l] : bv[l * ldb + j]);
-        want[i * q.n + j] = static_cast<float>(sum);
-      }
+    const auto want = q.want(av, bv);
     const auto ag = on_gpu(av), bg = on_gpu(bv), cg = gpu().allocate(want.size() * 4);
     const auto* a = static_cast<const float*>(ag->data());
     const auto* b = static_cast<const float*>(bg->data());
@@ -262,6 +272,23 @@ TEST_F(CudaVsCpu, TensorProducts) {
   }
   EXPECT_GT(cuda::tensor_product_partial(64, 256, 3136), 0u);  // the first case is split over k
   EXPECT_FALSE(cuda::tensor_product_fits(false, true, 64, 256, 3134, nullptr, 3136, nullptr, 3136, 256));
+}
+
+// The digit network's last layer (forward, weight and input gradients) and odd shapes.
+TEST_F(CudaVsCpu, ThinProducts) {
+  for (const Product q : {Product{false, true, 64, 10, 1024, 0}, Product{true, false, 10, 1024, 64, 0},
+                          Product{false, false, 64, 1024, 10, 0}, Product{false, true, 7, 13, 333, 3},
+                          Product{true, false, 5, 77, 9, 1}, Product{false, false, 3, 300, 1, 2}}) {
+    ASSERT_TRUE(cuda::thin_product_fits(q.ta, q.tb, q.m, q.n, q.k));
+    const auto av = random(static_cast<size_t>(q.ta ? q.k : q.m) * q.lda());
+    const auto bv = random(static_cast<size_t>(q.tb ? q.n : q.k) * q.ldb());
+    const auto ag = on_gpu(av), bg = on_gpu(bv), cg = gpu().allocate(size_t(q.m) * q.n * 4);
+    cuda::thin_product(gpu().stream(), q.ta, q.tb, q.m, q.n, q.k, static_cast<const float*>(ag->data()), q.lda(),
+                       static_cast<const float*>(bg->data()), q.ldb(), static_cast<float*>(cg->data()));
+    near(host(cg), q.want(av, bv), 1e-5f);
+  }
+  EXPECT_FALSE(cuda::thin_product_fits(true, true, 8, 8, 8));  // neither layout
+  EXPECT_FALSE(cuda::thin_product_fits(false, true, 64, 1024, 3136));  // too large
 }
 
 TEST_F(CudaVsCpu, FullyConnectedAndGradient) {

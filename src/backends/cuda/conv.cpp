@@ -307,23 +307,26 @@ void CudaBackend::gemm(bool ta, bool tb, int m, int n, int k, const float* a, in
                                               batch.count, compute, CUBLAS_GEMM_DEFAULT),
                    "gemm");
   };
-  // Ours computes C = op(A)·op(B) alone; which runs a shape is timed once, as for convolutions.
-  if (batch.count != 1 || alpha != 1.f || beta != 0.f ||
-      !cuda::tensor_product_fits(ta, tb, m, n, k, a, lda, b, ldb, ldc))
-    return cublas();
-  auto tensor = [&] {
-    const size_t floats = cuda::tensor_product_partial(m, n, k);
-    const auto partial = floats ? allocate(floats * sizeof(float)) : nullptr;
-    cuda::tensor_product(stream_, !tf32, ta, tb, m, n, k, a, lda, b, ldb, c,
-                         partial ? static_cast<float*>(partial->data()) : nullptr);
-  };
-  enum { kUndecided, kCublas, kTensor };
+  // Ours compute C = op(A)·op(B) alone; which runs a shape is timed once, as for convolutions.
+  enum { kUndecided, kCublas, kTensor, kThin };
+  Candidates candidates{{kCublas, cublas}};
+  if (batch.count == 1 && alpha == 1.f && beta == 0.f && ldc == n) {
+    if (cuda::tensor_product_fits(ta, tb, m, n, k, a, lda, b, ldb, ldc))
+      candidates.push_back({kTensor, [&] {
+                              const size_t floats = cuda::tensor_product_partial(m, n, k);
+                              const auto partial = floats ? allocate(floats * sizeof(float)) : nullptr;
+                              cuda::tensor_product(stream_, !tf32, ta, tb, m, n, k, a, lda, b, ldb, c,
+                                                   partial ? static_cast<float*>(partial->data()) : nullptr);
+                            }});
+    if (cuda::thin_product_fits(ta, tb, m, n, k))
+      candidates.push_back({kThin, [&] { cuda::thin_product(stream_, ta, tb, m, n, k, a, lda, b, ldb, c); }});
+  }
+  if (candidates.size() == 1) return cublas();
   int& choice = gemm_choices_[{ta, tb, m, n, k, lda, ldb, tf32}];
-  if (choice == kUndecided && !recording_) choice = quickest({{kCublas, cublas}, {kTensor, tensor}});
-  if (choice == kTensor)
-    tensor();
-  else
-    cublas();
+  if (choice == kUndecided && !recording_) choice = quickest(candidates);
+  for (const auto& [id, run] : candidates)
+    if (id == choice) return run();
+  cublas();  // undecided while capturing, or the one chosen does not fit these operands
 }
 
 void CudaBackend::fully_connected(const Image& in, const float* weights, const float* bias,
