@@ -108,6 +108,23 @@ void CudaBackend::release(void* p, size_t bytes) {
   cudaFreeAsync(p, stream_);  // stream-ordered: after every kernel already queued on it
 }
 
+// A captured step: its graph (a replay names nodes by it), the executable, and the kernel
+// nodes of its varying launches with their kernels, in the order they were made.
+struct CudaBackend::Captured {
+  explicit Captured(CudaBackend* b) : backend(b) {}
+  Captured(const Captured&) = delete;
+  CudaBackend* backend;  // whose scratch it uses
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  std::vector<std::pair<cudaGraphNode_t, const void*>> varying;
+  std::vector<std::shared_ptr<Buffer>> kept;  // shared buffers it uses
+  ~Captured() {
+    if (exec) cudaGraphExecDestroy(exec);
+    if (graph) cudaGraphDestroy(graph);
+    backend->drop_scratch(this);
+  }
+};
+
 std::shared_ptr<Buffer> CudaBackend::allocate(size_t bytes) {
   auto lock = enter();
   if (recording_) return capture_scratch(bytes);
@@ -242,24 +259,28 @@ void CudaBackend::copy_all(const std::vector<Copy>& copies) {
   cuda::copy_blocks(step_launch(), blocks);
 }
 
-// Our allocations all come from the device's default pool, whose counters are the stats.
+// Our allocations all come from the device's default pool; a library's allocation while a
+// step is captured would come from graph memory. The stats add both (peaks: at most the sum).
 Backend::MemoryStats CudaBackend::memory_stats() {
   auto lock = enter();
   cuda_check(cudaStreamSynchronize(stream_), "memory_stats");  // frees are stream-ordered
   cudaMemPool_t pool;
   cuda_check(cudaDeviceGetDefaultMemPool(&pool, index_), "memory_stats");
-  uint64_t current = 0, peak = 0;
+  uint64_t current = 0, peak = 0, graph_current = 0, graph_peak = 0;
   cuda_check(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &current), "memory_stats");
   cuda_check(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &peak), "memory_stats");
-  return {static_cast<size_t>(current), static_cast<size_t>(peak)};
+  cuda_check(cudaDeviceGetGraphMemAttribute(index_, cudaGraphMemAttrUsedMemCurrent, &graph_current), "memory_stats");
+  cuda_check(cudaDeviceGetGraphMemAttribute(index_, cudaGraphMemAttrUsedMemHigh, &graph_peak), "memory_stats");
+  return {static_cast<size_t>(current + graph_current), static_cast<size_t>(peak + graph_peak)};
 }
 
 void CudaBackend::reset_peak_memory() {
   auto lock = enter();
   cudaMemPool_t pool;
   cuda_check(cudaDeviceGetDefaultMemPool(&pool, index_), "memory_stats");
-  uint64_t zero = 0;  // resets the high-water mark to the current use
+  uint64_t zero = 0;  // resets the high-water marks to the current use
   cuda_check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &zero), "memory_stats");
+  cuda_check(cudaDeviceSetGraphMemAttribute(index_, cudaGraphMemAttrUsedMemHigh, &zero), "memory_stats");
 }
 
 void CudaBackend::synchronize() {
@@ -303,12 +324,16 @@ void CudaBackend::convert(const Image& in, const Image& out) {
 }
 
 std::shared_ptr<Buffer> CudaBackend::workspace(size_t bytes) {
-  // A capture must not point at the shared buffer: another shape may replace it later.
-  if (recording_) return allocate(bytes);
-  if (!workspace_ || workspace_->bytes() < bytes) {
+  const bool fits = workspace_ && workspace_->bytes() >= bytes;
+  if (recording_ && !fits) return allocate(bytes);  // the step's own scratch
+  if (!fits) {
     workspace_.reset();  // freed in stream order, after the work that used it
     workspace_ = allocate(bytes);
   }
+  // A captured step keeps the buffer it points at, which another shape may replace later;
+  // the stream runs every user of it in turn.
+  if (recording_ && (recording_->kept.empty() || recording_->kept.back() != workspace_))
+    recording_->kept.push_back(workspace_);
   return workspace_;
 }
 
@@ -335,22 +360,6 @@ float CudaBackend::time_ms(const std::function<void()>& work) {
   cuda_check(cudaEventElapsedTime(&ms, e.start, e.stop), "timing");
   return ms / runs;
 }
-
-// A captured step: its graph (a replay names nodes by it), the executable, and the kernel
-// nodes of its varying launches with their kernels, in the order they were made.
-struct CudaBackend::Captured {
-  explicit Captured(CudaBackend* b) : backend(b) {}
-  Captured(const Captured&) = delete;
-  CudaBackend* backend;  // whose scratch it uses
-  cudaGraph_t graph = nullptr;
-  cudaGraphExec_t exec = nullptr;
-  std::vector<std::pair<cudaGraphNode_t, const void*>> varying;
-  ~Captured() {
-    if (exec) cudaGraphExecDestroy(exec);
-    if (graph) cudaGraphDestroy(graph);
-    backend->drop_scratch(this);
-  }
-};
 
 std::shared_ptr<void> CudaBackend::capture(const std::function<void()>& work) {
   auto lock = enter();
