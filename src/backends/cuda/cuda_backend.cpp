@@ -108,8 +108,9 @@ void CudaBackend::release(void* p, size_t bytes) {
   cudaFreeAsync(p, stream_);  // stream-ordered: after every kernel already queued on it
 }
 
-// A captured step: its graph (a replay names nodes by it), the executable, and the kernel
-// nodes of its varying launches with their kernels, in the order they were made.
+// A captured step: its graph (a replay names nodes by it), the executable, the kernel nodes
+// of its varying launches with their kernels in the order they were made, and what it points
+// at besides its scratch (scratch_).
 struct CudaBackend::Captured {
   explicit Captured(CudaBackend* b) : backend(b) {}
   Captured(const Captured&) = delete;
@@ -138,8 +139,9 @@ std::shared_ptr<Buffer> CudaBackend::allocate(size_t bytes) {
   return std::make_shared<Buffer>(p, bytes, device(), &free_device);
 }
 
-// Allocated on a side stream, waited for, outside the capture: an allocation node would make
-// every launch of the step map memory. Best fit among the blocks the step's work has freed.
+// Allocated outside the capture, on a side stream and waited for: allocation nodes would hold
+// the scratch in CUDA's graph memory, apart from the pool of every other buffer. Best fit
+// among the blocks the step's work has freed (the stream runs the step's work in order).
 std::shared_ptr<Buffer> CudaBackend::capture_scratch(size_t bytes) {
   auto best = scratch_.end();
   for (auto i = scratch_.begin(); i != scratch_.end(); ++i) {

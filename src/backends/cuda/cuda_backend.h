@@ -111,7 +111,8 @@ class CudaBackend : public Backend {
   // lives as long as the step (or a buffer made from it that outlives the step).
   std::shared_ptr<Buffer> capture_scratch(size_t bytes);
   void drop_scratch(const Captured* step);
-  // Scratch for cuDNN: the shared buffer, or while capturing one that lives in the capture.
+  // Scratch for cuDNN: the shared buffer (a captured step keeps the one it points at), or
+  // while capturing, where that is too small, the step's own.
   std::shared_ptr<Buffer> workspace(size_t bytes);
   // dz = dy ⊙ neuron'(y) in a scratch buffer (dy itself when there is no neuron) and, where
   // db is given, the bias gradient Σ dz per channel, in one pass over dy.
