@@ -64,11 +64,18 @@ int device_attribute() {
 }
 inline int multiprocessors() { return std::max(1, device_attribute<cudaDevAttrMultiProcessorCount>()); }
 
+// Sum over the warp; every lane gets the sum.
+template <class T>
+__device__ T warp_sum(T v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
 // Sum over the block (blockDim.x a multiple of 32, at most 1024); every thread gets the sum.
 template <class T>
 __device__ T block_sum(T v) {
   __shared__ T partial[32];
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  v = warp_sum(v);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   __syncthreads();
   if (lane == 0) partial[warp] = v;

@@ -124,11 +124,11 @@ bool tensor_product_fits(bool ta, bool tb, int m, int n, int k, const float* a, 
 size_t tensor_product_partial(int m, int n, int k);
 void tensor_product(cudaStream_t s, bool exact, bool ta, bool tb, int m, int n, int k, const float* a, int lda,
                     const float* b, int ldb, float* c, float* partial);
-// The same products where m·n·k is small (thin_product.cu): op(B) not transposed, or A not
-// transposed and B transposed.
+// The same products where m·n·k is small, C's rows ldc apart (thin_product.cu): op(B) not
+// transposed, or A not transposed and B transposed.
 bool thin_product_fits(bool ta, bool tb, int m, int n, int k);
 void thin_product(cudaStream_t s, bool ta, bool tb, int m, int n, int k, const float* a, int lda, const float* b,
-                  int ldb, float* c);
+                  int ldb, float* c, int ldc);
 // Copies (copy.cu). dst[r·dst_ld + c] += src[r·src_ld + c] for rows × columns.
 void add_rows(cudaStream_t s, float* dst, int dst_ld, const float* src, int src_ld, int rows, int columns);
 // out = in (d0 × d1 × d2) with its axes reordered: out axis k is in axis perm[k].

@@ -12,7 +12,7 @@ constexpr int kWarps = 8, kColumns = 64, kSplit = 4;
 // along k, so each lane's loads are contiguous with its neighbours'.
 __global__ void __launch_bounds__(kWarps * 32)
     dot_kernel(int m, int n, int k, const float* __restrict__ a, int lda, const float* __restrict__ b, int ldb,
-               float* __restrict__ c) {
+               float* __restrict__ c, int ldc) {
   const int lane = threadIdx.x & 31, e = blockIdx.x * kWarps + (threadIdx.x >> 5);
   if (e >= m * n) return;
   const int i = e / n, j = e % n;
@@ -24,9 +24,8 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
     for (int u = 0; u < 4; ++u) sum[u] = fmaf(ar[p + 32 * u], br[p + 32 * u], sum[u]);
   for (; p < k; p += 32) sum[0] = fmaf(ar[p], br[p], sum[0]);
-  float s = (sum[0] + sum[1]) + (sum[2] + sum[3]);
-  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-  if (lane == 0) c[static_cast<size_t>(i) * n + j] = s;
+  const float s = warp_sum((sum[0] + sum[1]) + (sum[2] + sum[3]));
+  if (lane == 0) c[static_cast<size_t>(i) * ldc + j] = s;
 }
 
 // A thread per element of C and quarter of k, a block's threads along one row of C: B (not
@@ -34,7 +33,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 template <bool kTA>
 __global__ void __launch_bounds__(kColumns * kSplit)
     column_kernel(int n, int k, const float* __restrict__ a, int lda, const float* __restrict__ b, int ldb,
-                  float* __restrict__ c) {
+                  float* __restrict__ c, int ldc) {
   const int i = blockIdx.y, j = blockIdx.x * kColumns + threadIdx.x;
   float sum[2] = {};
   if (j < n) {
@@ -57,7 +56,7 @@ __global__ void __launch_bounds__(kColumns * kSplit)
   float total = 0;
 #pragma unroll
   for (int y = 0; y < kSplit; ++y) total += part[y][threadIdx.x];
-  c[static_cast<size_t>(i) * n + j] = total;
+  c[static_cast<size_t>(i) * ldc + j] = total;
 }
 
 }  // namespace
@@ -70,15 +69,15 @@ bool thin_product_fits(bool ta, bool tb, int m, int n, int k) {
 }
 
 void thin_product(cudaStream_t s, bool ta, bool tb, int m, int n, int k, const float* a, int lda, const float* b,
-                  int ldb, float* c) {
+                  int ldb, float* c, int ldc) {
   if (tb) {
-    dot_kernel<<<(m * n + kWarps - 1) / kWarps, kWarps * 32, 0, s>>>(m, n, k, a, lda, b, ldb, c);
+    dot_kernel<<<(m * n + kWarps - 1) / kWarps, kWarps * 32, 0, s>>>(m, n, k, a, lda, b, ldb, c, ldc);
   } else {
     const dim3 grid((n + kColumns - 1) / kColumns, m), block(kColumns, kSplit);
     if (ta)
-      column_kernel<true><<<grid, block, 0, s>>>(n, k, a, lda, b, ldb, c);
+      column_kernel<true><<<grid, block, 0, s>>>(n, k, a, lda, b, ldb, c, ldc);
     else
-      column_kernel<false><<<grid, block, 0, s>>>(n, k, a, lda, b, ldb, c);
+      column_kernel<false><<<grid, block, 0, s>>>(n, k, a, lda, b, ldb, c, ldc);
   }
   check_launch("gemm");
 }

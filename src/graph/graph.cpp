@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <optional>
 #include <tuple>
 #include <unordered_map>
 
@@ -311,8 +312,7 @@ struct Graph::Impl {
     // Without its nodes it is the launches whose arguments change from step to step, which
     // re-point a captured step. Its updates are prepared after the nodes ran unless they were
     // before (a replay's).
-    Updates updates;
-    bool prepared = false;
+    std::optional<Updates> updates;
     auto whole = [&](bool nodes) {
       backend.store(counter, step);
       if (r) backend.copy_all(copies_in);
@@ -320,9 +320,9 @@ struct Graph::Impl {
         run();
         if (check_numerics) check_finite(losses, trained);
         // Every gradient is ready before the first update, so a failure leaves all weights as they were.
-        if (!prepared) updates = prepare_updates(trained, wm);
+        if (!updates) updates = prepare_updates(trained, wm);
       }
-      apply_builtin(updates);
+      apply_builtin(*updates);
       profile.mark("updates");
       backend.copy_all(copies_out);
     };
@@ -330,7 +330,6 @@ struct Graph::Impl {
       whole(true);
     } else {
       updates = prepare_updates(trained, wm);
-      prepared = true;
       bool ran = false;
       try {
         if (!r->captured) {
@@ -346,7 +345,7 @@ struct Graph::Impl {
       }
       if (!ran) whole(true);
     }
-    apply_others(updates, wm);
+    apply_others(*updates, wm);
     if (all_half)
       for (int res : s.results) out.push_back(t[res].converted(DType::Float16));
     return out;

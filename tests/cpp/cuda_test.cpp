@@ -59,6 +59,12 @@ class CudaVsCpu : public ::testing::Test {
     gpu().copy_to_host(v.data(), b->data(), b->bytes());
     return v;
   }
+  // The largest |got − want| / (1 + |want|).
+  static float worst(const std::vector<float>& want, const std::vector<float>& got) {
+    float e = 0.f;
+    for (size_t i = 0; i < want.size(); ++i) e = std::max(e, std::fabs(want[i] - got[i]) / (1.f + std::fabs(want[i])));
+    return e;
+  }
   static void near(const std::vector<float>& a, const std::vector<float>& b, float tol = 1e-4f) {
     ASSERT_EQ(a.size(), b.size());
     for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], tol * (1.f + std::fabs(a[i]))) << "at " << i;
@@ -187,12 +193,6 @@ TEST_F(CudaVsCpu, TensorConvolutionPasses) {
     const auto dwg = gpu().allocate(wv.size() * 4), reordered = gpu().allocate(wv.size() * 4);
     const size_t partial_floats = cuda::tensor_weight_gradient_partial(d);
     const auto partial = gpu().allocate(std::max<size_t>(1, partial_floats) * 4);
-    auto worst = [](const std::vector<float>& want, const std::vector<float>& got) {  // |difference| / (1 + |cpu|)
-      float e = 0.f;
-      for (size_t i = 0; i < want.size(); ++i)
-        e = std::max(e, std::fabs(want[i] - got[i]) / (1.f + std::fabs(want[i])));
-      return e;
-    };
     const int passes = k.s == 1 ? 3 : 2;  // forward, weight gradient, input gradient (stride 1)
     float error[2][3] = {};               // [exact][pass]
     for (const bool exact : {false, true}) {
@@ -262,9 +262,7 @@ TEST_F(CudaVsCpu, TensorProducts) {
     for (const bool exact : {false, true}) {
       cuda::tensor_product(gpu().stream(), exact, q.ta, q.tb, q.m, q.n, q.k, a, lda, b, ldb, c,
                            partial_floats ? static_cast<float*>(partial->data()) : nullptr);
-      const auto got = host(cg);
-      for (size_t i = 0; i < want.size(); ++i)
-        error[exact] = std::max(error[exact], std::fabs(want[i] - got[i]) / (1.f + std::fabs(want[i])));
+      error[exact] = worst(want, host(cg));
     }
     EXPECT_LT(error[1], 5e-5f) << q.m << "x" << q.n << "x" << q.k;
     EXPECT_LT(error[0], 2e-2f) << q.m << "x" << q.n << "x" << q.k;
@@ -282,10 +280,14 @@ TEST_F(CudaVsCpu, ThinProducts) {
     ASSERT_TRUE(cuda::thin_product_fits(q.ta, q.tb, q.m, q.n, q.k));
     const auto av = random(static_cast<size_t>(q.ta ? q.k : q.m) * q.lda());
     const auto bv = random(static_cast<size_t>(q.tb ? q.n : q.k) * q.ldb());
-    const auto ag = on_gpu(av), bg = on_gpu(bv), cg = gpu().allocate(size_t(q.m) * q.n * 4);
+    const int ldc = q.n + q.pad;
+    const auto ag = on_gpu(av), bg = on_gpu(bv), cg = gpu().allocate(size_t(q.m) * ldc * 4);
     cuda::thin_product(gpu().stream(), q.ta, q.tb, q.m, q.n, q.k, static_cast<const float*>(ag->data()), q.lda(),
-                       static_cast<const float*>(bg->data()), q.ldb(), static_cast<float*>(cg->data()));
-    near(host(cg), q.want(av, bv), 1e-5f);
+                       static_cast<const float*>(bg->data()), q.ldb(), static_cast<float*>(cg->data()), ldc);
+    const auto all = host(cg);
+    std::vector<float> got;
+    for (int i = 0; i < q.m; ++i) got.insert(got.end(), all.begin() + i * ldc, all.begin() + i * ldc + q.n);
+    near(got, q.want(av, bv), 1e-5f);
   }
   EXPECT_FALSE(cuda::thin_product_fits(true, true, 8, 8, 8));  // neither layout
   EXPECT_FALSE(cuda::thin_product_fits(false, true, 64, 1024, 3136));  // too large

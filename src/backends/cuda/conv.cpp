@@ -310,7 +310,7 @@ void CudaBackend::gemm(bool ta, bool tb, int m, int n, int k, const float* a, in
   // Ours compute C = op(A)·op(B) alone; which runs a shape is timed once, as for convolutions.
   enum { kUndecided, kCublas, kTensor, kThin };
   Candidates candidates{{kCublas, cublas}};
-  if (batch.count == 1 && alpha == 1.f && beta == 0.f && ldc == n) {
+  if (batch.count == 1 && alpha == 1.f && beta == 0.f) {
     if (cuda::tensor_product_fits(ta, tb, m, n, k, a, lda, b, ldb, ldc))
       candidates.push_back({kTensor, [&] {
                               const size_t floats = cuda::tensor_product_partial(m, n, k);
@@ -319,7 +319,7 @@ void CudaBackend::gemm(bool ta, bool tb, int m, int n, int k, const float* a, in
                                                    partial ? static_cast<float*>(partial->data()) : nullptr);
                             }});
     if (cuda::thin_product_fits(ta, tb, m, n, k))
-      candidates.push_back({kThin, [&] { cuda::thin_product(stream_, ta, tb, m, n, k, a, lda, b, ldb, c); }});
+      candidates.push_back({kThin, [&] { cuda::thin_product(stream_, ta, tb, m, n, k, a, lda, b, ldb, c, ldc); }});
   }
   if (candidates.size() == 1) return cublas();
   int& choice = gemm_choices_[{ta, tb, m, n, k, lda, ldb, tf32}];

@@ -126,17 +126,22 @@ struct CudaBackend::Captured {
   }
 };
 
-std::shared_ptr<Buffer> CudaBackend::allocate(size_t bytes) {
-  auto lock = enter();
-  if (recording_) return capture_scratch(bytes);
+void* CudaBackend::allocate_on(cudaStream_t s, size_t bytes, bool wait) {
   void* p = nullptr;
-  const cudaError_t e = cudaMallocAsync(&p, bytes ? bytes : 1, stream_);
+  cudaError_t e = cudaMallocAsync(&p, bytes ? bytes : 1, s);
+  if (e == cudaSuccess && wait) e = cudaStreamSynchronize(s);
   if (e == cudaErrorMemoryAllocation) {
     cudaGetLastError();
     fail<OutOfMemory>("[", device().str(), "] out of GPU memory allocating ", bytes, " bytes");
   }
   cuda_check(e, "allocate");
-  return std::make_shared<Buffer>(p, bytes, device(), &free_device);
+  return p;
+}
+
+std::shared_ptr<Buffer> CudaBackend::allocate(size_t bytes) {
+  auto lock = enter();
+  if (recording_) return capture_scratch(bytes);
+  return std::make_shared<Buffer>(allocate_on(stream_, bytes, false), bytes, device(), &free_device);
 }
 
 // Allocated outside the capture, on a side stream and waited for: allocation nodes would hold
@@ -150,18 +155,17 @@ std::shared_ptr<Buffer> CudaBackend::capture_scratch(size_t bytes) {
       best = i;
   }
   if (best == scratch_.end()) {
-    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;  // this thread may allocate while capturing
-    cuda_check(cudaThreadExchangeStreamCaptureMode(&mode), "capture");
     if (!side_) cuda_check(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking), "capture");
+    struct Relaxed {  // this thread may allocate while capturing, until the block is made
+      cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+      Relaxed() { cuda_check(cudaThreadExchangeStreamCaptureMode(&mode), "capture"); }
+      ~Relaxed() { cudaThreadExchangeStreamCaptureMode(&mode); }
+    };
     void* p = nullptr;
-    cudaError_t e = cudaMallocAsync(&p, bytes ? bytes : 1, side_);
-    if (e == cudaSuccess) e = cudaStreamSynchronize(side_);
-    cudaThreadExchangeStreamCaptureMode(&mode);
-    if (e == cudaErrorMemoryAllocation) {
-      cudaGetLastError();
-      fail<OutOfMemory>("[", device().str(), "] out of GPU memory allocating ", bytes, " bytes");
+    {
+      Relaxed relaxed;
+      p = allocate_on(side_, bytes, true);
     }
-    cuda_check(e, "capture");
     best = scratch_.emplace(p, Scratch{recording_, bytes, false}).first;
   }
   best->second.busy = true;

@@ -110,6 +110,8 @@ class CudaBackend : public Backend {
   // What allocate() returns while a step is captured: a block of the step's scratch, which
   // lives as long as the step (or a buffer made from it that outlives the step).
   std::shared_ptr<Buffer> capture_scratch(size_t bytes);
+  // cudaMallocAsync on stream s (waited for where `wait`); OutOfMemory when the device is full.
+  void* allocate_on(cudaStream_t s, size_t bytes, bool wait);
   void drop_scratch(const Captured* step);
   // Scratch for cuDNN: the shared buffer (a captured step keeps the one it points at), or
   // while capturing, where that is too small, the step's own.
