@@ -240,7 +240,7 @@ void CudaBackend::convolution_gradient(const ConvGeometry& g, const Image& xi, c
   };
   if (dw && !dx && p.weight_gradient == ConvPlan::kDirect) return direct_dw(dy.data_as<float>(), y, db);
   const float* dz = output_gradient(dy, y, neuron, db, &scratch);
-  if (dw) {
+  auto weight_gradient = [&] {
     // Checked every call: dz's alignment is the call's, not the shape's.
     const bool tensor_fits = ours && cuda::tensor_weight_gradient_fits(shape, dz);
     if (p.weight_gradient == ConvPlan::kUndecided && !recording_) {
@@ -256,8 +256,8 @@ void CudaBackend::convolution_gradient(const ConvGeometry& g, const Image& xi, c
       tensor_dw(dz);
     else
       cudnn_dw(p.bwd_filter[std::max(p.weight_gradient, 0)], dz);
-  }
-  if (dx) {
+  };
+  auto input_gradient = [&] {
     if (p.input_gradient == ConvPlan::kUndecided && !recording_) {
       Candidates c = algorithms(p.bwd_data, [&](const auto& a) { cudnn_dx(a, dz); });
       if (ours && cuda::tensor_input_gradient_fits(shape))
@@ -268,7 +268,8 @@ void CudaBackend::convolution_gradient(const ConvGeometry& g, const Image& xi, c
       tensor_dx(dz);
     else
       cudnn_dx(p.bwd_data[std::max(p.input_gradient, 0)], dz);
-  }
+  };
+  side_by_side(dx ? input_gradient : std::function<void()>(), dw ? weight_gradient : std::function<void()>());
 }
 
 const float* CudaBackend::cudnn_input(const ConvPlan& p, const Image& x, std::shared_ptr<Buffer>* padded) {
@@ -344,8 +345,9 @@ void CudaBackend::fully_connected_gradient(const Image& x, const float* weights,
   const int n = x.batch(), k = static_cast<int>(x.shape().count()), o = dy.shape().c;
   std::shared_ptr<Buffer> scratch;
   const float* dz = output_gradient(dy, y, neuron, db, &scratch);
-  if (dw) gemm(true, false, o, k, n, dz, o, x.data_as<float>(), k, dw, k, tf32);
-  if (dx) gemm(false, false, n, k, o, dz, o, weights, k, dx->data_as<float>(), k, tf32);
+  auto weight_gradient = [&] { gemm(true, false, o, k, n, dz, o, x.data_as<float>(), k, dw, k, tf32); };
+  auto input_gradient = [&] { gemm(false, false, n, k, o, dz, o, weights, k, dx->data_as<float>(), k, tf32); };
+  side_by_side(dx ? input_gradient : std::function<void()>(), dw ? weight_gradient : std::function<void()>());
 }
 
 }  // namespace nngraph

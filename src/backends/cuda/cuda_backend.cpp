@@ -72,8 +72,13 @@ CudaBackend::CudaBackend(int index) : index_(index) {
 
 CudaBackend::~CudaBackend() {
   // Process exit: the driver may already be shutting down, so errors are ignored here.
-  if (cudnn_) cudnnDestroy(cudnn_);
-  if (cublas_) cublasDestroy(cublas_);
+  for (cudnnHandle_t h : {cudnn_, lane_.cudnn})
+    if (h) cudnnDestroy(h);
+  for (cublasHandle_t h : {cublas_, lane_.cublas})
+    if (h) cublasDestroy(h);
+  for (cudaEvent_t e : {lane_.fork, lane_.join})
+    if (e) cudaEventDestroy(e);
+  if (lane_.stream) cudaStreamDestroy(lane_.stream);
   for (auto& p : pinned_) {
     if (p.data) cudaFreeHost(p.data);
     if (p.done) cudaEventDestroy(p.done);
@@ -177,7 +182,11 @@ void CudaBackend::release_scratch(void* p) {
   const auto it = scratch_.find(p);
   if (it == scratch_.end()) return;
   if (it->second.step) {
-    it->second.busy = false;  // the step's later work may reuse it; its memory goes with the step
+    // The step's later work may reuse it (after both side-by-side works); its memory goes with the step.
+    if (beside_)
+      parked_.push_back(p);
+    else
+      it->second.busy = false;
     return;
   }
   cudaFreeAsync(p, stream_);  // outlived its step
@@ -330,7 +339,7 @@ void CudaBackend::convert(const Image& in, const Image& out) {
 }
 
 std::shared_ptr<Buffer> CudaBackend::workspace(size_t bytes) {
-  const bool fits = workspace_ && workspace_->bytes() >= bytes;
+  const bool fits = !on_lane_ && workspace_ && workspace_->bytes() >= bytes;
   if (recording_ && !fits) return allocate(bytes);  // the step's own scratch
   if (!fits) {
     workspace_.reset();  // freed in stream order, after the work that used it
@@ -369,6 +378,15 @@ float CudaBackend::time_ms(const std::function<void()>& work) {
 
 std::shared_ptr<void> CudaBackend::capture(const std::function<void()>& work) {
   auto lock = enter();
+  if (!lane_.stream) {
+    cuda_check(cudaStreamCreateWithFlags(&lane_.stream, cudaStreamNonBlocking), "capture");
+    cublas_check(cublasCreate(&lane_.cublas), "capture");
+    cublas_check(cublasSetStream(lane_.cublas, lane_.stream), "capture");
+    cudnn_check(cudnnCreate(&lane_.cudnn), "capture");
+    cudnn_check(cudnnSetStream(lane_.cudnn, lane_.stream), "capture");
+    cuda_check(cudaEventCreateWithFlags(&lane_.fork, cudaEventDisableTiming), "capture");
+    cuda_check(cudaEventCreateWithFlags(&lane_.join, cudaEventDisableTiming), "capture");
+  }
   auto step = std::make_shared<Captured>(this);
   cuda_check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "capture");
   recording_ = step.get();
@@ -402,6 +420,41 @@ void CudaBackend::replay(const std::shared_ptr<void>& captured, const std::funct
                         " varying launches");
   }
   cuda_check(cudaGraphLaunch(step->exec, stream_), "replay");
+}
+
+void CudaBackend::side_by_side(const std::function<void()>& first, const std::function<void()>& second) {
+  auto lock = enter();
+  if (!recording_ || !first || !second) {
+    if (first) first();
+    if (second) second();
+    return;
+  }
+  cuda_check(cudaEventRecord(lane_.fork, stream_), "capture");
+  cuda_check(cudaStreamWaitEvent(lane_.stream, lane_.fork), "capture");
+  struct Beside {  // the lane swapped in for `second`, and joined however the works end
+    CudaBackend* b;
+    explicit Beside(CudaBackend* backend) : b(backend) { b->beside_ = true; }
+    void swap() {
+      std::swap(b->stream_, b->lane_.stream);
+      std::swap(b->cublas_, b->lane_.cublas);
+      std::swap(b->cudnn_, b->lane_.cudnn);
+      b->on_lane_ = !b->on_lane_;
+    }
+    ~Beside() {
+      if (b->on_lane_) swap();
+      cudaEventRecord(b->lane_.join, b->lane_.stream);
+      cudaStreamWaitEvent(b->stream_, b->lane_.join);
+      b->beside_ = false;
+      for (void* p : b->parked_) {
+        const auto it = b->scratch_.find(p);
+        if (it != b->scratch_.end()) it->second.busy = false;
+      }
+      b->parked_.clear();
+    }
+  } beside(this);
+  first();
+  beside.swap();
+  second();
 }
 
 cuda::StepLaunch CudaBackend::step_launch() const {

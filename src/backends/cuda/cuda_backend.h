@@ -88,6 +88,10 @@ class CudaBackend : public Backend {
   void release(void* p, size_t bytes);
   // A captured step's scratch buffer is done with (free_scratch).
   void release_scratch(void* p);
+  // Runs `first` on the stream and `second` beside it on the lane, both after the work queued
+  // before and before the work queued after (either may be empty). Only while a step is
+  // captured: an eager step times its candidates, each alone on the device.
+  void side_by_side(const std::function<void()>& first, const std::function<void()>& second);
 
  private:
   struct ConvPlan;
@@ -176,6 +180,19 @@ class CudaBackend : public Backend {
   };
   std::map<void*, Scratch> scratch_;  // captured steps' scratch blocks by address
   cudaStream_t side_ = nullptr;       // where capture_scratch allocates
+  // A second stream with its own library handles (made before the first capture), swapped in
+  // for the stream's while side_by_side runs its second work; cuDNN's scratch there is the
+  // step's, never the shared workspace.
+  struct Lane {
+    cudaStream_t stream = nullptr;
+    cublasHandle_t cublas = nullptr;
+    cudnnHandle_t cudnn = nullptr;
+    cudaEvent_t fork = nullptr, join = nullptr;
+  } lane_;
+  bool on_lane_ = false;
+  // Scratch freed while two works run side by side: the other may still read it on the device.
+  std::vector<void*> parked_;
+  bool beside_ = false;
   Captured* recording_ = nullptr;   // the step being captured (null: not capturing)
   Captured* repointing_ = nullptr;  // the step a replay re-points, and how many of its launches so far
   size_t repointed_ = 0;
