@@ -1,4 +1,4 @@
-// Losses: one block per image (a thread per image for classifier scores); the terms come
+// Losses: one block per image (a warp per image for classifier scores); the terms come
 // from backends/math.h, sums are per block (deterministic), in double.
 #include "backends/math.h"
 #include "common.cuh"
@@ -49,14 +49,29 @@ __global__ void loss_kernel(LossDescriptor d, double scale, const float* xs, con
   if (threadIdx.x == 0) losses[blockIdx.x] = static_cast<float>(w * total);
 }
 
-// One pixel per image (a classifier's scores): a thread per image, same terms, no block sums.
+// One pixel per image (a classifier's scores): a warp per image, a lane per channel, the
+// same terms summed across the warp.
 __global__ void row_loss_kernel(LossDescriptor d, double scale, const float* xs, const float* labels,
                                 const float* weights, float* grads, float* losses, int n, int c) {
-  const int img = blockIdx.x * blockDim.x + threadIdx.x;
-  if (img >= n) return;
+  const int img = (blockIdx.x * blockDim.x + threadIdx.x) / 32, lane = threadIdx.x & 31;
+  if (img >= n) return;  // the whole warp
   const size_t off = static_cast<size_t>(img) * c;
+  const float *x = xs + off, *lab = labels + off;
   const double w = static_cast<double>(d.weight) * weights[img];
-  losses[img] = static_cast<float>(w * math::loss_channels(d, xs + off, labels + off, 1, c, w * scale, grads + off));
+  double lse = 0, lsum = 0;
+  if (d.type == LossType::SoftMaxCrossEntropy) {
+    double mx = -INFINITY, z = 0;
+    for (int ch = lane; ch < c; ch += 32) mx = fmax(mx, static_cast<double>(x[ch]));
+    for (int o = 16; o > 0; o >>= 1) mx = fmax(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    for (int ch = lane; ch < c; ch += 32) z += exp(x[ch] - mx), lsum += math::smoothed(d, lab[ch], c);
+    lse = mx + log(warp_sum(z));
+    lsum = warp_sum(lsum);
+  }
+  double total = 0;
+  for (int ch = lane; ch < c; ch += 32)
+    total += math::channel_term(d, x[ch], math::smoothed(d, lab[ch], c), lse, lsum, w * scale, grads + off + ch);
+  total = warp_sum(total);
+  if (lane == 0) losses[img] = static_cast<float>(w * total);
 }
 
 }  // namespace
@@ -64,8 +79,8 @@ __global__ void row_loss_kernel(LossDescriptor d, double scale, const float* xs,
 void loss(cudaStream_t s, const LossDescriptor& d, double scale, const float* x, const float* labels,
           const float* weights, float* gradient, float* losses, int n, int c, int hw) {
   if (over_channels(d.type) && hw == 1)
-    row_loss_kernel<<<(n + kLossThreads - 1) / kLossThreads, kLossThreads, 0, s>>>(d, scale, x, labels, weights,
-                                                                                   gradient, losses, n, c);
+    row_loss_kernel<<<(n * 32 + kLossThreads - 1) / kLossThreads, kLossThreads, 0, s>>>(d, scale, x, labels,
+                                                                                        weights, gradient, losses, n, c);
   else
     loss_kernel<<<n, kLossThreads, 0, s>>>(d, scale, x, labels, weights, gradient, losses, c, hw);
   check_launch("loss");

@@ -171,33 +171,35 @@ NNGRAPH_HD inline double loss_element(const LossDescriptor& d, double x, double 
   }
 }
 
-// Softmax / categorical cross-entropy and KL divergence at one pixel: channels are `stride`
-// apart. Writes gs·d/dx into g; returns the pixel's loss.
+// One channel's term of softmax / categorical cross-entropy or KL divergence, for score x and
+// (smoothed) label l; lse and lsum, softmax cross-entropy's log-sum-exp of the pixel's scores
+// and sum of its labels, are unused by the others. Writes gs·d/dx into *g.
+NNGRAPH_HD inline double channel_term(const LossDescriptor& d, double x, double l, double lse, double lsum, double gs,
+                                      float* g) {
+  if (d.type == LossType::SoftMaxCrossEntropy) {
+    *g = static_cast<float>(gs * (exp(x - lse) * lsum - l));
+    return -l * (x - lse);
+  }
+  const double q = fmax(x, static_cast<double>(d.epsilon));
+  *g = static_cast<float>(gs * -l / q);
+  if (d.type == LossType::CategoricalCrossEntropy) return -l * log(q);
+  return l > 0 ? l * (log(l) - log(q)) : 0.0;
+}
+
+// Those losses at one pixel: channels are `stride` apart. Writes gs·d/dx into g; returns the pixel's loss.
 NNGRAPH_HD inline double loss_channels(const LossDescriptor& d, const float* x, const float* lab, size_t stride,
                                        int c, double gs, float* g) {
-  double total = 0;
+  double lse = 0, lsum = 0;
   if (d.type == LossType::SoftMaxCrossEntropy) {
-    double mx = -INFINITY, z = 0, lsum = 0;
+    double mx = -INFINITY, z = 0;
     for (int ch = 0; ch < c; ++ch) mx = fmax(mx, static_cast<double>(x[ch * stride]));
     for (int ch = 0; ch < c; ++ch) z += exp(x[ch * stride] - mx);
-    const double lse = mx + log(z);
+    lse = mx + log(z);
     for (int ch = 0; ch < c; ++ch) lsum += smoothed(d, lab[ch * stride], c);
-    for (int ch = 0; ch < c; ++ch) {
-      const double l = smoothed(d, lab[ch * stride], c);
-      total -= l * (x[ch * stride] - lse);
-      g[ch * stride] = static_cast<float>(gs * (exp(x[ch * stride] - lse) * lsum - l));
-    }
-    return total;
   }
-  for (int ch = 0; ch < c; ++ch) {
-    const double q = fmax(static_cast<double>(x[ch * stride]), static_cast<double>(d.epsilon));
-    const double l = smoothed(d, lab[ch * stride], c);
-    if (d.type == LossType::CategoricalCrossEntropy)
-      total -= l * log(q);
-    else if (l > 0)
-      total += l * (log(l) - log(q));
-    g[ch * stride] = static_cast<float>(gs * -l / q);
-  }
+  double total = 0;
+  for (int ch = 0; ch < c; ++ch)
+    total += channel_term(d, x[ch * stride], smoothed(d, lab[ch * stride], c), lse, lsum, gs, g + ch * stride);
   return total;
 }
 
