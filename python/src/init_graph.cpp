@@ -68,6 +68,8 @@ Image one_hot(const py::array& indices, int n, const ImageShape& sh, const Devic
   const auto a = py::array_t<int64_t, py::array::c_style | py::array::forcecast>::ensure(indices);
   const int64_t* v = a.data();
   const size_t plane = static_cast<size_t>(sh.h) * sh.w, count = static_cast<size_t>(n) * plane;
+  if (static_cast<size_t>(a.size()) != count)
+    fail("[", name, "] ", a.size(), " class indices for ", n, " images of ", sh.h, "x", sh.w, " labels: expected ", count);
   for (size_t i = 0; i < count; ++i)
     if (v[i] < 0 || v[i] >= sh.c) fail("[", name, "] label ", v[i], " out of range for ", sh.c, " classes");
   Image img = Image::allocate({n, sh, DType::Float32}, device);
@@ -106,13 +108,21 @@ std::vector<LossLabels> to_labels(Graph& g, const std::vector<Image>& sources, c
   for (size_t i = 0; i < items.size(); ++i) {
     const auto& sh = label_shapes[i];
     const std::string name = losses[i]->label();
+    given->push_back(items[i]);
+    if (py::isinstance<py::array>(items[i])) {  // the common case, class indices (N,), needs no Python
+      const auto array = py::reinterpret_borrow<py::array>(items[i]);
+      const char kind = array.dtype().kind();
+      if ((kind == 'i' || kind == 'u') && array.ndim() == 1 && array.shape(0) == n) {
+        out.push_back({one_hot(array, n, sh, g.device(), name), Image()});
+        continue;
+      }
+    }
     auto pair = marshal(items[i], n, py::make_tuple(sh.c, sh.h, sh.w), name).cast<py::tuple>();
     const auto array = pair[0].cast<py::array>();
     const char kind = array.dtype().kind();
     out.push_back({kind == 'i' || kind == 'u' ? one_hot(array, n, sh, g.device(), name)
                                               : image_from_array(array, Layout::NCHW, g.device(), name, sh),
                    pair[1].is_none() ? Image() : image_from_array(pair[1], Layout::NCHW, g.device(), name + " weights")});
-    given->push_back(items[i]);
   }
   return out;
 }

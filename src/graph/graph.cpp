@@ -272,27 +272,12 @@ struct Graph::Impl {
         t[i] = Image({n, plan.shapes[i], DType::Float32}, arena, plan.offset[i] * n * sizeof(float));
     for (size_t i = n_src; i < t.size(); ++i)
       if (s.root[i] != static_cast<int>(i)) t[i] = t[s.root[i]];
-    // What each step reads and writes besides images, settled before any capture.
+    // Gradient buffers are made before any capture: what a capture allocates is its scratch.
     std::vector<const FilterNode*> trained;
-    std::vector<EncodeArgs> args;
-    const Image none;
-    std::vector<std::vector<const Image*>> ins(s.steps.size());
-    for (size_t k = 0; k < s.steps.size(); ++k) {
-      const Step& st = s.steps[k];
-      for (int id : st.inputs) ins[k].push_back(&t[id]);
-      const FilterNode* owner = st.node->trains() ? st.node->trains() : st.node;
-      auto w = wm.find(owner);
-      GradientState* grads = nullptr;
-      if (st.trains_weights) {
-        grads = gradients_for(owner, w->second).data();
-        trained.push_back(owner);
-      }
-      const Image* loss = nullptr;
-      for (size_t i = 0; i < s.losses.size(); ++i)
-        if (s.losses[i].node == st.node) loss = &loss_out[i];
-      args.push_back(EncodeArgs{backend, ins[k], st.output_needed ? t[st.output] : none,
-                                w == wm.end() ? nullptr : w->second.data(), grads, st.fused, counter, loss,
-                                allow_tf32, st.state >= 0 ? &t[st.state] : nullptr});
+    for (const Step& st : s.steps) {
+      if (!st.trains_weights) continue;
+      trained.push_back(st.node->trains() ? st.node->trains() : st.node);
+      gradients_for(trained.back(), wm.at(trained.back()));
     }
     for (size_t i = 0; r && i < losses.size(); ++i)
       copies_out.push_back({losses[i].data(), r->losses[i].data(), losses[i].descriptor().bytes()});
@@ -303,9 +288,20 @@ struct Graph::Impl {
       copies_out.push_back({out.back().data(), t[res].data(), t[res].descriptor().bytes()});
     }
     auto run = [&] {
-      for (size_t k = 0; k < s.steps.size(); ++k) {
-        s.steps[k].node->encode(args[k]);
-        profile.mark(s.steps[k].node->label());
+      const Image none;
+      for (const Step& st : s.steps) {
+        std::vector<const Image*> ins;
+        for (int id : st.inputs) ins.push_back(&t[id]);
+        const FilterNode* owner = st.node->trains() ? st.node->trains() : st.node;
+        auto w = wm.find(owner);
+        const Image* loss = nullptr;
+        for (size_t i = 0; i < s.losses.size(); ++i)
+          if (s.losses[i].node == st.node) loss = &loss_out[i];
+        st.node->encode(EncodeArgs{backend, ins, st.output_needed ? t[st.output] : none,
+                                   w == wm.end() ? nullptr : w->second.data(),
+                                   st.trains_weights ? gradients_for(owner, w->second).data() : nullptr, st.fused,
+                                   counter, loss, allow_tf32, st.state >= 0 ? &t[st.state] : nullptr});
+        profile.mark(st.node->label());
       }
     };
     // The whole step, which a capture records but for the data sources that update themselves.

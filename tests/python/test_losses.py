@@ -134,6 +134,8 @@ def test_label_forms_agree(device, rng):
     a = gs.encode(xs, labels=pix).loss()
     b = gs.encode(xs, labels=np.eye(3, dtype=np.float32)[pix].transpose(0, 3, 1, 2)).loss()
     np.testing.assert_allclose(a, b, rtol=1e-6)
+    with pytest.raises(ValueError, match="2 class indices for 2 images of 4x5 labels: expected 40"):
+        gs.encode(xs, labels=pix[:, 0, 0])  # one index per image where the loss takes one per pixel
 
 
 def test_loss_descriptor_validation():
