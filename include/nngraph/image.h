@@ -59,6 +59,8 @@ class Image {
   Image() = default;
   Image(ImageDescriptor desc, std::shared_ptr<Buffer> buffer, size_t offset_bytes = 0);
   static Image allocate(const ImageDescriptor& desc, const Device& device);
+  // A new image on `device` holding what `fill` writes into host memory (desc.bytes() of it).
+  static Image from_host(const ImageDescriptor& desc, const Device& device, const std::function<void(void*)>& fill);
 
   const ImageDescriptor& descriptor() const { return desc_; }
   const ImageShape& shape() const { return desc_.shape; }

@@ -69,16 +69,15 @@ Image one_hot(const py::array& indices, int n, const ImageShape& sh, const Devic
   const int64_t* v = a.data();
   const size_t plane = static_cast<size_t>(sh.h) * sh.w, count = static_cast<size_t>(n) * plane;
   if (static_cast<size_t>(a.size()) != count)
-    fail("[", name, "] ", a.size(), " class indices for ", n, " images of ", sh.h, "x", sh.w, " labels: expected ", count);
+    fail("[", name, "] ", a.size(), " class indices for ", n, " images of ", sh.h, "x", sh.w, " labels: expected ",
+         count);
   for (size_t i = 0; i < count; ++i)
     if (v[i] < 0 || v[i] >= sh.c) fail("[", name, "] label ", v[i], " out of range for ", sh.c, " classes");
-  Image img = Image::allocate({n, sh, DType::Float32}, device);
-  img.fill_from_host([&](void* out) {
+  return Image::from_host({n, sh, DType::Float32}, device, [&](void* out) {
     float* f = static_cast<float*>(out);
     std::fill_n(f, count * sh.c, 0.f);
     for (size_t i = 0; i < count; ++i) f[(i / plane * sh.c + v[i]) * plane + i % plane] = 1.f;
   });
-  return img;
 }
 
 // Labels for each loss node: an array (class indices, one-hot or targets), a LossLabels, or a

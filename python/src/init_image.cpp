@@ -69,10 +69,10 @@ Image image_from_array(const py::handle& obj, Layout layout, const Device& devic
   const ImageShape shape{static_cast<int>(dims[1]), static_cast<int>(dims[2]), static_cast<int>(dims[3])};
   if (expected && *expected != shape)
     fail("[", what, "] expected images of shape ", expected_str(layout, expected), ", got ", shape_str(a));
-  Image img = Image::allocate({static_cast<int>(dims[0]), shape, dtype}, device);
+  const ImageDescriptor desc{static_cast<int>(dims[0]), shape, dtype};
   const char* base = static_cast<const char*>(a.data());
   const size_t item = dtype_size(dtype), row = static_cast<size_t>(dims[3]) * item;
-  const size_t per_image = img.descriptor().bytes() / dims[0];
+  const size_t per_image = desc.bytes() / dims[0];
   const bool contiguous = (a.flags() & py::array::c_style) && layout == Layout::NCHW;
   auto pack = [&](char* dst, size_t first, size_t last) {
     if (contiguous) return static_cast<void>(std::memcpy(dst, base + first * per_image, (last - first) * per_image));
@@ -87,13 +87,12 @@ Image image_from_array(const py::handle& obj, Layout layout, const Device& devic
           }
         }
   };
-  img.fill_from_host([&](void* out) {  // packs NCHW straight into the image or the device's staging
+  return Image::from_host(desc, device, [&](void* out) {  // packs NCHW straight into the image or the device's staging
     char* dst = static_cast<char*>(out);
     // One core copies about 10 GB/s: large batches pack on all of them.
-    if (img.descriptor().bytes() < (size_t{1} << 20)) return pack(dst, 0, dims[0]);
+    if (desc.bytes() < (size_t{1} << 20)) return pack(dst, 0, dims[0]);
     cpu_backend().pool().parallel_for(dims[0], [&](size_t b, size_t e) { pack(dst + b * per_image, b, e); });
   });
-  return img;
 }
 
 py::array image_to_array(const Image& image, Layout layout) {

@@ -16,6 +16,12 @@ void Backend::fill_from_host(void* dst, size_t bytes, const std::function<void(v
   copy_from_host(dst, host.get(), bytes);
 }
 
+std::shared_ptr<Buffer> Backend::upload(size_t bytes, const std::function<void(void*)>& fill) {
+  auto buffer = allocate(bytes);
+  fill_from_host(buffer->data(), bytes, fill);
+  return buffer;
+}
+
 void Backend::unsupported(const char* op) const {
   fail<Unsupported>("[", op, "] no ", device().str(), " kernel");
 }

@@ -103,6 +103,8 @@ class Backend {
   // copy_from_host of what `fill` writes into `bytes` of host memory: the backend's own
   // staging memory where it has some, so the data is written once on the host.
   virtual void fill_from_host(void* dst, size_t bytes, const std::function<void(void*)>& fill);
+  // A new buffer holding what `fill` writes into `bytes` of host memory.
+  virtual std::shared_ptr<Buffer> upload(size_t bytes, const std::function<void(void*)>& fill);
   virtual void copy_to_host(void* dst, const void* src, size_t bytes) = 0;
   virtual void copy(void* dst, const void* src, size_t bytes) = 0;
   // Every copy, in one pass where the backend can (a replayed step's inputs and outputs).

@@ -29,6 +29,10 @@ Image Image::allocate(const ImageDescriptor& desc, const Device& device) {
   return Image(desc, Buffer::allocate(desc.bytes(), device));
 }
 
+Image Image::from_host(const ImageDescriptor& desc, const Device& device, const std::function<void(void*)>& fill) {
+  return Image(desc, backend_for(device).upload(desc.bytes(), fill));
+}
+
 void Image::copy_from_host(const void* src) const {
   backend_for(device()).copy_from_host(data(), src, desc_.bytes());
 }

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <tuple>
 #include <vector>
@@ -506,5 +507,65 @@ TEST_F(CudaVsCpu, CapturedScratchHoldsNoGraphMemory) {
   kept.reset();  // freed now, with no step left to own it
   gpu().synchronize();
   EXPECT_NE(gpu().allocate(64), nullptr);
+}
+
+// Side by side in a capture: both works see what came before, the work after sees both, and
+// scratch one frees is not handed to the other (it may still be read); short works only.
+TEST_F(CudaVsCpu, SideBySideWorksShareNoScratch) {
+  const size_t n = 4096, bytes = n * sizeof(float);
+  auto src = on_gpu(random(n)), a = gpu().allocate(bytes), b = gpu().allocate(bytes), sum = gpu().allocate(bytes);
+  void *freed = nullptr, *beside = nullptr, *after = nullptr, *in_turn = nullptr;
+  auto step = gpu().capture([&] {
+    auto staged = gpu().allocate(bytes);
+    gpu().copy(staged->data(), src->data(), bytes);
+    gpu().side_by_side(
+        [&] {
+          auto s = gpu().allocate(bytes);
+          freed = s->data();
+          gpu().copy(s->data(), staged->data(), bytes);
+          gpu().copy(a->data(), s->data(), bytes);
+        },
+        [&] {
+          auto s = gpu().allocate(bytes);
+          beside = s->data();
+          gpu().copy(s->data(), staged->data(), bytes);
+          gpu().copy(b->data(), s->data(), bytes);
+        },
+        1e3);
+    auto s = gpu().allocate(bytes);  // both blocks are free again
+    after = s->data();
+    gpu().copy_all({{sum->data(), a->data(), bytes / 2}, {static_cast<char*>(sum->data()) + bytes / 2,
+                                                           static_cast<char*>(b->data()) + bytes / 2, bytes / 2}});
+    s.reset();
+    gpu().side_by_side([&] { freed = gpu().allocate(bytes)->data(); },
+                       [&] { in_turn = gpu().allocate(bytes)->data(); }, 1e15);  // long: one after the other
+  });
+  EXPECT_NE(freed, beside);
+  EXPECT_TRUE(after == beside || after == freed);
+  EXPECT_EQ(freed, in_turn);
+  for (int run = 0; run < 2; ++run) {
+    const auto v = random(n);
+    gpu().copy_from_host(src->data(), v.data(), bytes);
+    gpu().replay(step, {});
+    near(host(a), v, 0.f);
+    near(host(b), v, 0.f);
+    near(host(sum), v, 0.f);
+  }
+}
+
+// An upload overlaps the work queued before it but never writes memory that work still reads.
+TEST_F(CudaVsCpu, UploadsLeaveQueuedReadsAlone) {
+  const size_t n = 1 << 16, bytes = n * sizeof(float);
+  const auto before = random(n), later = random(n);
+  for (int round = 0; round < 4; ++round) {
+    auto queued = on_gpu(before), out = gpu().allocate(bytes);
+    gpu().synchronize();
+    cuda::hold(gpu().stream(), 2000);  // the read below waits behind this
+    gpu().copy(out->data(), queued->data(), bytes);
+    queued.reset();  // freed after the read, in the stream's order
+    auto uploaded = gpu().upload(bytes, [&](void* p) { std::memcpy(p, later.data(), bytes); });
+    near(host(out), before, 0.f);
+    near(host(uploaded), later, 0.f);
+  }
 }
 #endif  // NNGRAPH_HAVE_CUDA

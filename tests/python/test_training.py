@@ -228,6 +228,29 @@ class PlainSGD(ng.Optimizer):
         values -= self.learning_rate * gradient
 
 
+def test_pipelined_steps_match_waited_steps(device, digits):
+    """Steps issued back to back (each batch uploaded while earlier steps still run, at most
+    max_in_flight outstanding) train exactly as steps waited for one at a time."""
+    (xtr, ytr), _ = digits
+    starts = np.cumsum([0] + [32] * 6 + [16] * 2 + [32] * 4)
+    runs = []
+    for pipelined in (False, True):
+        loss, srcs = small_net(ng.Adam(learning_rate=0.01), seed=3)
+        g = loss.training_graph(device=device)
+        handles, losses = [], []
+        for a, b in zip(starts[:-1], starts[1:]):
+            h = g.encode(xtr[a:b], labels=ytr[a:b])
+            if pipelined:
+                handles.append(h)
+            else:
+                losses.append(h.loss())
+        losses += [h.loss() for h in handles]
+        runs.append(({k: s.weights() for k, s in srcs.items()}, losses))
+    np.testing.assert_allclose(runs[0][1], runs[1][1], rtol=1e-6)
+    for k in runs[0][0]:
+        np.testing.assert_allclose(runs[0][0][k], runs[1][0][k], rtol=1e-6, atol=1e-7)
+
+
 def test_captured_steps_match_eager_steps(device, digits):
     """cuda records a step after two warm-up runs and replays it, changing only the arguments
     that differ from step to step (the batch, the step counter, the optimizer's constants, the

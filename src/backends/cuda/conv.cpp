@@ -269,7 +269,8 @@ void CudaBackend::convolution_gradient(const ConvGeometry& g, const Image& xi, c
     else
       cudnn_dx(p.bwd_data[std::max(p.input_gradient, 0)], dz);
   };
-  side_by_side(dx ? input_gradient : std::function<void()>(), dw ? weight_gradient : std::function<void()>());
+  const double work = static_cast<double>(n) * os.c * os.h * os.w * (is.c / g.groups) * g.kh * g.kw;
+  side_by_side(dx ? input_gradient : std::function<void()>(), dw ? weight_gradient : std::function<void()>(), work);
 }
 
 const float* CudaBackend::cudnn_input(const ConvPlan& p, const Image& x, std::shared_ptr<Buffer>* padded) {
@@ -347,7 +348,8 @@ void CudaBackend::fully_connected_gradient(const Image& x, const float* weights,
   const float* dz = output_gradient(dy, y, neuron, db, &scratch);
   auto weight_gradient = [&] { gemm(true, false, o, k, n, dz, o, x.data_as<float>(), k, dw, k, tf32); };
   auto input_gradient = [&] { gemm(false, false, n, k, o, dz, o, weights, k, dx->data_as<float>(), k, tf32); };
-  side_by_side(dx ? input_gradient : std::function<void()>(), dw ? weight_gradient : std::function<void()>());
+  side_by_side(dx ? input_gradient : std::function<void()>(), dw ? weight_gradient : std::function<void()>(),
+               static_cast<double>(n) * k * o);
 }
 
 }  // namespace nngraph

@@ -37,6 +37,7 @@ class CudaBackend : public Backend {
   std::shared_ptr<Buffer> allocate(size_t bytes) override;
   void copy_from_host(void* dst, const void* src, size_t bytes) override;
   void fill_from_host(void* dst, size_t bytes, const std::function<void(void*)>& fill) override;
+  std::shared_ptr<Buffer> upload(size_t bytes, const std::function<void(void*)>& fill) override;
   void copy_to_host(void* dst, const void* src, size_t bytes) override;
   void copy(void* dst, const void* src, size_t bytes) override;
   void copy_all(const std::vector<Copy>& copies) override;
@@ -89,9 +90,10 @@ class CudaBackend : public Backend {
   // A captured step's scratch buffer is done with (free_scratch).
   void release_scratch(void* p);
   // Runs `first` on the stream and `second` beside it on the lane, both after the work queued
-  // before and before the work queued after (either may be empty). Only while a step is
-  // captured: an eager step times its candidates, each alone on the device.
-  void side_by_side(const std::function<void()>& first, const std::function<void()>& second);
+  // before and before the work queued after (either may be empty), where each is short: at
+  // most `work` multiply-adds. Only while a step is captured: an eager step times its
+  // candidates, each alone on the device.
+  void side_by_side(const std::function<void()>& first, const std::function<void()>& second, double work);
 
  private:
   struct ConvPlan;
@@ -162,9 +164,11 @@ class CudaBackend : public Backend {
   Pinned& staging(size_t bytes);
 
   int index_;
+  int multiprocessors_ = 1;
   std::array<Pinned, 4> pinned_{};
   size_t next_pinned_ = 0;
   cudaStream_t stream_ = nullptr;
+  cudaStream_t uploads_ = nullptr;  // copies into new buffers, beside the stream's work
   cublasHandle_t cublas_ = nullptr;
   cudnnHandle_t cudnn_ = nullptr;
   mutable std::recursive_mutex mutex_;
