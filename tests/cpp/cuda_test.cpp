@@ -510,11 +510,13 @@ TEST_F(CudaVsCpu, CapturedScratchHoldsNoGraphMemory) {
 }
 
 // Side by side in a capture: both works see what came before, the work after sees both, and
-// scratch one frees is not handed to the other (it may still be read); short works only.
+// scratch one frees is not handed to the other (it may still be read); one after the other
+// where the works are long or the shared workspace cannot hold both.
 TEST_F(CudaVsCpu, SideBySideWorksShareNoScratch) {
   const size_t n = 4096, bytes = n * sizeof(float);
   auto src = on_gpu(random(n)), a = gpu().allocate(bytes), b = gpu().allocate(bytes), sum = gpu().allocate(bytes);
-  void *freed = nullptr, *beside = nullptr, *after = nullptr, *in_turn = nullptr;
+  void *freed = nullptr, *beside = nullptr, *after = nullptr, *in_turn = nullptr, *no_room = nullptr;
+  void *long_first = nullptr, *roomy_first = nullptr;
   auto step = gpu().capture([&] {
     auto staged = gpu().allocate(bytes);
     gpu().copy(staged->data(), src->data(), bytes);
@@ -531,18 +533,21 @@ TEST_F(CudaVsCpu, SideBySideWorksShareNoScratch) {
           gpu().copy(s->data(), staged->data(), bytes);
           gpu().copy(b->data(), s->data(), bytes);
         },
-        1e3);
+        1e3, 0, 0);
     auto s = gpu().allocate(bytes);  // both blocks are free again
     after = s->data();
     gpu().copy_all({{sum->data(), a->data(), bytes / 2}, {static_cast<char*>(sum->data()) + bytes / 2,
                                                            static_cast<char*>(b->data()) + bytes / 2, bytes / 2}});
     s.reset();
-    gpu().side_by_side([&] { freed = gpu().allocate(bytes)->data(); },
-                       [&] { in_turn = gpu().allocate(bytes)->data(); }, 1e15);  // long: one after the other
+    gpu().side_by_side([&] { long_first = gpu().allocate(bytes)->data(); },
+                       [&] { in_turn = gpu().allocate(bytes)->data(); }, 1e15, 0, 0);
+    gpu().side_by_side([&] { roomy_first = gpu().allocate(bytes)->data(); },
+                       [&] { no_room = gpu().allocate(bytes)->data(); }, 1e3, 0, size_t(1) << 50);
   });
   EXPECT_NE(freed, beside);
   EXPECT_TRUE(after == beside || after == freed);
-  EXPECT_EQ(freed, in_turn);
+  EXPECT_EQ(long_first, in_turn);
+  EXPECT_EQ(roomy_first, no_room);
   for (int run = 0; run < 2; ++run) {
     const auto v = random(n);
     gpu().copy_from_host(src->data(), v.data(), bytes);

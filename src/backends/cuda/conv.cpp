@@ -240,9 +240,9 @@ void CudaBackend::convolution_gradient(const ConvGeometry& g, const Image& xi, c
   };
   if (dw && !dx && p.weight_gradient == ConvPlan::kDirect) return direct_dw(dy.data_as<float>(), y, db);
   const float* dz = output_gradient(dy, y, neuron, db, &scratch);
+  // Checked every call: dz's alignment is the call's, not the shape's.
+  const bool tensor_fits = ours && cuda::tensor_weight_gradient_fits(shape, dz);
   auto weight_gradient = [&] {
-    // Checked every call: dz's alignment is the call's, not the shape's.
-    const bool tensor_fits = ours && cuda::tensor_weight_gradient_fits(shape, dz);
     if (p.weight_gradient == ConvPlan::kUndecided && !recording_) {
       Candidates c = algorithms(p.bwd_filter, [&](const auto& a) { cudnn_dw(a, dz); });
       if (ours && cuda::direct_convolution_fits(shape))
@@ -270,7 +270,13 @@ void CudaBackend::convolution_gradient(const ConvGeometry& g, const Image& xi, c
       cudnn_dx(p.bwd_data[std::max(p.input_gradient, 0)], dz);
   };
   const double work = static_cast<double>(n) * os.c * os.h * os.w * (is.c / g.groups) * g.kh * g.kw;
-  side_by_side(dx ? input_gradient : std::function<void()>(), dw ? weight_gradient : std::function<void()>(), work);
+  const int wg = p.weight_gradient;  // cuDNN's workspace each pass takes as decided (ours take none)
+  const size_t dx_workspace =
+      p.input_gradient == ConvPlan::kTensor ? 0 : p.bwd_data[std::max(p.input_gradient, 0)].memory;
+  const size_t dw_workspace =
+      wg == ConvPlan::kDirect || (wg == ConvPlan::kTensor && tensor_fits) ? 0 : p.bwd_filter[std::max(wg, 0)].memory;
+  side_by_side(dx ? input_gradient : std::function<void()>(), dw ? weight_gradient : std::function<void()>(), work,
+               dx_workspace, dw_workspace);
 }
 
 const float* CudaBackend::cudnn_input(const ConvPlan& p, const Image& x, std::shared_ptr<Buffer>* padded) {
@@ -349,7 +355,7 @@ void CudaBackend::fully_connected_gradient(const Image& x, const float* weights,
   auto weight_gradient = [&] { gemm(true, false, o, k, n, dz, o, x.data_as<float>(), k, dw, k, tf32); };
   auto input_gradient = [&] { gemm(false, false, n, k, o, dz, o, weights, k, dx->data_as<float>(), k, tf32); };
   side_by_side(dx ? input_gradient : std::function<void()>(), dw ? weight_gradient : std::function<void()>(),
-               static_cast<double>(n) * k * o);
+               static_cast<double>(n) * k * o, 0, 0);
 }
 
 }  // namespace nngraph

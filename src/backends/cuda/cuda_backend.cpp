@@ -103,6 +103,7 @@ std::unique_lock<std::recursive_mutex> CudaBackend::enter() const {
 namespace {
 void free_device(void* p, size_t bytes, const Device& d) { cuda_backend(d.index()).release(p, bytes); }
 void free_scratch(void* p, size_t, const Device& d) { cuda_backend(d.index()).release_scratch(p); }
+void keep_memory(void*, size_t, const Device&) {}  // a view: its buffer frees the memory
 }  // namespace
 
 void CudaBackend::release(void* p, size_t bytes) {
@@ -358,7 +359,12 @@ void CudaBackend::convert(const Image& in, const Image& out) {
 }
 
 std::shared_ptr<Buffer> CudaBackend::workspace(size_t bytes) {
-  const bool fits = !on_lane_ && workspace_ && workspace_->bytes() >= bytes;
+  if (on_lane_ && lane_.workspace && lane_.workspace->bytes() >= bytes) {
+    recording_->kept.push_back(workspace_);  // what the view points into
+    return lane_.workspace;
+  }
+  if (on_lane_) return allocate(bytes);  // the step's own scratch
+  const bool fits = workspace_ && workspace_->bytes() >= bytes;
   if (recording_ && !fits) return allocate(bytes);  // the step's own scratch
   if (!fits) {
     workspace_.reset();  // freed in stream order, after the work that used it
@@ -442,19 +448,26 @@ void CudaBackend::replay(const std::shared_ptr<void>& captured, const std::funct
 }
 
 void CudaBackend::side_by_side(const std::function<void()>& first, const std::function<void()>& second,
-                               double work) {
+                               double work, size_t first_workspace, size_t second_workspace) {
   auto lock = enter();
   // Short passes leave multiprocessors idle as they ramp up and drain, so two finish sooner
   // side by side; long ones fill the GPU and only contend (the digit network's second
   // convolution at batch 1024, 10 G multiply-adds a pass: its step 0.1 ms slower side by side).
   constexpr double kShortPerMultiprocessor = 1 << 23;
-  if (!recording_ || !first || !second || work > kShortPerMultiprocessor * multiprocessors_) {
+  // The shared workspace, sized by the largest candidate timed, most often holds both; going
+  // side by side never takes more memory.
+  const size_t offset = (first_workspace + 255) / 256 * 256;
+  const bool room = !second_workspace || (workspace_ && offset + second_workspace <= workspace_->bytes());
+  if (!recording_ || !first || !second || !room || work > kShortPerMultiprocessor * multiprocessors_) {
     if (first) first();
     if (second) second();
     return;
   }
   cuda_check(cudaEventRecord(lane_.fork, stream_), "capture");
   cuda_check(cudaStreamWaitEvent(lane_.stream, lane_.fork), "capture");
+  if (second_workspace)
+    lane_.workspace = std::make_shared<Buffer>(static_cast<char*>(workspace_->data()) + offset,
+                                               workspace_->bytes() - offset, device(), &keep_memory);
   struct Beside {  // the lane swapped in for `second`, and joined however the works end
     CudaBackend* b;
     explicit Beside(CudaBackend* backend) : b(backend) { b->beside_ = true; }
@@ -469,6 +482,7 @@ void CudaBackend::side_by_side(const std::function<void()>& first, const std::fu
       cudaEventRecord(b->lane_.join, b->lane_.stream);
       cudaStreamWaitEvent(b->stream_, b->lane_.join);
       b->beside_ = false;
+      b->lane_.workspace.reset();
       for (void* p : b->parked_) {
         const auto it = b->scratch_.find(p);
         if (it != b->scratch_.end()) it->second.busy = false;

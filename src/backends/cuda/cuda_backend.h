@@ -90,10 +90,12 @@ class CudaBackend : public Backend {
   // A captured step's scratch buffer is done with (free_scratch).
   void release_scratch(void* p);
   // Runs `first` on the stream and `second` beside it on the lane, both after the work queued
-  // before and before the work queued after (either may be empty), where each is short: at
-  // most `work` multiply-adds. Only while a step is captured: an eager step times its
+  // before and before the work queued after (either may be empty), where each is short (at
+  // most `work` multiply-adds) and the shared cuDNN workspace holds both works' (the bytes
+  // each asks of it) at once. Only while a step is captured: an eager step times its
   // candidates, each alone on the device.
-  void side_by_side(const std::function<void()>& first, const std::function<void()>& second, double work);
+  void side_by_side(const std::function<void()>& first, const std::function<void()>& second, double work,
+                    size_t first_workspace, size_t second_workspace);
 
  private:
   struct ConvPlan;
@@ -185,13 +187,14 @@ class CudaBackend : public Backend {
   std::map<void*, Scratch> scratch_;  // captured steps' scratch blocks by address
   cudaStream_t side_ = nullptr;       // where capture_scratch allocates
   // A second stream with its own library handles (made before the first capture), swapped in
-  // for the stream's while side_by_side runs its second work; cuDNN's scratch there is the
-  // step's, never the shared workspace.
+  // for the stream's while side_by_side runs its second work, whose cuDNN scratch is the
+  // shared workspace past the first work's part.
   struct Lane {
     cudaStream_t stream = nullptr;
     cublasHandle_t cublas = nullptr;
     cudnnHandle_t cudnn = nullptr;
     cudaEvent_t fork = nullptr, join = nullptr;
+    std::shared_ptr<Buffer> workspace;  // a view into workspace_
   } lane_;
   bool on_lane_ = false;
   // Scratch freed while two works run side by side: the other may still read it on the device.
