@@ -354,9 +354,8 @@ void CudaBackend::fully_connected_gradient(const Image& x, const float* weights,
   const float* dz = output_gradient(dy, y, neuron, db, &scratch);
   auto weight_gradient = [&] { gemm(true, false, o, k, n, dz, o, x.data_as<float>(), k, dw, k, tf32); };
   auto input_gradient = [&] { gemm(false, false, n, k, o, dz, o, weights, k, dx->data_as<float>(), k, tf32); };
-  constexpr size_t kProductWorkspace = size_t{4} << 20;  // what cuBLAS's products on the lane may use
   side_by_side(dx ? input_gradient : std::function<void()>(), dw ? weight_gradient : std::function<void()>(),
-               static_cast<double>(n) * k * o, 0, kProductWorkspace);
+               static_cast<double>(n) * k * o, 0, 0);
 }
 
 }  // namespace nngraph

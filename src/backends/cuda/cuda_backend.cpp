@@ -465,12 +465,9 @@ void CudaBackend::side_by_side(const std::function<void()>& first, const std::fu
   }
   cuda_check(cudaEventRecord(lane_.fork, stream_), "capture");
   cuda_check(cudaStreamWaitEvent(lane_.stream, lane_.fork), "capture");
-  if (second_workspace) {
+  if (second_workspace)
     lane_.workspace = std::make_shared<Buffer>(static_cast<char*>(workspace_->data()) + offset,
                                                workspace_->bytes() - offset, device(), &keep_memory);
-    // cuBLAS would otherwise allocate a workspace of its own (32 MiB) into the captured graph.
-    cublas_check(cublasSetWorkspace(lane_.cublas, lane_.workspace->data(), lane_.workspace->bytes()), "capture");
-  }
   struct Beside {  // the lane swapped in for `second`, and joined however the works end
     CudaBackend* b;
     explicit Beside(CudaBackend* backend) : b(backend) { b->beside_ = true; }

@@ -91,9 +91,9 @@ class CudaBackend : public Backend {
   void release_scratch(void* p);
   // Runs `first` on the stream and `second` beside it on the lane, both after the work queued
   // before and before the work queued after (either may be empty), where each is short (at
-  // most `work` multiply-adds) and the shared workspace holds both works' parts at once (the
-  // bytes each takes of it for cuDNN's scratch or, the second, cuBLAS's). Only while a step is
-  // captured: an eager step times its candidates, each alone on the device.
+  // most `work` multiply-adds) and the shared cuDNN workspace holds both works' (the bytes
+  // each asks of it) at once. Only while a step is captured: an eager step times its
+  // candidates, each alone on the device.
   void side_by_side(const std::function<void()>& first, const std::function<void()>& second, double work,
                     size_t first_workspace, size_t second_workspace);
 
