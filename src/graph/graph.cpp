@@ -218,10 +218,9 @@ struct Graph::Impl {
   const Image& ones(int n) {
     if (!unit_weights.count(n) && unit_weights.size() >= 4) unit_weights.clear();
     Image& w = unit_weights[n];
-    if (w.empty()) {
-      w = Image::allocate({n, {1, 1, 1}, DType::Float32}, device);
-      w.fill_from_host([n](void* p) { std::fill_n(static_cast<float*>(p), n, 1.f); });
-    }
+    if (w.empty())
+      w = Image::from_host({n, {1, 1, 1}, DType::Float32}, device,
+                           [n](void* p) { std::fill_n(static_cast<float*>(p), n, 1.f); });
     return w;
   }
 
@@ -299,7 +298,7 @@ struct Graph::Impl {
           if (s.losses[i].node == st.node) loss = &loss_out[i];
         st.node->encode(EncodeArgs{backend, ins, st.output_needed ? t[st.output] : none,
                                    w == wm.end() ? nullptr : w->second.data(),
-                                   st.trains_weights ? gradients_for(owner, w->second).data() : nullptr, st.fused,
+                                   st.trains_weights ? gradients.at(owner).data() : nullptr, st.fused,
                                    counter, loss, allow_tf32, st.state >= 0 ? &t[st.state] : nullptr});
         profile.mark(st.node->label());
       }

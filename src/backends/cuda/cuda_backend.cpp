@@ -359,22 +359,18 @@ void CudaBackend::convert(const Image& in, const Image& out) {
 }
 
 std::shared_ptr<Buffer> CudaBackend::workspace(size_t bytes) {
-  if (on_lane_ && lane_.workspace && lane_.workspace->bytes() >= bytes) {
-    recording_->kept.push_back(workspace_);  // what the view points into
-    return lane_.workspace;
-  }
-  if (on_lane_) return allocate(bytes);  // the step's own scratch
-  const bool fits = workspace_ && workspace_->bytes() >= bytes;
+  const auto& shared = on_lane_ ? lane_.workspace : workspace_;  // the lane's: a view past the stream's part
+  const bool fits = shared && shared->bytes() >= bytes;
   if (recording_ && !fits) return allocate(bytes);  // the step's own scratch
   if (!fits) {
     workspace_.reset();  // freed in stream order, after the work that used it
     workspace_ = allocate(bytes);
   }
-  // A captured step keeps the buffer it points at, which another shape may replace later;
-  // the stream runs every user of it in turn.
+  // A captured step keeps the buffer it points at (the lane's view points into it), which
+  // another shape may replace later; the stream runs every user of it in turn.
   if (recording_ && (recording_->kept.empty() || recording_->kept.back() != workspace_))
     recording_->kept.push_back(workspace_);
-  return workspace_;
+  return shared;
 }
 
 float CudaBackend::time_ms(const std::function<void()>& work) {
