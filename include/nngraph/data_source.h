@@ -1,6 +1,8 @@
 #pragma once
 // Weights enter a graph only through data sources (MPSCNNConvolutionDataSource).
+#include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -17,6 +19,7 @@ struct WeightsView {
   const void* data = nullptr;
   size_t count = 0;
   DType dtype = DType::Float32;
+  std::vector<int64_t> shape;  // the array's shape where the source has one: checked against the layout
 };
 
 // A layer's parameters on a device, as a graph holds them (MPSCNNConvolutionWeightsAndBiasesState);
@@ -52,6 +55,14 @@ class DataSource {
   }
   // Whether update() will change weights; graphs skip weight gradients otherwise.
   virtual bool trainable() { return false; }
+
+  // Counts the updates graphs made through update(): a graph whose copy is older reads the
+  // source again before its next run, so every graph computes with the latest values.
+  uint64_t version() const { return version_; }
+  void advance_version() { ++version_; }
+
+ private:
+  std::atomic<uint64_t> version_{0};
 };
 
 // An optimizer's per-tensor state vectors and its step count, on one device.
@@ -68,9 +79,11 @@ struct WeightSource {
 
 enum class Initializer { He, Glorot, Zeros };
 
-// Weights held in host arrays: given, or drawn by an initializer.
+// Weights held in host arrays (given, or drawn by an initializer) and, once a graph uses
+// them, in one copy per device that every graph on that device reads and trains.
 class ArrayDataSource : public DataSource {
  public:
+  // An empty label is a default one: the first graph over the source names it after its node.
   ArrayDataSource(ConvolutionDescriptor descriptor, std::vector<float> weights,
                   std::vector<float> biases, std::string label);
   // fan_in = I/groups·kh·kw, fan_out = O/groups·kh·kw; he: N(0, 2/fan_in),
@@ -80,6 +93,9 @@ class ArrayDataSource : public DataSource {
 
   ConvolutionDescriptor descriptor() override { return descriptor_; }
   std::string label() override { return label_; }
+  bool has_default_label() const { return default_label_; }
+  // is_default: a name made for the user (a layer's kind), which a graph may number.
+  void set_label(std::string label, bool is_default = false);
   bool load() override { return true; }
   void purge() override {}  // the arrays are the master copy
   // The latest values: after training, those of the graph that trained them.
@@ -92,6 +108,14 @@ class ArrayDataSource : public DataSource {
   // bookkeeping (state vectors, step count) and the tensors the built-in optimizer must update.
   std::vector<TensorUpdate> prepare_update(const GradientState& gradient, WeightsState& weights);
   bool trainable() override { return optimizer_ != nullptr; }
+  // A copy of what update() changes (values, optimizer state, step); calling the result puts
+  // it back, for a step whose later update failed.
+  std::function<void()> snapshot(const WeightsState& weights);
+
+  // The values on `device`, which graphs there compute with and train in place: made from the
+  // host values (checked, errors naming `node`) on first use, brought up to date when
+  // another device or set_values changed them since.
+  WeightsState device_values(const Device& device, const std::string& node);
 
   const std::shared_ptr<Optimizer>& optimizer() const { return optimizer_; }
   void set_optimizer(std::shared_ptr<Optimizer> optimizer);
@@ -101,17 +125,31 @@ class ArrayDataSource : public DataSource {
   // restored state replaces the current one at the next update.
   std::vector<std::vector<float>> optimizer_slots();
   int64_t optimizer_step() const { return state_.step; }
+  // Checks slots and step against the optimizer and the values, raising before any change.
+  void check_optimizer_state(const std::vector<std::vector<float>>& slots, int64_t step);
   void set_optimizer_state(const std::vector<std::vector<float>>& slots, int64_t step);
+  // The optimizer's slot_count(), checked (0 to 16): a Python optimizer may return anything.
+  size_t slot_count() const;
 
  private:
-  void sync_from_device();
+  struct Copy {
+    Device device;
+    WeightsState values;
+    uint64_t changes = 0;  // `changes_` when these values were current
+  };
+  Copy* copy_on(const Device& device);
+  // The host arrays from the newest device copy, where one is newer.
+  void sync_host();
+  void upload(Copy& copy);
   ConvolutionDescriptor descriptor_;
   std::vector<float> weights_, biases_;
   std::string label_;
+  bool default_label_ = false;
   std::shared_ptr<Optimizer> optimizer_;
   OptimizerState state_;
   std::vector<std::vector<float>> pending_slots_;  // restored state, uploaded at the next update
-  WeightsState trained_;  // the buffers the last update wrote
+  std::vector<Copy> copies_;
+  uint64_t changes_ = 0, host_changes_ = 0;  // each change of the values counts one
 };
 
 // Loads a source, checks its arrays against its descriptor and returns float32 OIHW weights

@@ -23,8 +23,9 @@ struct NeuronDescriptor {
   static NeuronType parse(const std::string& name);
   const char* name() const;
   float apply(float x) const;
-  // True when f'(x) can be computed from y = f(x) alone (all but absolute), which lets a
-  // training graph fold the neuron into a convolution and keep only its output.
+  // True when f'(x) can be computed from y = f(x) alone (all but absolute, and leaky relu and
+  // elu with a < 0), which lets a training graph fold the neuron into a convolution and keep
+  // only its output.
   bool derivative_from_output() const;
   // f'(x) from x, or from y when derivative_from_output().
   float derivative(float x_or_y) const;

@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,7 @@
 namespace nngraph {
 
 struct Fence;
+class Executor;
 
 // The outcome of one encode.
 class Handle : public std::enable_shared_from_this<Handle> {
@@ -41,8 +43,12 @@ class Handle : public std::enable_shared_from_this<Handle> {
   void finish();
   // Where the device will have finished this encode; wait() polls it where no callback runs.
   void set_fence(std::shared_ptr<Fence> fence);
+  void set_executor(const Executor* executor) { executor_ = executor; }
 
  private:
+  // Raises where the calling thread is the one that must finish this handle first.
+  void check_not_waiting_on_itself(bool need_done) const;
+  const Executor* executor_ = nullptr;
   mutable std::mutex mutex_;
   std::condition_variable cv_;
   bool ready_ = false, done_ = false, waited_ = false;
@@ -73,6 +79,9 @@ class Graph {
                                          int max_in_flight = 2, std::shared_ptr<Optimizer> optimizer = nullptr);
   // Inference over this graph's results that reads this graph's weight buffers in place.
   std::shared_ptr<Graph> inference() const;
+  // Of a training graph: its forward nodes in inference mode and its loss nodes, taking labels
+  // and giving losses but training nothing (a validation set's loss); reads weights in place.
+  std::shared_ptr<Graph> evaluation() const;
   explicit Graph(GraphSpec spec);
   ~Graph();
   Graph(const Graph&) = delete;
@@ -87,6 +96,14 @@ class Graph {
   std::vector<DataSource*> data_sources() const;
   // Labels of every filter node, in execution order.
   std::vector<std::string> node_labels() const;
+  // Each forward node in order: label, kind, result shape (for the declared source shapes, or
+  // else those of the latest encode; none when neither is known) and parameter count.
+  struct NodeSummary {
+    std::string label, kind;
+    std::optional<ImageShape> shape;
+    size_t parameters = 0;
+  };
+  std::vector<NodeSummary> summary() const;
 
   bool is_training() const;
   // Loss nodes in the order encode() takes their labels.

@@ -64,8 +64,9 @@ class BuiltinOptimizer : public Optimizer {
   int slot_count() const override;
   void apply(const Device& device, float* values, const float* gradient,
              const std::vector<float*>& slots, size_t count, int64_t step) override;
-  // Every tensor in one backend call (one kernel launch on cuda).
-  void apply_all(const Device& device, const std::vector<TensorUpdate>& tensors);
+  // Every tensor in one backend call (one kernel launch on cuda), with the hyper-parameters
+  // `d` (the descriptor as it was when the step was encoded).
+  void apply_all(const Device& device, const std::vector<TensorUpdate>& tensors, const OptimizerDescriptor& d);
   OptimizerStep& params() { return params_; }
 
  private:

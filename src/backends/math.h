@@ -111,18 +111,29 @@ NNGRAPH_HD inline float neuron(const NeuronDescriptor& n, float x) {
   return x;
 }
 
-// f'(x), from y = f(x) where n.derivative_from_output(), else from x.
+// Whether f'(x) follows from y = f(x) alone. Not for absolute, nor for leaky relu and elu
+// with a < 0: their negative branch then turns positive, so y's sign no longer tells the branch.
+NNGRAPH_HD inline bool derivative_from_output(const NeuronDescriptor& n) {
+  switch (n.type) {
+    case NeuronType::Absolute: return false;
+    case NeuronType::LeakyReLU:
+    case NeuronType::ELU: return !(n.a < 0.f);
+    default: return true;
+  }
+}
+
+// f'(x), from y = f(x) where derivative_from_output(n), else from x.
 NNGRAPH_HD inline float neuron_derivative(const NeuronDescriptor& n, float v) {
   const float a = n.a, b = n.b;
   switch (n.type) {
     case NeuronType::None: return 1.f;
     case NeuronType::ReLU: return v > 0.f ? 1.f : 0.f;
-    case NeuronType::LeakyReLU: return v > 0.f ? 1.f : a;  // a > 0 keeps the sign of x
+    case NeuronType::LeakyReLU: return v > 0.f ? 1.f : a;  // the same from x or (a >= 0) from y
     case NeuronType::Sigmoid: return v * (1.f - v);
     case NeuronType::HardSigmoid: return (v > 0.f && v < 1.f) ? a : 0.f;
     case NeuronType::TanH: return a == 0.f ? 0.f : b * (a - v * v / a);
     case NeuronType::Linear: return a;
-    case NeuronType::ELU: return v > 0.f ? 1.f : v + a;
+    case NeuronType::ELU: return v > 0.f ? 1.f : (a < 0.f ? a * expf(v) : v + a);  // a < 0: v is x
     case NeuronType::SoftPlus: return a == 0.f ? 0.f : a * b * -expm1f(-v / a);
     case NeuronType::Absolute: return v > 0.f ? 1.f : (v < 0.f ? -1.f : 0.f);
   }

@@ -11,7 +11,7 @@ namespace nngraph {
 ArrayDataSource::ArrayDataSource(ConvolutionDescriptor descriptor, std::vector<float> weights,
                                  std::vector<float> biases, std::string label)
     : descriptor_(descriptor), weights_(std::move(weights)), biases_(std::move(biases)),
-      label_(std::move(label)) {
+      label_(std::move(label)), default_label_(label_.empty()) {
   descriptor_.validate(label_);
   if (weights_.size() != descriptor_.weight_count())
     fail("[", label_, "] weights hold ", weights_.size(), " values, expected ",
@@ -39,26 +39,76 @@ std::vector<float> ArrayDataSource::initial_weights(const ConvolutionDescriptor&
   return w;
 }
 
+void ArrayDataSource::set_label(std::string label, bool is_default) {
+  label_ = std::move(label);
+  default_label_ = is_default;
+}
+
 WeightsView ArrayDataSource::weights() {
-  sync_from_device();
+  sync_host();
   return {weights_.data(), weights_.size(), DType::Float32};
 }
 
 WeightsView ArrayDataSource::biases() {
-  sync_from_device();
+  sync_host();
   return {biases_.data(), biases_.size(), DType::Float32};
 }
 
-void ArrayDataSource::sync_from_device() {
-  if (!trained_.weights) return;
-  Backend& b = backend_for(trained_.weights->device());
-  b.copy_to_host(weights_.data(), trained_.weights->data(), weights_.size() * sizeof(float));
-  if (trained_.biases) b.copy_to_host(biases_.data(), trained_.biases->data(), biases_.size() * sizeof(float));
+void ArrayDataSource::sync_host() {
+  Copy* newest = nullptr;
+  for (Copy& c : copies_)
+    if (c.changes > host_changes_ && (!newest || c.changes > newest->changes)) newest = &c;
+  if (!newest) return;
+  Backend& b = backend_for(newest->device);
+  b.copy_to_host(weights_.data(), newest->values.weights->data(), weights_.size() * sizeof(float));
+  if (!biases_.empty()) b.copy_to_host(biases_.data(), newest->values.biases->data(), biases_.size() * sizeof(float));
+  host_changes_ = newest->changes;
+}
+
+void ArrayDataSource::upload(Copy& c) {
+  Backend& b = backend_for(c.device);
+  b.copy_from_host(c.values.weights->data(), weights_.data(), weights_.size() * sizeof(float));
+  if (!biases_.empty()) b.copy_from_host(c.values.biases->data(), biases_.data(), biases_.size() * sizeof(float));
+  c.changes = host_changes_;
+}
+
+ArrayDataSource::Copy* ArrayDataSource::copy_on(const Device& device) {
+  for (Copy& c : copies_)
+    if (c.device == device) return &c;
+  return nullptr;
+}
+
+WeightsState ArrayDataSource::device_values(const Device& device, const std::string& node) {
+  if (Copy* c = copy_on(device)) {
+    if (c->changes != changes_) {  // changed elsewhere since
+      sync_host();
+      upload(*c);
+    }
+    return c->values;
+  }
+  const LoadedWeights w = read_data_source(*this, descriptor_, node);  // checks the values
+  Copy c{device, {}, 0};
+  c.values.weight_count = w.weights.size();
+  c.values.weights = Buffer::allocate(w.weights.size() * sizeof(float), device);
+  if (!w.biases.empty()) {
+    c.values.bias_count = w.biases.size();
+    c.values.biases = Buffer::allocate(w.biases.size() * sizeof(float), device);
+  }
+  upload(c);
+  copies_.push_back(c);
+  return c.values;
 }
 
 void ArrayDataSource::set_optimizer(std::shared_ptr<Optimizer> optimizer) {
   optimizer_ = std::move(optimizer);
+  if (optimizer_) slot_count();  // a bad slot count fails here, not at the first step
   state_ = OptimizerState{};  // a new optimizer starts from fresh state
+}
+
+size_t ArrayDataSource::slot_count() const {
+  const int k = optimizer_ ? optimizer_->slot_count() : 0;
+  if (k < 0 || k > 16) fail("[", label_, "] the optimizer's slot_count() must be between 0 and 16, got ", k);
+  return static_cast<size_t>(k);
 }
 
 void ArrayDataSource::set_values(std::vector<float> weights, std::vector<float> biases) {
@@ -66,17 +116,17 @@ void ArrayDataSource::set_values(std::vector<float> weights, std::vector<float> 
     fail("[", label_, "] weights hold ", weights.size(), " values, expected ", weights_.size());
   if (biases.size() != biases_.size())
     fail("[", label_, "] biases hold ", biases.size(), " values, expected ", biases_.size());
+  for (float v : weights)
+    if (!std::isfinite(v)) fail("[", label_, "] weights hold NaN or inf");
   weights_ = std::move(weights);
   biases_ = std::move(biases);
-  if (!trained_.weights) return;
-  Backend& b = backend_for(trained_.weights->device());
-  b.copy_from_host(trained_.weights->data(), weights_.data(), weights_.size() * sizeof(float));
-  if (trained_.biases) b.copy_from_host(trained_.biases->data(), biases_.data(), biases_.size() * sizeof(float));
+  host_changes_ = ++changes_;
+  for (Copy& c : copies_) upload(c);
 }
 
 namespace {
 
-std::shared_ptr<Buffer> upload(const Device& device, const std::vector<float>& values) {
+std::shared_ptr<Buffer> upload_values(const Device& device, const std::vector<float>& values) {
   auto buf = Buffer::allocate(values.size() * sizeof(float), device);
   backend_for(device).copy_from_host(buf->data(), values.data(), buf->bytes());
   return buf;
@@ -88,7 +138,29 @@ std::vector<float> download(const Buffer& buf) {
   return v;
 }
 
+std::shared_ptr<Buffer> duplicate(const std::shared_ptr<Buffer>& b) {
+  if (!b) return nullptr;
+  auto copy = Buffer::allocate(b->bytes(), b->device());
+  backend_for(b->device()).copy(copy->data(), b->data(), b->bytes());
+  return copy;
+}
+
 }  // namespace
+
+std::function<void()> ArrayDataSource::snapshot(const WeightsState& w) {
+  std::vector<std::pair<std::shared_ptr<Buffer>, std::shared_ptr<Buffer>>> saved;  // (live, copy)
+  for (const auto& b : {w.weights, w.biases}) saved.emplace_back(b, duplicate(b));
+  for (const auto* slots : {&state_.weight_slots, &state_.bias_slots})
+    for (const auto& b : *slots) saved.emplace_back(b, duplicate(b));
+  return [this, saved, state = state_, pending = pending_slots_, changes = changes_, copies = copies_] {
+    for (const auto& [live, copy] : saved)
+      if (live) backend_for(live->device()).copy(live->data(), copy->data(), live->bytes());
+    state_ = state;
+    pending_slots_ = pending;
+    changes_ = changes;
+    copies_ = copies;
+  };
+}
 
 bool ArrayDataSource::update(const GradientState& gradient, WeightsState& w) {
   if (!optimizer_) return false;
@@ -104,7 +176,7 @@ bool ArrayDataSource::update(const GradientState& gradient, WeightsState& w) {
 
 std::vector<TensorUpdate> ArrayDataSource::prepare_update(const GradientState& gradient, WeightsState& w) {
   const Device device = w.weights->device();
-  const size_t k = optimizer_->slot_count();
+  const size_t k = slot_count();
   const bool has_bias = w.biases && gradient.biases;
   if (state_.weight_slots.size() != k || (k && state_.weight_slots[0]->device() != device)) {
     // First update here: zero state, or the host copy a checkpoint restored.
@@ -112,16 +184,18 @@ std::vector<TensorUpdate> ArrayDataSource::prepare_update(const GradientState& g
     state_.weight_slots.clear();
     state_.bias_slots.clear();
     for (size_t i = 0; i < k; ++i) {
-      state_.weight_slots.push_back(upload(device, host.size() == 2 * k || host.size() == k
+      state_.weight_slots.push_back(upload_values(device, host.size() == 2 * k || host.size() == k
                                                        ? host[i]
                                                        : std::vector<float>(w.weight_count, 0.f)));
       if (has_bias)
-        state_.bias_slots.push_back(upload(device, host.size() == 2 * k ? host[k + i] : std::vector<float>(w.bias_count, 0.f)));
+        state_.bias_slots.push_back(upload_values(device, host.size() == 2 * k ? host[k + i] : std::vector<float>(w.bias_count, 0.f)));
     }
     pending_slots_.clear();
   }
   ++state_.step;
-  trained_ = w;
+  // The values change on this device: the other copies and the host arrays are older now.
+  Copy* c = copy_on(device);
+  if (c && c->values.weights == w.weights) c->changes = ++changes_;
   auto tensor = [&](const std::shared_ptr<Buffer>& values, const std::shared_ptr<Buffer>& grad,
                     const std::vector<std::shared_ptr<Buffer>>& slots, size_t count) {
     TensorUpdate t{static_cast<float*>(values->data()), static_cast<const float*>(grad->data()), {}, count, state_.step};
@@ -141,17 +215,25 @@ std::vector<std::vector<float>> ArrayDataSource::optimizer_slots() {
   return out;
 }
 
-void ArrayDataSource::set_optimizer_state(const std::vector<std::vector<float>>& slots, int64_t step) {
+void ArrayDataSource::check_optimizer_state(const std::vector<std::vector<float>>& slots, int64_t step) {
   if (!optimizer_) fail("[", label_, "] has no optimizer to restore state into");
-  const size_t k = optimizer_->slot_count();
+  const size_t k = slot_count();
   const size_t want = biases_.empty() ? k : 2 * k;
   if (slots.size() != want)
-    fail("[", label_, "] optimizer state has ", slots.size(), " vectors, expected ", want);
-  for (size_t i = 0; i < slots.size(); ++i)
+    fail("[", label_, "] optimizer state has ", slots.size(), " vectors, expected ", want,
+         " (a checkpoint of another optimizer?)");
+  for (size_t i = 0; i < slots.size(); ++i) {
     if (slots[i].size() != (i < k ? weights_.size() : biases_.size()))
       fail("[", label_, "] optimizer state vector ", i, " has ", slots[i].size(), " values, expected ",
            i < k ? weights_.size() : biases_.size());
-  if (step < 0) fail("[", label_, "] optimizer step must be >= 0");
+    for (float v : slots[i])
+      if (!std::isfinite(v)) fail("[", label_, "] optimizer state vector ", i, " holds NaN or inf");
+  }
+  if (step < 0) fail("[", label_, "] optimizer step must be >= 0, got ", step);
+}
+
+void ArrayDataSource::set_optimizer_state(const std::vector<std::vector<float>>& slots, int64_t step) {
+  check_optimizer_state(slots, step);
   state_ = OptimizerState{};
   state_.step = step;
   pending_slots_ = slots;
@@ -178,10 +260,33 @@ std::vector<float> ohwi_to_oihw(const std::vector<float>& src, const Convolution
   return out;
 }
 
+std::string shape_text(const std::vector<int64_t>& s) {
+  std::string out = "(";
+  for (size_t k = 0; k < s.size(); ++k) out += cat(k ? ", " : "", s[k]);
+  return out + (s.size() == 1 ? ",)" : ")");
+}
+
+// A weights array's shape against the descriptor in the source's layout: that 4-D shape,
+// (O, rest) or flat (whose count is checked apart).
+void check_weights_shape(const std::vector<int64_t>& got, const ConvolutionDescriptor& d, WeightsLayout layout,
+                         const std::string& node, const std::string& source) {
+  const int64_t o = d.output_feature_channels, i = d.input_feature_channels / d.groups, kh = d.kernel_height,
+                kw = d.kernel_width;
+  const std::vector<int64_t> want =
+      layout == WeightsLayout::OIHW ? std::vector<int64_t>{o, i, kh, kw} : std::vector<int64_t>{o, kh, kw, i};
+  const bool fits = got.size() == 4 ? got == want : got.size() == 2 ? got[0] == o && got[1] == i * kh * kw
+                                                                    : got.size() <= 1;
+  if (!fits)
+    fail("[", node, "] data source '", source, "' returned weights of shape ", shape_text(got), ", the descriptor needs ",
+         shape_text(want), " in ", layout == WeightsLayout::OIHW ? "OIHW" : "OHWI",
+         " order (weights_layout() declares the order)");
+}
+
 LoadedWeights read_loaded(DataSource& source, const ConvolutionDescriptor& d, const std::string& node) {
   LoadedWeights out;
   const WeightsView w = source.weights();
   if (!w.data && w.count) fail("[", node, "] data source returned no weights");
+  if (!w.shape.empty()) check_weights_shape(w.shape, d, source.weights_layout(), node, source.label());
   if (w.count != d.weight_count())
     fail("[", node, "] data source '", source.label(), "' returned ", w.count,
          " weights, expected ", d.weight_count(), " (", d.str(), ")");

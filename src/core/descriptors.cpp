@@ -34,7 +34,10 @@ const NeuronInfo& info(NeuronType t) {
 NeuronDescriptor NeuronDescriptor::make(NeuronType type, std::optional<float> a,
                                         std::optional<float> b) {
   const auto& i = info(type);
-  return NeuronDescriptor{type, a.value_or(i.a), b.value_or(i.b)};
+  const NeuronDescriptor n{type, a.value_or(i.a), b.value_or(i.b)};
+  if (!std::isfinite(n.a) || !std::isfinite(n.b))
+    fail("[neuron] ", n.name(), " parameters must be finite, got a=", n.a, ", b=", n.b);
+  return n;
 }
 
 NeuronType NeuronDescriptor::parse(const std::string& name) {
@@ -49,7 +52,7 @@ const char* NeuronDescriptor::name() const { return info(type).name; }
 
 float NeuronDescriptor::apply(float x) const { return math::neuron(*this, x); }
 
-bool NeuronDescriptor::derivative_from_output() const { return type != NeuronType::Absolute; }
+bool NeuronDescriptor::derivative_from_output() const { return math::derivative_from_output(*this); }
 
 float NeuronDescriptor::derivative(float v) const { return math::neuron_derivative(*this, v); }
 
@@ -102,12 +105,13 @@ bool LossDescriptor::per_image() const { return loss_info(type).per_image; }
 void LossDescriptor::validate() const {
   const bool smoothable = type == LossType::SoftMaxCrossEntropy || type == LossType::SigmoidCrossEntropy ||
                           type == LossType::CategoricalCrossEntropy;
-  if (label_smoothing < 0.f || label_smoothing >= 1.f)
+  if (!(label_smoothing >= 0.f && label_smoothing < 1.f))
     fail("[loss] label_smoothing must be in [0, 1), got ", label_smoothing);
   if (label_smoothing > 0.f && !smoothable)
     fail("[loss] label_smoothing applies to the cross-entropy losses, not ", type_name());
-  if (!(delta > 0.f)) fail("[loss] delta must be > 0, got ", delta);
-  if (!(epsilon > 0.f)) fail("[loss] epsilon must be > 0, got ", epsilon);
+  if (!(delta > 0.f) || !std::isfinite(delta)) fail("[loss] delta must be finite and > 0, got ", delta);
+  if (!(epsilon > 0.f) || !std::isfinite(epsilon)) fail("[loss] epsilon must be finite and > 0, got ", epsilon);
+  if (!std::isfinite(weight)) fail("[loss] weight must be finite, got ", weight);
 }
 
 void ConvolutionDescriptor::validate(const std::string& label) const {

@@ -1,23 +1,32 @@
 #include "nngraph/optimizer.h"
 
+#include <cmath>
+
 #include "backends/backend.h"
 #include "nngraph/error.h"
 
 namespace nngraph {
 
 void OptimizerDescriptor::validate() const {
-  if (!(learning_rate >= 0.f)) fail("[optimizer] learning_rate must be >= 0, got ", learning_rate);
+  if (!(learning_rate >= 0.f) || !std::isfinite(learning_rate))
+    fail("[optimizer] learning_rate must be finite and >= 0, got ", learning_rate);
   if (apply_gradient_clipping && !(gradient_clip_min <= gradient_clip_max))
     fail("[optimizer] gradient_clip_min (", gradient_clip_min, ") exceeds gradient_clip_max (", gradient_clip_max, ")");
-  if (regularization_scale < 0.f) fail("[optimizer] regularization_scale must be >= 0");
+  if (!(regularization_scale >= 0.f) || !std::isfinite(regularization_scale))
+    fail("[optimizer] regularization_scale must be finite and >= 0, got ", regularization_scale);
+  if (!std::isfinite(gradient_rescale)) fail("[optimizer] gradient_rescale must be finite, got ", gradient_rescale);
+  if (apply_gradient_clipping && (std::isnan(gradient_clip_min) || std::isnan(gradient_clip_max)))
+    fail("[optimizer] gradient_clip_min and gradient_clip_max must not be NaN");
 }
 
 BuiltinOptimizer::BuiltinOptimizer(OptimizerStep params) : Optimizer(params.d), params_(params) {
-  if (params.momentum < 0.f || params.momentum >= 1.f) fail("[sgd] momentum must be in [0, 1), got ", params.momentum);
-  if (params.beta1 < 0.f || params.beta1 >= 1.f || params.beta2 < 0.f || params.beta2 >= 1.f)
-    fail("[adam] beta1 and beta2 must be in [0, 1)");
-  if (params.decay < 0.f || params.decay >= 1.f) fail("[rmsprop] decay must be in [0, 1), got ", params.decay);
-  if (!(params.epsilon > 0.f)) fail("[optimizer] epsilon must be > 0");
+  auto unit = [](float v) { return v >= 0.f && v < 1.f; };  // false for NaN
+  if (!unit(params.momentum)) fail("[sgd] momentum must be in [0, 1), got ", params.momentum);
+  if (!unit(params.beta1) || !unit(params.beta2))
+    fail("[adam] beta1 and beta2 must be in [0, 1), got ", params.beta1, " and ", params.beta2);
+  if (!unit(params.decay)) fail("[rmsprop] decay must be in [0, 1), got ", params.decay);
+  if (!(params.epsilon > 0.f) || !std::isfinite(params.epsilon))
+    fail("[optimizer] epsilon must be finite and > 0, got ", params.epsilon);
 }
 
 int BuiltinOptimizer::slot_count() const {
@@ -38,9 +47,10 @@ void BuiltinOptimizer::apply(const Device& device, float* values, const float* g
   backend_for(device).optimizer_step(s, values, gradient, slots, count);
 }
 
-void BuiltinOptimizer::apply_all(const Device& device, const std::vector<TensorUpdate>& tensors) {
+void BuiltinOptimizer::apply_all(const Device& device, const std::vector<TensorUpdate>& tensors,
+                                 const OptimizerDescriptor& d) {
   OptimizerStep s = params_;
-  s.d = descriptor;
+  s.d = d;
   s.d.validate();
   backend_for(device).optimizer_steps(s, tensors);
 }

@@ -61,7 +61,8 @@ void RNNDescriptor::validate(const std::string& label) const {
   if (peephole && cell != RNNCell::LSTM) fail("[", label, "] memory (peephole) weights are an LSTM option");
   for (const NeuronDescriptor* n : {&gate_neuron, &cell_neuron})
     if (!n->derivative_from_output())
-      fail("[", label, "] a gate or cell neuron must be differentiable from its output; ", n->name(), " is not");
+      fail("[", label, "] a gate or cell neuron must be differentiable from its output; ", n->name(), " (a=", n->a,
+           ") is not");
   if (layer_weights) {
     if (!input_weights.empty() || !recurrent_weights.empty() || !memory_weights.empty())
       fail("[", label, "] give layer weights or per-gate weights, not both");

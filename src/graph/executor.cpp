@@ -7,6 +7,35 @@
 #include "nngraph/graph.h"
 
 namespace nngraph {
+namespace {
+
+// The executor whose work or callback the current thread runs, and which of the two.
+thread_local const Executor* current_executor = nullptr;
+thread_local Executor::Role current_role = Executor::Role::None;
+
+class RoleScope {
+ public:
+  RoleScope(const Executor* e, Executor::Role r) : executor_(current_executor), role_(current_role) {
+    current_executor = e;
+    current_role = r;
+  }
+  ~RoleScope() {
+    current_executor = executor_;
+    current_role = role_;
+  }
+  RoleScope(const RoleScope&) = delete;
+  RoleScope& operator=(const RoleScope&) = delete;
+
+ private:
+  const Executor* executor_;
+  Executor::Role role_;
+};
+
+}  // namespace
+
+Executor::Role Executor::role_here(const Executor* executor) {
+  return executor && current_executor == executor ? current_role : Role::None;
+}
 
 Executor::Executor(int max_in_flight)
     : max_in_flight_(max_in_flight), worker_([this] { work_loop(); }), completer_([this] { completion_loop(); }) {}
@@ -23,6 +52,12 @@ Executor::~Executor() {
 }
 
 void Executor::submit(const HandlePtr& handle, std::function<void()> work, bool here) {
+  if (role_here(this) != Role::None)
+    fail("[graph] encode or run on a graph from its own ",
+         role_here(this) == Role::Work ? "data-source update or optimizer" : "completion callback",
+         " would wait for itself: use another graph (graph.inference() has its own queue), or encode after the "
+         "callback returns");
+  handle->set_executor(this);
   std::unique_lock<std::mutex> lock(mutex_);
   changed_.wait(lock, [&] { return in_flight_ < max_in_flight_; });
   ++in_flight_;
@@ -31,7 +66,10 @@ void Executor::submit(const HandlePtr& handle, std::function<void()> work, bool 
   if (here && queue_.empty() && !running_ && (!last || last->waited())) {
     running_ = true;
     lock.unlock();
-    work();
+    {
+      RoleScope scope(this, Role::Work);
+      work();
+    }
     work = nullptr;
     lock.lock();
     running_ = false;
@@ -56,7 +94,10 @@ void Executor::work_loop() {
     queue_.pop_front();
     running_ = true;
     lock.unlock();
-    work();  // never throws: encode work reports through its Handle and ends in complete()
+    {
+      RoleScope scope(this, Role::Work);
+      work();  // never throws: encode work reports through its Handle and ends in complete()
+    }
     work = nullptr;
     lock.lock();
     running_ = false;
@@ -73,6 +114,7 @@ void Executor::completion_loop() {
     completed_.pop_front();
     lock.unlock();
     try {
+      RoleScope scope(this, Role::Completion);
       if (c.fence) c.fence->wait();
       if (c.callback) c.callback(*c.handle);
     } catch (...) {
@@ -86,7 +128,19 @@ void Executor::completion_loop() {
   }
 }
 
+void Handle::check_not_waiting_on_itself(bool need_done) const {
+  const Executor::Role role = Executor::role_here(executor_);
+  if (role == Executor::Role::None) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  // A completion thread finishes handles one at a time; a worker makes results in order.
+  if (role == Executor::Role::Completion ? need_done && !done_ : !ready_)
+    fail("[handle] waited for from its own graph's ",
+         role == Executor::Role::Work ? "data-source update or optimizer" : "completion callback",
+         ", which must return before this encode can finish");
+}
+
 void Handle::wait() {
+  check_not_waiting_on_itself(true);
   std::shared_ptr<Fence> fence;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -115,6 +169,7 @@ bool Handle::done() const {
 }
 
 const std::vector<Image>& Handle::results() {
+  check_not_waiting_on_itself(false);
   std::unique_lock<std::mutex> lock(mutex_);
   cv_.wait(lock, [&] { return ready_; });
   if (error_) std::rethrow_exception(error_);

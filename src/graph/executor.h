@@ -15,9 +15,15 @@ namespace nngraph {
 // finished it and its callback has run on the completion thread.
 class Executor {
  public:
+  // What the calling thread is doing for some executor: an encode's work, a completion
+  // (callback), or nothing. Such a thread cannot wait for later work of the same executor.
+  enum class Role { None, Work, Completion };
+  static Role role_here(const Executor* executor);
+
   explicit Executor(int max_in_flight);
   ~Executor();  // waits until every submitted encode has completed
-  // Blocks while max_in_flight encodes are outstanding. With `here`, work that only queues
+  // Blocks while max_in_flight encodes are outstanding; raises when called from this
+  // executor's own work or completion callbacks, which would wait for themselves. With `here`, work that only queues
   // device work runs on the calling thread when the caller waited for the encode before (it
   // runs steps one at a time, the device idles until this one is queued, and a hand-off to
   // the worker would cost a wake-up); a caller that does not wait goes on preparing the

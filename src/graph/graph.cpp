@@ -12,13 +12,12 @@
 
 #include "backends/backend.h"
 #include "graph/executor.h"
+#include "graph/parameters.h"
 #include "graph/plan.h"
 #include "nngraph/error.h"
 
 namespace nngraph {
 
-// Per node, one WeightsState per weight source.
-using WeightsMap = std::unordered_map<const FilterNode*, std::vector<WeightsState>>;
 
 namespace {
 
@@ -50,7 +49,9 @@ struct GraphSpec {
   std::vector<ImageNodePtr> results, roots;
   Device device;
   int max_in_flight = 2;
-  std::shared_ptr<WeightsMap> shared_weights;  // null: load from data sources
+  std::shared_ptr<Parameters> shared_weights;  // null: load from data sources
+  std::vector<ImageNodePtr> loss_results;      // training graphs: what evaluation() computes besides results
+  bool inference = false;                      // forward nodes in inference mode even beside loss nodes
 };
 
 struct Graph::Impl {
@@ -58,6 +59,8 @@ struct Graph::Impl {
   Backend& backend;
   int max_in_flight;
   std::vector<ImageNodePtr> results, roots;  // own every node the structure points at
+  std::vector<ImageNodePtr> loss_results;
+  std::vector<ArrayDataSource*> array_sources;  // of the nodes, each once
   Structure structure;
   std::vector<ImageNodePtr> image_sources;
   std::atomic<bool> check_numerics{false}, allow_tf32{false};
@@ -65,15 +68,15 @@ struct Graph::Impl {
   mutable std::mutex mutex;  // plans, latest shapes, weights
   std::map<std::vector<int>, std::shared_ptr<const Plan>> plans;
   std::vector<ImageShape> latest_shapes;
-  std::shared_ptr<WeightsMap> weights;
+  std::shared_ptr<Parameters> weights;
   // Touched only by the worker:
   std::shared_ptr<Buffer> arena;
-  std::unordered_map<const FilterNode*, std::vector<GradientState>> gradients;
+  Gradients gradients;
 
   explicit Impl(const GraphSpec& spec)
       : device(spec.device), backend(backend_for(spec.device)), max_in_flight(spec.max_in_flight),
-        results(spec.results), roots(spec.roots), structure(build_structure(results, roots)),
-        executor(spec.max_in_flight) {
+        results(spec.results), roots(spec.roots), loss_results(spec.loss_results),
+        structure(build_structure(results, roots, spec.inference)), executor(spec.max_in_flight) {
     for (int i : structure.image_sources) image_sources.push_back(structure.sources[i]);
   }
 
@@ -95,33 +98,6 @@ struct Graph::Impl {
       }
     }
     return slot;
-  }
-
-  std::shared_ptr<WeightsMap> load_weights() const {
-    auto map = std::make_shared<WeightsMap>();
-    for (const FilterNode* node : structure.order) {
-      // Gradient nodes read their forward node's weights even when it is not in this graph.
-      const FilterNode* f = node->trains() ? node->trains() : node;
-      const auto sources = f->weight_sources();
-      if (sources.empty() || map->count(f)) continue;
-      auto& states = (*map)[f];
-      for (const WeightSource& ws : sources) states.push_back(load_one(*ws.source, ws.descriptor, f->label()));
-    }
-    return map;
-  }
-
-  WeightsState load_one(DataSource& ds, const ConvolutionDescriptor& d, const std::string& node) const {
-    const LoadedWeights w = read_data_source(ds, d, node);
-    WeightsState st;
-    st.weight_count = w.weights.size();
-    st.weights = backend.allocate(w.weights.size() * sizeof(float));
-    backend.copy_from_host(st.weights->data(), w.weights.data(), st.weights->bytes());
-    if (!w.biases.empty()) {
-      st.bias_count = w.biases.size();
-      st.biases = backend.allocate(w.biases.size() * sizeof(float));
-      backend.copy_from_host(st.biases->data(), w.biases.data(), st.biases->bytes());
-    }
-    return st;
   }
 
   std::vector<GradientState>& gradients_for(const FilterNode* forward, const std::vector<WeightsState>& ws) {
@@ -153,39 +129,6 @@ struct Graph::Impl {
           fail<DeviceError>("[", f->label(), "] weight gradient is NaN or infinite; no weights were updated");
   }
 
-  // One step's data-source updates, prepared (step counts advanced) before any is applied.
-  // Built-in sources sharing a built-in optimizer are updated together (one launch on cuda, part
-  // of a captured step); the others update themselves (update()), after the step's launches.
-  struct Updates {
-    std::vector<std::pair<BuiltinOptimizer*, std::vector<TensorUpdate>>> batches;
-    std::vector<std::pair<const FilterNode*, size_t>> others;  // node, index of its source
-  };
-  Updates prepare_updates(const std::vector<const FilterNode*>& trained, WeightsMap& wm) {
-    Updates u;
-    for (const FilterNode* f : trained) {
-      const auto sources = f->weight_sources();
-      for (size_t i = 0; i < sources.size(); ++i) {
-        auto* ds = dynamic_cast<ArrayDataSource*>(sources[i].source);
-        auto* opt = ds ? dynamic_cast<BuiltinOptimizer*>(ds->optimizer().get()) : nullptr;
-        if (!opt) {
-          u.others.push_back({f, i});
-          continue;
-        }
-        auto batch = std::find_if(u.batches.begin(), u.batches.end(), [&](const auto& b) { return b.first == opt; });
-        if (batch == u.batches.end()) batch = u.batches.insert(u.batches.end(), {opt, {}});
-        auto tensors = ds->prepare_update(gradients.at(f)[i], wm.at(f)[i]);
-        batch->second.insert(batch->second.end(), tensors.begin(), tensors.end());
-      }
-    }
-    return u;
-  }
-  void apply_builtin(const Updates& u) {
-    for (const auto& [opt, tensors] : u.batches) opt->apply_all(device, tensors);
-  }
-  void apply_others(const Updates& u, WeightsMap& wm) {
-    for (const auto& [f, i] : u.others) f->weight_sources()[i].source->update(gradients.at(f)[i], wm.at(f)[i]);
-  }
-
   // A step recorded once and replayed (backends that capture): fixed buffers for the
   // sources and losses, valid while the arena, the weights and tf32 stay as captured.
   struct Replay {
@@ -195,11 +138,11 @@ struct Graph::Impl {
     int eager_runs = 0;
     bool failed = false;
   };
-  std::map<std::tuple<const Plan*, int, void*, const WeightsMap*, bool>, Replay> replays;
+  std::map<std::tuple<const Plan*, int, void*, const Parameters*, bool>, Replay> replays;
   std::shared_ptr<Buffer> step_counter;  // in the backend's memory: dropout reads it
   Executor executor;  // last: destroyed first, so queued work finishes while the rest exists
 
-  Replay& replay_for(const Plan& plan, int n, const WeightsMap& wm, const std::vector<Image>& sources) {
+  Replay& replay_for(const Plan& plan, int n, const Parameters& wm, const std::vector<Image>& sources) {
     auto key = std::make_tuple(&plan, n, arena->data(), &wm, allow_tf32.load());
     auto found = replays.find(key);
     if (found != replays.end()) return found->second;
@@ -225,8 +168,9 @@ struct Graph::Impl {
   }
 
   // Runs on the worker. Returns the results; fills per-image losses.
-  std::vector<Image> execute(const Plan& plan, WeightsMap& wm, const std::vector<Image>& src,
-                             const std::vector<LossLabels>& labels, uint64_t step, std::vector<Image>& losses) {
+  std::vector<Image> execute(const Plan& plan, Parameters& wm, const std::vector<Image>& src,
+                             const std::vector<LossLabels>& labels, uint64_t step, const Rates& rates,
+                             std::vector<Image>& losses) {
     const int n = src[0].batch();
     const size_t need = plan.arena * n * sizeof(float);
     if (!arena || arena->bytes() < need) {
@@ -250,8 +194,18 @@ struct Graph::Impl {
       sources[s.losses[i].weights] = labels[i].weights.empty() ? ones(n) : labels[i].weights;
       losses.push_back(Image::allocate({n, {1, 1, 1}, DType::Float32}, device));
     }
+    refresh_parameters(wm, s, backend);  // another graph may have trained a shared source
+    // Gradient buffers are made before any capture: what a capture allocates is its scratch.
+    std::vector<const FilterNode*> trained;
+    for (const Step& st : s.steps) {
+      if (!st.trains_weights) continue;
+      trained.push_back(st.node->trains() ? st.node->trains() : st.node);
+      gradients_for(trained.back(), wm.of.at(trained.back()));
+    }
+    const auto others = host_updates(trained);
     Profile profile(backend);
-    Replay* r = backend.can_capture() && all_float && !check_numerics && !profile.on()
+    // A step whose sources update themselves on the host is not captured: it must undo them on failure.
+    Replay* r = backend.can_capture() && all_float && !check_numerics && !profile.on() && others.empty()
                     ? &replay_for(plan, n, wm, sources) : nullptr;
     std::vector<Image> t(s.tensor_count());
     std::vector<Backend::Copy> copies_in, copies_out;  // into the replay's buffers; out of them and the arena
@@ -271,13 +225,6 @@ struct Graph::Impl {
         t[i] = Image({n, plan.shapes[i], DType::Float32}, arena, plan.offset[i] * n * sizeof(float));
     for (size_t i = n_src; i < t.size(); ++i)
       if (s.root[i] != static_cast<int>(i)) t[i] = t[s.root[i]];
-    // Gradient buffers are made before any capture: what a capture allocates is its scratch.
-    std::vector<const FilterNode*> trained;
-    for (const Step& st : s.steps) {
-      if (!st.trains_weights) continue;
-      trained.push_back(st.node->trains() ? st.node->trains() : st.node);
-      gradients_for(trained.back(), wm.at(trained.back()));
-    }
     for (size_t i = 0; r && i < losses.size(); ++i)
       copies_out.push_back({losses[i].data(), r->losses[i].data(), losses[i].descriptor().bytes()});
     std::vector<Image> out;
@@ -292,21 +239,20 @@ struct Graph::Impl {
         std::vector<const Image*> ins;
         for (int id : st.inputs) ins.push_back(&t[id]);
         const FilterNode* owner = st.node->trains() ? st.node->trains() : st.node;
-        auto w = wm.find(owner);
+        auto w = wm.of.find(owner);
         const Image* loss = nullptr;
         for (size_t i = 0; i < s.losses.size(); ++i)
           if (s.losses[i].node == st.node) loss = &loss_out[i];
         st.node->encode(EncodeArgs{backend, ins, st.output_needed ? t[st.output] : none,
-                                   w == wm.end() ? nullptr : w->second.data(),
+                                   w == wm.of.end() ? nullptr : w->second.data(),
                                    st.trains_weights ? gradients.at(owner).data() : nullptr, st.fused,
                                    counter, loss, allow_tf32, st.state >= 0 ? &t[st.state] : nullptr});
         profile.mark(st.node->label());
       }
     };
-    // The whole step, which a capture records but for the data sources that update themselves.
-    // Without its nodes it is the launches whose arguments change from step to step, which
-    // re-point a captured step. Its updates are prepared after the nodes ran unless they were
-    // before (a replay's).
+    // The whole step, which a capture records. Without its nodes it is the launches whose
+    // arguments change from step to step, which re-point a captured step. Its built-in updates
+    // are prepared after the nodes ran unless they were before (a replay's).
     std::optional<Updates> updates;
     auto whole = [&](bool nodes) {
       backend.store(counter, step);
@@ -314,17 +260,19 @@ struct Graph::Impl {
       if (nodes) {
         run();
         if (check_numerics) check_finite(losses, trained);
-        // Every gradient is ready before the first update, so a failure leaves all weights as they were.
-        if (!updates) updates = prepare_updates(trained, wm);
+        // Every gradient is ready before the first update. The host updates go first, all or
+        // nothing, so a failure among them leaves every weight as it was.
+        apply_host_updates(others, wm, gradients, backend);
+        if (!updates) updates = prepare_builtin(trained, wm, gradients, rates);
       }
-      apply_builtin(*updates);
+      for (const auto& b : updates->batches) b.optimizer->apply_all(device, b.tensors, b.descriptor);
       profile.mark("updates");
       backend.copy_all(copies_out);
     };
     if (!r || r->failed || (!r->captured && ++r->eager_runs <= 2)) {  // warm-up: algorithms found, buffers sized
       whole(true);
     } else {
-      updates = prepare_updates(trained, wm);
+      updates = prepare_builtin(trained, wm, gradients, rates);
       bool ran = false;
       try {
         if (!r->captured) {
@@ -340,7 +288,6 @@ struct Graph::Impl {
       }
       if (!ran) whole(true);
     }
-    apply_others(*updates, wm);
     if (all_half)
       for (int res : s.results) out.push_back(t[res].converted(DType::Float16));
     return out;
@@ -353,11 +300,14 @@ Graph::Graph(std::vector<ImageNodePtr> results, Device device, int max_in_flight
 Graph::Graph(GraphSpec spec) {
   if (spec.max_in_flight < 1) fail("[graph] max_in_flight must be >= 1, got ", spec.max_in_flight);
   impl_ = std::make_unique<Impl>(spec);
+  name_data_sources(impl_->structure);
+  for (DataSource* ds : data_sources())
+    if (auto* array = dynamic_cast<ArrayDataSource*>(ds)) impl_->array_sources.push_back(array);
   std::vector<ImageShape> declared;
   for (const auto& s : impl_->image_sources)
     if (s->shape()) declared.push_back(*s->shape());
   if (declared.size() == impl_->image_sources.size()) impl_->plan_for(declared);
-  impl_->weights = spec.shared_weights ? spec.shared_weights : impl_->load_weights();
+  impl_->weights = spec.shared_weights ? spec.shared_weights : load_parameters(impl_->structure, impl_->backend);
 }
 
 std::shared_ptr<Graph> Graph::training(const std::shared_ptr<LossNode>& loss, Device device, int max_in_flight,
@@ -374,16 +324,28 @@ std::shared_ptr<Graph> Graph::training(const std::shared_ptr<LossNode>& loss, De
         ds->set_optimizer(optimizer);
       }
     }
-  return std::make_shared<Graph>(GraphSpec{{loss->sources()[0]}, build_gradient_pass(loss), device, max_in_flight, nullptr});
+  return std::make_shared<Graph>(GraphSpec{{loss->sources()[0]}, build_gradient_pass(loss), device, max_in_flight,
+                                           nullptr, {loss->result_image()}});
 }
 
 std::shared_ptr<Graph> Graph::inference() const {
-  std::shared_ptr<WeightsMap> weights;
+  std::shared_ptr<Parameters> weights;
   {
     std::lock_guard<std::mutex> lock(impl_->mutex);
     weights = impl_->weights;
   }
   return std::make_shared<Graph>(GraphSpec{impl_->results, {}, impl_->device, impl_->max_in_flight, weights});
+}
+
+std::shared_ptr<Graph> Graph::evaluation() const {
+  if (impl_->loss_results.empty()) fail("[graph] evaluation() needs a training graph (it computes its losses)");
+  std::shared_ptr<Parameters> weights;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    weights = impl_->weights;
+  }
+  return std::make_shared<Graph>(GraphSpec{impl_->results, impl_->loss_results, impl_->device, impl_->max_in_flight,
+                                           weights, {}, true});
 }
 
 Graph::~Graph() = default;
@@ -419,6 +381,30 @@ std::vector<DataSource*> Graph::data_sources() const {
     const FilterNode* f = node->trains() ? node->trains() : node;
     for (const WeightSource& w : f->weight_sources())
       if (std::find(out.begin(), out.end(), w.source) == out.end()) out.push_back(w.source);
+  }
+  return out;
+}
+
+std::vector<Graph::NodeSummary> Graph::summary() const {
+  std::vector<ImageShape> shapes;
+  std::shared_ptr<Parameters> weights;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    shapes = impl_->latest_shapes;
+    weights = impl_->weights;
+  }
+  std::shared_ptr<const Plan> plan = shapes.empty() ? nullptr : impl_->plan_for(shapes);
+  const auto& s = impl_->structure;
+  std::vector<NodeSummary> out;
+  for (size_t i = 0; i < s.order.size(); ++i) {
+    const FilterNode* f = s.order[i];
+    if (f->is_gradient()) continue;
+    NodeSummary row{f->label(), f->kind(), std::nullopt, 0};
+    if (plan) row.shape = plan->shapes[s.sources.size() + i];
+    const auto held = weights->of.find(f);
+    if (held != weights->of.end())
+      for (const WeightsState& w : held->second) row.parameters += w.weight_count + w.bias_count;
+    out.push_back(row);
   }
   return out;
 }
@@ -479,7 +465,7 @@ HandlePtr Graph::encode(std::vector<Image> sources, std::vector<LossLabels> labe
       fail("[", name, "] label weights must be one float32 per image on ", impl_->device.str());
     divisors.push_back(losses[i].node->reduction_divisor(l.batch(), want));
   }
-  std::shared_ptr<WeightsMap> weights;
+  std::shared_ptr<Parameters> weights;
   {
     std::lock_guard<std::mutex> lock(impl_->mutex);
     weights = impl_->weights;
@@ -487,11 +473,13 @@ HandlePtr Graph::encode(std::vector<Image> sources, std::vector<LossLabels> labe
   auto handle = std::make_shared<Handle>();
   Impl* impl = impl_.get();
   const uint64_t step = impl_->encodes++;
-  impl_->executor.submit(handle, [impl, plan, weights, handle, step, divisors, srcs = std::move(sources),
-                          lbls = std::move(labels), cb = std::move(on_complete)]() mutable {
+  // A learning rate set after this encode is for later steps, even while this one waits in the queue.
+  Rates rates = impl_->structure.training ? current_rates(impl_->array_sources) : Rates{};
+  impl_->executor.submit(handle, [impl, plan, weights, handle, step, divisors, rates = std::move(rates),
+                          srcs = std::move(sources), lbls = std::move(labels), cb = std::move(on_complete)]() mutable {
     try {
       std::vector<Image> losses;
-      auto results = impl->execute(*plan, *weights, srcs, lbls, step, losses);
+      auto results = impl->execute(*plan, *weights, srcs, lbls, step, rates, losses);
       handle->set_results(std::move(results), std::move(losses), divisors);
     } catch (...) {
       handle->set_error(std::current_exception());
@@ -517,7 +505,7 @@ std::vector<Image> Graph::run(std::vector<Image> sources, std::vector<LossLabels
 }
 
 void Graph::reload_from_data_sources() {
-  auto fresh = impl_->load_weights();  // may throw: the old weights stay
+  auto fresh = load_parameters(impl_->structure, impl_->backend);  // may throw: the old weights stay
   std::lock_guard<std::mutex> lock(impl_->mutex);
   impl_->weights = std::move(fresh);
 }

@@ -42,7 +42,8 @@ void number_default_labels(const std::vector<FilterNode*>& order) {
 
 }  // namespace
 
-Structure build_structure(const std::vector<ImageNodePtr>& results, const std::vector<ImageNodePtr>& roots) {
+Structure build_structure(const std::vector<ImageNodePtr>& results, const std::vector<ImageNodePtr>& roots,
+                          bool inference) {
   if (results.empty() && roots.empty()) fail("[graph] needs at least one result image");
   Structure s;
   std::unordered_set<const FilterNode*> seen;
@@ -60,7 +61,7 @@ Structure build_structure(const std::vector<ImageNodePtr>& results, const std::v
   std::unordered_map<const FilterNode*, int> out_of;
   for (size_t i = 0; i < s.order.size(); ++i) {
     out_of[s.order[i]] = n_src + static_cast<int>(i);
-    s.training = s.training || s.order[i]->is_gradient();
+    s.training = !inference && (s.training || s.order[i]->is_gradient());
   }
   const int n_nodes = static_cast<int>(s.order.size());
   auto id_of = [&](const ImageNodePtr& img) {
@@ -132,8 +133,12 @@ Structure build_structure(const std::vector<ImageNodePtr>& results, const std::v
   }
 
   // Dead steps, last to first: a step runs if something needs its result or it trains weights.
+  // Loss steps always run: their per-image losses are results too, trained or not.
   std::vector<bool> live(s.tensor_count(), false);
   for (int t : s.results) live[s.root[t]] = true;
+  for (const LossBinding& l : s.losses)
+    for (const Step& st : s.steps)
+      if (st.node == l.node) live[st.output] = true;
   std::vector<Step> kept;
   for (auto it = s.steps.rbegin(); it != s.steps.rend(); ++it) {
     bool trainable = false;

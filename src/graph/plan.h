@@ -44,8 +44,10 @@ struct Structure {
 
 // Walks back from results and roots (images to compute without returning them), orders
 // nodes, numbers default labels, folds neurons into convolutions, aliases identity nodes and
-// drops steps whose results nothing needs. Throws on a result no filter produced.
-Structure build_structure(const std::vector<ImageNodePtr>& results, const std::vector<ImageNodePtr>& roots);
+// drops steps whose results nothing needs. Throws on a result no filter produced. Forward
+// nodes run in training mode where gradient or loss nodes are present, unless `inference`.
+Structure build_structure(const std::vector<ImageNodePtr>& results, const std::vector<ImageNodePtr>& roots,
+                          bool inference = false);
 
 // Every gradient node from `loss` back to the graph sources; returns their result images.
 std::vector<ImageNodePtr> build_gradient_pass(const std::shared_ptr<LossNode>& loss);

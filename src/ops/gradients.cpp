@@ -33,6 +33,10 @@ std::vector<FilterNodePtr> GradientNode::make_gradients(const ImageNodePtr&) {
 // ---- convolution / fully connected
 
 std::vector<FilterNodePtr> ConvolutionNode::make_gradients(const ImageNodePtr& dy) {
+  // The gradient sees the output alone, not the pre-activation.
+  if (!desc_.neuron.derivative_from_output())
+    fail<Unsupported>("[", label(), "] its fused ", desc_.neuron.name(), " neuron (a=", desc_.neuron.a,
+                      ") has no gradient from its output: train it as a separate Neuron node");
   return {std::make_shared<ConvolutionGradientNode>(dy, std::static_pointer_cast<ConvolutionNode>(shared_from_this()))};
 }
 

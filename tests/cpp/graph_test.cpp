@@ -195,9 +195,10 @@ TEST(ExecutorTest, RunsHereWhenIdleAndKeepsOrderBehindQueuedWork) {
   std::atomic<bool> release{false};
   const auto caller = std::this_thread::get_id();
   {
+    // Declared before the executor, whose destructor waits for the work that refers to them.
+    auto h0 = std::make_shared<Handle>(), h1 = std::make_shared<Handle>(), h2 = std::make_shared<Handle>();
     Executor ex(4);
     auto finish = [&](const HandlePtr& h) { ex.complete(nullptr, h, nullptr); };
-    auto h0 = std::make_shared<Handle>(), h1 = std::make_shared<Handle>(), h2 = std::make_shared<Handle>();
     ex.submit(h0, [&] {
       EXPECT_EQ(std::this_thread::get_id(), caller);
       order.push_back(0);

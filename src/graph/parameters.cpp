@@ -1,0 +1,190 @@
+#include "graph/parameters.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <string>
+
+#include "backends/backend.h"
+#include "nngraph/error.h"
+
+namespace nngraph {
+namespace {
+
+const FilterNode* owner(const FilterNode* node) { return node->trains() ? node->trains() : node; }
+
+// Calls fn(node, index, source) for each weight source of the structure's nodes, each node once.
+template <class F>
+void each_source(const Structure& s, F&& fn) {
+  std::set<const FilterNode*> seen;
+  for (const FilterNode* node : s.order) {
+    const FilterNode* f = owner(node);
+    if (!seen.insert(f).second) continue;
+    const auto sources = f->weight_sources();
+    for (size_t i = 0; i < sources.size(); ++i) fn(f, i, sources[i]);
+  }
+}
+
+void write(Backend& b, const std::shared_ptr<Buffer>& dst, const std::vector<float>& v) {
+  if (dst) b.copy_from_host(dst->data(), v.data(), v.size() * sizeof(float));
+}
+
+WeightsState read_host_source(const WeightSource& ws, const std::string& node, Backend& b) {
+  const LoadedWeights w = read_data_source(*ws.source, ws.descriptor, node);
+  WeightsState st;
+  st.weight_count = w.weights.size();
+  st.weights = b.allocate(w.weights.size() * sizeof(float));
+  write(b, st.weights, w.weights);
+  if (!w.biases.empty()) {
+    st.bias_count = w.biases.size();
+    st.biases = b.allocate(w.biases.size() * sizeof(float));
+    write(b, st.biases, w.biases);
+  }
+  return st;
+}
+
+std::shared_ptr<Buffer> duplicate(Backend& b, const std::shared_ptr<Buffer>& src) {
+  if (!src) return nullptr;
+  auto copy = b.allocate(src->bytes());
+  b.copy(copy->data(), src->data(), src->bytes());
+  return copy;
+}
+
+}  // namespace
+
+std::shared_ptr<Parameters> load_parameters(const Structure& s, Backend& backend) {
+  auto p = std::make_shared<Parameters>();
+  each_source(s, [&](const FilterNode* f, size_t, const WeightSource& ws) {
+    if (auto* array = dynamic_cast<ArrayDataSource*>(ws.source)) {
+      p->of[f].push_back(array->device_values(backend.device(), f->label()));
+      return;
+    }
+    const uint64_t version = ws.source->version();
+    p->of[f].push_back(read_host_source(ws, f->label(), backend));
+    p->versions[ws.source] = version;
+  });
+  return p;
+}
+
+void refresh_parameters(Parameters& p, const Structure& s, Backend& backend) {
+  std::map<const DataSource*, uint64_t> reread;
+  each_source(s, [&](const FilterNode* f, size_t i, const WeightSource& ws) {
+    WeightsState& held = p.of.at(f)[i];
+    if (auto* array = dynamic_cast<ArrayDataSource*>(ws.source)) {
+      array->device_values(backend.device(), f->label());  // the same buffers, brought up to date
+      return;
+    }
+    const uint64_t version = ws.source->version();
+    if (p.versions[ws.source] == version) return;
+    const LoadedWeights w = read_data_source(*ws.source, ws.descriptor, f->label());
+    if (w.biases.size() != held.bias_count)
+      fail("[", f->label(), "] data source '", ws.source->label(), "' changed whether it has biases");
+    write(backend, held.weights, w.weights);  // in place: captured steps keep their pointers
+    write(backend, held.biases, w.biases);
+    reread[ws.source] = version;
+  });
+  for (const auto& [source, version] : reread) p.versions[source] = version;
+}
+
+std::vector<std::pair<const FilterNode*, size_t>> host_updates(const std::vector<const FilterNode*>& trained) {
+  std::vector<std::pair<const FilterNode*, size_t>> out;
+  for (const FilterNode* f : trained) {
+    const auto sources = f->weight_sources();
+    for (size_t i = 0; i < sources.size(); ++i) {
+      auto* ds = dynamic_cast<ArrayDataSource*>(sources[i].source);
+      if (!ds || !dynamic_cast<BuiltinOptimizer*>(ds->optimizer().get())) out.push_back({f, i});
+    }
+  }
+  return out;
+}
+
+Rates current_rates(const std::vector<ArrayDataSource*>& sources) {
+  Rates out;
+  for (ArrayDataSource* ds : sources) {
+    const Optimizer* opt = ds->optimizer().get();
+    if (opt && std::none_of(out.begin(), out.end(), [&](const auto& r) { return r.first == opt; }))
+      out.push_back({opt, opt->descriptor});
+  }
+  return out;
+}
+
+Updates prepare_builtin(const std::vector<const FilterNode*>& trained, Parameters& p, Gradients& g,
+                        const Rates& rates) {
+  Updates u;
+  for (const FilterNode* f : trained) {
+    const auto sources = f->weight_sources();
+    for (size_t i = 0; i < sources.size(); ++i) {
+      auto* ds = dynamic_cast<ArrayDataSource*>(sources[i].source);
+      auto* opt = ds ? dynamic_cast<BuiltinOptimizer*>(ds->optimizer().get()) : nullptr;
+      if (!opt) continue;
+      auto batch = std::find_if(u.batches.begin(), u.batches.end(), [&](const auto& b) { return b.optimizer == opt; });
+      if (batch == u.batches.end()) {
+        auto rate = std::find_if(rates.begin(), rates.end(), [&](const auto& r) { return r.first == opt; });
+        batch = u.batches.insert(u.batches.end(), {opt, rate == rates.end() ? opt->descriptor : rate->second, {}});
+      }
+      auto tensors = ds->prepare_update(g.at(f)[i], p.of.at(f)[i]);
+      batch->tensors.insert(batch->tensors.end(), tensors.begin(), tensors.end());
+    }
+  }
+  return u;
+}
+
+void apply_host_updates(const std::vector<std::pair<const FilterNode*, size_t>>& others, Parameters& p,
+                        Gradients& g, Backend& backend) {
+  std::vector<std::function<void()>> undo;
+  std::vector<DataSource*> changed;  // told only once every update succeeded
+  try {
+    for (const auto& [f, i] : others) {
+      DataSource* ds = f->weight_sources()[i].source;
+      WeightsState& w = p.of.at(f)[i];
+      if (auto* array = dynamic_cast<ArrayDataSource*>(ds)) {
+        undo.push_back(array->snapshot(w));
+        array->update(g.at(f)[i], w);
+        continue;
+      }
+      auto weights = duplicate(backend, w.weights), biases = duplicate(backend, w.biases);
+      undo.push_back([&backend, w, weights, biases] {
+        backend.copy(w.weights->data(), weights->data(), w.weights->bytes());
+        if (w.biases) backend.copy(w.biases->data(), biases->data(), w.biases->bytes());
+      });
+      if (ds->update(g.at(f)[i], w)) changed.push_back(ds);
+    }
+  } catch (...) {
+    for (auto it = undo.rbegin(); it != undo.rend(); ++it) (*it)();
+    throw;
+  }
+  for (DataSource* ds : changed) {  // other graphs read the new values before their next run
+    ds->advance_version();
+    p.versions[ds] = ds->version();
+  }
+}
+
+void name_data_sources(const Structure& s) {
+  std::vector<std::pair<ArrayDataSource*, std::string>> unnamed;  // source, its node's label
+  std::map<std::string, int> used;
+  each_source(s, [&](const FilterNode* f, size_t, const WeightSource& ws) {
+    auto* array = dynamic_cast<ArrayDataSource*>(ws.source);
+    if (array && array->has_default_label()) {
+      if (std::none_of(unnamed.begin(), unnamed.end(), [&](const auto& u) { return u.first == array; }))
+        unnamed.push_back({array, f->label()});
+    } else {
+      ++used[ws.source->label()];
+    }
+  });
+  std::map<std::string, int> wanted;  // how many unnamed sources would take each name
+  for (auto& [ds, node] : unnamed) {
+    if (ds->label().empty()) ds->set_label(node, true);
+    ++wanted[ds->label()];
+  }
+  std::map<std::string, int> next;
+  for (auto& [ds, node] : unnamed) {
+    const std::string base = ds->label();
+    std::string name = base;
+    if (wanted[base] > 1 || used.count(base))
+      do name = base + "_" + std::to_string(++next[base]); while (used.count(name) || wanted.count(name));
+    ds->set_label(name, false);  // named once: later graphs keep it
+    ++used[name];
+  }
+}
+
+}  // namespace nngraph

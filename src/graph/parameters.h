@@ -1,0 +1,62 @@
+#pragma once
+// A graph's parameters: the device copies of its data sources' weights, kept current with the
+// data sources (the master copies), and each training step's updates, all or nothing.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "graph/plan.h"
+#include "nngraph/data_source.h"
+
+namespace nngraph {
+
+class Backend;
+class BuiltinOptimizer;
+
+struct Parameters {
+  // Per node, one WeightsState per weight source (ArrayDataSources share theirs among graphs).
+  std::unordered_map<const FilterNode*, std::vector<WeightsState>> of;
+  // Other data sources: the version() whose values the copies hold.
+  std::unordered_map<const DataSource*, uint64_t> versions;
+};
+using Gradients = std::unordered_map<const FilterNode*, std::vector<GradientState>>;
+
+// Reads every data source of the structure's nodes (gradient nodes read their forward node's).
+std::shared_ptr<Parameters> load_parameters(const Structure& s, Backend& backend);
+
+// Brings the copies up to date where a data source changed since they were read: another
+// graph trained it, set_values replaced it, or another device holds newer values.
+void refresh_parameters(Parameters& p, const Structure& s, Backend& backend);
+
+// One step's data-source updates. Built-in sources sharing a built-in optimizer are updated
+// together (one launch on cuda, part of a captured step); the others update themselves.
+struct Updates {
+  struct Batch {
+    BuiltinOptimizer* optimizer;
+    OptimizerDescriptor descriptor;  // as it was when the step was encoded
+    std::vector<TensorUpdate> tensors;
+  };
+  std::vector<Batch> batches;
+  std::vector<std::pair<const FilterNode*, size_t>> others;  // node, index of its source
+};
+// The sources that update themselves (a Python optimizer or DataSource.update()).
+std::vector<std::pair<const FilterNode*, size_t>> host_updates(const std::vector<const FilterNode*>& trained);
+// The built-in optimizers' descriptors now (learning rates change between steps), for a step
+// being encoded.
+using Rates = std::vector<std::pair<const Optimizer*, OptimizerDescriptor>>;
+Rates current_rates(const std::vector<ArrayDataSource*>& sources);
+// The built-in sources' tensors, their step counts advanced.
+Updates prepare_builtin(const std::vector<const FilterNode*>& trained, Parameters& p, Gradients& g,
+                        const Rates& rates);
+// Runs every host update; if one raises, puts back what the others changed and rethrows.
+void apply_host_updates(const std::vector<std::pair<const FilterNode*, size_t>>& others, Parameters& p,
+                        Gradients& g, Backend& backend);
+
+// Gives the default-labelled ArrayDataSources of the structure's nodes distinct labels
+// (their node's label, numbered where two would meet), so checkpoints can name them.
+void name_data_sources(const Structure& s);
+
+}  // namespace nngraph
