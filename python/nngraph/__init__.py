@@ -14,6 +14,7 @@ _ctypes.CDLL(
     mode=_ctypes.RTLD_GLOBAL,
 )
 
+from nngraph import schedules  # noqa: E402
 from nngraph._core import (  # noqa: E402  (after the BLAS library is loaded)
     GRU,
     LSTM,
@@ -65,8 +66,20 @@ from nngraph._core import (  # noqa: E402  (after the BLAS library is loaded)
     memory_stats,
     reset_peak_memory,
 )
+from nngraph.checkpoint import load, save  # noqa: E402
+from nngraph.graphs import describe as _describe  # noqa: E402
+from nngraph.graphs import parameters as _parameters  # noqa: E402
+from nngraph.graphs import predict as _predict  # noqa: E402
+from nngraph.graphs import summary as _summary  # noqa: E402
 from nngraph.losses import LossDataDescriptor, LossLabels  # noqa: E402
-from nngraph.training import evaluate, fit, load, save  # noqa: E402
+from nngraph.plotting import plot_history  # noqa: E402
+from nngraph.training import evaluate, fit  # noqa: E402
+
+# Graph's conveniences written in Python (batching, tables) become its methods.
+Graph.predict = _predict
+Graph.parameters = _parameters
+Graph.summary = _summary
+Graph.__repr__ = _describe
 
 __version__ = "0.1.0"
 
@@ -79,4 +92,5 @@ __all__ = [
     "RNNMatrixLayer", "RNNMatrixTrainingLayer", "RNNMatrixTrainingState", "SingleGate", "LSTM", "GRU", "MGU",
     "SoftMax", "UnsupportedError", "WeightsLayout", "built_backends", "device_count", "image_copy_to_matrix",
     "matrix_copy_to_image", "memory_stats", "reset_peak_memory", "evaluate", "fit", "load", "save",
+    "plot_history", "schedules",
 ]

@@ -58,6 +58,8 @@ def _label_array(labels, n: int, shape: tuple[int, int, int], name: str) -> np.n
         raise ValueError(f"[{name}] labels must be class indices or float arrays, got {a.dtype}")
     if a.shape[:1] != (n,):
         raise ValueError(f"[{name}] labels hold {a.shape[0] if a.ndim else 0} entries but the batch has {n} images")
+    if a.size != n * c * h * w and a.dtype.kind == "f" and a.shape in ((n,), (n, h, w)):
+        raise ValueError(f"[{name}] class indices must be integers, got {a.dtype} (convert with .astype(int))")
     if a.size != n * c * h * w:
         raise ValueError(f"[{name}] labels must have shape ({n},) of class indices or ({n}, {c}, {h}, {w}), "
                          f"got {a.shape}")

@@ -1,24 +1,41 @@
-"""The training loop (the one loop that lives in Python), evaluation and checkpoints."""
+"""The training loop (the one loop that lives in Python) and evaluation."""
 
 from __future__ import annotations
 
-import json
-import os
-import tempfile
+import sys
 import time
-import zipfile
 from collections.abc import Callable, Iterable
 
 import numpy as np
 
 from nngraph._core import ArrayDataSource, Graph, InvalidInputError
 
-CHECKPOINT_FORMAT = "nngraph-checkpoint"
+
+def as_images(x, what: str):
+    """Images as the engine reads them, converted once: float64 (numpy's default), other byte
+    orders and nested lists become float32; float32 and float16 arrays pass unchanged."""
+    if x is None:
+        raise InvalidInputError(f"[{what}] no images given")
+    a = np.asarray(x) if not isinstance(x, np.ndarray) else x
+    if a.dtype.kind == "f" and (a.dtype.itemsize not in (2, 4) or not a.dtype.isnative):
+        return a.astype(np.float32)
+    if a.dtype == object or a.dtype.kind in "iub" and not isinstance(x, np.ndarray):
+        return np.asarray(x, np.float32)  # nested lists of numbers
+    return a
 
 
-def _batches(n: int, batch_size: int, order: np.ndarray):
-    for start in range(0, n, batch_size):
-        yield order[start:start + batch_size]
+def _data(pair, what: str):
+    """(images, labels) checked to match in count; labels as an array."""
+    if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+        raise InvalidInputError(f"[{what}] expected (images, labels)")
+    x, y = pair
+    if y is None:
+        raise InvalidInputError(f"[{what}] no labels given: pass (images, labels)")
+    x = as_images(x, what)
+    y = np.asarray(y)
+    if y.ndim == 0 or len(x) != len(y):
+        raise InvalidInputError(f"[{what}] {len(x)} images but {y.size if y.ndim == 0 else len(y)} labels")
+    return x, y
 
 
 def _correct(predictions: np.ndarray, labels: np.ndarray) -> int:
@@ -30,66 +47,162 @@ def _correct(predictions: np.ndarray, labels: np.ndarray) -> int:
     return int((guess == labels.reshape(guess.shape)).sum())
 
 
-def evaluate(graph: Graph, images: np.ndarray, labels: np.ndarray, batch_size: int = 256) -> dict:
-    """Classification accuracy of `graph` (an inference graph, or a training graph's
-    inference()) over a data set, with double-buffered encodes."""
+def _drain(pending) -> None:
+    """Waits for encodes still in flight, so that nothing runs on once an error is raised."""
+    for entry in pending:
+        try:
+            entry[1].wait()
+        except Exception:  # noqa: S110  (the error being raised already is the one to report)
+            pass
+
+
+def evaluate(graph: Graph, images, labels, batch_size: int = 256) -> dict:
+    """Loss and classification accuracy of `graph` over a data set, with double-buffered
+    encodes: {"loss": mean loss, "accuracy": fraction correct}.
+
+    A training graph is evaluated through its evaluation() graph: forward nodes in inference
+    mode (no dropout), the loss computed, nothing trained. An inference graph has no loss, so
+    "loss" is None."""
+    images, labels = _data((images, labels), "evaluate")
+    if batch_size < 1:
+        raise InvalidInputError(f"[evaluate] batch_size must be >= 1, got {batch_size}")
     if graph.is_training:
-        graph = graph.inference()
-    correct, pending = 0, []
-    for start in range(0, len(images), batch_size):
-        pending.append((start, graph.encode(images[start:start + batch_size])))
-        if len(pending) >= graph.max_in_flight:
-            s, h = pending.pop(0)
-            correct += _correct(h.result(), labels[s:s + batch_size])
-    for s, h in pending:
-        correct += _correct(h.result(), labels[s:s + batch_size])
-    return {"accuracy": correct / max(1, len(images))}
+        graph = graph.evaluation()
+    with_loss = bool(graph.loss_labels)
+    correct, loss, pending = 0, 0.0, []
+
+    def finish(start, handle):
+        nonlocal correct, loss
+        batch = labels[start:start + batch_size]
+        correct += _correct(handle.result(), batch)
+        if with_loss:
+            loss += handle.loss() * len(batch)
+
+    try:
+        for start in range(0, len(images), batch_size):
+            batch_labels = labels[start:start + batch_size] if with_loss else None
+            pending.append((start, graph.encode(images[start:start + batch_size], labels=batch_labels)))
+            if len(pending) >= graph.max_in_flight:
+                finish(*pending.pop(0))
+        while pending:
+            finish(*pending.pop(0))
+    except BaseException:
+        _drain(pending)
+        raise
+    n = max(1, len(images))
+    return {"loss": loss / n if with_loss else None, "accuracy": correct / n}
 
 
-def fit(graph: Graph, train: tuple[np.ndarray, np.ndarray], epochs: int = 1, batch_size: int = 64,
-        shuffle: bool = True, test: tuple[np.ndarray, np.ndarray] | None = None,
-        stop_at_accuracy: float | None = None, callbacks: Iterable[Callable[[int, dict], object]] = (),
-        progress: bool = True, seed: int = 0) -> dict:
-    """Trains `graph` (from Loss.training_graph) on (images, labels).
+def fit(graph: Graph, train: tuple, epochs: int = 1, batch_size: int = 64, shuffle: bool = True,
+        validation: tuple | None = None, stop_at_accuracy: float | None = None,
+        callbacks: Iterable[Callable[[int, dict], object]] = (),
+        batch_callbacks: Iterable[Callable[[int, dict], object]] = (),
+        lr_schedule: Callable[[int], float] | None = None, progress: bool = True, seed: int = 0,
+        test: tuple | None = None) -> dict:
+    """Trains `graph` (from Loss.training_graph) on train = (images, labels).
 
-    Up to graph.max_in_flight batches are encoded ahead while Python prepares the next one.
-    After each epoch the test set, if given, is evaluated through the inference graph, and
-    each callback gets (epoch, logs); a callback returning True stops training, as does
-    reaching `stop_at_accuracy` on the test set. Returns the history: per-epoch loss,
-    accuracy, test_accuracy and seconds."""
+    - Up to graph.max_in_flight batches are encoded ahead while Python prepares the next one;
+      images are converted to float32 once (float64 is numpy's default).
+    - lr_schedule(step) sets the learning rate of the graph's optimizers before each step
+      (steps count from 0 over all epochs); see nngraph.schedules.
+    - batch_callbacks get (step, {"loss", "learning_rate", "epoch"}) after each step;
+      callbacks get (epoch, logs) after each epoch. Any returning True stops training.
+    - validation = (images, labels) is evaluated after each epoch (loss and accuracy, no
+      dropout); stop_at_accuracy stops once its accuracy reaches that value. `test` is the
+      older name of `validation`.
+    - progress: a bar redrawn in place on a terminal; elsewhere (a log file) one line per epoch.
+
+    Returns the history, one entry per epoch: loss, accuracy, val_loss, val_accuracy,
+    learning_rate (at the epoch's last step) and seconds. If an exception escapes (Ctrl-C, a
+    raising callback), the steps already encoded finish before it is re-raised, so the weights
+    are those of whole steps."""
     if not graph.is_training:
         raise InvalidInputError("[fit] needs a training graph: loss.training_graph(...)")
-    x, y = train
-    if len(x) != len(y):
-        raise InvalidInputError(f"[fit] {len(x)} images but {len(y)} labels")
+    if test is not None and validation is not None:
+        raise InvalidInputError("[fit] give validation= (or its older name test=), not both")
+    validation = validation if validation is not None else test
+    x, y = _data(train, "fit")
+    if validation is not None:
+        validation = _data(validation, "fit validation")
     if batch_size < 1 or epochs < 0:
-        raise InvalidInputError("[fit] batch_size must be >= 1 and epochs >= 0")
+        raise InvalidInputError(f"[fit] batch_size must be >= 1 and epochs >= 0, got {batch_size} and {epochs}")
+    optimizers = _optimizers(graph)
+    if lr_schedule is not None and not optimizers:
+        raise InvalidInputError("[fit] lr_schedule needs an optimizer: the graph's data sources have none")
     rng = np.random.default_rng(seed)
-    inference = graph.inference() if test is not None else None
-    history = {"loss": [], "accuracy": [], "test_accuracy": [], "seconds": []}
+    evaluation = graph.evaluation() if validation is not None else None
+    keys = ("loss", "accuracy", "val_loss", "val_accuracy", "learning_rate", "seconds")
+    history = {k: [] for k in keys}
+    step, callbacks, batch_callbacks = 0, list(callbacks), list(batch_callbacks)
     for epoch in range(epochs):
         t0 = time.perf_counter()
         order = rng.permutation(len(x)) if shuffle else np.arange(len(x))
-        totals = _Totals(_progress(len(x), epoch, epochs) if progress else None)
-        pending = []
-        for idx in _batches(len(x), batch_size, order):
-            pending.append((idx, graph.encode(x[idx], labels=y[idx])))
-            if len(pending) >= graph.max_in_flight:  # read the oldest while the newest runs
-                totals.add(*pending.pop(0), y)
-        for entry in pending:
-            totals.add(*entry, y)
+        totals = _Totals(_progress(len(x), epoch, epochs) if progress and sys.stderr.isatty() else None)
+        pending, stop = [], False
+        lr = optimizers[0].learning_rate if optimizers else None
+
+        def finish(idx, handle, at_step, at_lr, totals=totals, epoch=epoch):
+            totals.add(idx, handle, y)
+            logs = {"loss": handle.loss(), "learning_rate": at_lr, "epoch": epoch}
+            answers = [cb(at_step, logs) for cb in batch_callbacks]  # every callback runs, then any may stop
+            return any(a is True for a in answers)
+
+        try:
+            for start in range(0, len(x), batch_size):
+                if stop:
+                    break
+                idx = order[start:start + batch_size]
+                if lr_schedule is not None:
+                    lr = float(lr_schedule(step))
+                    for opt in optimizers:
+                        opt.learning_rate = lr
+                pending.append((idx, graph.encode(x[idx], labels=y[idx]), step, lr))
+                step += 1
+                if len(pending) >= graph.max_in_flight:  # read the oldest while the newest runs
+                    stop = finish(*pending.pop(0)) or stop
+            while pending:
+                stop = finish(*pending.pop(0)) or stop
+        except BaseException:
+            _drain(pending)
+            totals.close()
+            raise
         totals.close()
         logs = {"loss": totals.loss / max(1, totals.seen), "accuracy": totals.correct / max(1, totals.seen)}
-        if inference is not None:
-            logs["test_accuracy"] = evaluate(inference, *test)["accuracy"]
+        if evaluation is not None:
+            result = evaluate(evaluation, *validation)
+            logs["val_loss"], logs["val_accuracy"] = result["loss"], result["accuracy"]
+        logs["learning_rate"] = lr
         logs["seconds"] = time.perf_counter() - t0
-        for key in history:
+        for key in keys:
             history[key].append(logs.get(key))
+        if progress and not sys.stderr.isatty():
+            print(_epoch_line(epoch, epochs, logs), file=sys.stderr, flush=True)
         answers = [cb(epoch, logs) for cb in callbacks]  # every callback runs, then any may stop
-        stop = any(a is True for a in answers)
-        if stop or (stop_at_accuracy is not None and logs.get("test_accuracy", 0.0) >= stop_at_accuracy):
+        stop = stop or any(a is True for a in answers)
+        if stop or (stop_at_accuracy is not None and (logs.get("val_accuracy") or 0.0) >= stop_at_accuracy):
             break
     return history
+
+
+def _optimizers(graph: Graph) -> list:
+    """The distinct optimizers of the graph's ArrayDataSources."""
+    out = []
+    for ds in graph.data_sources:
+        opt = ds.optimizer if isinstance(ds, ArrayDataSource) else None
+        if opt is not None and all(opt is not o for o in out):
+            out.append(opt)
+    return out
+
+
+def _epoch_line(epoch: int, epochs: int, logs: dict) -> str:
+    parts = [f"loss {logs['loss']:.4f}", f"accuracy {logs['accuracy']:.4f}"]
+    if logs.get("val_loss") is not None:
+        parts.append(f"val_loss {logs['val_loss']:.4f}")
+    if logs.get("val_accuracy") is not None:
+        parts.append(f"val_accuracy {logs['val_accuracy']:.4f}")
+    if logs.get("learning_rate") is not None:
+        parts.append(f"lr {logs['learning_rate']:.3g}")
+    return f"epoch {epoch + 1}/{epochs}: " + ", ".join(parts) + f", {logs['seconds']:.1f} s"
 
 
 class _Totals:
@@ -110,81 +223,9 @@ class _Totals:
     def close(self):
         if self.bar is not None:
             self.bar.close()
+            self.bar = None
 
 
 def _progress(total: int, epoch: int, epochs: int):
     from tqdm import tqdm
     return tqdm(total=total, desc=f"epoch {epoch + 1}/{epochs}", unit="img", leave=False)
-
-
-def _array_sources(target) -> list[ArrayDataSource]:
-    sources = target.data_sources if isinstance(target, Graph) else list(target)
-    out = [s for s in sources if isinstance(s, ArrayDataSource)]
-    labels = [s.label() for s in out]
-    if len(set(labels)) != len(labels) or "" in labels:
-        raise InvalidInputError(f"[checkpoint] data sources need distinct, non-empty labels, got {labels}")
-    return out
-
-
-def save(path: str | os.PathLike, target) -> None:
-    """Writes the weights and optimizer state of a graph's (or a list of) ArrayDataSources to
-    one .npz file, atomically: a temporary file in the same folder, then a rename."""
-    arrays, meta = {}, {"format": CHECKPOINT_FORMAT, "version": 1, "sources": {}}
-    for ds in _array_sources(target):
-        label = ds.label()
-        arrays[f"{label}/weights"] = ds.weights()
-        biases = ds.biases()
-        if biases is not None:
-            arrays[f"{label}/biases"] = biases
-        state = ds.optimizer_state() if ds.optimizer is not None else {"step": 0, "slots": []}
-        for i, slot in enumerate(state["slots"]):
-            arrays[f"{label}/slot{i}"] = slot
-        meta["sources"][label] = {"step": state["step"], "slots": len(state["slots"]), "biases": biases is not None}
-    arrays["__nngraph__"] = np.frombuffer(json.dumps(meta).encode(), np.uint8)
-    path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".nngraph-", suffix=".npz", dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, **arrays)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-
-
-def load(path: str | os.PathLike, target) -> None:
-    """Restores what save() wrote into a graph's (or a list of) ArrayDataSources. Everything is
-    checked before anything changes; a truncated or foreign file raises InvalidInputError.
-    A graph given as target re-reads its data sources."""
-    try:
-        with np.load(os.fspath(path), allow_pickle=False) as f:
-            data = {k: f[k] for k in f.files}
-        meta = json.loads(bytes(data["__nngraph__"]).decode())
-        if meta.get("format") != CHECKPOINT_FORMAT:
-            raise ValueError("wrong format tag")
-    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, json.JSONDecodeError) as e:
-        raise InvalidInputError(f"[checkpoint] {path} is not a readable nngraph checkpoint ({e})") from None
-    plans = []
-    for ds in _array_sources(target):
-        label = ds.label()
-        if label not in meta["sources"]:
-            raise InvalidInputError(f"[checkpoint] {path} has no data source '{label}'")
-        entry = meta["sources"][label]
-        w = data[f"{label}/weights"]
-        if w.shape != ds.weights().shape:
-            raise InvalidInputError(f"[checkpoint] '{label}' weights are {w.shape}, the data source has "
-                                    f"{ds.weights().shape}")
-        b = data.get(f"{label}/biases")
-        if (b is None) != (ds.biases() is None) or (b is not None and b.shape != ds.biases().shape):
-            raise InvalidInputError(f"[checkpoint] '{label}' biases do not match the data source")
-        slots = [data[f"{label}/slot{i}"] for i in range(entry["slots"])]
-        plans.append((ds, w, b, {"step": entry["step"], "slots": slots}))
-    for ds, w, b, state in plans:
-        ds.set_weights(w, b)
-        if ds.optimizer is not None and state["slots"]:
-            ds.load_optimizer_state(state)
-    if isinstance(target, Graph):
-        target.reload_from_data_sources()

@@ -10,6 +10,7 @@
 
 #include "nngraph/data_source.h"
 #include "nngraph/device.h"
+#include "nngraph/error.h"
 #include "nngraph/image.h"
 #include "nngraph/nodes.h"
 #include "nngraph/optimizer.h"
@@ -53,6 +54,28 @@ std::vector<float> to_floats(const py::array& a);
 ImageNodePtr to_image_node(const py::handle& obj, const std::string& what);
 // Graphs handed to Python release the GIL while they finish and join their worker.
 std::shared_ptr<Graph> python_owned(std::shared_ptr<Graph> graph);
+
+// The name of a Python object's type, for messages.
+std::string type_name(const py::handle& obj);
+
+// Calls a Python subclass's override of `method` (which must exist) with the GIL held and
+// casts its result to T; a wrong type raises naming the class, the method and `expected`.
+template <class T, class Base, class... Args>
+T call_override(const Base* self, const char* method, const char* expected, Args&&... args) {
+  py::gil_scoped_acquire gil;
+  py::function f = py::get_override(self, method);
+  if (!f) {
+    const py::object obj = py::cast(self, py::return_value_policy::reference);
+    fail("[", type_name(obj), "] must define ", method, "()");
+  }
+  py::object r = f(std::forward<Args>(args)...);
+  try {
+    return r.template cast<T>();
+  } catch (const py::cast_error&) {
+  } catch (const py::reference_cast_error&) {  // None where a class value was wanted
+  }
+  fail("[", type_name(f.attr("__self__")), ".", method, "()] must return ", expected, ", got ", type_name(r));
+}
 
 // A C++ pointer to a Python object that keeps the object (and so a Python subclass's
 // overrides) alive for as long as C++ holds it.

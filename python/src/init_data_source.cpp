@@ -10,33 +10,34 @@ namespace {
 class PyDataSource : public DataSource {
  public:
   ConvolutionDescriptor descriptor() override {
-    PYBIND11_OVERRIDE_PURE(ConvolutionDescriptor, DataSource, descriptor);
+    return call_override<ConvolutionDescriptor>(self(), "descriptor", "an nngraph.ConvolutionDescriptor");
   }
-  std::string label() override { PYBIND11_OVERRIDE_PURE(std::string, DataSource, label); }
-  bool load() override { PYBIND11_OVERRIDE_PURE(bool, DataSource, load); }
+  std::string label() override { return call_override<std::string>(self(), "label", "a str"); }
+  bool load() override { return call_override<bool>(self(), "load", "a bool"); }
   void purge() override {
     py::gil_scoped_acquire gil;
     held_weights_ = py::array();
     held_biases_ = py::array();
-    py::function f = py::get_override(static_cast<const DataSource*>(this), "purge");
-    if (!f) fail("[data source] subclass must define purge()");
-    f();
+    call_override<py::object>(self(), "purge", "None");
   }
   WeightsView weights() override { return fetch("weights", held_weights_, false); }
   WeightsView biases() override { return fetch("biases", held_biases_, true); }
   WeightsLayout weights_layout() override {
-    PYBIND11_OVERRIDE(WeightsLayout, DataSource, weights_layout);
+    py::gil_scoped_acquire gil;
+    if (!py::get_override(self(), "weights_layout")) return WeightsLayout::OIHW;
+    return call_override<WeightsLayout>(self(), "weights_layout", "an nngraph.WeightsLayout");
   }
   bool trainable() override {
     py::gil_scoped_acquire gil;
-    return static_cast<bool>(py::get_override(static_cast<const DataSource*>(this), "update"));
+    return static_cast<bool>(py::get_override(self(), "update"));
   }
-  // Host update: update((dW, db), (W, b)) returns new (W, b), or None to keep them.
+  // Host update: update((dW, db), (W, b)) returns new (W, b), or None to keep them. The graph
+  // puts the old values back if a later update of the same step fails.
   bool update(const GradientState& gradient, WeightsState& weights) override {
     py::gil_scoped_acquire gil;
-    py::function f = py::get_override(static_cast<const DataSource*>(this), "update");
-    if (!f) return false;
+    if (!py::get_override(self(), "update")) return false;
     const ConvolutionDescriptor d = descriptor();
+    const std::string name = label();
     const std::vector<py::ssize_t> wshape{d.output_feature_channels, d.input_feature_channels / d.groups,
                                           d.kernel_height, d.kernel_width};
     auto host = [](const std::shared_ptr<Buffer>& b, std::vector<py::ssize_t> shape) -> py::object {
@@ -46,43 +47,42 @@ class PyDataSource : public DataSource {
       return std::move(a);
     };
     const py::ssize_t o = d.output_feature_channels;
-    py::object r = f(py::make_tuple(host(gradient.weights, wshape), host(gradient.biases, {o})),
-                     py::make_tuple(host(weights.weights, wshape), host(weights.biases, {o})));
+    auto r = call_override<py::object>(self(), "update", "(weights, biases) or None",
+                                       py::make_tuple(host(gradient.weights, wshape), host(gradient.biases, {o})),
+                                       py::make_tuple(host(weights.weights, wshape), host(weights.biases, {o})));
     if (r.is_none()) return true;
-    auto pair = r.cast<py::tuple>();
-    if (pair.size() != 2) fail("[", label(), "] update must return (weights, biases) or None");
-    py::array nw = float_array(pair[0], label() + " updated weights");
+    if (!py::isinstance<py::sequence>(r) || py::isinstance<py::str>(r) || py::len(r) != 2)
+      fail("[", name, "] update() must return (weights, biases) or None, got ", type_name(r));
+    auto pair = r.cast<py::sequence>();
+    py::array nw = float_array(pair[0], name + " updated weights");
     if (static_cast<size_t>(nw.size()) != weights.weight_count)
-      fail("[", label(), "] update returned ", nw.size(), " weights, expected ", weights.weight_count);
+      fail("[", name, "] update returned ", nw.size(), " weights, expected ", weights.weight_count);
     py::array nb;
     if (weights.biases) {
-      nb = float_array(pair[1], label() + " updated biases");
+      nb = float_array(pair[1], name + " updated biases");
       if (static_cast<size_t>(nb.size()) != weights.bias_count)
-        fail("[", label(), "] update returned ", nb.size(), " biases, expected ", weights.bias_count);
+        fail("[", name, "] update returned ", nb.size(), " biases, expected ", weights.bias_count);
     }
-    auto put = [](const std::shared_ptr<Buffer>& b, const py::array& a) {
-      const std::vector<float> v = to_floats(a);
-      backend_for(b->device()).copy_from_host(b->data(), v.data(), b->bytes());
-    };
-    put(weights.weights, nw);
-    if (weights.biases) put(weights.biases, nb);
+    const std::vector<float> w = to_floats(nw), b = weights.biases ? to_floats(nb) : std::vector<float>{};
+    Backend& backend = backend_for(weights.weights->device());
+    backend.copy_from_host(weights.weights->data(), w.data(), weights.weights->bytes());
+    if (weights.biases) backend.copy_from_host(weights.biases->data(), b.data(), weights.biases->bytes());
     return true;
   }
 
  private:
+  const DataSource* self() const { return this; }
   WeightsView fetch(const char* name, py::array& held, bool optional) {
     py::gil_scoped_acquire gil;
-    py::function f = py::get_override(static_cast<const DataSource*>(this), name);
-    if (!f) fail("[data source] subclass must define ", name, "()");
-    py::object r = f();
+    auto r = call_override<py::object>(self(), name, optional ? "an array or None" : "an array");
     if (r.is_none()) {
-      if (!optional) fail("[data source] ", name, "() returned None");
+      if (!optional) fail("[", label(), "] ", name, "() returned None");
       held = py::array();
       return {};
     }
-    held = float_array(r, std::string("data source ") + name);
+    held = float_array(r, label() + " " + name + "()");
     const DType dt = held.dtype().itemsize() == 2 ? DType::Float16 : DType::Float32;
-    return {held.data(), static_cast<size_t>(held.size()), dt};
+    return {held.data(), static_cast<size_t>(held.size()), dt, {held.shape(), held.shape() + held.ndim()}};
   }
   py::array held_weights_, held_biases_;
 };
@@ -125,6 +125,21 @@ std::vector<float> initial_biases(const py::object& biases, const ConvolutionDes
   if (a.ndim() != 1 || a.shape(0) != d.output_feature_channels)
     fail("[", label, "] biases must have shape (", d.output_feature_channels, ",)");
   return to_floats(a);
+}
+
+// {'step': int, 'slots': [arrays]} as the engine takes it; anything else raises naming the source.
+std::pair<std::vector<std::vector<float>>, int64_t> optimizer_state_arg(ArrayDataSource& ds, const py::object& state) {
+  const std::string what = "[" + ds.label() + "] optimizer state";
+  if (!py::isinstance<py::dict>(state)) fail(what, " must be a dict {'step': int, 'slots': [arrays]}");
+  const auto d = state.cast<py::dict>();
+  if (!d.contains("step") || !d.contains("slots")) fail(what, " needs 'step' and 'slots'");
+  const py::object step = d["step"], slots = d["slots"];
+  if (!py::isinstance<py::int_>(step) && !py::isinstance(step, py::module_::import("numpy").attr("integer")))
+    fail(what, " step must be an integer, got ", type_name(step));
+  if (!py::isinstance<py::sequence>(slots)) fail(what, " slots must be a list of arrays");
+  std::vector<std::vector<float>> out;
+  for (const auto& v : slots.cast<py::sequence>()) out.push_back(to_floats(float_array(v, ds.label() + " optimizer state")));
+  return {out, step.cast<int64_t>()};
 }
 
 }  // namespace
@@ -189,14 +204,16 @@ void init_data_source(py::module_& m) {
              return out;
            },
            "{'step': updates so far, 'slots': [weight slots..., bias slots...]} as numpy arrays.")
-      .def("load_optimizer_state", [](ArrayDataSource& ds, const py::dict& state) {
-             std::vector<std::vector<float>> slots;
-             for (const auto& s : state["slots"].cast<py::list>()) {
-               slots.push_back(to_floats(float_array(s, ds.label() + " optimizer state")));
-             }
-             ds.set_optimizer_state(slots, state["step"].cast<int64_t>());
+      .def("check_optimizer_state", [](ArrayDataSource& ds, const py::object& state) {
+             const auto [slots, step] = optimizer_state_arg(ds, state);
+             ds.check_optimizer_state(slots, step);
            },
-           py::arg("state"));
+           py::arg("state"), "Raises where load_optimizer_state(state) would; changes nothing.")
+      .def("load_optimizer_state", [](ArrayDataSource& ds, const py::object& state) {
+             const auto [slots, step] = optimizer_state_arg(ds, state);
+             ds.set_optimizer_state(slots, step);
+           },
+           py::arg("state"), "Restores what optimizer_state() returned (checked first); used at the next update.");
 }
 
 }  // namespace nngraph::py_bind

@@ -42,9 +42,16 @@ std::vector<Image> to_sources(const Graph& g, const py::object& images, Layout l
     if (used != d.size()) fail("[graph] got ", d.size(), " images for ", srcs.size(), " sources");
   } else if (py::isinstance<py::list>(images) || py::isinstance<py::tuple>(images)) {
     auto seq = images.cast<py::sequence>();
-    if (seq.size() != srcs.size())
-      fail("[graph] expected ", srcs.size(), " source image(s), got ", seq.size());
-    for (size_t i = 0; i < srcs.size(); ++i) items[i] = seq[i];
+    bool per_source = seq.size() == srcs.size();
+    for (const auto& item : seq)
+      per_source = per_source && (py::isinstance<py::array>(item) || py::isinstance<Image>(item));
+    if (per_source) {
+      for (size_t i = 0; i < srcs.size(); ++i) items[i] = seq[i];
+    } else if (srcs.size() == 1) {  // nested lists (or a list of images): one batch
+      items[0] = images;
+    } else {
+      fail("[graph] expected a list of ", srcs.size(), " arrays, one per source, got ", seq.size(), " items");
+    }
   } else {
     if (srcs.size() != 1) fail("[graph] expected a list of ", srcs.size(), " source images");
     items[0] = images;
@@ -170,7 +177,16 @@ std::shared_ptr<Graph> training_graph(const std::shared_ptr<LossNode>& loss, con
                                       const py::object& optimizer, int max_in_flight, bool check_numerics) {
   auto g = Graph::training(loss, to_device(device), max_in_flight, hold_python<Optimizer>(optimizer, "Optimizer"));
   g->set_check_numerics(check_numerics);
-  return python_owned(std::move(g));
+  auto owned = python_owned(std::move(g));
+  std::string frozen;  // sources the given optimizer cannot reach
+  for (DataSource* ds : owned->data_sources())
+    if (!ds->trainable()) frozen += (frozen.empty() ? "'" : ", '") + ds->label() + "'";
+  if (!optimizer.is_none() && !frozen.empty()) {
+    const std::string msg = cat("[", loss->label(), "] data source(s) ", frozen,
+                                " define no update() and stay frozen: the optimizer trains ArrayDataSources");
+    if (PyErr_WarnEx(PyExc_UserWarning, msg.c_str(), 2) < 0) throw py::error_already_set();
+  }
+  return owned;
 }
 
 }  // namespace
@@ -212,6 +228,11 @@ void init_graph(py::module_& m) {
       .def_property_readonly("result_images", &Graph::results)
       .def_property_readonly("node_labels", &Graph::node_labels)
       .def_property_readonly("is_training", &Graph::is_training)
+      .def_property_readonly("loss_labels", [](const Graph& g) {
+        std::vector<std::string> out;
+        for (const LossNode* l : g.loss_nodes()) out.push_back(l->label());
+        return out;
+      }, "Labels of the loss nodes, in the order encode() takes their labels (empty: takes none).")
       .def_property_readonly("data_sources", [](const Graph& g) {
         py::list out;
         for (DataSource* ds : g.data_sources()) out.append(py::cast(ds, py::return_value_policy::reference));
@@ -227,6 +248,19 @@ void init_graph(py::module_& m) {
            py::arg("check_numerics") = false, "The training graph of a loss node (see Loss.training_graph).")
       .def("inference", [](const Graph& g) { return python_owned(g.inference()); },
            "An inference graph over this graph's results, reading its (trained) weights in place.")
+      .def("evaluation", [](const Graph& g) { return python_owned(g.evaluation()); },
+           "Of a training graph: forward nodes in inference mode plus the loss nodes. It takes labels and "
+           "gives losses (a validation set's) but trains nothing; reads the weights in place.")
+      .def("_summary_rows", [](const Graph& g) {
+             py::list out;
+             for (const auto& r : g.summary()) {
+               py::object shape = py::none();
+               if (r.shape) shape = py::make_tuple(r.shape->c, r.shape->h, r.shape->w);
+               out.append(py::make_tuple(r.label, r.kind, shape, r.parameters));
+             }
+             return out;
+           },
+           "(label, kind, (C, H, W) or None, parameter count) per forward node; see summary().")
       .def("encode", [](Graph& g, const py::object& images, const py::object& labels, const py::object& callback,
                         const std::string& layout) {
              auto srcs = to_sources(g, images, parse_layout(layout));

@@ -9,13 +9,19 @@
 namespace nngraph::py_bind {
 namespace {
 
-DType array_dtype(const py::array& a, const std::string& what) {
+// Float values as the engine reads them: float32 or float16 in this machine's byte order.
+// Other floats (float64, big-endian) are converted, once; anything else raises.
+py::array native_floats(const py::array& a, const std::string& what) {
   const auto dt = a.dtype();
-  if (dt.kind() == 'f' && dt.itemsize() == 4) return DType::Float32;
-  if (dt.kind() == 'f' && dt.itemsize() == 2) return DType::Float16;
-  fail("[", what, "] expected a float32 or float16 array, got ", py::str(dt).cast<std::string>(),
-       " (convert with .astype(numpy.float32))");
+  if (dt.kind() != 'f')
+    fail("[", what, "] expected a float array (float32, float16 or float64), got ", py::str(dt).cast<std::string>(),
+         " (convert with .astype(numpy.float32))");
+  const bool half = dt.itemsize() == 2;
+  if ((half || dt.itemsize() == 4) && dt.attr("isnative").cast<bool>()) return a;
+  return a.attr("astype")(half ? py::dtype("float16") : py::dtype::of<float>());
 }
+
+DType array_dtype(const py::array& a) { return a.dtype().itemsize() == 2 ? DType::Float16 : DType::Float32; }
 
 std::string shape_str(const py::array& a) {
   std::string s = "(";
@@ -45,11 +51,13 @@ Layout parse_layout(const std::string& layout) {
 Image image_from_array(const py::handle& obj, Layout layout, const Device& device,
                        const std::string& what, const std::optional<ImageShape>& expected) {
   if (py::isinstance<Image>(obj)) return obj.cast<Image>();
+  if (py::isinstance<py::list>(obj) || py::isinstance<py::tuple>(obj))  // a batch as nested lists
+    return image_from_array(py::module_::import("numpy").attr("asarray")(obj, "float32"), layout, device, what,
+                            expected);
   if (!py::isinstance<py::array>(obj))
-    fail("[", what, "] expected a numpy array or nngraph.Image, got ",
-         py::str(py::type::of(obj).attr("__name__")).cast<std::string>());
-  py::array a = py::reinterpret_borrow<py::array>(obj);
-  const DType dtype = array_dtype(a, what);
+    fail("[", what, "] expected a numpy array or nngraph.Image, got ", type_name(obj));
+  const py::array a = native_floats(py::reinterpret_borrow<py::array>(obj), what);
+  const DType dtype = array_dtype(a);
   if (a.ndim() != 4 && a.ndim() != 2)
     fail("[", what, "] expected a 4-D array ", expected_str(layout, expected), " or 2-D (N, C), got shape ",
          shape_str(a));
@@ -112,14 +120,14 @@ py::array image_to_array(const Image& image, Layout layout) {
   return out;
 }
 
+std::string type_name(const py::handle& obj) {
+  return py::str(py::type::of(obj).attr("__name__")).cast<std::string>();
+}
+
 py::array float_array(const py::handle& obj, const std::string& what) {
   py::array a = py::array::ensure(obj);
-  if (!a) fail("[", what, "] expected an array of floats");
-  if (a.dtype().kind() != 'f')
-    fail("[", what, "] expected float values, got ", py::str(a.dtype()).cast<std::string>());
-  if (a.dtype().itemsize() == 2)
-    return py::array::ensure(a, py::array::c_style);
-  return py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(a);
+  if (!a) fail("[", what, "] expected an array of floats, got ", type_name(obj));
+  return py::array::ensure(native_floats(a, what), py::array::c_style);
 }
 
 std::vector<float> to_floats(const py::array& a) {
@@ -154,9 +162,10 @@ void init_image(py::module_& m) {
 
   py::class_<Matrix>(m, "Matrix", "rows × columns with a row stride in elements (MPSMatrix).")
       .def(py::init([](const py::array& array, const py::object& device) {
-             const DType dt = array_dtype(array, "matrix");
+             const py::array values = native_floats(array, "matrix");
+             const DType dt = array_dtype(values);
              if (array.ndim() != 2) fail("[matrix] expected a 2-D array (rows, columns), got ", shape_str(array));
-             py::array dense = py::array::ensure(array, py::array::c_style);
+             py::array dense = py::array::ensure(values, py::array::c_style);
              Matrix mat = Matrix::allocate(static_cast<int>(array.shape(0)), static_cast<int>(array.shape(1)), dt,
                                            to_device(device));
              mat.copy_from_host(dense.data());

@@ -11,12 +11,12 @@ namespace {
 class PyOptimizer : public Optimizer {
  public:
   using Optimizer::Optimizer;
-  int slot_count() const override { PYBIND11_OVERRIDE_PURE(int, Optimizer, slot_count); }
+  int slot_count() const override {
+    return call_override<int>(static_cast<const Optimizer*>(this), "slot_count", "an int");
+  }
   void apply(const Device& device, float* values, const float* gradient, const std::vector<float*>& slots,
              size_t count, int64_t step) override {
     py::gil_scoped_acquire gil;
-    py::function f = py::get_override(static_cast<const Optimizer*>(this), "update");
-    if (!f) fail("[optimizer] subclass must define update(values, gradient, slots, step)");
     const bool host = device.type() == DeviceType::CPU;
     Backend& backend = backend_for(device);
     const size_t bytes = count * sizeof(float);
@@ -29,7 +29,7 @@ class PyOptimizer : public Optimizer {
     py::array_t<float> v = view(values), g = view(gradient);
     py::list s;
     for (float* p : slots) s.append(view(p));
-    f(v, g, s, step);
+    call_override<py::object>(static_cast<const Optimizer*>(this), "update", "None", v, g, s, step);
     if (host) return;
     backend.copy_from_host(values, v.data(), bytes);
     for (size_t i = 0; i < slots.size(); ++i) backend.copy_from_host(slots[i], s[i].cast<py::array_t<float>>().data(), bytes);
@@ -71,7 +71,9 @@ void init_optimizers(py::module_& m) {
            py::arg("learning_rate") = 1e-3f, DESCRIPTOR_ARGS)
       .def_property("learning_rate", [](const Optimizer& o) { return o.descriptor.learning_rate; },
                     [](Optimizer& o, float lr) {
-                      if (!(lr >= 0.f)) fail("[optimizer] learning_rate must be >= 0, got ", lr);
+                      OptimizerDescriptor d = o.descriptor;
+                      d.learning_rate = lr;
+                      d.validate();
                       o.descriptor.learning_rate = lr;
                     })
       .def_property_readonly("gradient_rescale", [](const Optimizer& o) { return o.descriptor.gradient_rescale; })

@@ -45,9 +45,10 @@ RNNDescriptor make(RNNCell cell, int in, int out, const py::object& weights, con
   } else if (d.input_weights.empty() && d.recurrent_weights.empty() && d.memory_weights.empty()) {
     const auto ld = d.layer_descriptor();
     ld.validate(label.empty() ? RNNDescriptor::cell_name(cell) : label);
-    d.layer_weights = std::make_shared<ArrayDataSource>(
-        ld, ArrayDataSource::initial_weights(ld, Initializer::Glorot, seed),
-        std::vector<float>(ld.output_feature_channels, 0.f), label.empty() ? RNNDescriptor::cell_name(cell) : label);
+    auto ds = std::make_shared<ArrayDataSource>(ld, ArrayDataSource::initial_weights(ld, Initializer::Glorot, seed),
+                                                std::vector<float>(ld.output_feature_channels, 0.f), label);
+    if (label.empty()) ds->set_label(RNNDescriptor::cell_name(cell), true);  // a graph numbers it where two meet
+    d.layer_weights = ds;
   }
   return d;
 }

@@ -142,7 +142,8 @@ def test_pooling_gradients(device, rng, mode, kernel, stride, padding, include):
 
 NEURONS = [("relu", None, None), ("leaky_relu", 0.2, None), ("sigmoid", None, None),
            ("hard_sigmoid", None, None), ("tanh", 1.5, 0.8), ("linear", 2.0, 0.5), ("elu", 0.7, None),
-           ("softplus", 1.5, 2.0), ("absolute", None, None)]
+           ("softplus", 1.5, 2.0), ("absolute", None, None),
+           ("leaky_relu", -0.5, None), ("elu", -0.5, None)]  # a < 0: y's sign no longer tells x's
 
 
 @pytest.mark.parametrize("kind,a,b", NEURONS)
@@ -249,3 +250,40 @@ def test_gradient_nodes_have_no_gradients():
     grad = ng.Neuron(ng.ImageNode(), "relu").gradient_filter(dy)
     with pytest.raises(NotImplementedError, match="second order"):
         grad.gradient_filter(ng.ImageNode())
+
+
+def test_negative_slope_gradients_come_from_the_input(device):
+    """leaky_relu and elu with a < 0 turn negative inputs positive: dx must follow x's sign."""
+    x = np.array([-2, -1, 1, 2], np.float32).reshape(1, 4, 1, 1)
+    dy = np.ones_like(x)
+    [dx] = input_gradient(lambda s: ng.Neuron(s, "leaky_relu", a=-0.5), x, dy, device)
+    np.testing.assert_allclose(dx.ravel(), [-0.5, -0.5, 1, 1])
+    [dx] = input_gradient(lambda s: ng.Neuron(s, "elu", a=-0.5), x, dy, device)
+    np.testing.assert_allclose(dx.ravel(), [-0.5 * np.exp(-2), -0.5 * np.exp(-1), 1, 1], rtol=1e-5)
+
+
+def test_negative_slope_neuron_after_convolution_trains_correctly(device, rng):
+    """A training graph keeps such a neuron as its own step (its gradient needs the input) and
+    gets the weight gradient of finite differences; a fused descriptor neuron of that kind
+    cannot train and says so."""
+    w = rng.standard_normal((3, 2, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(3).astype(np.float32)
+    x = rng.standard_normal((2, 2, 5, 5)).astype(np.float32)
+    target = rng.standard_normal((2, 3, 3, 3)).astype(np.float32)
+    cap = Capture(w, b)
+    out = ng.Neuron(ng.Convolution(ng.ImageNode(label="x"), cap), "leaky_relu", a=-0.5)
+    loss = ng.Loss(out, ng.LossDescriptor("mean_squared_error", "sum"))
+    g = loss.training_graph(device=device)
+    g.run(x, labels=target)
+    assert not any("+leaky_relu" in s for s in g.memory_plan(2)["steps"])
+
+    def total(wv):
+        y = ref.conv2d(x.astype(np.float64), wv, b)
+        y = np.where(y >= 0, y, -0.5 * y)
+        return ((y - target) ** 2).sum()
+
+    check(cap.grads[0], numeric_grad(total, w), rtol=5e-3, atol=5e-3)
+    fused = ng.ArrayDataSource(ng.ConvolutionDescriptor(3, 2, 3, neuron=ng.NeuronDescriptor("leaky_relu", a=-0.5)))
+    bad = ng.Loss(ng.Convolution(ng.ImageNode(), fused), ng.LossDescriptor("mean_squared_error"))
+    with pytest.raises(ng.UnsupportedError, match="leaky_relu neuron .*has no gradient from its output"):
+        bad.training_graph(optimizer=ng.SGD())

@@ -39,10 +39,10 @@ def test_small_network_reaches_95_percent_on_digits(device, digits):
     g = loss.training_graph(device=device, optimizer=ng.Adam(learning_rate=0.003))
     history = ng.fit(g, (xtr, ytr), epochs=20, batch_size=32, test=(xte, yte), stop_at_accuracy=0.97,
                      progress=False)
-    assert history["test_accuracy"][-1] >= 0.95, history
+    assert history["val_accuracy"][-1] >= 0.95, history
     assert history["loss"][-1] < history["loss"][0]
     assert len(history["seconds"]) == len(history["loss"])
-    assert ng.evaluate(g, xte, yte)["accuracy"] == history["test_accuracy"][-1]
+    assert ng.evaluate(g, xte, yte)["accuracy"] == history["val_accuracy"][-1]
 
 
 def test_inference_reads_trained_weights_without_copies(device, digits):
@@ -212,7 +212,7 @@ def test_fit_callbacks_and_early_stop(digits):
     history = ng.fit(g, (xtr, ytr), epochs=10, batch_size=64, test=(xte, yte), callbacks=[schedule],
                      progress=False)
     assert len(history["loss"]) == 2
-    assert calls[0] == (0, ["accuracy", "loss", "seconds", "test_accuracy"])
+    assert calls[0] == (0, ["accuracy", "learning_rate", "loss", "seconds", "val_accuracy", "val_loss"])
     assert srcs["c1"].optimizer.learning_rate == pytest.approx(0.003 / 4)
     with pytest.raises(ValueError, match="needs a training graph"):
         ng.fit(g.inference(), (xtr, ytr))

@@ -6,7 +6,7 @@ import sys
 def finish(history: dict, target: float, seconds: float, decimals: int = 1) -> dict:
     """Prints whether the last test accuracy reached `target`, exits with status 1 if not, and
     returns the run's summary."""
-    accuracy = history["test_accuracy"][-1]
+    accuracy = history["val_accuracy"][-1]
     reached = accuracy >= target
     print(f"{'reached' if reached else 'did not reach'} {100 * target:.{decimals}f}%: test accuracy "
           f"{100 * accuracy:.{decimals + 1}f}% after {len(history['loss'])} epoch(s), {seconds:.1f} s of training")

@@ -38,11 +38,11 @@ def main(argv=None) -> dict:
 
     def report(epoch, logs):
         print(f"epoch {epoch + 1}: loss {logs['loss']:.4f}, train accuracy {100 * logs['accuracy']:.1f}%, "
-              f"test accuracy {100 * logs['test_accuracy']:.1f}%", flush=True)
+              f"test accuracy {100 * logs['val_accuracy']:.1f}%", flush=True)
 
     start = time.perf_counter()
     history = ng.fit(graph, (x_train, y_train), epochs=args.epochs, batch_size=args.batch_size,
-                     test=(x_test, y_test), callbacks=[report], progress=False, seed=args.seed)
+                     validation=(x_test, y_test), callbacks=[report], progress=False, seed=args.seed)
     return finish(history, args.target, time.perf_counter() - start, decimals=0)
 
 

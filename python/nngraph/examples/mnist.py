@@ -7,6 +7,7 @@ or a folder of the four standard IDX files given with --data."""
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 
 import nngraph as ng
@@ -25,7 +26,7 @@ def main(argv=None) -> dict:
     p.add_argument("--target", type=float, default=0.99, help="stop once the test accuracy reaches this")
     p.add_argument("--checkpoint", help="save the trained weights and optimizer state here (.npz)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--quiet", action="store_true", help="no progress bar on a terminal")
     args = p.parse_args(argv)
 
     t0 = time.perf_counter()
@@ -42,13 +43,13 @@ def main(argv=None) -> dict:
 
     def report(epoch, logs):
         print(f"epoch {epoch + 1}: loss {logs['loss']:.4f}, train accuracy {100 * logs['accuracy']:.2f}%, "
-              f"test accuracy {100 * logs['test_accuracy']:.2f}%, {logs['seconds']:.1f} s", flush=True)
+              f"test accuracy {100 * logs['val_accuracy']:.2f}%, {logs['seconds']:.1f} s", flush=True)
         optimizer.learning_rate *= 0.7  # a gentle decay helps the last tenths of a percent
 
     start = time.perf_counter()
     history = ng.fit(graph, (x_train, y_train), epochs=args.epochs, batch_size=args.batch_size,
-                     test=(x_test, y_test), stop_at_accuracy=args.target, callbacks=[report],
-                     progress=not args.quiet, seed=args.seed)
+                     validation=(x_test, y_test), stop_at_accuracy=args.target, callbacks=[report],
+                     progress=not args.quiet and sys.stderr.isatty(), seed=args.seed)  # report() prints each epoch
     seconds = time.perf_counter() - start
     if args.checkpoint:
         ng.save(args.checkpoint, graph)

@@ -1,0 +1,151 @@
+"""Checkpoints: the weights and optimizer state of a graph's ArrayDataSources in one .npz file,
+written atomically and read all or nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+
+import numpy as np
+
+from nngraph._core import ArrayDataSource, Graph, InvalidInputError
+
+CHECKPOINT_FORMAT = "nngraph-checkpoint"
+
+
+def array_sources(target) -> list[ArrayDataSource]:
+    """The ArrayDataSources of a graph (or of a list), checked to have distinct labels."""
+    sources = target.data_sources if isinstance(target, Graph) else list(target)
+    out = [s for s in sources if isinstance(s, ArrayDataSource)]
+    labels = [s.label() for s in out]
+    if len(set(labels)) != len(labels) or "" in labels:
+        raise InvalidInputError(f"[checkpoint] data sources need distinct, non-empty labels, got {labels}: "
+                                "name them with ArrayDataSource(..., label=...)")
+    return out
+
+
+def save(path: str | os.PathLike, target) -> None:
+    """Writes the weights and optimizer state of a graph's (or a list of) ArrayDataSources to
+    one .npz file, atomically: a temporary file in the same folder, then a rename."""
+    arrays, meta = {}, {"format": CHECKPOINT_FORMAT, "version": 1, "sources": {}}
+    for ds in array_sources(target):
+        label = ds.label()
+        arrays[f"{label}/weights"] = ds.weights()
+        biases = ds.biases()
+        if biases is not None:
+            arrays[f"{label}/biases"] = biases
+        state = ds.optimizer_state() if ds.optimizer is not None else {"step": 0, "slots": []}
+        for i, slot in enumerate(state["slots"]):
+            arrays[f"{label}/slot{i}"] = slot
+        meta["sources"][label] = {"step": state["step"], "slots": len(state["slots"]), "biases": biases is not None}
+    arrays["__nngraph__"] = np.frombuffer(json.dumps(meta).encode(), np.uint8)
+    path = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".nngraph-", suffix=".npz", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            np.savez(f, **arrays)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def load(path: str | os.PathLike, target) -> None:
+    """Restores what save() wrote into a graph's (or a list of) ArrayDataSources.
+
+    Every value is checked (present, shapes, float dtype, finite, optimizer state that fits
+    each source's optimizer) before anything changes, and a failure while writing puts back
+    what was written: the sources end either all restored or all as they were. Any malformed
+    file raises InvalidInputError. Optimizer state is restored where the source has an
+    optimizer; an untrained checkpoint (step 0, no state) resets it. A graph given as target
+    re-reads its data sources."""
+    try:
+        with np.load(os.fspath(path), allow_pickle=False) as f:
+            data = {k: f[k] for k in f.files}
+        meta = json.loads(bytes(data["__nngraph__"]).decode())
+        if not isinstance(meta, dict) or meta.get("format") != CHECKPOINT_FORMAT:
+            raise ValueError("wrong format tag")
+        if not isinstance(meta.get("sources"), dict):
+            raise ValueError("no table of data sources")
+    except Exception as e:  # a truncated, foreign or mutated file, whatever the reader raised
+        raise InvalidInputError(f"[checkpoint] {path} is not a readable nngraph checkpoint ({e})") from None
+    plans = [_plan(ds, meta["sources"], data, path) for ds in array_sources(target)]
+    done = []
+    try:
+        for plan in plans:
+            done.append(_current(plan[0]))
+            _apply(*plan)
+        if isinstance(target, Graph):
+            target.reload_from_data_sources()
+    except BaseException:
+        for saved in reversed(done):
+            _apply(*saved)
+        raise
+
+
+def _plan(ds: ArrayDataSource, sources: dict, data: dict, path) -> tuple:
+    """(source, weights, biases, optimizer state or None) from the file, checked against ds."""
+    label = ds.label()
+
+    def bad(what: str):
+        return InvalidInputError(f"[checkpoint] {path}: '{label}' {what}")
+
+    entry = sources.get(label)
+    if entry is None:
+        raise InvalidInputError(f"[checkpoint] {path} has no data source '{label}'")
+    if not isinstance(entry, dict) or not all(isinstance(entry.get(k), int) for k in ("step", "slots")):
+        raise bad("has a malformed entry (step and slots must be integers)")
+
+    def array(name: str, shape) -> np.ndarray:
+        key = f"{label}/{name}"
+        if key not in data:
+            raise bad(f"{name} are missing")
+        a = data[key]
+        if a.dtype.kind != "f":
+            raise bad(f"{name} hold {a.dtype}, expected floats")
+        if a.shape != shape:
+            raise bad(f"{name} are {a.shape}, the data source has {shape}")
+        if not np.isfinite(a).all():
+            raise bad(f"{name} hold NaN or inf")
+        return a.astype(np.float32)
+
+    w = array("weights", ds.weights().shape)
+    b = None if ds.biases() is None else array("biases", ds.biases().shape)
+    if (f"{label}/biases" in data) != (b is not None):
+        raise bad("biases do not match the data source (one has them, the other not)")
+    state = None
+    if ds.optimizer is not None:
+        step, count = entry["step"], entry["slots"]
+        if count < 0 or count > 64:
+            raise bad(f"has {count} optimizer state vectors")
+        slots = [data[f"{label}/slot{i}"] if f"{label}/slot{i}" in data else None for i in range(count)]
+        if any(s is None for s in slots):
+            raise bad("is missing optimizer state vectors")
+        if count == 0 and step == 0:  # saved untrained: the optimizer starts afresh
+            slots = _fresh_slots(ds)
+        state = {"step": step, "slots": slots}
+        ds.check_optimizer_state(state)
+    return ds, w, b, state
+
+
+def _fresh_slots(ds: ArrayDataSource) -> list[np.ndarray]:
+    k = ds.optimizer.slot_count()
+    shapes = [ds.weights().shape] * k + ([ds.biases().shape] * k if ds.biases() is not None else [])
+    return [np.zeros(int(np.prod(s)), np.float32) for s in shapes]
+
+
+def _current(ds: ArrayDataSource) -> tuple:
+    state = ds.optimizer_state() if ds.optimizer is not None else None
+    if state is not None and not state["slots"] and ds.optimizer.slot_count():
+        state = {"step": state["step"], "slots": _fresh_slots(ds)}  # no update yet: fresh state
+    return ds, ds.weights(), ds.biases(), state
+
+
+def _apply(ds: ArrayDataSource, w, b, state) -> None:
+    ds.set_weights(w, b)
+    if state is not None:
+        ds.load_optimizer_state(state)
