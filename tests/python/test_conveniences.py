@@ -162,3 +162,12 @@ def test_plot_history_writes_a_picture(tmp_path):
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10000
     with pytest.raises(ValueError, match="no epoch"):
         ng.plot_history({"loss": []}, tmp_path / "none.png")
+
+
+def test_progress_is_a_bar_redrawn_in_place_on_a_terminal(capsys, monkeypatch, digits):  # noqa: F811
+    (x, y), _ = digits
+    monkeypatch.setattr(type(__import__("sys").stderr), "isatty", lambda self: True, raising=False)
+    loss, _ = small_net(ng.Adam())
+    ng.fit(loss.training_graph(), (x[:200], y[:200]), epochs=2)
+    err = capsys.readouterr().err
+    assert "\r" in err and "epoch 2/2" in err and "epoch 2/2: loss" not in err  # tqdm's bar, no log lines
