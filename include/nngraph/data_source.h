@@ -159,5 +159,12 @@ struct LoadedWeights {
 };
 LoadedWeights read_data_source(DataSource& source, const ConvolutionDescriptor& descriptor,
                                const std::string& node);
+// New buffers on `device` holding w.
+WeightsState to_device(const LoadedWeights& w, const Device& device);
+// Device copies of w's buffers (and of `more`); calling the result copies them back, for a
+// step whose later update failed.
+std::function<void()> save_buffers(const WeightsState& w, const std::vector<std::shared_ptr<Buffer>>& more = {});
+// The built-in optimizer a source's updates batch under, or null: it updates itself.
+BuiltinOptimizer* builtin_optimizer(DataSource* source);
 
 }  // namespace nngraph

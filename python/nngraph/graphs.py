@@ -6,7 +6,7 @@ import numpy as np
 
 from nngraph._core import Graph, InvalidInputError
 from nngraph.checkpoint import array_sources
-from nngraph.training import as_images
+from nngraph.training import as_images, drain
 
 
 def predict(graph: Graph, images, batch_size: int = 256, layout: str = "NCHW"):
@@ -29,11 +29,7 @@ def predict(graph: Graph, images, batch_size: int = 256, layout: str = "NCHW"):
                 outputs.append(pending.pop(0).result(layout))
         outputs.extend(h.result(layout) for h in pending)
     except BaseException:
-        for h in pending:
-            try:
-                h.wait()
-            except Exception:  # noqa: S110  (the error being raised is the one to report)
-                pass
+        drain(pending)
         raise
     several = isinstance(outputs[0], list)
     columns = zip(*outputs) if several else [outputs]

@@ -19,7 +19,7 @@ def as_images(x, what: str):
     a = np.asarray(x) if not isinstance(x, np.ndarray) else x
     if a.dtype.kind == "f" and (a.dtype.itemsize not in (2, 4) or not a.dtype.isnative):
         return a.astype(np.float32)
-    if a.dtype == object or a.dtype.kind in "iub" and not isinstance(x, np.ndarray):
+    if a.dtype == object or (a.dtype.kind in "iub" and not isinstance(x, np.ndarray)):
         return np.asarray(x, np.float32)  # nested lists of numbers
     return a
 
@@ -47,11 +47,11 @@ def _correct(predictions: np.ndarray, labels: np.ndarray) -> int:
     return int((guess == labels.reshape(guess.shape)).sum())
 
 
-def _drain(pending) -> None:
+def drain(handles) -> None:
     """Waits for encodes still in flight, so that nothing runs on once an error is raised."""
-    for entry in pending:
+    for handle in handles:
         try:
-            entry[1].wait()
+            handle.wait()
         except Exception:  # noqa: S110  (the error being raised already is the one to report)
             pass
 
@@ -87,7 +87,7 @@ def evaluate(graph: Graph, images, labels, batch_size: int = 256) -> dict:
         while pending:
             finish(*pending.pop(0))
     except BaseException:
-        _drain(pending)
+        drain(h for _, h in pending)
         raise
     n = max(1, len(images))
     return {"loss": loss / n if with_loss else None, "accuracy": correct / n}
@@ -163,7 +163,7 @@ def fit(graph: Graph, train: tuple, epochs: int = 1, batch_size: int = 64, shuff
             while pending:
                 stop = finish(*pending.pop(0)) or stop
         except BaseException:
-            _drain(pending)
+            drain(entry[1] for entry in pending)
             totals.close()
             raise
         totals.close()

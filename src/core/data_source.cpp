@@ -86,17 +86,9 @@ WeightsState ArrayDataSource::device_values(const Device& device, const std::str
     }
     return c->values;
   }
-  const LoadedWeights w = read_data_source(*this, descriptor_, node);  // checks the values
-  Copy c{device, {}, 0};
-  c.values.weight_count = w.weights.size();
-  c.values.weights = Buffer::allocate(w.weights.size() * sizeof(float), device);
-  if (!w.biases.empty()) {
-    c.values.bias_count = w.biases.size();
-    c.values.biases = Buffer::allocate(w.biases.size() * sizeof(float), device);
-  }
-  upload(c);
-  copies_.push_back(c);
-  return c.values;
+  // read_data_source checks the values and brings the host arrays up to date first.
+  copies_.push_back({device, to_device(read_data_source(*this, descriptor_, node), device), host_changes_});
+  return copies_.back().values;
 }
 
 void ArrayDataSource::set_optimizer(std::shared_ptr<Optimizer> optimizer) {
@@ -116,8 +108,9 @@ void ArrayDataSource::set_values(std::vector<float> weights, std::vector<float> 
     fail("[", label_, "] weights hold ", weights.size(), " values, expected ", weights_.size());
   if (biases.size() != biases_.size())
     fail("[", label_, "] biases hold ", biases.size(), " values, expected ", biases_.size());
-  for (float v : weights)
-    if (!std::isfinite(v)) fail("[", label_, "] weights hold NaN or inf");
+  for (const auto* values : {&weights, &biases})
+    for (float v : *values)
+      if (!std::isfinite(v)) fail("[", label_, "] ", values == &weights ? "weights" : "biases", " hold NaN or inf");
   weights_ = std::move(weights);
   biases_ = std::move(biases);
   host_changes_ = ++changes_;
@@ -138,23 +131,45 @@ std::vector<float> download(const Buffer& buf) {
   return v;
 }
 
-std::shared_ptr<Buffer> duplicate(const std::shared_ptr<Buffer>& b) {
-  if (!b) return nullptr;
-  auto copy = Buffer::allocate(b->bytes(), b->device());
-  backend_for(b->device()).copy(copy->data(), b->data(), b->bytes());
-  return copy;
-}
-
 }  // namespace
 
-std::function<void()> ArrayDataSource::snapshot(const WeightsState& w) {
+WeightsState to_device(const LoadedWeights& w, const Device& device) {
+  WeightsState st;
+  st.weight_count = w.weights.size();
+  st.weights = upload_values(device, w.weights);
+  if (!w.biases.empty()) {
+    st.bias_count = w.biases.size();
+    st.biases = upload_values(device, w.biases);
+  }
+  return st;
+}
+
+std::function<void()> save_buffers(const WeightsState& w, const std::vector<std::shared_ptr<Buffer>>& more) {
   std::vector<std::pair<std::shared_ptr<Buffer>, std::shared_ptr<Buffer>>> saved;  // (live, copy)
-  for (const auto& b : {w.weights, w.biases}) saved.emplace_back(b, duplicate(b));
-  for (const auto* slots : {&state_.weight_slots, &state_.bias_slots})
-    for (const auto& b : *slots) saved.emplace_back(b, duplicate(b));
-  return [this, saved, state = state_, pending = pending_slots_, changes = changes_, copies = copies_] {
-    for (const auto& [live, copy] : saved)
-      if (live) backend_for(live->device()).copy(live->data(), copy->data(), live->bytes());
+  std::vector<std::shared_ptr<Buffer>> all{w.weights, w.biases};
+  all.insert(all.end(), more.begin(), more.end());
+  for (const auto& b : all) {
+    if (!b) continue;
+    auto copy = Buffer::allocate(b->bytes(), b->device());
+    backend_for(b->device()).copy(copy->data(), b->data(), b->bytes());
+    saved.emplace_back(b, copy);
+  }
+  return [saved] {
+    for (const auto& [live, copy] : saved) backend_for(live->device()).copy(live->data(), copy->data(), live->bytes());
+  };
+}
+
+BuiltinOptimizer* builtin_optimizer(DataSource* source) {
+  auto* array = dynamic_cast<ArrayDataSource*>(source);
+  return array ? dynamic_cast<BuiltinOptimizer*>(array->optimizer().get()) : nullptr;
+}
+
+std::function<void()> ArrayDataSource::snapshot(const WeightsState& w) {
+  std::vector<std::shared_ptr<Buffer>> slots = state_.weight_slots;
+  slots.insert(slots.end(), state_.bias_slots.begin(), state_.bias_slots.end());
+  return [this, values = save_buffers(w, slots), state = state_, pending = pending_slots_, changes = changes_,
+          copies = copies_] {
+    values();
     state_ = state;
     pending_slots_ = pending;
     changes_ = changes;

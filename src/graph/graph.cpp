@@ -262,7 +262,7 @@ struct Graph::Impl {
         if (check_numerics) check_finite(losses, trained);
         // Every gradient is ready before the first update. The host updates go first, all or
         // nothing, so a failure among them leaves every weight as it was.
-        apply_host_updates(others, wm, gradients, backend);
+        apply_host_updates(others, wm, gradients);
         if (!updates) updates = prepare_builtin(trained, wm, gradients, rates);
       }
       for (const auto& b : updates->batches) b.optimizer->apply_all(device, b.tensors, b.descriptor);
@@ -300,14 +300,14 @@ Graph::Graph(std::vector<ImageNodePtr> results, Device device, int max_in_flight
 Graph::Graph(GraphSpec spec) {
   if (spec.max_in_flight < 1) fail("[graph] max_in_flight must be >= 1, got ", spec.max_in_flight);
   impl_ = std::make_unique<Impl>(spec);
-  name_data_sources(impl_->structure);
-  for (DataSource* ds : data_sources())
-    if (auto* array = dynamic_cast<ArrayDataSource*>(ds)) impl_->array_sources.push_back(array);
   std::vector<ImageShape> declared;
   for (const auto& s : impl_->image_sources)
     if (s->shape()) declared.push_back(*s->shape());
   if (declared.size() == impl_->image_sources.size()) impl_->plan_for(declared);
   impl_->weights = spec.shared_weights ? spec.shared_weights : load_parameters(impl_->structure, impl_->backend);
+  name_data_sources(impl_->structure);  // once the graph is whole: a failed build renames nothing
+  for (DataSource* ds : data_sources())
+    if (auto* array = dynamic_cast<ArrayDataSource*>(ds)) impl_->array_sources.push_back(array);
 }
 
 std::shared_ptr<Graph> Graph::training(const std::shared_ptr<LossNode>& loss, Device device, int max_in_flight,

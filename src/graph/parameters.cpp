@@ -29,27 +29,6 @@ void write(Backend& b, const std::shared_ptr<Buffer>& dst, const std::vector<flo
   if (dst) b.copy_from_host(dst->data(), v.data(), v.size() * sizeof(float));
 }
 
-WeightsState read_host_source(const WeightSource& ws, const std::string& node, Backend& b) {
-  const LoadedWeights w = read_data_source(*ws.source, ws.descriptor, node);
-  WeightsState st;
-  st.weight_count = w.weights.size();
-  st.weights = b.allocate(w.weights.size() * sizeof(float));
-  write(b, st.weights, w.weights);
-  if (!w.biases.empty()) {
-    st.bias_count = w.biases.size();
-    st.biases = b.allocate(w.biases.size() * sizeof(float));
-    write(b, st.biases, w.biases);
-  }
-  return st;
-}
-
-std::shared_ptr<Buffer> duplicate(Backend& b, const std::shared_ptr<Buffer>& src) {
-  if (!src) return nullptr;
-  auto copy = b.allocate(src->bytes());
-  b.copy(copy->data(), src->data(), src->bytes());
-  return copy;
-}
-
 }  // namespace
 
 std::shared_ptr<Parameters> load_parameters(const Structure& s, Backend& backend) {
@@ -60,7 +39,7 @@ std::shared_ptr<Parameters> load_parameters(const Structure& s, Backend& backend
       return;
     }
     const uint64_t version = ws.source->version();
-    p->of[f].push_back(read_host_source(ws, f->label(), backend));
+    p->of[f].push_back(to_device(read_data_source(*ws.source, ws.descriptor, f->label()), backend.device()));
     p->versions[ws.source] = version;
   });
   return p;
@@ -90,10 +69,8 @@ std::vector<std::pair<const FilterNode*, size_t>> host_updates(const std::vector
   std::vector<std::pair<const FilterNode*, size_t>> out;
   for (const FilterNode* f : trained) {
     const auto sources = f->weight_sources();
-    for (size_t i = 0; i < sources.size(); ++i) {
-      auto* ds = dynamic_cast<ArrayDataSource*>(sources[i].source);
-      if (!ds || !dynamic_cast<BuiltinOptimizer*>(ds->optimizer().get())) out.push_back({f, i});
-    }
+    for (size_t i = 0; i < sources.size(); ++i)
+      if (!builtin_optimizer(sources[i].source)) out.push_back({f, i});
   }
   return out;
 }
@@ -114,9 +91,9 @@ Updates prepare_builtin(const std::vector<const FilterNode*>& trained, Parameter
   for (const FilterNode* f : trained) {
     const auto sources = f->weight_sources();
     for (size_t i = 0; i < sources.size(); ++i) {
-      auto* ds = dynamic_cast<ArrayDataSource*>(sources[i].source);
-      auto* opt = ds ? dynamic_cast<BuiltinOptimizer*>(ds->optimizer().get()) : nullptr;
+      BuiltinOptimizer* opt = builtin_optimizer(sources[i].source);
       if (!opt) continue;
+      auto* ds = static_cast<ArrayDataSource*>(sources[i].source);
       auto batch = std::find_if(u.batches.begin(), u.batches.end(), [&](const auto& b) { return b.optimizer == opt; });
       if (batch == u.batches.end()) {
         auto rate = std::find_if(rates.begin(), rates.end(), [&](const auto& r) { return r.first == opt; });
@@ -130,7 +107,7 @@ Updates prepare_builtin(const std::vector<const FilterNode*>& trained, Parameter
 }
 
 void apply_host_updates(const std::vector<std::pair<const FilterNode*, size_t>>& others, Parameters& p,
-                        Gradients& g, Backend& backend) {
+                        Gradients& g) {
   std::vector<std::function<void()>> undo;
   std::vector<DataSource*> changed;  // told only once every update succeeded
   try {
@@ -142,11 +119,7 @@ void apply_host_updates(const std::vector<std::pair<const FilterNode*, size_t>>&
         array->update(g.at(f)[i], w);
         continue;
       }
-      auto weights = duplicate(backend, w.weights), biases = duplicate(backend, w.biases);
-      undo.push_back([&backend, w, weights, biases] {
-        backend.copy(w.weights->data(), weights->data(), w.weights->bytes());
-        if (w.biases) backend.copy(w.biases->data(), biases->data(), w.biases->bytes());
-      });
+      undo.push_back(save_buffers(w));
       if (ds->update(g.at(f)[i], w)) changed.push_back(ds);
     }
   } catch (...) {

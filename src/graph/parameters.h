@@ -53,7 +53,7 @@ Updates prepare_builtin(const std::vector<const FilterNode*>& trained, Parameter
                         const Rates& rates);
 // Runs every host update; if one raises, puts back what the others changed and rethrows.
 void apply_host_updates(const std::vector<std::pair<const FilterNode*, size_t>>& others, Parameters& p,
-                        Gradients& g, Backend& backend);
+                        Gradients& g);
 
 // Gives the default-labelled ArrayDataSources of the structure's nodes distinct labels
 // (their node's label, numbered where two would meet), so checkpoints can name them.

@@ -6,6 +6,7 @@ import zipfile
 
 import numpy as np
 import pytest
+from sources import FixedSource
 from test_training import small_net
 
 import nngraph as ng
@@ -149,31 +150,12 @@ def test_failing_host_optimizer_changes_no_parameter(device, error):
     assert all(not np.array_equal(after[k][0], before[k][0]) for k in srcs)
 
 
-class HostSource(ng.DataSource):
+class HostSource(FixedSource):
     """A data source that trains itself on the host (w ← w − 0.1·g) and may fail."""
 
     def __init__(self, label, w, fail=False):
-        super().__init__()
-        self._label, self.w, self.b, self.fail = label, w, np.zeros(w.shape[0], np.float32), fail
-
-    def descriptor(self):
-        o, i, kh, kw = self.w.shape
-        return ng.ConvolutionDescriptor((kh, kw), i, o)
-
-    def label(self):
-        return self._label
-
-    def load(self):
-        return True
-
-    def purge(self):
-        pass
-
-    def weights(self):
-        return self.w
-
-    def biases(self):
-        return self.b
+        super().__init__(w, np.zeros(w.shape[0], np.float32), label)
+        self.fail = fail
 
     def update(self, gradient, weights):
         if self.fail:

@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from sources import FixedSource
 
 import nngraph as ng
 
@@ -168,33 +169,19 @@ def test_out_of_memory_leaves_the_graph_usable(device):
     assert g.run(np.ones((1, 1, 2, 2), np.float32)).shape == (1, 1 << 16, 2, 2)
 
 
-class Returns(ng.DataSource):
-    """A data source whose methods return what it is given (for bad-return messages)."""
+class Returns(FixedSource):
+    """Returns what it is given from label() and descriptor() (for bad-return messages); a
+    3×2×3×3 convolution otherwise, whatever the shape of w."""
 
     def __init__(self, w, **overrides):
-        super().__init__()
-        self.w, self.overrides = w, overrides
+        super().__init__(w, None, "ret", ng.ConvolutionDescriptor(3, 2, 3))
+        self.overrides = overrides
 
     def descriptor(self):
-        if "descriptor" in self.overrides:
-            return self.overrides["descriptor"]
-        o, i, kh, kw = (3, 2, 3, 3)
-        return ng.ConvolutionDescriptor((kh, kw), i, o)
+        return self.overrides.get("descriptor", self.desc)
 
     def label(self):
-        return self.overrides.get("label", "ret")
-
-    def load(self):
-        return True
-
-    def purge(self):
-        pass
-
-    def weights(self):
-        return self.w
-
-    def biases(self):
-        return None
+        return self.overrides.get("label", self._label)
 
 
 def test_wrong_return_types_name_the_method():

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 import reference as ref
+from sources import FixedSource
 
 import nngraph as ng
 
@@ -38,34 +39,14 @@ def check(got, want, rtol=2e-3, atol=2e-4):
     np.testing.assert_allclose(got, want, rtol=rtol, atol=atol)
 
 
-class Capture(ng.DataSource):
+class Capture(FixedSource):
     """Fixed weights; records the weight gradients the graph hands to update()."""
 
     def __init__(self, w, b, stride=1, dilation=1, groups=1, neuron=None):
-        super().__init__()
-        self.w, self.b = w, b
-        self.desc = ng.ConvolutionDescriptor(kernel=w.shape[2:], input_channels=w.shape[1] * groups,
-                                             output_channels=w.shape[0], stride=stride, dilation=dilation,
-                                             groups=groups, neuron=neuron)
+        super().__init__(w, b, "capture", ng.ConvolutionDescriptor(
+            kernel=w.shape[2:], input_channels=w.shape[1] * groups, output_channels=w.shape[0], stride=stride,
+            dilation=dilation, groups=groups, neuron=neuron))
         self.grads = None
-
-    def descriptor(self):
-        return self.desc
-
-    def label(self):
-        return "capture"
-
-    def load(self):
-        return True
-
-    def purge(self):
-        pass
-
-    def weights(self):
-        return self.w
-
-    def biases(self):
-        return self.b
 
     def update(self, gradient, weights):
         self.grads = gradient
