@@ -46,12 +46,12 @@ void ArrayDataSource::set_label(std::string label, bool is_default) {
 
 WeightsView ArrayDataSource::weights() {
   sync_host();
-  return {weights_.data(), weights_.size(), DType::Float32};
+  return {weights_.data(), weights_.size(), DType::Float32, {}};
 }
 
 WeightsView ArrayDataSource::biases() {
   sync_host();
-  return {biases_.data(), biases_.size(), DType::Float32};
+  return {biases_.data(), biases_.size(), DType::Float32, {}};
 }
 
 void ArrayDataSource::sync_host() {

@@ -295,7 +295,7 @@ struct Graph::Impl {
 };
 
 Graph::Graph(std::vector<ImageNodePtr> results, Device device, int max_in_flight)
-    : Graph(GraphSpec{std::move(results), {}, device, max_in_flight, nullptr}) {}
+    : Graph(GraphSpec{std::move(results), {}, device, max_in_flight, nullptr, {}, false}) {}
 
 Graph::Graph(GraphSpec spec) {
   if (spec.max_in_flight < 1) fail("[graph] max_in_flight must be >= 1, got ", spec.max_in_flight);
@@ -325,7 +325,7 @@ std::shared_ptr<Graph> Graph::training(const std::shared_ptr<LossNode>& loss, De
       }
     }
   return std::make_shared<Graph>(GraphSpec{{loss->sources()[0]}, build_gradient_pass(loss), device, max_in_flight,
-                                           nullptr, {loss->result_image()}});
+                                           nullptr, {loss->result_image()}, false});
 }
 
 std::shared_ptr<Graph> Graph::inference() const {
@@ -334,7 +334,7 @@ std::shared_ptr<Graph> Graph::inference() const {
     std::lock_guard<std::mutex> lock(impl_->mutex);
     weights = impl_->weights;
   }
-  return std::make_shared<Graph>(GraphSpec{impl_->results, {}, impl_->device, impl_->max_in_flight, weights});
+  return std::make_shared<Graph>(GraphSpec{impl_->results, {}, impl_->device, impl_->max_in_flight, weights, {}, false});
 }
 
 std::shared_ptr<Graph> Graph::evaluation() const {
