@@ -20,7 +20,6 @@ void matrix_copy_to_image(DataLayout layout, const Matrix& source, const Image& 
 class ImageCopyToMatrixNode : public FilterNode {
  public:
   static std::shared_ptr<ImageCopyToMatrixNode> create(ImageNodePtr source, DataLayout layout, std::string label = "");
-  const char* kind() const override { return "image_copy_to_matrix"; }
   ImageShape infer(const std::vector<ImageShape>& sources) const override;
   void encode(const EncodeArgs& args) const override;
   DataLayout layout() const { return layout_; }
@@ -35,7 +34,6 @@ class MatrixCopyToImageNode : public FilterNode {
  public:
   static std::shared_ptr<MatrixCopyToImageNode> create(ImageNodePtr source, ImageShape shape, DataLayout layout,
                                                        std::string label = "");
-  const char* kind() const override { return "matrix_copy_to_image"; }
   ImageShape infer(const std::vector<ImageShape>& sources) const override;
   void encode(const EncodeArgs& args) const override;
   DataLayout layout() const { return layout_; }

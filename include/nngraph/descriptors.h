@@ -72,6 +72,9 @@ struct LossDescriptor {
   void validate() const;
 };
 
+// Arithmetic of two images (MPSNNAdditionNode, ...Subtraction, ...Multiplication, ...Division).
+enum class ArithmeticOp { Add, Subtract, Multiply, Divide };
+
 enum class PaddingMode { Valid, Same, Full, Explicit };
 
 // How a window node pads its source. same: output = ceil(in / stride), extra padding after;

@@ -21,6 +21,7 @@ namespace nngraph {
 
 struct Fence;
 class Executor;
+class LossNode;
 
 // The outcome of one encode.
 class Handle : public std::enable_shared_from_this<Handle> {
@@ -129,6 +130,7 @@ class Graph {
   MemoryPlan memory_plan(int batch) const;
 
  private:
+  void check_broadcast(const std::vector<Image>& sources, int batch) const;
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -1,5 +1,6 @@
 #pragma once
 // Graph nodes: image nodes are data edges, filter nodes are operations (MPSNNFilterNode).
+// Each op family declares its nodes in src/ops/<family>.h.
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -14,8 +15,6 @@ namespace nngraph {
 
 class Backend;
 class FilterNode;
-struct ConvGeometry;
-struct PoolGeometry;
 
 // A data edge. Made directly it is a graph source, optionally with a declared C×H×W shape
 // (then the graph checks every shape when it is built); a filter node makes its result.
@@ -50,6 +49,7 @@ struct EncodeArgs {
   const Image* losses;          // loss nodes: per-image loss values (N×1×1×1)
   bool allow_tf32;              // matrix products may use tf32 tensor cores (cuda)
   const Image* state = nullptr;  // training graphs: the state this node leaves for its gradient node
+  bool training = false;         // the graph trains: forward nodes run in training mode
 };
 
 class FilterNode : public std::enable_shared_from_this<FilterNode> {
@@ -75,7 +75,8 @@ class FilterNode : public std::enable_shared_from_this<FilterNode> {
   // The single gradient node of a one-source node.
   FilterNodePtr gradient_filter(const ImageNodePtr& source_gradient);
 
-  virtual const char* kind() const = 0;
+  // The op's one name ("convolution", "max_pooling" is a label): errors, summaries, exports.
+  const char* kind() const { return kind_; }
   // Result shape from source shapes; throws InvalidInput naming this node.
   virtual ImageShape infer(const std::vector<ImageShape>& sources) const = 0;
   virtual void encode(const EncodeArgs& args) const = 0;
@@ -93,10 +94,31 @@ class FilterNode : public std::enable_shared_from_this<FilterNode> {
     (void)training;
     return false;
   }
-  // Convolution-like nodes can apply a following neuron in their epilogue.
+  // Whether source i may hold one image while the batch holds N (it broadcasts along N).
+  virtual bool broadcasts_batch(size_t source) const {
+    (void)source;
+    return false;
+  }
+  // True when, for sources of these shapes, the result is source 0 unchanged: each plan
+  // aliases it and runs no kernel (the gradient of an addend of the result's shape).
+  virtual bool passes_through(const std::vector<ImageShape>& sources) const {
+    (void)sources;
+    return false;
+  }
+
+  // Fusion hooks; the planner folds a node into the step producing its source 0 where the
+  // producer accepts it and nothing else reads that source.
+  // A node applying a neuron to source 0 that a producer may apply in its epilogue instead.
+  virtual const NeuronDescriptor* fusable_neuron(bool training) const {
+    (void)training;
+    return nullptr;
+  }
+  // Producers that apply a following neuron in their epilogue (EncodeArgs::fused).
   virtual bool accepts_fused_neuron() const { return false; }
-  // Gradient nodes for source 1 that can apply a following neuron gradient, ⊙ f'(source 1),
-  // in the same pass (source 1 being that neuron's output).
+  // A gradient node computing dY ⊙ f'(source 1) (dY its source 0), which dY's producer may
+  // do in its own pass when that producer reads the same source 1.
+  virtual const NeuronDescriptor* fusable_neuron_gradient() const { return nullptr; }
+  // Gradient producers that apply a following neuron gradient, ⊙ f'(source 1), in their pass.
   virtual bool accepts_fused_neuron_gradient() const { return false; }
   // Gradient and loss nodes: a graph holding one runs forward nodes in training mode.
   virtual bool is_gradient() const { return false; }
@@ -110,6 +132,7 @@ class FilterNode : public std::enable_shared_from_this<FilterNode> {
  private:
   std::vector<ImageNodePtr> sources_;
   ImageNode result_, state_;
+  const char* kind_;
   bool default_label_ = false;
 
  protected:
@@ -118,149 +141,6 @@ class FilterNode : public std::enable_shared_from_this<FilterNode> {
     result_.set_label(std::move(label));
     default_label_ = true;
   }
-};
-
-class ConvolutionNode : public FilterNode {
- public:
-  static std::shared_ptr<ConvolutionNode> create(ImageNodePtr source,
-                                                 std::shared_ptr<DataSource> weights,
-                                                 Padding padding, std::string label = "");
-  const char* kind() const override { return "convolution"; }
-  ImageShape infer(const std::vector<ImageShape>& sources) const override;
-  void encode(const EncodeArgs& args) const override;
-  std::vector<WeightSource> weight_sources() const override { return {{source_.get(), desc_}}; }
-  const ConvolutionDescriptor& descriptor() const { return desc_; }
-  bool accepts_fused_neuron() const override { return desc_.neuron.type == NeuronType::None; }
-  const Padding& padding() const { return padding_; }
-  // Kernel geometry for a source of shape `in` (padding resolved).
-  ConvGeometry geometry(const ImageShape& in) const;
-
-  std::vector<FilterNodePtr> make_gradients(const ImageNodePtr& source_gradient) override;
- protected:
-  ConvolutionNode(ImageNodePtr source, std::shared_ptr<DataSource> weights, Padding padding,
-                  std::string label, const char* kind);
-  std::shared_ptr<DataSource> source_;
-  ConvolutionDescriptor desc_;
-  Padding padding_;
-};
-
-// A convolution whose kernel covers the whole source: the descriptor's kernel equals the
-// source's H×W with input channels C, or is 1×1 with input channels C·H·W (flattened).
-class FullyConnectedNode : public ConvolutionNode {
- public:
-  static std::shared_ptr<FullyConnectedNode> create(ImageNodePtr source,
-                                                    std::shared_ptr<DataSource> weights,
-                                                    std::string label = "");
-  const char* kind() const override { return "fully_connected"; }
-  ImageShape infer(const std::vector<ImageShape>& sources) const override;
-  void encode(const EncodeArgs& args) const override;
-
- private:
-  using ConvolutionNode::ConvolutionNode;
-};
-
-enum class PoolingMode { Max, Average };
-
-class PoolingNode : public FilterNode {
- public:
-  // stride 0 means stride = kernel. Average pooling divides by the in-bounds count unless
-  // count_include_pad.
-  static std::shared_ptr<PoolingNode> create(ImageNodePtr source, PoolingMode mode,
-                                             int kernel_height, int kernel_width, int stride_y,
-                                             int stride_x, Padding padding,
-                                             bool count_include_pad = false,
-                                             std::string label = "");
-  const char* kind() const override { return "pooling"; }
-  ImageShape infer(const std::vector<ImageShape>& sources) const override;
-  void encode(const EncodeArgs& args) const override;
-  PoolingMode mode() const { return mode_; }
-  PoolGeometry geometry(const ImageShape& in) const;
-
-  std::vector<FilterNodePtr> make_gradients(const ImageNodePtr& source_gradient) override;
- private:
-  PoolingNode(ImageNodePtr source, std::string label) : FilterNode({std::move(source)}, std::move(label), "pooling") {}
-  PoolingMode mode_ = PoolingMode::Max;
-  int kh_ = 2, kw_ = 2, sy_ = 2, sx_ = 2;
-  Padding padding_;
-  bool count_include_pad_ = false;
-};
-
-class NeuronNode : public FilterNode {
- public:
-  static std::shared_ptr<NeuronNode> create(ImageNodePtr source, NeuronDescriptor neuron,
-                                            std::string label = "");
-  const char* kind() const override { return "neuron"; }
-  ImageShape infer(const std::vector<ImageShape>& sources) const override { return sources[0]; }
-  void encode(const EncodeArgs& args) const override;
-  const NeuronDescriptor& neuron() const { return neuron_; }
-
-  std::vector<FilterNodePtr> make_gradients(const ImageNodePtr& source_gradient) override;
- private:
-  using FilterNode::FilterNode;
-  NeuronDescriptor neuron_;
-};
-
-// Softmax (or log-softmax) across feature channels, at every pixel of every image.
-class SoftMaxNode : public FilterNode {
- public:
-  static std::shared_ptr<SoftMaxNode> create(ImageNodePtr source, bool log,
-                                             std::string label = "");
-  const char* kind() const override { return log_ ? "log_softmax" : "softmax"; }
-  bool log() const { return log_; }
-  ImageShape infer(const std::vector<ImageShape>& sources) const override { return sources[0]; }
-  void encode(const EncodeArgs& args) const override;
-
-  std::vector<FilterNodePtr> make_gradients(const ImageNodePtr& source_gradient) override;
- private:
-  using FilterNode::FilterNode;
-  bool log_ = false;
-};
-
-// Keeps each value with keep_probability (scaled by 1/keep_probability) when training;
-// the identity at inference.
-class DropoutNode : public FilterNode {
- public:
-  static std::shared_ptr<DropoutNode> create(ImageNodePtr source, float keep_probability,
-                                             uint64_t seed, std::string label = "");
-  const char* kind() const override { return "dropout"; }
-  ImageShape infer(const std::vector<ImageShape>& sources) const override { return sources[0]; }
-  void encode(const EncodeArgs& args) const override;
-  bool identity(bool training) const override { return !training; }
-  float keep_probability() const { return keep_probability_; }
-  uint64_t seed() const { return seed_; }
-
-  std::vector<FilterNodePtr> make_gradients(const ImageNodePtr& source_gradient) override;
- private:
-  using FilterNode::FilterNode;
-  float keep_probability_ = 0.5f;
-  uint64_t seed_ = 0;
-};
-
-class AdditionNode : public FilterNode {
- public:
-  static std::shared_ptr<AdditionNode> create(ImageNodePtr a, ImageNodePtr b,
-                                              std::string label = "");
-  const char* kind() const override { return "addition"; }
-  ImageShape infer(const std::vector<ImageShape>& sources) const override;
-  void encode(const EncodeArgs& args) const override;
-
-  std::vector<FilterNodePtr> make_gradients(const ImageNodePtr& source_gradient) override;
- private:
-  using FilterNode::FilterNode;
-};
-
-// Joins sources along feature channels; all share H×W.
-class ConcatenationNode : public FilterNode {
- public:
-  static std::shared_ptr<ConcatenationNode> create(std::vector<ImageNodePtr> sources,
-                                                   std::string label = "");
-  const char* kind() const override { return "concatenation"; }
-  ImageShape infer(const std::vector<ImageShape>& sources) const override;
-  void encode(const EncodeArgs& args) const override;
-
-  std::vector<FilterNodePtr> make_gradients(const ImageNodePtr& source_gradient) override;
- private:
-  using FilterNode::FilterNode;
 };
 
 }  // namespace nngraph

@@ -79,7 +79,6 @@ class RNNNode : public FilterNode {
  public:
   static std::shared_ptr<RNNNode> create(ImageNodePtr source, RNNStack stack, bool last_only,
                                          std::string label = "");
-  const char* kind() const override { return "rnn"; }
   ImageShape infer(const std::vector<ImageShape>& sources) const override;
   void encode(const EncodeArgs& args) const override;
   std::vector<WeightSource> weight_sources() const override { return stack_.weight_sources(); }

@@ -14,58 +14,8 @@ _ctypes.CDLL(
     mode=_ctypes.RTLD_GLOBAL,
 )
 
-from nngraph import schedules  # noqa: E402
-from nngraph._core import (  # noqa: E402  (after the BLAS library is loaded)
-    GRU,
-    LSTM,
-    MGU,
-    RNN,
-    SGD,
-    Adam,
-    Addition,
-    ArrayDataSource,
-    Concatenation,
-    Convolution,
-    ConvolutionDescriptor,
-    DataSource,
-    Device,
-    DeviceError,
-    Dropout,
-    Error,
-    FilterNode,
-    FullyConnected,
-    Graph,
-    Handle,
-    Image,
-    ImageCopyToMatrixNode,
-    ImageNode,
-    InvalidInputError,
-    LogSoftMax,
-    Loss,
-    LossDescriptor,
-    Matrix,
-    MatrixCopyToImageNode,
-    Neuron,
-    NeuronDescriptor,
-    Optimizer,
-    OutOfMemoryError,
-    Pooling,
-    RMSProp,
-    RNNDescriptor,
-    RNNMatrixLayer,
-    RNNMatrixTrainingLayer,
-    RNNMatrixTrainingState,
-    SingleGate,
-    SoftMax,
-    UnsupportedError,
-    WeightsLayout,
-    built_backends,
-    device_count,
-    image_copy_to_matrix,
-    matrix_copy_to_image,
-    memory_stats,
-    reset_peak_memory,
-)
+from nngraph import _core, schedules  # noqa: E402  (after the BLAS library is loaded)
+from nngraph._core import *  # noqa: E402, F403  (every public name of the engine, declared in _core.pyi)
 from nngraph.checkpoint import load, save  # noqa: E402
 from nngraph.graphs import describe as _describe  # noqa: E402
 from nngraph.graphs import parameters as _parameters  # noqa: E402
@@ -76,21 +26,13 @@ from nngraph.plotting import plot_history  # noqa: E402
 from nngraph.training import evaluate, fit  # noqa: E402
 
 # Graph's conveniences written in Python (batching, tables) become its methods.
-Graph.predict = _predict
-Graph.parameters = _parameters
-Graph.summary = _summary
-Graph.__repr__ = _describe
+_core.Graph.predict = _predict
+_core.Graph.parameters = _parameters
+_core.Graph.summary = _summary
+_core.Graph.__repr__ = _describe
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "SGD", "Adam", "Addition", "ArrayDataSource", "Concatenation", "Convolution", "ConvolutionDescriptor",
-    "DataSource", "Device", "DeviceError", "Dropout", "Error", "FilterNode", "FullyConnected", "Graph",
-    "Handle", "Image", "ImageCopyToMatrixNode", "ImageNode", "InvalidInputError", "LogSoftMax", "Loss",
-    "LossDataDescriptor", "LossDescriptor", "LossLabels", "Matrix", "MatrixCopyToImageNode", "Neuron",
-    "NeuronDescriptor", "Optimizer", "OutOfMemoryError", "Pooling", "RMSProp", "RNN", "RNNDescriptor",
-    "RNNMatrixLayer", "RNNMatrixTrainingLayer", "RNNMatrixTrainingState", "SingleGate", "LSTM", "GRU", "MGU",
-    "SoftMax", "UnsupportedError", "WeightsLayout", "built_backends", "device_count", "image_copy_to_matrix",
-    "matrix_copy_to_image", "memory_stats", "reset_peak_memory", "evaluate", "fit", "load", "save",
-    "plot_history", "schedules",
-]
+# The Python layer's names, then the engine's, which follow from its bindings.
+__all__ = ["LossDataDescriptor", "LossLabels", "evaluate", "fit", "load", "plot_history", "save", "schedules"]
+__all__ += sorted(name for name in dir(_core) if not name.startswith("_"))

@@ -10,7 +10,7 @@ from nngraph import OutOfMemoryError
 from nngraph import UnsupportedError
 import numpy
 import typing
-__all__: list[str] = ['Adam', 'Addition', 'ArrayDataSource', 'BuiltinOptimizer', 'Concatenation', 'Convolution', 'ConvolutionDescriptor', 'DataSource', 'Device', 'DeviceError', 'Dropout', 'Error', 'FilterNode', 'FullyConnected', 'GRU', 'Graph', 'Handle', 'Image', 'ImageCopyToMatrixNode', 'ImageNode', 'InvalidInputError', 'LSTM', 'LogSoftMax', 'Loss', 'LossDescriptor', 'MGU', 'Matrix', 'MatrixCopyToImageNode', 'Neuron', 'NeuronDescriptor', 'Optimizer', 'OutOfMemoryError', 'Pooling', 'RMSProp', 'RNN', 'RNNDescriptor', 'RNNMatrixLayer', 'RNNMatrixTrainingLayer', 'RNNMatrixTrainingState', 'SGD', 'SingleGate', 'SoftMax', 'UnsupportedError', 'WeightsLayout', 'built_backends', 'device_count', 'image_copy_to_matrix', 'matrix_copy_to_image', 'memory_stats', 'reset_peak_memory']
+__all__: list[str] = ['Adam', 'Addition', 'Arithmetic', 'ArrayDataSource', 'BuiltinOptimizer', 'Concatenation', 'Convolution', 'ConvolutionDescriptor', 'DataSource', 'Device', 'DeviceError', 'Division', 'Dropout', 'Error', 'FilterNode', 'FullyConnected', 'GRU', 'Graph', 'Handle', 'Image', 'ImageCopyToMatrixNode', 'ImageNode', 'InvalidInputError', 'LSTM', 'LogSoftMax', 'Loss', 'LossDescriptor', 'MGU', 'Matrix', 'MatrixCopyToImageNode', 'Multiplication', 'Neuron', 'NeuronDescriptor', 'Optimizer', 'OutOfMemoryError', 'Pooling', 'RMSProp', 'RNN', 'RNNDescriptor', 'RNNMatrixLayer', 'RNNMatrixTrainingLayer', 'RNNMatrixTrainingState', 'SGD', 'SingleGate', 'SoftMax', 'Subtraction', 'UnsupportedError', 'WeightsLayout', 'built_backends', 'device_count', 'image_copy_to_matrix', 'kernels', 'matrix_copy_to_image', 'memory_stats', 'reset_peak_memory']
 class Device:
     """
     Where a graph runs: 'cpu', 'cuda', 'cuda:N' ('mps' reserved).
@@ -323,7 +323,32 @@ class Dropout(FilterNode):
     @property
     def seed(self) -> int:
         ...
-class Addition(FilterNode):
+class Arithmetic(FilterNode):
+    """
+    The base of Addition, Subtraction, Multiplication and Division.
+    """
+class Addition(Arithmetic):
+    """
+    a + b of two images; either may broadcast: each of its axes equals the other's or is 1.
+    """
+    def __init__(self, a: typing.Any, b: typing.Any, label: str = '') -> None:
+        ...
+class Subtraction(Arithmetic):
+    """
+    a - b of two images; either may broadcast: each of its axes equals the other's or is 1.
+    """
+    def __init__(self, a: typing.Any, b: typing.Any, label: str = '') -> None:
+        ...
+class Multiplication(Arithmetic):
+    """
+    a * b of two images; either may broadcast: each of its axes equals the other's or is 1.
+    """
+    def __init__(self, a: typing.Any, b: typing.Any, label: str = '') -> None:
+        ...
+class Division(Arithmetic):
+    """
+    a / b of two images; either may broadcast: each of its axes equals the other's or is 1.
+    """
     def __init__(self, a: typing.Any, b: typing.Any, label: str = '') -> None:
         ...
 class Concatenation(FilterNode):
@@ -639,6 +664,10 @@ def device_count(type: str) -> int:
 def image_copy_to_matrix(source: Image, data_layout: str = 'chw', destination: typing.Any = None) -> Matrix:
     """
     MPSImageCopyToMatrix: row n of the (new or given) matrix holds image n.
+    """
+def kernels() -> dict[str, list[str]]:
+    """
+    The kernels of this build, each with the device types it runs on: {'pooling': ['cpu', 'cuda'], ...}.
     """
 def matrix_copy_to_image(source: Matrix, destination: typing.Any, data_layout: str = 'chw') -> Image:
     """

@@ -1,5 +1,8 @@
 // Errors, devices and descriptors.
+#include <map>
+
 #include "backends/backend.h"
+#include "backends/kernel.h"
 #include "bindings.h"
 #include "nngraph/descriptors.h"
 #include "nngraph/error.h"
@@ -69,6 +72,13 @@ void init_core(py::module_& m) {
         "Bytes nngraph holds on a device now and at most since reset_peak_memory (images, weights, arenas).");
   m.def("reset_peak_memory", [](const py::object& device) { backend_for(to_device(device)).reset_peak_memory(); },
         py::arg("device") = "cpu");
+  m.def("kernels", [] {
+        constexpr const char* kTypes[] = {"cpu", "cuda", "mps"};
+        std::map<std::string, std::vector<std::string>> by_kernel;
+        for (const auto& [name, type] : registered_kernels()) by_kernel[name].push_back(kTypes[static_cast<int>(type)]);
+        return by_kernel;
+      },
+      "The kernels of this build, each with the device types it runs on: {'pooling': ['cpu', 'cuda'], ...}.");
   m.def("device_count", [](const std::string& type) { return device_count(Device::parse(type).type()); },
         py::arg("type"), "Devices of a type usable now: 'cpu' 1, 'cuda' the GPUs present (0 if not built).");
 

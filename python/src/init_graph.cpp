@@ -2,7 +2,7 @@
 #include "bindings.h"
 #include "nngraph/error.h"
 #include "nngraph/graph.h"
-#include "nngraph/loss.h"
+#include "ops/loss.h"
 
 namespace nngraph::py_bind {
 namespace {

@@ -1,6 +1,6 @@
 // Loss descriptors and loss nodes.
 #include "bindings.h"
-#include "nngraph/loss.h"
+#include "ops/loss.h"
 
 namespace nngraph::py_bind {
 

@@ -2,6 +2,13 @@
 // (standing for its result_image).
 #include "bindings.h"
 #include "nngraph/error.h"
+#include "ops/arithmetic.h"
+#include "ops/concatenation.h"
+#include "ops/conv.h"
+#include "ops/dropout.h"
+#include "ops/neuron.h"
+#include "ops/pool.h"
+#include "ops/softmax.h"
 
 namespace nngraph::py_bind {
 namespace {
@@ -28,6 +35,21 @@ ImageNodePtr to_image_node(const py::handle& obj, const std::string& what) {
   fail("[", what, "] expected an ImageNode or a filter node as source, got ",
        py::str(py::type::of(obj).attr("__name__")).cast<std::string>());
 }
+
+namespace {
+
+// Each operand's axes N, C, H, W equal the result's or are 1 (it broadcasts along them).
+template <ArithmeticOp Op>
+void bind_arithmetic(py::module_& m, const char* name, const char* formula) {
+  py::class_<ArithmeticNodeOf<Op>, ArithmeticNode, std::shared_ptr<ArithmeticNodeOf<Op>>>(
+      m, name, cat(formula, " of two images; either may broadcast: each of its axes equals the other's or is 1.").c_str())
+      .def(py::init([name](const py::object& a, const py::object& b, std::string label) {
+             return ArithmeticNodeOf<Op>::create(to_image_node(a, name), to_image_node(b, name), std::move(label));
+           }),
+           py::arg("a"), py::arg("b"), py::arg("label") = "");
+}
+
+}  // namespace
 
 void init_nodes(py::module_& m) {
   py::class_<ImageNode, ImageNodePtr>(
@@ -125,11 +147,12 @@ void init_nodes(py::module_& m) {
       .def_property_readonly("keep_probability", &DropoutNode::keep_probability)
       .def_property_readonly("seed", &DropoutNode::seed);
 
-  py::class_<AdditionNode, FilterNode, std::shared_ptr<AdditionNode>>(m, "Addition")
-      .def(py::init([](const py::object& a, const py::object& b, std::string label) {
-             return AdditionNode::create(to_image_node(a, "addition"), to_image_node(b, "addition"), std::move(label));
-           }),
-           py::arg("a"), py::arg("b"), py::arg("label") = "");
+  py::class_<ArithmeticNode, FilterNode, std::shared_ptr<ArithmeticNode>>(
+      m, "Arithmetic", "The base of Addition, Subtraction, Multiplication and Division.");
+  bind_arithmetic<ArithmeticOp::Add>(m, "Addition", "a + b");
+  bind_arithmetic<ArithmeticOp::Subtract>(m, "Subtraction", "a - b");
+  bind_arithmetic<ArithmeticOp::Multiply>(m, "Multiplication", "a * b");
+  bind_arithmetic<ArithmeticOp::Divide>(m, "Division", "a / b");
 
   py::class_<ConcatenationNode, FilterNode, std::shared_ptr<ConcatenationNode>>(m, "Concatenation")
       .def(py::init([](const py::list& sources, std::string label) {

@@ -1,4 +1,4 @@
-// Conversions, bias + neuron epilogues, neuron gradients, addition, dropout, pad and crop,
+// Conversions, bias + neuron epilogues, neuron gradients, dropout, pad and crop,
 // row windows.
 #include <cuda_fp16.h>
 
@@ -28,9 +28,6 @@ __global__ void neuron_kernel(const float* in, float* out, size_t n, NeuronDescr
 template <class D>
 __global__ void neuron_gradient_kernel(const float* v, const float* dy, float* dx, size_t n, D derivative) {
   NNGRAPH_GRID_LOOP(i, n) dx[i] = dy[i] * derivative(v[i]);
-}
-__global__ void add_kernel(const float* a, const float* b, float* out, size_t n) {
-  NNGRAPH_GRID_LOOP(i, n) out[i] = a[i] + b[i];
 }
 __global__ void dropout_kernel(const float* in, float* out, size_t n, float keep, uint64_t seed, const uint64_t* step) {
   const uint64_t key = math::dropout_key(seed, *step);
@@ -101,10 +98,6 @@ void neuron_gradient(cudaStream_t s, const float* v, const float* dy, float* dx,
     neuron_gradient_kernel<<<blocks_for(n), kThreads, 0, s>>>(v, dy, dx, n, derivative);
   });
   check_launch("neuron_gradient");
-}
-void add(cudaStream_t s, const float* a, const float* b, float* out, size_t n) {
-  add_kernel<<<blocks_for(n), kThreads, 0, s>>>(a, b, out, n);
-  check_launch("addition");
 }
 void dropout(cudaStream_t s, const float* in, float* out, size_t n, float keep, uint64_t seed, const uint64_t* step) {
   dropout_kernel<<<blocks_for(n), kThreads, 0, s>>>(in, out, n, keep, seed, step);

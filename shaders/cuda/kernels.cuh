@@ -10,7 +10,7 @@
 #include "nngraph/descriptors.h"
 #include "nngraph/optimizer.h"
 
-#include "backends/backend.h"
+#include "ops/rnn.h"
 
 namespace nngraph {
 struct PoolGeometry;
@@ -30,7 +30,6 @@ void bias_neuron(cudaStream_t s, float* x, size_t count, int channels, int hw, c
 void neuron(cudaStream_t s, const float* in, float* out, size_t count, const NeuronDescriptor& neuron);
 void neuron_gradient(cudaStream_t s, const float* v, const float* dy, float* dx, size_t count,
                      const NeuronDescriptor& neuron);
-void add(cudaStream_t s, const float* a, const float* b, float* out, size_t count);
 // The mask comes from (seed, *step): step is read on the device, so captures see each encode's.
 void dropout(cudaStream_t s, const float* in, float* out, size_t count, float keep, uint64_t seed,
              const uint64_t* step);

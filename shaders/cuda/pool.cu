@@ -3,10 +3,9 @@
 // as the cpu backend). A folded neuron gradient multiplies by f'(x) in the same pass.
 #include <type_traits>
 
-#include "backends/backend.h"
 #include "common.cuh"
 #include "kernels.cuh"
-#include "nngraph/nodes.h"
+#include "ops/pool.h"
 
 namespace nngraph::cuda {
 namespace {

@@ -140,6 +140,41 @@ NNGRAPH_HD inline float neuron_derivative(const NeuronDescriptor& n, float v) {
   return 1.f;
 }
 
+// ---- arithmetic of two images
+
+NNGRAPH_HD inline float arithmetic(ArithmeticOp op, float a, float b) {
+  switch (op) {
+    case ArithmeticOp::Add: return a + b;
+    case ArithmeticOp::Subtract: return a - b;
+    case ArithmeticOp::Multiply: return a * b;
+    case ArithmeticOp::Divide: return a / b;
+  }
+  return a;
+}
+
+// ∂(a op b)/∂a (operand 0) or ∂(a op b)/∂b (operand 1).
+NNGRAPH_HD inline float arithmetic_partial(ArithmeticOp op, int operand, float a, float b) {
+  switch (op) {
+    case ArithmeticOp::Add: return 1.f;
+    case ArithmeticOp::Subtract: return operand == 0 ? 1.f : -1.f;
+    case ArithmeticOp::Multiply: return operand == 0 ? b : a;
+    case ArithmeticOp::Divide: return operand == 0 ? 1.f / b : -a / (b * b);
+  }
+  return 0.f;
+}
+
+// Element offsets of an operand read at the result's (n, c, y, x): stride 0 along its axes of
+// extent 1, so it broadcasts.
+struct Broadcast {
+  long long n = 0, c = 0, y = 0;  // x: 1, or 0 when the operand is one column wide
+  int x = 0;
+  Broadcast() = default;
+  NNGRAPH_HD Broadcast(int batch, int channels, int height, int width)
+      : n(batch == 1 ? 0 : static_cast<long long>(channels) * height * width),
+        c(channels == 1 ? 0 : static_cast<long long>(height) * width), y(height == 1 ? 0 : width), x(width == 1 ? 0 : 1) {}
+  NNGRAPH_HD long long at(int in, int ic, int iy, int ix) const { return in * n + ic * c + iy * y + ix * x; }
+};
+
 // ---- losses (double precision per term; see LossDescriptor for the reductions)
 
 NNGRAPH_HD inline double smoothed(const LossDescriptor& d, double l, int channels) {

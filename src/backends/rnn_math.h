@@ -10,7 +10,7 @@
 // switch and vectorizes on cpu.
 #include <type_traits>
 
-#include "backends/backend.h"
+#include "ops/rnn.h"
 #include "backends/math.h"
 #include "nngraph/rnn.h"
 

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "ops/cast.h"
 #include "nngraph/error.h"
 
 namespace nngraph {
@@ -49,7 +50,8 @@ Image Image::converted(DType dtype) const {
   ImageDescriptor d = desc_;
   d.dtype = dtype;
   Image out = allocate(d, device());
-  backend_for(device()).convert(*this, out);
+  Backend& b = backend_for(device());
+  dispatch<CastKernel>(b, *this, out);
   return out;
 }
 

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "backends/backend.h"
+#include "ops/optimizer.h"
 #include "nngraph/error.h"
 
 namespace nngraph {
@@ -44,7 +45,9 @@ void BuiltinOptimizer::apply(const Device& device, float* values, const float* g
   s.d = descriptor;  // picks up learning-rate changes
   s.d.validate();
   s.step = step;
-  backend_for(device).optimizer_step(s, values, gradient, slots, count);
+  TensorUpdate t{values, gradient, {}, count, step};
+  for (size_t i = 0; i < slots.size() && i < 3; ++i) t.slots[i] = slots[i];
+  dispatch<OptimizerKernel>(backend_for(device), s, std::vector<TensorUpdate>{t});
 }
 
 void BuiltinOptimizer::apply_all(const Device& device, const std::vector<TensorUpdate>& tensors,
@@ -52,7 +55,7 @@ void BuiltinOptimizer::apply_all(const Device& device, const std::vector<TensorU
   OptimizerStep s = params_;
   s.d = d;
   s.d.validate();
-  backend_for(device).optimizer_steps(s, tensors);
+  dispatch<OptimizerKernel>(backend_for(device), s, tensors);
 }
 
 std::shared_ptr<BuiltinOptimizer> make_sgd(OptimizerDescriptor d, float momentum, bool nesterov) {

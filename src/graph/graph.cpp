@@ -15,6 +15,7 @@
 #include "graph/parameters.h"
 #include "graph/plan.h"
 #include "nngraph/error.h"
+#include "ops/cast.h"
 
 namespace nngraph {
 
@@ -120,12 +121,12 @@ struct Graph::Impl {
 
   void check_finite(const std::vector<Image>& losses, const std::vector<const FilterNode*>& trained) {
     for (size_t i = 0; i < losses.size(); ++i)
-      if (!backend.all_finite(losses[i].data_as<float>(), losses[i].descriptor().count()))
+      if (!dispatch<AllFiniteKernel>(backend, losses[i]))
         fail<DeviceError>("[", structure.losses[i].node->label(), "] loss is NaN or infinite; no weights were updated");
     for (const FilterNode* f : trained)
       for (const GradientState& g : gradients.at(f))
-        if (!backend.all_finite(static_cast<const float*>(g.weights->data()), g.weight_count) ||
-            (g.biases && !backend.all_finite(static_cast<const float*>(g.biases->data()), g.bias_count)))
+        if (!dispatch<AllFiniteKernel>(backend, Tensor::vector(g.weights, g.weight_count)) ||
+            (g.biases && !dispatch<AllFiniteKernel>(backend, Tensor::vector(g.biases, g.bias_count))))
           fail<DeviceError>("[", f->label(), "] weight gradient is NaN or infinite; no weights were updated");
   }
 
@@ -171,7 +172,8 @@ struct Graph::Impl {
   std::vector<Image> execute(const Plan& plan, Parameters& wm, const std::vector<Image>& src,
                              const std::vector<LossLabels>& labels, uint64_t step, const Rates& rates,
                              std::vector<Image>& losses) {
-    const int n = src[0].batch();
+    int n = 0;  // a source of one image may broadcast along the batch
+    for (const Image& img : src) n = std::max(n, img.batch());
     const size_t need = plan.arena * n * sizeof(float);
     if (!arena || arena->bytes() < need) {
       arena.reset();  // free the old arena before taking a larger one
@@ -221,10 +223,10 @@ struct Graph::Impl {
     const std::vector<Image>& loss_out = r ? r->losses : losses;
     const size_t n_src = s.sources.size();
     for (size_t i = n_src; i < t.size(); ++i)
-      if (s.root[i] == static_cast<int>(i) && plan.in_arena[i])
+      if (plan.root[i] == static_cast<int>(i) && plan.in_arena[i])
         t[i] = Image({n, plan.shapes[i], DType::Float32}, arena, plan.offset[i] * n * sizeof(float));
     for (size_t i = n_src; i < t.size(); ++i)
-      if (s.root[i] != static_cast<int>(i)) t[i] = t[s.root[i]];
+      if (plan.root[i] != static_cast<int>(i)) t[i] = t[plan.root[i]];
     for (size_t i = 0; r && i < losses.size(); ++i)
       copies_out.push_back({losses[i].data(), r->losses[i].data(), losses[i].descriptor().bytes()});
     std::vector<Image> out;
@@ -235,7 +237,9 @@ struct Graph::Impl {
     }
     auto run = [&] {
       const Image none;
-      for (const Step& st : s.steps) {
+      for (size_t k = 0; k < s.steps.size(); ++k) {
+        const Step& st = s.steps[k];
+        if (plan.passes[k]) continue;
         std::vector<const Image*> ins;
         for (int id : st.inputs) ins.push_back(&t[id]);
         const FilterNode* owner = st.node->trains() ? st.node->trains() : st.node;
@@ -246,7 +250,7 @@ struct Graph::Impl {
         st.node->encode(EncodeArgs{backend, ins, st.output_needed ? t[st.output] : none,
                                    w == wm.of.end() ? nullptr : w->second.data(),
                                    st.trains_weights ? gradients.at(owner).data() : nullptr, st.fused,
-                                   counter, loss, allow_tf32, st.state >= 0 ? &t[st.state] : nullptr});
+                                   counter, loss, allow_tf32, st.state >= 0 ? &t[st.state] : nullptr, s.training});
         profile.mark(st.node->label());
       }
     };
@@ -423,6 +427,22 @@ std::string source_name(const ImageNodePtr& s, size_t i) {
 
 }  // namespace
 
+// A source of one image beside a batch of N reaches only steps that broadcast it.
+void Graph::check_broadcast(const std::vector<Image>& sources, int batch) const {
+  const auto& s = impl_->structure;
+  for (size_t i = 0; i < sources.size(); ++i) {
+    if (sources[i].batch() == batch) continue;
+    const int id = s.image_sources[i];
+    if (sources[i].batch() != 1)
+      fail("[graph] source images differ in batch size: ", sources[i].batch(), " and ", batch);
+    for (const Step& st : s.steps)
+      for (size_t k = 0; k < st.inputs.size(); ++k)
+        if (st.inputs[k] == id && !st.node->broadcasts_batch(k))
+          fail("[", st.node->label(), "] ", source_name(impl_->image_sources[i], i), " holds 1 image but the batch has ",
+               batch, ": only an arithmetic node's operand broadcasts along the batch");
+  }
+}
+
 HandlePtr Graph::encode(std::vector<Image> sources, std::vector<LossLabels> labels, Callback on_complete) {
   const auto& expected = impl_->image_sources;
   if (sources.size() != expected.size())
@@ -432,7 +452,7 @@ HandlePtr Graph::encode(std::vector<Image> sources, std::vector<LossLabels> labe
     const Image& img = sources[i];
     if (img.empty()) fail("[graph] ", source_name(expected[i], i), " is empty");
     if (img.batch() < 1) fail("[graph] ", source_name(expected[i], i), ": empty batch");
-    if (img.batch() != sources[0].batch())
+    if (img.batch() != sources[0].batch() && img.batch() != 1 && sources[0].batch() != 1)
       fail("[graph] source images differ in batch size: ", sources[0].batch(), " and ", img.batch());
     if (img.device() != impl_->device)
       fail("[graph] ", source_name(expected[i], i), " is on ", img.device().str(), ", the graph runs on ",
@@ -444,6 +464,9 @@ HandlePtr Graph::encode(std::vector<Image> sources, std::vector<LossLabels> labe
            ", ", img.shape().w, ")");
     shapes.push_back(img.shape());
   }
+  int batch = 0;
+  for (const Image& img : sources) batch = std::max(batch, img.batch());
+  check_broadcast(sources, batch);
   auto plan = impl_->plan_for(shapes);
   const auto& losses = impl_->structure.losses;
   if (labels.size() != losses.size())
@@ -454,8 +477,7 @@ HandlePtr Graph::encode(std::vector<Image> sources, std::vector<LossLabels> labe
     const ImageShape want = plan->shapes[losses[i].labels];
     const Image& l = labels[i].labels;
     if (l.empty()) fail("[", name, "] no labels given");
-    if (l.batch() != sources[0].batch())
-      fail("[", name, "] labels hold ", l.batch(), " images but the batch has ", sources[0].batch());
+    if (l.batch() != batch) fail("[", name, "] labels hold ", l.batch(), " images but the batch has ", batch);
     if (l.shape() != want) fail("[", name, "] labels must be ", want.str(), " per image, got ", l.shape().str());
     if (l.dtype() != DType::Float32 || l.device() != impl_->device)
       fail("[", name, "] labels must be float32 on ", impl_->device.str());
@@ -524,9 +546,11 @@ MemoryPlan Graph::memory_plan(int batch) const {
   m.batch = batch;
   m.planned_bytes = plan->arena * batch * sizeof(float);
   m.naive_bytes = plan->naive * batch * sizeof(float);
-  for (const Step& s : impl_->structure.steps)
-    m.steps.push_back(s.fused.type == NeuronType::None ? s.node->label()
-                                                       : s.node->label() + "+" + s.fused.name());
+  const auto& steps = impl_->structure.steps;
+  for (size_t k = 0; k < steps.size(); ++k)
+    if (!plan->passes[k])
+      m.steps.push_back(steps[k].fused.type == NeuronType::None ? steps[k].node->label()
+                                                                : steps[k].node->label() + "+" + steps[k].fused.name());
   return m;
 }
 

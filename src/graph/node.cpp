@@ -1,5 +1,6 @@
 #include "nngraph/error.h"
 #include "nngraph/nodes.h"
+#include "ops/gradient.h"
 
 namespace nngraph {
 
@@ -11,7 +12,7 @@ ImageNode::ImageNode(std::optional<ImageShape> shape, std::string label)
 }
 
 FilterNode::FilterNode(std::vector<ImageNodePtr> sources, std::string label, const char* kind)
-    : sources_(std::move(sources)), result_({}, std::move(label)) {
+    : sources_(std::move(sources)), result_({}, std::move(label)), kind_(kind) {
   result_.producer_ = this;
   state_.producer_ = this;
   state_.is_state_ = true;
@@ -24,5 +25,30 @@ FilterNode::FilterNode(std::vector<ImageNodePtr> sources, std::string label, con
 ImageNodePtr FilterNode::result_image() { return ImageNodePtr(shared_from_this(), &result_); }
 
 ImageNodePtr FilterNode::state_image() { return ImageNodePtr(shared_from_this(), &state_); }
+
+std::vector<FilterNodePtr> FilterNode::gradient_filters(const ImageNodePtr& source_gradient) {
+  if (!source_gradient) fail("[", label(), "] gradient_filter needs a source gradient image");
+  return make_gradients(source_gradient);
+}
+
+FilterNodePtr FilterNode::gradient_filter(const ImageNodePtr& source_gradient) {
+  auto g = gradient_filters(source_gradient);
+  if (g.size() != 1)
+    fail("[", label(), "] has ", sources().size(), " sources: use gradient_filters for one gradient node each");
+  return g[0];
+}
+
+std::vector<FilterNodePtr> FilterNode::make_gradients(const ImageNodePtr&) {
+  fail<Unsupported>("[", label(), "] ", kind(), " has no gradient node");
+}
+
+GradientNode::GradientNode(std::vector<ImageNodePtr> sources, const FilterNode& forward, const char* kind)
+    : FilterNode(std::move(sources), "", kind) {
+  set_default_label(forward.label() + "_gradient");
+}
+
+std::vector<FilterNodePtr> GradientNode::make_gradients(const ImageNodePtr&) {
+  fail<Unsupported>("[", label(), "] gradients of gradient nodes (second order) are not supported");
+}
 
 }  // namespace nngraph

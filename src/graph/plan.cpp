@@ -6,7 +6,7 @@
 #include <unordered_set>
 
 #include "nngraph/error.h"
-#include "ops/gradient_nodes.h"
+#include "ops/arithmetic.h"
 
 namespace nngraph {
 namespace {
@@ -107,20 +107,20 @@ Structure build_structure(const std::vector<ImageNodePtr>& results, const std::v
       s.root[out] = s.root[ins[0]];
       continue;
     }
-    // A training graph may fold a neuron only if its gradient can work from the output.
-    if (auto* neuron = dynamic_cast<NeuronNode*>(f); neuron && (!s.training || neuron->neuron().derivative_from_output())) {
+    // A neuron folds into the step computing its source (a convolution's epilogue).
+    if (const NeuronDescriptor* neuron = f->fusable_neuron(s.training)) {
       if (Step* p = fold_target(ins[0]); p && p->node->accepts_fused_neuron()) {
-        p->fused = neuron->neuron();
+        p->fused = *neuron;
         s.root[out] = ins[0];
         continue;
       }
     }
     // A neuron gradient whose dY comes from a gradient step for the neuron's own output (max
     // pooling after relu) folds into that step: one pass instead of two.
-    if (auto* gradient = dynamic_cast<NeuronGradientNode*>(f)) {
+    if (const NeuronDescriptor* neuron = f->fusable_neuron_gradient()) {
       Step* p = fold_target(ins[0]);
       if (p && p->node->accepts_fused_neuron_gradient() && p->inputs[1] == s.root[ins[1]]) {
-        p->fused = gradient->neuron();
+        p->fused = *neuron;
         s.root[out] = ins[0];
         continue;
       }
@@ -171,7 +171,7 @@ std::vector<ImageNodePtr> build_gradient_pass(const std::shared_ptr<LossNode>& l
     // A result read by several nodes receives the sum of their gradients.
     ImageNodePtr dy = found->second[0];
     for (size_t k = 1; k < found->second.size(); ++k)
-      dy = AdditionNode::create(dy, found->second[k], f->label() + "_gradient_sum")->result_image();
+      dy = ArithmeticNode::create(ArithmeticOp::Add, dy, found->second[k], f->label() + "_gradient_sum")->result_image();
     const auto grads = f->gradient_filters(dy);
     for (size_t i = 0; i < grads.size(); ++i) {
       roots.push_back(grads[i]->result_image());
@@ -198,16 +198,31 @@ Plan make_plan(const Structure& s, const std::vector<ImageShape>& source_shapes)
     p.naive += p.shapes[n_src + i].count();
     if (states.count(s.state_of(i))) p.shapes[s.state_of(i)] = {static_cast<int>(s.order[i]->state_size(ins)), 1, 1};
   }
-  // Liveness of each arena tensor in step indices: [def, last use]; results live to the end.
+  // Steps that pass their source through for these shapes alias it instead (tensor ids only
+  // point back, so one pass in order resolves chains).
   const int n_steps = static_cast<int>(s.steps.size());
+  p.root = s.root;
+  p.passes.assign(n_steps, false);
+  for (int i = 0; i < n_steps; ++i) {
+    const Step& st = s.steps[i];
+    std::vector<ImageShape> ins;
+    for (int t : st.inputs) ins.push_back(p.shapes[t]);
+    if (st.state < 0 && st.node->passes_through(ins)) {
+      p.passes[i] = true;
+      p.root[st.output] = p.root[st.inputs[0]];
+    }
+  }
+  for (size_t t = 0; t < p.root.size(); ++t) p.root[t] = p.root[p.root[t]];
+  // Liveness of each arena tensor in step indices: [def, last use]; results live to the end.
   std::vector<int> def(s.tensor_count(), -1), last(s.tensor_count(), -1);
   for (int i = 0; i < n_steps; ++i) {
+    if (p.passes[i]) continue;
     for (int t : {s.steps[i].output_needed ? s.steps[i].output : -1, s.steps[i].state})
       if (t >= 0) def[t] = last[t] = i;
   }
   for (int i = 0; i < n_steps; ++i)
-    for (int t : s.steps[i].inputs) last[t] = std::max(last[t], i);
-  for (int t : s.results) last[s.root[t]] = n_steps;
+    for (int t : s.steps[i].inputs) last[p.root[t]] = std::max(last[p.root[t]], i);
+  for (int t : s.results) last[p.root[t]] = n_steps;
   auto padded = [&](int t) { return (p.shapes[t].count() + 15) / 16 * 16; };  // 64-byte aligned
   std::vector<int> arena;
   for (size_t t = n_src; t < s.tensor_count(); ++t)

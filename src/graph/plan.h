@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "nngraph/loss.h"
 #include "nngraph/nodes.h"
+#include "ops/loss.h"
 
 namespace nngraph {
 
@@ -54,6 +54,8 @@ std::vector<ImageNodePtr> build_gradient_pass(const std::shared_ptr<LossNode>& l
 
 struct Plan {
   std::vector<ImageShape> shapes;  // per tensor
+  std::vector<int> root;           // the structure's, with the aliases of steps that pass through
+  std::vector<bool> passes;        // per step: its result is its source 0 for these shapes (no kernel)
   std::vector<size_t> offset;      // per root tensor, floats per image in the arena
   std::vector<bool> in_arena;      // per tensor: some step writes it
   size_t arena = 0;                // floats per image

@@ -1,13 +1,22 @@
-// Convolution and fully connected: shape rules and kernel dispatch.
-#include "backends/backend.h"
+// Convolution and fully connected: shape rules, gradient wiring and kernel dispatch.
+#include "ops/conv.h"
+
 #include "nngraph/error.h"
-#include "nngraph/nodes.h"
 
 namespace nngraph {
 namespace {
 
 const NeuronDescriptor& effective_neuron(const ConvolutionDescriptor& d, const EncodeArgs& a) {
   return d.neuron.type != NeuronType::None ? d.neuron : a.fused;
+}
+
+Tensor weights_of(const WeightsState* w) { return Tensor::vector(w->weights, w->weight_count); }
+Tensor biases_of(const WeightsState* w) { return Tensor::vector(w->biases, w->bias_count); }
+
+std::vector<ImageNodePtr> gradient_sources(const ImageNodePtr& dy, ConvolutionNode& f) {
+  std::vector<ImageNodePtr> s{dy, f.sources()[0]};
+  if (f.descriptor().neuron.type != NeuronType::None) s.push_back(f.result_image());
+  return s;
 }
 
 }  // namespace
@@ -26,7 +35,7 @@ std::shared_ptr<ConvolutionNode> ConvolutionNode::create(ImageNodePtr source,
                                                          std::shared_ptr<DataSource> weights,
                                                          Padding padding, std::string label) {
   return std::shared_ptr<ConvolutionNode>(
-      new ConvolutionNode(std::move(source), std::move(weights), padding, std::move(label), "convolution"));
+      new ConvolutionNode(std::move(source), std::move(weights), padding, std::move(label), kKind));
 }
 
 ImageShape ConvolutionNode::infer(const std::vector<ImageShape>& s) const {
@@ -57,19 +66,40 @@ ConvGeometry ConvolutionNode::geometry(const ImageShape& in) const {
 }
 
 void ConvolutionNode::encode(const EncodeArgs& a) const {
-  const auto& d = desc_;
   ConvGeometry g = geometry(a.sources[0]->shape());
   g.tf32 = a.allow_tf32;
-  const float* bias = a.weights->biases ? static_cast<const float*>(a.weights->biases->data()) : nullptr;
-  a.backend.convolution(g, *a.sources[0], static_cast<const float*>(a.weights->weights->data()),
-                        bias, effective_neuron(d, a), a.result);
+  dispatch<ConvolutionKernel>(a.backend, g, *a.sources[0], weights_of(a.weights), biases_of(a.weights),
+                         effective_neuron(desc_, a), a.result);
 }
+
+std::vector<FilterNodePtr> ConvolutionNode::make_gradients(const ImageNodePtr& dy) {
+  // The gradient sees the output alone, not the pre-activation.
+  if (!desc_.neuron.derivative_from_output())
+    fail<Unsupported>("[", label(), "] its fused ", desc_.neuron.name(), " neuron (a=", desc_.neuron.a,
+                      ") has no gradient from its output: train it as a separate Neuron node");
+  return {std::make_shared<ConvolutionGradientNode>(dy, std::static_pointer_cast<ConvolutionNode>(shared_from_this()))};
+}
+
+// Sources: dY, X[, Y]. A gradient that nothing reads and weights that do not train are skipped.
+void ConvolutionNode::encode_gradient(const EncodeArgs& a) const {
+  const Image& x = *a.sources[1];
+  const Tensor y = a.sources.size() > 2 ? Tensor(*a.sources[2]) : Tensor();
+  const Tensor dw = a.gradients ? weights_of(a.gradients) : Tensor();
+  if (a.result.empty() && !dw) return;
+  ConvGeometry g = geometry(x.shape());
+  g.tf32 = a.allow_tf32;
+  dispatch<ConvolutionGradientKernel>(a.backend, g, x, weights_of(a.weights), *a.sources[0], y, desc_.neuron, a.result, dw,
+                                 a.gradients ? biases_of(a.gradients) : Tensor());
+}
+
+ConvolutionGradientNode::ConvolutionGradientNode(const ImageNodePtr& dy, std::shared_ptr<ConvolutionNode> forward)
+    : GradientNode(gradient_sources(dy, *forward), *forward, kKind), forward_(std::move(forward)) {}
 
 std::shared_ptr<FullyConnectedNode> FullyConnectedNode::create(ImageNodePtr source,
                                                                std::shared_ptr<DataSource> weights,
                                                                std::string label) {
   std::shared_ptr<FullyConnectedNode> node(new FullyConnectedNode(
-      std::move(source), std::move(weights), Padding{}, std::move(label), "fully_connected"));
+      std::move(source), std::move(weights), Padding{}, std::move(label), kKind));
   const auto& d = node->desc_;
   if (d.groups != 1 || d.stride_x != 1 || d.stride_y != 1 || d.dilation_x != 1 || d.dilation_y != 1)
     fail("[", node->label(), "] fully connected weights take no groups, stride or dilation");
@@ -90,9 +120,16 @@ ImageShape FullyConnectedNode::infer(const std::vector<ImageShape>& s) const {
 }
 
 void FullyConnectedNode::encode(const EncodeArgs& a) const {
-  const float* bias = a.weights->biases ? static_cast<const float*>(a.weights->biases->data()) : nullptr;
-  a.backend.fully_connected(*a.sources[0], static_cast<const float*>(a.weights->weights->data()),
-                            bias, effective_neuron(desc_, a), a.result, a.allow_tf32);
+  dispatch<FullyConnectedKernel>(a.backend, *a.sources[0], weights_of(a.weights), biases_of(a.weights),
+                            effective_neuron(desc_, a), a.result, a.allow_tf32);
+}
+
+void FullyConnectedNode::encode_gradient(const EncodeArgs& a) const {
+  const Tensor y = a.sources.size() > 2 ? Tensor(*a.sources[2]) : Tensor();
+  const Tensor dw = a.gradients ? weights_of(a.gradients) : Tensor();
+  if (a.result.empty() && !dw) return;
+  dispatch<FullyConnectedGradientKernel>(a.backend, *a.sources[1], weights_of(a.weights), *a.sources[0], y, desc_.neuron,
+                                    a.result, dw, a.gradients ? biases_of(a.gradients) : Tensor(), a.allow_tf32);
 }
 
 }  // namespace nngraph

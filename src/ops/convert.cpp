@@ -1,9 +1,9 @@
 // Image ⇄ matrix converters and their graph nodes.
 #include "nngraph/convert.h"
 
-#include "backends/backend.h"
+#include "ops/convert.h"
 #include "nngraph/error.h"
-#include "ops/gradient_nodes.h"
+#include "ops/gradient.h"
 
 namespace nngraph {
 namespace {
@@ -11,22 +11,22 @@ namespace {
 // N images of C×P values (P = H·W) into rows of stride `ld`, in `layout` order.
 void to_rows(Backend& b, DataLayout layout, const float* in, float* out, int ld, int n, int c, int p) {
   const int k = c * p;
-  if (layout == DataLayout::FeatureChannelsHeightWidth) return b.copy_rows(out, ld, in, k, n, k, false);
+  if (layout == DataLayout::FeatureChannelsHeightWidth) return dispatch<CopyRowsKernel>(b, out, ld, in, k, n, k, false);
   const int dims[3] = {n, c, p}, perm[3] = {0, 2, 1};
-  if (ld == k) return b.permute(in, out, dims, perm);
+  if (ld == k) return dispatch<PermuteKernel>(b, in, out, dims, perm);
   auto tmp = b.allocate(size_t(n) * k * sizeof(float));
-  b.permute(in, static_cast<float*>(tmp->data()), dims, perm);
-  b.copy_rows(out, ld, static_cast<float*>(tmp->data()), k, n, k, false);
+  dispatch<PermuteKernel>(b, in, static_cast<float*>(tmp->data()), dims, perm);
+  dispatch<CopyRowsKernel>(b, out, ld, static_cast<float*>(tmp->data()), k, n, k, false);
 }
 
 void from_rows(Backend& b, DataLayout layout, const float* in, int ld, float* out, int n, int c, int p) {
   const int k = c * p;
-  if (layout == DataLayout::FeatureChannelsHeightWidth) return b.copy_rows(out, k, in, ld, n, k, false);
+  if (layout == DataLayout::FeatureChannelsHeightWidth) return dispatch<CopyRowsKernel>(b, out, k, in, ld, n, k, false);
   const int dims[3] = {n, p, c}, perm[3] = {0, 2, 1};
-  if (ld == k) return b.permute(in, out, dims, perm);
+  if (ld == k) return dispatch<PermuteKernel>(b, in, out, dims, perm);
   auto tmp = b.allocate(size_t(n) * k * sizeof(float));
-  b.copy_rows(static_cast<float*>(tmp->data()), k, in, ld, n, k, false);
-  b.permute(static_cast<float*>(tmp->data()), out, dims, perm);
+  dispatch<CopyRowsKernel>(b, static_cast<float*>(tmp->data()), k, in, ld, n, k, false);
+  dispatch<PermuteKernel>(b, static_cast<float*>(tmp->data()), out, dims, perm);
 }
 
 void check_pair(const char* what, const Image& image, const Matrix& matrix) {
@@ -44,7 +44,6 @@ class ConvertGradientNode : public GradientNode {
  public:
   ConvertGradientNode(const ImageNodePtr& dy, FilterNode& forward, DataLayout layout, bool rows)
       : GradientNode({dy, forward.sources()[0]}, forward, "convert_gradient"), layout_(layout), rows_(rows) {}
-  const char* kind() const override { return "convert_gradient"; }
   ImageShape infer(const std::vector<ImageShape>& sources) const override { return sources[1]; }
   void encode(const EncodeArgs& a) const override {
     const Image& dy = *a.sources[0];

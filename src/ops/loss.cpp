@@ -1,6 +1,6 @@
-#include "nngraph/loss.h"
+// Loss nodes: shape rule and kernel dispatch; the node starts the gradient pass itself.
+#include "ops/loss.h"
 
-#include "backends/backend.h"
 #include "nngraph/error.h"
 
 namespace nngraph {
@@ -10,7 +10,7 @@ std::shared_ptr<LossNode> LossNode::create(ImageNodePtr source, LossDescriptor d
   const std::string base = label.empty() ? "loss" : label;
   auto labels = std::make_shared<ImageNode>(std::nullopt, base + "_labels");
   auto weights = std::make_shared<ImageNode>(std::nullopt, base + "_weights");
-  std::shared_ptr<LossNode> node(new LossNode({std::move(source), labels, weights}, std::move(label), "loss"));
+  std::shared_ptr<LossNode> node(new LossNode({std::move(source), labels, weights}, std::move(label), kKind));
   node->set_default_label("loss");
   node->descriptor_ = descriptor;
   return node;
@@ -32,8 +32,8 @@ double LossNode::reduction_divisor(int n, const ImageShape& shape) const {
 
 void LossNode::encode(const EncodeArgs& a) const {
   const Image& x = *a.sources[0];
-  a.backend.loss(descriptor_, 1.0 / reduction_divisor(x.batch(), x.shape()), x, *a.sources[1], *a.sources[2],
-                 a.result, *a.losses);
+  dispatch<LossKernel>(a.backend, descriptor_, 1.0 / reduction_divisor(x.batch(), x.shape()), x, *a.sources[1],
+                  *a.sources[2], a.result, *a.losses);
 }
 
 std::vector<FilterNodePtr> LossNode::make_gradients(const ImageNodePtr&) {

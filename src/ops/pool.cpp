@@ -1,6 +1,7 @@
-#include "backends/backend.h"
+// Pooling: shape rule, gradient wiring and kernel dispatch.
+#include "ops/pool.h"
+
 #include "nngraph/error.h"
-#include "nngraph/nodes.h"
 
 namespace nngraph {
 
@@ -42,7 +43,20 @@ PoolGeometry PoolingNode::geometry(const ImageShape& in) const {
 }
 
 void PoolingNode::encode(const EncodeArgs& a) const {
-  a.backend.pooling(mode_, geometry(a.sources[0]->shape()), *a.sources[0], a.result);
+  dispatch<PoolingKernel>(a.backend, mode_, geometry(a.sources[0]->shape()), *a.sources[0], a.result);
+}
+
+std::vector<FilterNodePtr> PoolingNode::make_gradients(const ImageNodePtr& dy) {
+  return {std::make_shared<PoolingGradientNode>(dy, std::static_pointer_cast<PoolingNode>(shared_from_this()))};
+}
+
+PoolingGradientNode::PoolingGradientNode(const ImageNodePtr& dy, std::shared_ptr<PoolingNode> forward)
+    : GradientNode({dy, forward->sources()[0]}, *forward, kKind), forward_(std::move(forward)) {}
+
+void PoolingGradientNode::encode(const EncodeArgs& a) const {
+  const Image& x = *a.sources[1];
+  dispatch<PoolingGradientKernel>(a.backend, forward_->mode(), forward_->geometry(x.shape()), x, *a.sources[0], a.result,
+                             a.fused);
 }
 
 }  // namespace nngraph

@@ -1,10 +1,18 @@
 // The RNN graph node: an image's positions as a sequence, through a stack of recurrent layers.
-#include "backends/backend.h"
 #include "nngraph/error.h"
-#include "ops/gradient_nodes.h"
+#include "ops/convert.h"
+#include "ops/gradient.h"
+#include "ops/rnn.h"
 #include "ops/rnn_stack.h"
 
 namespace nngraph {
+
+bool RNNLayerGeometry::cell_has_c() const { return cell == RNNCell::LSTM; }
+bool RNNLayerGeometry::has_extra() const { return cell == RNNCell::GRU || cell == RNNCell::MGU; }
+size_t RNNLayerGeometry::state_floats() const {
+  const size_t step = size_t(batch) * hidden;
+  return boundary() * (cell_has_c() ? 2 : 1) + steps * step * gates + (has_extra() ? steps * step : 0);
+}
 namespace {
 
 std::shared_ptr<Buffer> floats(Backend& b, size_t count) { return b.allocate(count * sizeof(float)); }
@@ -14,13 +22,13 @@ float* data(const std::shared_ptr<Buffer>& b) { return static_cast<float*>(b->da
 std::shared_ptr<Buffer> to_time_major(Backend& b, const Image& img) {
   const int dims[3] = {img.batch(), img.shape().c, img.shape().h * img.shape().w}, perm[3] = {2, 0, 1};
   auto out = floats(b, img.descriptor().count());
-  b.permute(img.data_as<float>(), data(out), dims, perm);
+  dispatch<PermuteKernel>(b, img.data_as<float>(), data(out), dims, perm);
   return out;
 }
 
 void from_time_major(Backend& b, const float* seq, const Image& img) {
   const int dims[3] = {img.shape().h * img.shape().w, img.batch(), img.shape().c}, perm[3] = {1, 2, 0};
-  b.permute(seq, img.data_as<float>(), dims, perm);
+  dispatch<PermuteKernel>(b, seq, img.data_as<float>(), dims, perm);
 }
 
 // Sources: dY, X, the forward node's training state.
@@ -29,7 +37,6 @@ class RNNGradientNode : public GradientNode {
   RNNGradientNode(const ImageNodePtr& dy, std::shared_ptr<RNNNode> forward)
       : GradientNode({dy, forward->sources()[0], forward->state_image()}, *forward, "rnn_gradient"),
         forward_(std::move(forward)) {}
-  const char* kind() const override { return "rnn_gradient"; }
   ImageShape infer(const std::vector<ImageShape>& sources) const override { return sources[1]; }
   const FilterNode* trains() const override { return forward_.get(); }
 

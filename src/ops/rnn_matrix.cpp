@@ -1,6 +1,7 @@
 // RNN matrix layers: sequences of matrices through the shared stack runner.
-#include "backends/backend.h"
 #include "nngraph/error.h"
+#include "ops/convert.h"
+#include "ops/rnn.h"
 #include "ops/rnn_stack.h"
 
 namespace nngraph {
@@ -138,7 +139,7 @@ std::shared_ptr<Buffer> pack(Backend& b, const std::vector<Matrix>& steps, int n
       fail("[", label, "] ", what, " ", t, " has ", m.rows(), " rows, step 0 has ", n, ": every step holds the same sequences");
     if (m.columns() != columns)
       fail("[", label, "] ", what, " ", t, " has ", m.columns(), " feature channels, expected ", columns);
-    b.copy_rows(floats(out) + t * n * columns, columns, m.data_as<float>(), m.row_stride(), n, columns, false);
+    dispatch<CopyRowsKernel>(b, floats(out) + t * n * columns, columns, m.data_as<float>(), m.row_stride(), n, columns, false);
   }
   return out;
 }
@@ -229,7 +230,7 @@ RNNMatrixLayer::Gradients RNNMatrixLayer::gradient(const std::vector<Matrix>& ou
       for (const auto* part : {&g.weights, &g.biases}) {
         if (!*part) continue;
         const int count = static_cast<int>((*part)->bytes() / sizeof(float));
-        b.copy_rows(floats(fresh[k++]), count, floats(*part), count, 1, count, true);
+        dispatch<CopyRowsKernel>(b, floats(fresh[k++]), count, floats(*part), count, 1, count, true);
       }
   }
   out.sources = steps_of(dx, steps, n, stack_.input_channels());

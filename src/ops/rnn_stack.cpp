@@ -1,5 +1,8 @@
 #include "ops/rnn_stack.h"
 
+#include "ops/convert.h"
+#include "ops/rnn.h"
+
 namespace nngraph::rnn_stack {
 namespace {
 
@@ -93,12 +96,12 @@ void forward(Backend& b, const RNNStack& stack, const Layout& l, const WeightsSt
       s.c0 = at(io.c0, li);
       s.state = st;
       s.for_gradient = io.for_gradient;
-      b.rnn_forward(g, tensors<const float>(*layers[li], w + offsets[li]), s);
+      dispatch<RNNForwardKernel>(b, g, tensors<const float>(*layers[li], w + offsets[li]), s);
       const int col = d == 1 && stack.combine == BidirectionalCombine::Concatenate ? stack.stages[k][0].output_feature_channels : 0;
       const bool add = d == 1 && stack.combine == BidirectionalCombine::Sum;
       const int H = g.hidden;
-      if (y) b.copy_rows(y + col, out, g.outputs(g.h(st)), H, T * N, H, add);
-      if (last && io.y_last) b.copy_rows(io.y_last + col, out, g.final_state(g.h(st)), H, N, H, add);
+      if (y) dispatch<CopyRowsKernel>(b, y + col, out, g.outputs(g.h(st)), H, T * N, H, add);
+      if (last && io.y_last) dispatch<CopyRowsKernel>(b, io.y_last + col, out, g.final_state(g.h(st)), H, N, H, add);
       const size_t bytes = size_t(N) * H * sizeof(float);
       if (float* h = at(io.h_final, li)) b.copy(h, g.final_state(g.h(st)), bytes);
       if (float* c = at(io.c_final, li); c && g.cell_has_c()) b.copy(c, g.final_state(g.c(st)), bytes);
@@ -141,8 +144,8 @@ void gradient(Backend& b, const RNNStack& stack, const Layout& l, const WeightsS
       s.dh_final = at(io.dh_final, layer);
       if (dy_last) {  // the combined final state's gradient, plus any given for this layer
         dh_buffer = b.allocate(size_t(N) * H * sizeof(float));
-        b.copy_rows(floats(dh_buffer), H, dy_last + col, out, N, H, false);
-        if (s.dh_final) b.copy_rows(floats(dh_buffer), H, s.dh_final, H, N, H, true);
+        dispatch<CopyRowsKernel>(b, floats(dh_buffer), H, dy_last + col, out, N, H, false);
+        if (s.dh_final) dispatch<CopyRowsKernel>(b, floats(dh_buffer), H, s.dh_final, H, N, H, true);
         s.dh_final = floats(dh_buffer);
       }
       s.dc_final = at(io.dc_final, layer);
@@ -152,7 +155,7 @@ void gradient(Backend& b, const RNNStack& stack, const Layout& l, const WeightsS
       s.dc0 = g.cell_has_c() ? at(io.dc0, layer) : nullptr;
       RNNLayerGradients grads;
       if (dw) grads = tensors<float>(*layers[layer], dw + offsets[layer]);
-      b.rnn_gradient(g, tensors<const float>(*layers[layer], w + offsets[layer]), s, grads);
+      dispatch<RNNGradientKernel>(b, g, tensors<const float>(*layers[layer], w + offsets[layer]), s, grads);
     }
     dy = dx;
     dy_last = nullptr;

@@ -3,7 +3,7 @@
 // sequences: the graph node and the matrix layers share it.
 #include <vector>
 
-#include "backends/backend.h"
+#include "ops/rnn.h"
 #include "nngraph/rnn.h"
 
 namespace nngraph::rnn_stack {

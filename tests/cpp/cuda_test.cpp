@@ -13,6 +13,16 @@
 #include "kernels.cuh"
 #include "nngraph/error.h"
 #include "nngraph/nodes.h"
+#include "ops/arithmetic.h"
+#include "ops/cast.h"
+#include "ops/optimizer.h"
+#include "ops/concatenation.h"
+#include "ops/conv.h"
+#include "ops/dropout.h"
+#include "ops/loss.h"
+#include "ops/neuron.h"
+#include "ops/pool.h"
+#include "ops/softmax.h"
 
 using namespace nngraph;
 
@@ -55,6 +65,9 @@ class CudaVsCpu : public ::testing::Test {
     img.copy_to_host(v.data());
     return v;
   }
+  // Host or device values as a kernel's parameter operand.
+  static Tensor t(const std::vector<float>& v) { return Tensor::vector(v.data(), v.size()); }
+  static Tensor t(const std::shared_ptr<Buffer>& b) { return Tensor::vector(b, b->bytes() / sizeof(float)); }
   std::vector<float> host(const std::shared_ptr<Buffer>& b) {
     std::vector<float> v(b->bytes() / sizeof(float));
     gpu().copy_to_host(v.data(), b->data(), b->bytes());
@@ -108,17 +121,17 @@ TEST_F(CudaVsCpu, ConvolutionForwardAndGradientSymmetricAndAsymmetricPadding) {
     auto [yc, yg] = empty(k.n, {k.o, k.oh, k.ow});
     auto wg = on_gpu(wv), bg = on_gpu(bv);
     const auto tanh = NeuronDescriptor::make(NeuronType::TanH);
-    cpu().convolution(g, xc, wv.data(), bv.data(), tanh, yc);
-    gpu().convolution(g, xg, static_cast<float*>(wg->data()), static_cast<float*>(bg->data()), tanh, yg);
+    dispatch<ConvolutionKernel>(cpu(), g, xc, t(wv), t(bv), tanh, yc);
+    dispatch<ConvolutionKernel>(gpu(), g, xg, t(wg), t(bg), tanh, yg);
     near(host(yc), host(yg));
     const auto dyv = random(yc.descriptor().count());
     auto [dyc, dyg] = pair(k.n, {k.o, k.oh, k.ow}, dyv);
     auto [dxc, dxg] = empty(k.n, {k.c, k.h, k.w});
     std::vector<float> dwc(wv.size()), dbc(k.o);
     auto dwg = gpu().allocate(wv.size() * 4), dbg = gpu().allocate(k.o * 4);
-    cpu().convolution_gradient(g, xc, wv.data(), dyc, &yc, tanh, &dxc, dwc.data(), dbc.data());
-    gpu().convolution_gradient(g, xg, static_cast<float*>(wg->data()), dyg, &yg, tanh, &dxg,
-                               static_cast<float*>(dwg->data()), static_cast<float*>(dbg->data()));
+    dispatch<ConvolutionGradientKernel>(cpu(), g, xc, t(wv), dyc, yc, tanh, dxc, t(dwc), t(dbc));
+    dispatch<ConvolutionGradientKernel>(gpu(), g, xg, t(wg), dyg, yg, tanh, dxg,
+                               t(dwg), t(dbg));
     near(host(dxc), host(dxg));
     near(dwc, host(dwg), 1e-3f);
     near(dbc, host(dbg), 1e-3f);
@@ -143,7 +156,7 @@ TEST_F(CudaVsCpu, DirectConvolutionAndWeightGradient) {
     ASSERT_TRUE(cuda::direct_convolution_fits(d));
     const auto nd = NeuronDescriptor::make(k.neuron);
     const float* bias_g = k.bias ? static_cast<float*>(bg->data()) : nullptr;
-    cpu().convolution(g, xc, wv.data(), k.bias ? bv.data() : nullptr, nd, yc);
+    dispatch<ConvolutionKernel>(cpu(), g, xc, t(wv), k.bias ? t(bv) : Tensor(), nd, yc);
     cuda::direct_convolution(gpu().stream(), d, xg.data_as<float>(), static_cast<float*>(wg->data()), bias_g, nd,
                              yg.data_as<float>());
     near(host(yc), host(yg));
@@ -153,13 +166,13 @@ TEST_F(CudaVsCpu, DirectConvolutionAndWeightGradient) {
     auto dwg = gpu().allocate(wv.size() * 4), dbg = gpu().allocate(k.o * 4);
     // With the neuron's derivative and the bias gradient, then from dz itself without them.
     std::vector<float> dwc(wv.size()), dbc(k.o);
-    cpu().convolution_gradient(g, xc, wv.data(), dyc, &yc, nd, nullptr, dwc.data(), dbc.data());
+    dispatch<ConvolutionGradientKernel>(cpu(), g, xc, t(wv), dyc, yc, nd, Tensor(), t(dwc), t(dbc));
     cuda::direct_weight_gradient(gpu().stream(), d, xg.data_as<float>(), dyg.data_as<float>(), yg.data_as<float>(), nd,
                                  static_cast<float*>(dwg->data()), static_cast<float*>(dbg->data()),
                                  static_cast<float*>(partial->data()));
     near(dwc, host(dwg), 1e-3f);
     near(dbc, host(dbg), 1e-3f);
-    cpu().convolution_gradient(g, xc, wv.data(), dyc, nullptr, NeuronDescriptor{}, nullptr, dwc.data(), nullptr);
+    dispatch<ConvolutionGradientKernel>(cpu(), g, xc, t(wv), dyc, Tensor(), NeuronDescriptor{}, Tensor(), t(dwc), Tensor());
     cuda::direct_weight_gradient(gpu().stream(), d, xg.data_as<float>(), dyg.data_as<float>(), nullptr, nd,
                                  static_cast<float*>(dwg->data()), nullptr, static_cast<float*>(partial->data()));
     near(dwc, host(dwg), 1e-3f);
@@ -184,13 +197,13 @@ TEST_F(CudaVsCpu, TensorConvolutionPasses) {
     ASSERT_TRUE(cuda::tensor_convolution_fits(d));
     ASSERT_EQ(cuda::tensor_input_gradient_fits(d), k.s == 1);
     const auto nd = NeuronDescriptor::make(k.neuron);
-    cpu().convolution(g, xc, wv.data(), bv.data(), nd, yc);
+    dispatch<ConvolutionKernel>(cpu(), g, xc, t(wv), t(bv), nd, yc);
     const auto dyv = random(yc.descriptor().count());
     auto [dyc, dyg] = pair(k.n, {k.o, k.oh, k.ow}, dyv);
     ASSERT_TRUE(cuda::tensor_weight_gradient_fits(d, dyg.data_as<float>()));
     auto [dxc, dxg] = empty(k.n, {k.c, k.h, k.w});
     std::vector<float> dwc(wv.size());
-    cpu().convolution_gradient(g, xc, wv.data(), dyc, nullptr, NeuronDescriptor{}, &dxc, dwc.data(), nullptr);
+    dispatch<ConvolutionGradientKernel>(cpu(), g, xc, t(wv), dyc, Tensor(), NeuronDescriptor{}, dxc, t(dwc), Tensor());
     const auto dwg = gpu().allocate(wv.size() * 4), reordered = gpu().allocate(wv.size() * 4);
     const size_t partial_floats = cuda::tensor_weight_gradient_partial(d);
     const auto partial = gpu().allocate(std::max<size_t>(1, partial_floats) * 4);
@@ -301,16 +314,16 @@ TEST_F(CudaVsCpu, FullyConnectedAndGradient) {
   auto [yc, yg] = empty(n, {o, 1, 1});
   auto wg = on_gpu(wv), bg = on_gpu(bv);
   const auto relu = NeuronDescriptor::make(NeuronType::ReLU);
-  cpu().fully_connected(xc, wv.data(), bv.data(), relu, yc, false);
-  gpu().fully_connected(xg, static_cast<float*>(wg->data()), static_cast<float*>(bg->data()), relu, yg, false);
+  dispatch<FullyConnectedKernel>(cpu(), xc, t(wv), t(bv), relu, yc, false);
+  dispatch<FullyConnectedKernel>(gpu(), xg, t(wg), t(bg), relu, yg, false);
   near(host(yc), host(yg));
   auto [dyc, dyg] = pair(n, {o, 1, 1}, dyv);
   auto [dxc, dxg] = empty(n, {6, 2, 2});
   std::vector<float> dwc(wv.size()), dbc(o);
   auto dwg = gpu().allocate(wv.size() * 4), dbg = gpu().allocate(o * 4);
-  cpu().fully_connected_gradient(xc, wv.data(), dyc, &yc, relu, &dxc, dwc.data(), dbc.data(), false);
-  gpu().fully_connected_gradient(xg, static_cast<float*>(wg->data()), dyg, &yg, relu, &dxg,
-                                 static_cast<float*>(dwg->data()), static_cast<float*>(dbg->data()), false);
+  dispatch<FullyConnectedGradientKernel>(cpu(), xc, t(wv), dyc, yc, relu, dxc, t(dwc), t(dbc), false);
+  dispatch<FullyConnectedGradientKernel>(gpu(), xg, t(wg), dyg, yg, relu, dxg,
+                                 t(dwg), t(dbg), false);
   near(host(dxc), host(dxg));
   near(dwc, host(dwg));
   near(dbc, host(dbg));
@@ -325,53 +338,53 @@ TEST_F(CudaVsCpu, PoolingNeuronSoftmaxDropoutAndChannels) {
                                  PoolGeometry{3, 2, 1, 2, 1, 0, true}}) {
       const int oh = (h + 2 * g.pad_top - g.kh) / g.sy + 1, ow = (w + 2 * g.pad_left - g.kw) / g.sx + 1;
       auto [yc, yg] = empty(n, {c, oh, ow});
-      cpu().pooling(mode, g, xc, yc);
-      gpu().pooling(mode, g, xg, yg);
+      dispatch<PoolingKernel>(cpu(), mode, g, xc, yc);
+      dispatch<PoolingKernel>(gpu(), mode, g, xg, yg);
       near(host(yc), host(yg));
       auto [dyc, dyg] = pair(n, {c, oh, ow}, random(yc.descriptor().count()));
       for (auto t : {NeuronType::None, NeuronType::Sigmoid}) {  // with a folded neuron gradient
         auto [dxc, dxg] = empty(n, {c, h, w});
-        cpu().pooling_gradient(mode, g, xc, dyc, dxc, NeuronDescriptor::make(t));
-        gpu().pooling_gradient(mode, g, xg, dyg, dxg, NeuronDescriptor::make(t));
+        dispatch<PoolingGradientKernel>(cpu(), mode, g, xc, dyc, dxc, NeuronDescriptor::make(t));
+        dispatch<PoolingGradientKernel>(gpu(), mode, g, xg, dyg, dxg, NeuronDescriptor::make(t));
         near(host(dxc), host(dxg));
       }
     }
   for (auto t : {NeuronType::ReLU, NeuronType::Sigmoid, NeuronType::ELU, NeuronType::SoftPlus, NeuronType::Absolute}) {
     const auto nd = NeuronDescriptor::make(t);
     auto [yc, yg] = empty(n, {c, h, w});
-    cpu().neuron(nd, xc, yc);
-    gpu().neuron(nd, xg, yg);
+    dispatch<NeuronKernel>(cpu(), nd, xc, yc);
+    dispatch<NeuronKernel>(gpu(), nd, xg, yg);
     near(host(yc), host(yg));
     auto [dyc, dyg] = pair(n, {c, h, w}, random(xv.size()));
     auto [dxc, dxg] = empty(n, {c, h, w});
-    cpu().neuron_gradient(nd, nd.derivative_from_output() ? yc : xc, dyc, dxc);
-    gpu().neuron_gradient(nd, nd.derivative_from_output() ? yg : xg, dyg, dxg);
+    dispatch<NeuronGradientKernel>(cpu(), nd, nd.derivative_from_output() ? yc : xc, dyc, dxc);
+    dispatch<NeuronGradientKernel>(gpu(), nd, nd.derivative_from_output() ? yg : xg, dyg, dxg);
     near(host(dxc), host(dxg));
   }
   for (bool log : {false, true}) {
     auto [yc, yg] = empty(n, {c, h, w});
-    cpu().softmax(log, xc, yc);
-    gpu().softmax(log, xg, yg);
+    dispatch<SoftMaxKernel>(cpu(), log, xc, yc);
+    dispatch<SoftMaxKernel>(gpu(), log, xg, yg);
     near(host(yc), host(yg));
     auto [dyc, dyg] = pair(n, {c, h, w}, random(xv.size()));
     auto [dxc, dxg] = empty(n, {c, h, w});
-    cpu().softmax_gradient(log, yc, dyc, dxc);
-    gpu().softmax_gradient(log, yg, dyg, dxg);
+    dispatch<SoftMaxGradientKernel>(cpu(), log, yc, dyc, dxc);
+    dispatch<SoftMaxGradientKernel>(gpu(), log, yg, dyg, dxg);
     near(host(dxc), host(dxg));
   }
   auto [dc, dg] = empty(n, {c, h, w});
   const uint64_t step = 4;
   auto step_on_gpu = gpu().allocate(sizeof(uint64_t));
   gpu().store(static_cast<uint64_t*>(step_on_gpu->data()), step);
-  cpu().dropout(0.6f, 9, &step, xc, dc);
-  gpu().dropout(0.6f, 9, static_cast<const uint64_t*>(step_on_gpu->data()), xg, dg);
+  dispatch<DropoutKernel>(cpu(), 0.6f, 9, &step, xc, dc);
+  dispatch<DropoutKernel>(gpu(), 0.6f, 9, static_cast<const uint64_t*>(step_on_gpu->data()), xg, dg);
   near(host(dc), host(dg), 0.f);  // the very same mask
   auto [cc, cg] = empty(n, {2 * c, h, w});
-  cpu().copy_channels(xc, cc, c);
-  gpu().copy_channels(xg, cg, c);
+  dispatch<CopyChannelsKernel>(cpu(), xc, cc, c);
+  dispatch<CopyChannelsKernel>(gpu(), xg, cg, c);
   auto [sc, sg] = empty(n, {c, h, w});
-  cpu().slice_channels(cc, c, sc);
-  gpu().slice_channels(cg, c, sg);
+  dispatch<SliceChannelsKernel>(cpu(), cc, c, sc);
+  dispatch<SliceChannelsKernel>(gpu(), cg, c, sg);
   near(host(sc), host(sg), 0.f);
   near(host(sg), xv, 0.f);
   Image half = xg.converted(DType::Float16);
@@ -396,8 +409,8 @@ TEST_F(CudaVsCpu, LossesAndOptimizers) {
     auto [wc, wg] = pair(n, {1, 1, 1}, std::vector<float>{1.f, 0.5f, 2.f, 1.f});
     auto [gc, gg] = empty(n, {c, hw, 1});
     auto [oc, og] = empty(n, {1, 1, 1});
-    cpu().loss(d, 0.25, xc, lc, wc, gc, oc);
-    gpu().loss(d, 0.25, xg, lg, wg, gg, og);
+    dispatch<LossKernel>(cpu(), d, 0.25, xc, lc, wc, gc, oc);
+    dispatch<LossKernel>(gpu(), d, 0.25, xg, lg, wg, gg, og);
     near(host(oc), host(og));
     near(host(gc), host(gg));
   }
@@ -418,10 +431,13 @@ TEST_F(CudaVsCpu, LossesAndOptimizers) {
     auto wg = on_gpu(w), gg = on_gpu(g), a = on_gpu(s0), b = on_gpu(s1), m = on_gpu(s2);
     auto at = [](const std::shared_ptr<Buffer>& buf, size_t offset) { return static_cast<float*>(buf->data()) + offset; };
     for (size_t offset : {0, 1}) {  // four at a time where aligned, one at a time where not
-      cpu().optimizer_step(s, w.data() + offset, g.data() + offset,
-                           {s0.data() + offset, s1.data() + offset, s2.data() + offset}, count - offset);
-      gpu().optimizer_step(s, at(wg, offset), at(gg, offset), {at(a, offset), at(b, offset), at(m, offset)},
-                           count - offset);
+      dispatch<OptimizerKernel>(cpu(), s, std::vector<TensorUpdate>{{w.data() + offset, g.data() + offset,
+                                                                     {s0.data() + offset, s1.data() + offset,
+                                                                      s2.data() + offset},
+                                                                     count - offset, s.step}});
+      dispatch<OptimizerKernel>(gpu(), s, std::vector<TensorUpdate>{{at(wg, offset), at(gg, offset),
+                                                                     {at(a, offset), at(b, offset), at(m, offset)},
+                                                                     count - offset, s.step}});
     }
     near(w, host(wg), 1e-5f);
     near(s0, host(a), 1e-5f);
@@ -447,12 +463,8 @@ TEST_F(CudaVsCpu, LossesAndOptimizers) {
       (copy ? single : batch).push_back(t);
     }
   }
-  gpu().optimizer_steps(adam, batch);
-  for (const auto& t : single) {
-    OptimizerStep one = adam;
-    one.step = t.step;
-    gpu().optimizer_step(one, t.values, t.gradient, {t.slots[0], t.slots[1]}, t.count);
-  }
+  dispatch<OptimizerKernel>(gpu(), adam, batch);
+  for (const auto& t : single) dispatch<OptimizerKernel>(gpu(), adam, std::vector<TensorUpdate>{t});
   for (int i = 0; i < 3; ++i) {
     auto host_of = [&](float* p, size_t n) {
       std::vector<float> v(n);
@@ -463,8 +475,8 @@ TEST_F(CudaVsCpu, LossesAndOptimizers) {
   }
   std::vector<float> bad{1.f, NAN, 2.f};
   auto bg = on_gpu(bad);
-  EXPECT_FALSE(gpu().all_finite(static_cast<float*>(bg->data()), 3));
-  EXPECT_TRUE(gpu().all_finite(static_cast<float*>(bg->data()), 1));
+  EXPECT_FALSE(dispatch<AllFiniteKernel>(gpu(), Tensor::vector(bg, 3)));
+  EXPECT_TRUE(dispatch<AllFiniteKernel>(gpu(), Tensor::vector(bg, 1)));
 }
 
 TEST_F(CudaVsCpu, OutOfMemoryRaisesAndTheDeviceStaysUsable) {

@@ -9,6 +9,16 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "nngraph/nodes.h"
+#include "ops/arithmetic.h"
+#include "ops/cast.h"
+#include "ops/optimizer.h"
+#include "ops/concatenation.h"
+#include "ops/conv.h"
+#include "ops/dropout.h"
+#include "ops/loss.h"
+#include "ops/neuron.h"
+#include "ops/pool.h"
+#include "ops/softmax.h"
 
 using namespace nngraph;
 
@@ -77,8 +87,9 @@ TEST_P(ConvKernel, MatchesDirectLoops) {
   const auto b = random_values(k.o, 3);
   Image in = image_of(k.n, {k.c, k.h, k.w}, x);
   Image out = Image::allocate({k.n, {k.o, k.ho, k.wo}, DType::Float32}, Device());
-  cpu_backend().convolution(ConvGeometry{k.kh, k.kw, k.sy, k.sx, k.dy, k.dx, k.groups, k.pt, k.pl}, in, w.data(),
-                            b.data(), NeuronDescriptor::make(NeuronType::ReLU), out);
+  dispatch<ConvolutionKernel>(cpu_backend(), ConvGeometry{k.kh, k.kw, k.sy, k.sx, k.dy, k.dx, k.groups, k.pt, k.pl},
+                              in, Tensor::vector(w.data(), w.size()), Tensor::vector(b.data(), b.size()),
+                              NeuronDescriptor::make(NeuronType::ReLU), out);
   const auto got = host(out), want = direct_conv(k, x, w, b);
   for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-4) << i;
 }
@@ -99,7 +110,9 @@ TEST(FullyConnectedKernel, MatchesDirectLoops) {
              b = random_values(o, 6);
   Image in = image_of(n, {5, 3, 3}, x);
   Image out = Image::allocate({n, {o, 1, 1}, DType::Float32}, Device());
-  cpu_backend().fully_connected(in, w.data(), b.data(), NeuronDescriptor::make(NeuronType::Sigmoid), out, false);
+  dispatch<FullyConnectedKernel>(cpu_backend(), in, Tensor::vector(w.data(), w.size()),
+                                 Tensor::vector(b.data(), b.size()), NeuronDescriptor::make(NeuronType::Sigmoid), out,
+                                 false);
   const auto got = host(out);
   for (int r = 0; r < n; ++r)
     for (int j = 0; j < o; ++j) {
@@ -117,7 +130,7 @@ TEST(PoolingKernel, MaxAndAverageWithPadding) {
   const int ho = 3, wo = 3;
   for (auto mode : {PoolingMode::Max, PoolingMode::Average}) {
     Image out = Image::allocate({n, {c, ho, wo}, DType::Float32}, Device());
-    cpu_backend().pooling(mode, g, in, out);
+    dispatch<PoolingKernel>(cpu_backend(), mode, g, in, out);
     const auto got = host(out);
     for (int p = 0; p < n * c; ++p)
       for (int oy = 0; oy < ho; ++oy)
@@ -145,8 +158,8 @@ TEST(SoftMaxKernel, AcrossChannelsPerPixel) {
   x[0] = 80.f;  // large logits must not overflow
   Image in = image_of(n, {c, h, w}, x);
   Image out = Image::allocate(in.descriptor(), Device()), lout = Image::allocate(in.descriptor(), Device());
-  cpu_backend().softmax(false, in, out);
-  cpu_backend().softmax(true, in, lout);
+  dispatch<SoftMaxKernel>(cpu_backend(), false, in, out);
+  dispatch<SoftMaxKernel>(cpu_backend(), true, in, lout);
   const auto s = host(out), l = host(lout);
   for (int img = 0; img < n; ++img)
     for (int p = 0; p < h * w; ++p) {
@@ -191,4 +204,20 @@ TEST(ThreadPoolTest, BackToBackJobsOfChangingSizeFromTwoThreads) {
   std::thread other(hammer, 5);
   hammer(0);
   other.join();
+}
+
+// An op whose kernel a device lacks raises, naming both.
+struct UnregisteredKernel : KernelOf<void(Backend&, int)> {
+  static constexpr const char* name = "unregistered";
+};
+
+TEST(KernelRegistry, AMissingKernelNamesTheOpAndTheDevice) {
+  EXPECT_FALSE(has_kernel<UnregisteredKernel>(DeviceType::CPU));
+  try {
+    dispatch<UnregisteredKernel>(cpu_backend(), 1);
+    FAIL() << "no exception";
+  } catch (const Unsupported& e) {
+    EXPECT_STREQ(e.what(), "[unregistered] no cpu kernel");
+  }
+  EXPECT_TRUE(has_kernel<PoolingKernel>(DeviceType::CPU));
 }

@@ -10,6 +10,15 @@
 #include "graph/plan.h"
 #include "nngraph/error.h"
 #include "nngraph/graph.h"
+#include "ops/arithmetic.h"
+#include "ops/concatenation.h"
+#include "ops/conv.h"
+#include "ops/dropout.h"
+#include "ops/loss.h"
+#include "ops/neuron.h"
+#include "ops/optimizer.h"
+#include "ops/pool.h"
+#include "ops/softmax.h"
 
 using namespace nngraph;
 
@@ -66,14 +75,14 @@ TEST(OptimizerKernel, SgdNesterovAndAdamFirstStep) {
   s.d.learning_rate = 0.1f;
   s.momentum = 0.9f;
   s.nesterov = true;
-  cpu_backend().optimizer_step(s, w.data(), g.data(), {v.data()}, 2);
+  dispatch<OptimizerKernel>(cpu_backend(), s, std::vector<TensorUpdate>{{w.data(), g.data(), {v.data()}, 2, 1}});
   EXPECT_FLOAT_EQ(v[0], 0.9f * 0.1f + 0.5f);
   EXPECT_FLOAT_EQ(w[0], 1.f - 0.1f * (0.5f + 0.9f * v[0]));
   std::vector<float> w2{1.f, -2.f}, m(2, 0.f), vv(2, 0.f);
   OptimizerStep a{OptimizerKind::Adam, OptimizerDescriptor{}};
   a.d.learning_rate = 0.01f;
   a.step = 1;
-  cpu_backend().optimizer_step(a, w2.data(), g.data(), {m.data(), vv.data()}, 2);
+  dispatch<OptimizerKernel>(cpu_backend(), a, std::vector<TensorUpdate>{{w2.data(), g.data(), {m.data(), vv.data()}, 2, 1}});
   // Bias-corrected first step: lr·g/(|g| + ε) = lr·sign(g).
   EXPECT_NEAR(w2[0], 1.f - 0.01f, 1e-6);
   EXPECT_NEAR(w2[1], -2.f + 0.01f, 1e-6);
@@ -90,7 +99,7 @@ TEST(LossKernel, SoftmaxCrossEntropyOfUniformLogitsIsLogC) {
   for (int i = 0; i < n; ++i) lab.data_as<float>()[i * c + i] = 1.f;
   std::fill_n(w.data_as<float>(), n, 1.f);
   LossDescriptor d;
-  cpu_backend().loss(d, 1.0 / n, x, lab, w, grad, losses);
+  dispatch<LossKernel>(cpu_backend(), d, 1.0 / n, x, lab, w, grad, losses);
   for (int i = 0; i < n; ++i) {
     EXPECT_NEAR(losses.data_as<float>()[i], std::log(5.0), 1e-6);
     EXPECT_NEAR(grad.data_as<float>()[i * c + i], (0.2 - 1.0) / n, 1e-6);

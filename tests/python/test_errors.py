@@ -119,10 +119,10 @@ def test_dangling_and_malformed_graphs():
         g.run([np.ones((1, 1, 2, 2), np.float32)])
     with pytest.raises(ValueError, match="no image given for b"):
         g.run({"a": np.ones((1, 1, 2, 2), np.float32)})
-    with pytest.raises(ValueError, match="differ in batch size"):
-        g.run([np.ones((1, 1, 2, 2), np.float32), np.ones((2, 1, 2, 2), np.float32)])
-    with pytest.raises(ValueError, match=r"\[addition\] sources differ in shape"):
-        g.run([np.ones((1, 1, 2, 2), np.float32), np.ones((1, 2, 2, 2), np.float32)])
+    with pytest.raises(ValueError, match="differ in batch size: 2 and 3"):
+        g.run([np.ones((2, 1, 2, 2), np.float32), np.ones((3, 1, 2, 2), np.float32)])
+    with pytest.raises(ValueError, match=r"\[addition\] sources differ in shape: 2×2×2 and 3×2×2"):
+        g.run([np.ones((1, 2, 2, 2), np.float32), np.ones((1, 3, 2, 2), np.float32)])
 
 
 def test_bad_node_arguments():

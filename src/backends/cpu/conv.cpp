@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
+#include "ops/conv.h"
 
 namespace nngraph {
 namespace {
@@ -65,10 +66,11 @@ void col2im(const float* __restrict col, int channels, int h, int w, const ConvG
       }
 }
 
-}  // namespace
-
-void CpuBackend::convolution(const ConvGeometry& g, const Image& in, const float* weights,
-                             const float* bias, const NeuronDescriptor& neuron, const Image& out) {
+void convolution(Backend& b, const ConvGeometry& g, const Tensor& in, const Tensor& w, const Tensor& bs,
+                 const NeuronDescriptor& neuron, const Tensor& out) {
+  ThreadPool& pool = pool_of(b);
+  const float* weights = w.data_as<const float>();
+  const float* bias = bs.data_as<const float>();
   const auto& is = in.shape();
   const auto& os = out.shape();
   const int n = in.batch(), cg = is.c / g.groups, og = os.c / g.groups;
@@ -80,11 +82,11 @@ void CpuBackend::convolution(const ConvGeometry& g, const Image& in, const float
   const float* src = in.data_as<float>();
   float* dst = out.data_as<float>();
   // Enough images: one thread per image range; otherwise threads split each GEMM.
-  const bool by_image = n >= pool_.size();
-  auto run = [&](size_t b, size_t e) {
-    ThreadPool* threads = by_image ? nullptr : &pool_;
+  const bool by_image = n >= pool.size();
+  auto work = [&](size_t first, size_t end) {
+    ThreadPool* threads = by_image ? nullptr : &pool;
     std::vector<float> col(direct || tiled ? 0 : static_cast<size_t>(k) * p);
-    for (size_t img = b; img < e; ++img)
+    for (size_t img = first; img < end; ++img)
       for (int grp = 0; grp < g.groups; ++grp) {
         const float* x = src + (img * is.c + static_cast<size_t>(grp) * cg) * is.h * is.w;
         float* y = dst + (img * os.c + static_cast<size_t>(grp) * og) * p;
@@ -103,19 +105,22 @@ void CpuBackend::convolution(const ConvGeometry& g, const Image& in, const float
       }
   };
   if (by_image)
-    pool_.parallel_for(static_cast<size_t>(n), run);
+    pool.parallel_for(static_cast<size_t>(n), work);
   else
-    run(0, static_cast<size_t>(n));
+    work(0, static_cast<size_t>(n));
 }
 
-void CpuBackend::fully_connected(const Image& in, const float* weights, const float* bias,
-                                 const NeuronDescriptor& neuron, const Image& out, bool) {
+void fully_connected(Backend& b, const Tensor& in, const Tensor& w, const Tensor& bs, const NeuronDescriptor& neuron,
+                     const Tensor& out, bool) {
+  ThreadPool& pool = pool_of(b);
+  const float* weights = w.data_as<const float>();
+  const float* bias = bs.data_as<const float>();
   const int n = in.batch(), k = static_cast<int>(in.shape().count()), o = out.shape().c;
   float* y = out.data_as<float>();
-  gemm(&pool_, false, true, n, o, k, 1.f, in.data_as<float>(), k, weights, k, 0.f, y, o);
+  gemm(&pool, false, true, n, o, k, 1.f, in.data_as<float>(), k, weights, k, 0.f, y, o);
   if (!bias && neuron.type == NeuronType::None) return;
-  pool_.parallel_for(static_cast<size_t>(n), [&](size_t b, size_t e) {
-    for (size_t r = b; r < e; ++r) {
+  pool.parallel_for(static_cast<size_t>(n), [&](size_t first, size_t end) {
+    for (size_t r = first; r < end; ++r) {
       float* row = y + r * o;
       if (bias)
         for (int j = 0; j < o; ++j) row[j] += bias[j];
@@ -124,13 +129,13 @@ void CpuBackend::fully_connected(const Image& in, const float* weights, const fl
   });
 }
 
-}  // namespace nngraph
-
-namespace nngraph {
-
-void CpuBackend::convolution_gradient(const ConvGeometry& g, const Image& x, const float* weights, const Image& dy,
-                                      const Image* y, const NeuronDescriptor& neuron, const Image* dx, float* dw,
-                                      float* db) {
+void convolution_gradient(Backend& b, const ConvGeometry& g, const Tensor& x, const Tensor& w, const Tensor& dy,
+                          const Tensor& y, const NeuronDescriptor& neuron, const Tensor& dx, const Tensor& dwt,
+                          const Tensor& dbt) {
+  ThreadPool& pool = pool_of(b);
+  const float* weights = w.data_as<const float>();
+  float* dw = dwt.data_as<float>();
+  float* db = dbt.data_as<float>();
   const auto& is = x.shape();
   const auto& os = dy.shape();
   const int n = x.batch(), cg = is.c / g.groups, og = os.c / g.groups;
@@ -139,24 +144,24 @@ void CpuBackend::convolution_gradient(const ConvGeometry& g, const Image& x, con
   const bool act = y && neuron.type != NeuronType::None;
   const bool tiled = g.tiles_rows(is, os);
   // Image ranges run in parallel, each into its own weight-gradient partial sums.
-  const int chunks = std::min(n, pool_.size());
-  ThreadPool* inner = chunks > 1 ? nullptr : &pool_;
+  const int chunks = std::min(n, pool.size());
+  ThreadPool* inner = chunks > 1 ? nullptr : &pool;
   std::vector<std::vector<float>> partial(chunks, std::vector<float>(dw ? wcount + os.c : 0, 0.f));
-  pool_.parallel_for(static_cast<size_t>(chunks), [&](size_t c0, size_t c1) {
+  pool.parallel_for(static_cast<size_t>(chunks), [&](size_t c0, size_t c1) {
     std::vector<float> col(tiled ? 0 : static_cast<size_t>(k) * p), dz(act ? static_cast<size_t>(og) * p : 0);
     for (size_t chunk = c0; chunk < c1; ++chunk) {
       float* pdw = dw ? partial[chunk].data() : nullptr;
       for (size_t img = n * chunk / chunks; img < n * (chunk + 1) / chunks; ++img) {
-        if (dx) std::fill_n(dx->data_as<float>() + img * is.count(), is.count(), 0.f);
+        if (dx) std::fill_n(dx.data_as<float>() + img * is.count(), is.count(), 0.f);
         for (int grp = 0; grp < g.groups; ++grp) {
           const size_t out_off = (img * os.c + static_cast<size_t>(grp) * og) * p;
           const float* z = dy.data_as<float>() + out_off;
           if (act) {
-            neuron_derivative(z, y->data_as<float>() + out_off, dz.data(), dz.size(), neuron);
+            neuron_derivative(z, y.data_as<float>() + out_off, dz.data(), dz.size(), neuron);
             z = dz.data();
           }
           const float* xi = x.data_as<float>() + (img * is.c + static_cast<size_t>(grp) * cg) * is.h * is.w;
-          float* dxi = dx ? dx->data_as<float>() + (img * is.c + static_cast<size_t>(grp) * cg) * is.h * is.w : nullptr;
+          float* dxi = dx ? dx.data_as<float>() + (img * is.c + static_cast<size_t>(grp) * cg) * is.h * is.w : nullptr;
           const float* wg = weights + static_cast<size_t>(grp) * og * k;
           if (pdw) {
             float* dwg = pdw + static_cast<size_t>(grp) * og * k;
@@ -189,8 +194,8 @@ void CpuBackend::convolution_gradient(const ConvGeometry& g, const Image& x, con
     }
   });
   if (!dw) return;
-  pool_.parallel_for(wcount + os.c, [&](size_t b, size_t e) {
-    for (size_t i = b; i < e; ++i) {
+  pool.parallel_for(wcount + os.c, [&](size_t first, size_t end) {
+    for (size_t i = first; i < end; ++i) {
       float sum = 0.f;
       for (const auto& part : partial) sum += part[i];
       if (i < wcount)
@@ -201,24 +206,34 @@ void CpuBackend::convolution_gradient(const ConvGeometry& g, const Image& x, con
   });
 }
 
-void CpuBackend::fully_connected_gradient(const Image& x, const float* weights, const Image& dy, const Image* y,
-                                          const NeuronDescriptor& neuron, const Image* dx, float* dw, float* db,
-                                          bool) {
+void fully_connected_gradient(Backend& b, const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor& y,
+                              const NeuronDescriptor& neuron, const Tensor& dx, const Tensor& dwt, const Tensor& dbt,
+                              bool) {
+  ThreadPool& pool = pool_of(b);
+  const float* weights = w.data_as<const float>();
+  float* dw = dwt.data_as<float>();
+  float* db = dbt.data_as<float>();
   const int n = x.batch(), k = static_cast<int>(x.shape().count()), o = dy.shape().c;
   const float* z = dy.data_as<float>();
   std::vector<float> dz;
   if (y && neuron.type != NeuronType::None) {
     dz.resize(static_cast<size_t>(n) * o);
-    neuron_derivative(z, y->data_as<float>(), dz.data(), dz.size(), neuron);
+    neuron_derivative(z, y.data_as<float>(), dz.data(), dz.size(), neuron);
     z = dz.data();
   }
-  if (dw) gemm(&pool_, true, false, o, k, n, 1.f, z, o, x.data_as<float>(), k, 0.f, dw, k);
+  if (dw) gemm(&pool, true, false, o, k, n, 1.f, z, o, x.data_as<float>(), k, 0.f, dw, k);
   if (db) {
     std::fill_n(db, o, 0.f);
     for (int r = 0; r < n; ++r)
       for (int j = 0; j < o; ++j) db[j] += z[static_cast<size_t>(r) * o + j];
   }
-  if (dx) gemm(&pool_, false, false, n, k, o, 1.f, z, o, weights, k, 0.f, dx->data_as<float>(), k);
+  if (dx) gemm(&pool, false, false, n, k, o, 1.f, z, o, weights, k, 0.f, dx.data_as<float>(), k);
 }
 
+NNGRAPH_KERNEL(ConvolutionKernel, CPU, convolution);
+NNGRAPH_KERNEL(ConvolutionGradientKernel, CPU, convolution_gradient);
+NNGRAPH_KERNEL(FullyConnectedKernel, CPU, fully_connected);
+NNGRAPH_KERNEL(FullyConnectedGradientKernel, CPU, fully_connected_gradient);
+
+}  // namespace
 }  // namespace nngraph

@@ -59,10 +59,6 @@ void CpuBackend::copy(void* dst, const void* src, size_t bytes) {
   if (dst != src) std::memcpy(dst, src, bytes);
 }
 
-void CpuBackend::convert(const Image& in, const Image& out) {
-  convert_host(in.data(), in.dtype(), out.data(), out.dtype(), in.descriptor().count());
-}
-
 void gemm(ThreadPool* pool, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
           const float* a, int lda, const float* b, int ldb, float beta, float* c, int ldc) {
   const auto ta = trans_a ? CblasTrans : CblasNoTrans, tb = trans_b ? CblasTrans : CblasNoTrans;

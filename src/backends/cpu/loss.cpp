@@ -3,14 +3,17 @@
 #include <cmath>
 
 #include "backends/cpu/cpu_backend.h"
+#include "ops/loss.h"
 #include "backends/math.h"
 
 namespace nngraph {
-void CpuBackend::loss(const LossDescriptor& d, double scale, const Image& xi, const Image& li, const Image& wi,
-                      const Image& gi, const Image& lossi) {
+namespace {
+
+void loss(Backend& backend, const LossDescriptor& d, double scale, const Tensor& xi, const Tensor& li, const Tensor& wi,
+                      const Tensor& gi, const Tensor& lossi) {
   const int c = xi.shape().c;
   const size_t hw = static_cast<size_t>(xi.shape().h) * xi.shape().w, per = c * hw;
-  pool_.parallel_for(static_cast<size_t>(xi.batch()), [&](size_t b, size_t e) {
+  pool_of(backend).parallel_for(static_cast<size_t>(xi.batch()), [&](size_t b, size_t e) {
     for (size_t n = b; n < e; ++n) {
       const float* x = xi.data_as<float>() + n * per;
       const float* lab = li.data_as<float>() + n * per;
@@ -45,4 +48,7 @@ void CpuBackend::loss(const LossDescriptor& d, double scale, const Image& xi, co
   });
 }
 
+NNGRAPH_KERNEL(LossKernel, CPU, loss);
+
+}  // namespace
 }  // namespace nngraph

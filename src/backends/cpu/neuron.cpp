@@ -2,6 +2,7 @@
 #include <cmath>
 
 #include "backends/cpu/cpu_backend.h"
+#include "ops/neuron.h"
 #include "backends/math.h"
 
 namespace nngraph {
@@ -32,18 +33,18 @@ void bias_neuron(float* x, size_t count, const float* bias, const NeuronDescript
   }
 }
 
-void CpuBackend::neuron(const NeuronDescriptor& nd, const Image& in, const Image& out) {
+namespace {
+
+void neuron(Backend& backend, const NeuronDescriptor& nd, const Tensor& in, const Tensor& out) {
   const float* src = in.data_as<float>();
   float* dst = out.data_as<float>();
-  pool_.parallel_for(in.descriptor().count(), [&](size_t b, size_t e) {
+  pool_of(backend).parallel_for(in.count(), [&](size_t b, size_t e) {
     if (dst != src) std::copy(src + b, src + e, dst + b);
     bias_neuron(dst + b, e - b, nullptr, nd);
   });
 }
 
-}  // namespace nngraph
-
-namespace nngraph {
+}  // namespace
 
 void neuron_derivative(const float* dy, const float* v, float* dz, size_t count, const NeuronDescriptor& nd) {
   switch (nd.type) {
@@ -57,13 +58,19 @@ void neuron_derivative(const float* dy, const float* v, float* dz, size_t count,
   }
 }
 
-void CpuBackend::neuron_gradient(const NeuronDescriptor& nd, const Image& v, const Image& dy, const Image& dx) {
+namespace {
+
+void neuron_gradient(Backend& backend, const NeuronDescriptor& nd, const Tensor& v, const Tensor& dy, const Tensor& dx) {
   const float* g = dy.data_as<float>();
   const float* val = v.data_as<float>();
   float* out = dx.data_as<float>();
-  pool_.parallel_for(dy.descriptor().count(), [&](size_t b, size_t e) {
+  pool_of(backend).parallel_for(dy.count(), [&](size_t b, size_t e) {
     neuron_derivative(g + b, val + b, out + b, e - b, nd);
   });
 }
 
+NNGRAPH_KERNEL(NeuronKernel, CPU, neuron);
+NNGRAPH_KERNEL(NeuronGradientKernel, CPU, neuron_gradient);
+
+}  // namespace
 }  // namespace nngraph

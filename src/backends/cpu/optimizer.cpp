@@ -2,6 +2,7 @@
 // template argument) so each loop vectorizes; the update is memory-bound over every parameter.
 #include "backends/cpu/cpu_backend.h"
 #include "backends/math.h"
+#include "ops/optimizer.h"
 
 namespace nngraph {
 namespace {
@@ -24,17 +25,21 @@ struct Loop {
   }
 };
 
-}  // namespace
-
-void CpuBackend::optimizer_step(const OptimizerStep& s, float* w, const float* gradient,
-                                const std::vector<float*>& slots, size_t count) {
-  const math::UpdateConstants k(s);
+// One tensor after the other, each split over the pool.
+void optimizer(Backend& backend, const OptimizerStep& s, const std::vector<TensorUpdate>& tensors) {
   std::vector<float> dummy(1);
-  auto slot = [&](size_t i) { return i < slots.size() ? slots[i] : dummy.data(); };
-  pool_.parallel_for(count, [&](size_t b, size_t e) {
-    // A dummy slot advances with i: give it the count's room only if it is ever used.
-    math::dispatch_update(s, Loop{k, w, slot(0), slot(1), slot(2), gradient, b, e});
-  });
+  for (const TensorUpdate& t : tensors) {
+    OptimizerStep one = s;
+    one.step = t.step;
+    const math::UpdateConstants k(one);
+    auto slot = [&](size_t i) { return t.slots[i] ? t.slots[i] : dummy.data(); };
+    pool_of(backend).parallel_for(t.count, [&](size_t b, size_t e) {
+      math::dispatch_update(one, Loop{k, t.values, slot(0), slot(1), slot(2), t.gradient, b, e});
+    });
+  }
 }
 
+NNGRAPH_KERNEL(OptimizerKernel, CPU, optimizer);
+
+}  // namespace
 }  // namespace nngraph

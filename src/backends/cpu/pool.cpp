@@ -2,7 +2,7 @@
 #include <limits>
 
 #include "backends/cpu/cpu_backend.h"
-#include "nngraph/nodes.h"
+#include "ops/pool.h"
 
 namespace nngraph {
 namespace {
@@ -85,10 +85,8 @@ void scatter_gradient(bool max, const PoolGeometry& g, const ImageShape& is, con
     }
 }
 
-}  // namespace
-
-void CpuBackend::pooling(PoolingMode mode, const PoolGeometry& g, const Image& in,
-                         const Image& out) {
+void pooling(Backend& backend, PoolingMode mode, const PoolGeometry& g, const Tensor& in,
+                         const Tensor& out) {
   const auto& is = in.shape();
   const auto& os = out.shape();
   const float* src = in.data_as<float>();
@@ -96,12 +94,12 @@ void CpuBackend::pooling(PoolingMode mode, const PoolGeometry& g, const Image& i
   const bool max = mode == PoolingMode::Max;
   const size_t planes = static_cast<size_t>(in.batch()) * is.c;
   if (is_halving(g)) {
-    pool_.parallel_for(planes, [&](size_t b, size_t e) {
+    pool_of(backend).parallel_for(planes, [&](size_t b, size_t e) {
       for (size_t pl = b; pl < e; ++pl) halve(max, src + pl * is.h * is.w, is.w, dst + pl * os.h * os.w, os.h, os.w);
     });
     return;
   }
-  pool_.parallel_for(planes, [&](size_t b, size_t e) {
+  pool_of(backend).parallel_for(planes, [&](size_t b, size_t e) {
     for (size_t pl = b; pl < e; ++pl) {
       const float* x = src + pl * is.h * is.w;
       float* y = dst + pl * os.h * os.w;
@@ -120,8 +118,8 @@ void CpuBackend::pooling(PoolingMode mode, const PoolGeometry& g, const Image& i
   });
 }
 
-void CpuBackend::pooling_gradient(PoolingMode mode, const PoolGeometry& g, const Image& in, const Image& dy,
-                                  const Image& dx, const NeuronDescriptor& neuron) {
+void pooling_gradient(Backend& backend, PoolingMode mode, const PoolGeometry& g, const Tensor& in, const Tensor& dy,
+                                  const Tensor& dx, const NeuronDescriptor& neuron) {
   const auto& is = in.shape();
   const auto& os = dy.shape();
   const float* src = in.data_as<float>();
@@ -129,7 +127,7 @@ void CpuBackend::pooling_gradient(PoolingMode mode, const PoolGeometry& g, const
   float* dst = dx.data_as<float>();
   const bool max = mode == PoolingMode::Max, halving = is_halving(g);
   const size_t planes = static_cast<size_t>(in.batch()) * is.c, area = static_cast<size_t>(is.h) * is.w;
-  pool_.parallel_for(planes, [&](size_t b, size_t e) {
+  pool_of(backend).parallel_for(planes, [&](size_t b, size_t e) {
     for (size_t pl = b; pl < e; ++pl) {
       const float* x = src + pl * area;
       const float* gy = grad + pl * os.h * os.w;
@@ -143,4 +141,8 @@ void CpuBackend::pooling_gradient(PoolingMode mode, const PoolGeometry& g, const
   });
 }
 
+NNGRAPH_KERNEL(PoolingKernel, CPU, pooling);
+NNGRAPH_KERNEL(PoolingGradientKernel, CPU, pooling_gradient);
+
+}  // namespace
 }  // namespace nngraph

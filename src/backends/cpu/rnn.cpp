@@ -1,11 +1,11 @@
-// Recurrent layers, copies between layouts: the shared sequence algorithm over OpenBLAS and
-// the thread pool.
+// Recurrent layers: the shared sequence algorithm over OpenBLAS and the thread pool.
 #include <cstring>
 #include <list>
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/rnn_sequence.h"
+#include "ops/rnn.h"
 
 namespace nngraph {
 namespace {
@@ -38,40 +38,19 @@ struct CpuOps {
   void copy(float* dst, const float* src, size_t count) { std::memcpy(dst, src, count * sizeof(float)); }
 };
 
-}  // namespace
-
-void CpuBackend::rnn_forward(const RNNLayerGeometry& g, const RNNLayerWeights& w, const RNNSequence& s) {
-  CpuOps ops{pool_, {}};
+void rnn_forward(Backend& backend, const RNNLayerGeometry& g, const RNNLayerWeights& w, const RNNSequence& s) {
+  CpuOps ops{pool_of(backend), {}};
   rnn::forward(ops, g, w, s);
 }
 
-void CpuBackend::rnn_gradient(const RNNLayerGeometry& g, const RNNLayerWeights& w, const RNNSequence& s,
-                              const RNNLayerGradients& dw) {
-  CpuOps ops{pool_, {}};
+void rnn_gradient(Backend& backend, const RNNLayerGeometry& g, const RNNLayerWeights& w, const RNNSequence& s,
+                  const RNNLayerGradients& dw) {
+  CpuOps ops{pool_of(backend), {}};
   rnn::gradient(ops, g, w, s, dw);
 }
 
-void CpuBackend::copy_rows(float* dst, int dst_ld, const float* src, int src_ld, int rows, int columns, bool add) {
-  for (int r = 0; r < rows; ++r) {
-    float* d = dst + size_t(r) * dst_ld;
-    const float* s = src + size_t(r) * src_ld;
-    if (add)
-      for (int c = 0; c < columns; ++c) d[c] += s[c];
-    else
-      std::memcpy(d, s, columns * sizeof(float));
-  }
-}
+NNGRAPH_KERNEL(RNNForwardKernel, CPU, rnn_forward);
+NNGRAPH_KERNEL(RNNGradientKernel, CPU, rnn_gradient);
 
-void CpuBackend::permute(const float* in, float* out, const int dims[3], const int perm[3]) {
-  size_t stride[3] = {size_t(dims[1]) * dims[2], size_t(dims[2]), 1};
-  const int o0 = dims[perm[0]], o1 = dims[perm[1]], o2 = dims[perm[2]];
-  const size_t s0 = stride[perm[0]], s1 = stride[perm[1]], s2 = stride[perm[2]];
-  for (int a = 0; a < o0; ++a)
-    for (int b = 0; b < o1; ++b) {
-      const float* src = in + a * s0 + b * s1;
-      float* dst = out + (size_t(a) * o1 + b) * o2;
-      for (int c = 0; c < o2; ++c) dst[c] = src[c * s2];
-    }
-}
-
+}  // namespace
 }  // namespace nngraph

@@ -4,17 +4,20 @@
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
+#include "ops/softmax.h"
 
 namespace nngraph {
 
 // Channels are strided by H·W; each image keeps per-pixel max and sum in small arrays so
 // the inner loops run along contiguous pixels.
-void CpuBackend::softmax(bool log, const Image& in, const Image& out) {
+namespace {
+
+void softmax(Backend& backend, bool log, const Tensor& in, const Tensor& out) {
   const int c = in.shape().c;
   const size_t hw = static_cast<size_t>(in.shape().h) * in.shape().w;
   const float* src = in.data_as<float>();
   float* dst = out.data_as<float>();
-  pool_.parallel_for(static_cast<size_t>(in.batch()), [&](size_t b, size_t e) {
+  pool_of(backend).parallel_for(static_cast<size_t>(in.batch()), [&](size_t b, size_t e) {
     std::vector<float> mx(hw), sum(hw);
     for (size_t n = b; n < e; ++n) {
       const float* x = src + n * c * hw;
@@ -42,10 +45,10 @@ void CpuBackend::softmax(bool log, const Image& in, const Image& out) {
   });
 }
 
-void CpuBackend::softmax_gradient(bool log, const Image& y, const Image& dy, const Image& dx) {
+void softmax_gradient(Backend& backend, bool log, const Tensor& y, const Tensor& dy, const Tensor& dx) {
   const int c = y.shape().c;
   const size_t hw = static_cast<size_t>(y.shape().h) * y.shape().w;
-  pool_.parallel_for(static_cast<size_t>(y.batch()), [&](size_t b, size_t e) {
+  pool_of(backend).parallel_for(static_cast<size_t>(y.batch()), [&](size_t b, size_t e) {
     std::vector<float> sum(hw);
     for (size_t n = b; n < e; ++n) {
       const float* yv = y.data_as<float>() + n * c * hw;
@@ -64,4 +67,8 @@ void CpuBackend::softmax_gradient(bool log, const Image& y, const Image& dy, con
   });
 }
 
+NNGRAPH_KERNEL(SoftMaxKernel, CPU, softmax);
+NNGRAPH_KERNEL(SoftMaxGradientKernel, CPU, softmax_gradient);
+
+}  // namespace
 }  // namespace nngraph

@@ -12,6 +12,7 @@
 #include "backends/cuda/cuda_backend.h"
 #include "kernels.cuh"
 #include "nngraph/error.h"
+#include "ops/conv.h"
 
 namespace nngraph {
 
@@ -60,13 +61,44 @@ std::vector<std::pair<int, std::function<void()>>> algorithms(const std::vector<
   return c;
 }
 
-}  // namespace
+// cuDNN descriptors and the algorithms found for one convolution shape.
+struct ConvPlan {
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr;
+  cudnnFilterDescriptor_t w = nullptr;
+  cudnnConvolutionDescriptor_t conv = nullptr;
+  // cuDNN's quickest algorithms by Find for each pass, the quickest first.
+  std::vector<cudnnConvolutionFwdAlgoPerf_t> fwd;
+  std::vector<cudnnConvolutionBwdDataAlgoPerf_t> bwd_data;
+  std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> bwd_filter;
+  // What runs each pass: the index of one of those algorithms, our direct kernels or our
+  // tensor-core products, the quickest of them on the first call that is not being captured
+  // (until then the first).
+  static constexpr int kUndecided = -1, kDirect = -2, kTensor = -3;
+  int forward = kUndecided, input_gradient = kUndecided, weight_gradient = kUndecided;
+  // cuDNN pads symmetrically; other paddings run on an explicitly zero-padded copy.
+  bool padded = false;
+  int pad_top = 0, pad_left = 0, hp = 0, wp = 0;
+  ConvPlan() = default;
+  ConvPlan(const ConvPlan&) = delete;
+  ~ConvPlan() {
+    if (x) cudnnDestroyTensorDescriptor(x);
+    if (y) cudnnDestroyTensorDescriptor(y);
+    if (w) cudnnDestroyFilterDescriptor(w);
+    if (conv) cudnnDestroyConvolutionDescriptor(conv);
+  }
+};
 
-CudaBackend::ConvPlan& CudaBackend::conv_plan(const ConvGeometry& g, int n, const ImageShape& in,
-                                              const ImageShape& out) {
+// Per GPU: the plan of every convolution shape met.
+struct ConvPlans : CudaBackend::OpState {
+  std::map<std::vector<int>, std::unique_ptr<ConvPlan>> of;
+};
+
+using Candidates = CudaBackend::Candidates;
+
+ConvPlan& conv_plan(CudaBackend& b, const ConvGeometry& g, int n, const ImageShape& in, const ImageShape& out) {
   const std::vector<int> key{n, in.c, in.h, in.w, out.c, out.h, out.w, g.kh, g.kw, g.sy, g.sx,
                              g.dy, g.dx, g.groups, g.pad_top, g.pad_left, g.tf32};
-  auto& slot = conv_plans_[key];
+  auto& slot = b.op_state<ConvPlans>().of[key];
   if (slot) return *slot;
   auto p = std::make_unique<ConvPlan>();
   cudnn_check(cudnnCreateTensorDescriptor(&p->x), "convolution");
@@ -98,171 +130,216 @@ CudaBackend::ConvPlan& CudaBackend::conv_plan(const ConvGeometry& g, int n, cons
   }
   p->fwd = quickest_found<cudnnConvolutionFwdAlgoPerf_t>(
       [&](int max, int* found, auto* perf) {
-        return cudnnFindConvolutionForwardAlgorithm(cudnn_, p->x, p->w, p->conv, p->y, max, found, perf);
+        return cudnnFindConvolutionForwardAlgorithm(b.cudnn(), p->x, p->w, p->conv, p->y, max, found, perf);
       },
       "convolution");
   p->bwd_data = quickest_found<cudnnConvolutionBwdDataAlgoPerf_t>(
       [&](int max, int* found, auto* perf) {
-        return cudnnFindConvolutionBackwardDataAlgorithm(cudnn_, p->w, p->y, p->conv, p->x, max, found, perf);
+        return cudnnFindConvolutionBackwardDataAlgorithm(b.cudnn(), p->w, p->y, p->conv, p->x, max, found, perf);
       },
       "convolution_gradient");
   p->bwd_filter = quickest_found<cudnnConvolutionBwdFilterAlgoPerf_t>(
       [&](int max, int* found, auto* perf) {
-        return cudnnFindConvolutionBackwardFilterAlgorithm(cudnn_, p->x, p->y, p->conv, p->w, max, found, perf);
+        return cudnnFindConvolutionBackwardFilterAlgorithm(b.cudnn(), p->x, p->y, p->conv, p->w, max, found, perf);
       },
       "convolution_gradient");
   slot = std::move(p);
   return *slot;
 }
 
-std::shared_ptr<Buffer> CudaBackend::gather_windows(const ConvGeometry& g, const Image& x, const ImageShape& out) {
+// x as cuDNN reads it: itself, or where the plan pads explicitly a padded copy in *padded.
+const float* cudnn_input(CudaBackend& b, const ConvPlan& p, const Tensor& x, std::shared_ptr<Buffer>* padded) {
+  if (!p.padded) return x.data_as<const float>();
+  const int planes = x.batch() * x.shape().c;
+  *padded = b.allocate(static_cast<size_t>(planes) * p.hp * p.wp * sizeof(float));
+  cuda::pad(b.stream(), x.data_as<const float>(), static_cast<float*>((*padded)->data()), planes, x.shape().h, x.shape().w,
+            p.pad_top, p.pad_left, p.hp, p.wp);
+  return static_cast<const float*>((*padded)->data());
+}
+
+// dz = dy ⊙ neuron'(y) in a scratch buffer (dy itself when there is no neuron) and, where
+// db is given, the bias gradient Σ dz per channel, in one pass over dy.
+const float* output_gradient(CudaBackend& b, const Tensor& dy, const Tensor& y, const NeuronDescriptor& neuron,
+                             float* db, std::shared_ptr<Buffer>* scratch) {
+  const bool act = y && neuron.type != NeuronType::None;
+  float* dz = nullptr;
+  if (act) {
+    *scratch = b.allocate(dy.bytes());
+    dz = static_cast<float*>((*scratch)->data());
+  }
+  const int n = dy.batch(), c = dy.shape().c, hw = dy.shape().h * dy.shape().w;
+  const float* yv = act ? y.data_as<const float>() : nullptr;
+  if (db) {
+    auto partial = b.allocate(static_cast<size_t>(c) * cuda::bias_gradient_chunks(n, c, hw) * sizeof(float));
+    cuda::bias_gradient(b.stream(), dy.data_as<const float>(), yv, dz, neuron, db, n, c, hw,
+                        static_cast<float*>(partial->data()));
+  } else if (act) {
+    cuda::neuron_gradient(b.stream(), yv, dy.data_as<const float>(), dz, dy.count(), neuron);
+  }
+  return act ? dz : dy.data_as<const float>();
+}
+
+// A convolution whose 1×k windows tile each row (g.tiles_rows), as products over a matrix
+// of the windows: cuDNN's general kernels are several times slower on such shapes.
+bool windowed(const ConvGeometry& g, const ImageShape& in, const ImageShape& out) {
+  return g.groups == 1 && g.kw > 1 && g.tiles_rows(in, out);
+}
+
+std::shared_ptr<Buffer> gather_windows(CudaBackend& b, const ConvGeometry& g, const Tensor& x, const ImageShape& out) {
   const auto& is = x.shape();
-  auto win = allocate(static_cast<size_t>(x.batch()) * is.h * out.w * is.c * g.kw * sizeof(float));
-  cuda::gather_windows(stream_, x.data_as<float>(), static_cast<float*>(win->data()), x.batch(), is.c, is.h, is.w,
+  auto win = b.allocate(static_cast<size_t>(x.batch()) * is.h * out.w * is.c * g.kw * sizeof(float));
+  cuda::gather_windows(b.stream(), x.data_as<const float>(), static_cast<float*>(win->data()), x.batch(), is.c, is.h, is.w,
                        out.w, g.kw);
   return win;
 }
 
-void CudaBackend::convolution(const ConvGeometry& g, const Image& in, const float* weights, const float* bias,
-                              const NeuronDescriptor& neuron, const Image& out) {
-  auto lock = enter();
+void convolution(Backend& backend, const ConvGeometry& g, const Tensor& in, const Tensor& w, const Tensor& bs,
+                 const NeuronDescriptor& neuron, const Tensor& out) {
+  CudaBackend& b = cuda_of(backend);
+  auto lock = b.enter();
+  const float* weights = w.data_as<const float>();
+  const float* bias = bs.data_as<const float>();
   const int n = in.batch();
   const auto& os = out.shape();
   if (windowed(g, in.shape(), os)) {
     // y[image] (channels × windows) = W (channels × c·kw) · windows[image]ᵀ
     const int ck = in.shape().c * g.kw, p = os.h * os.w;
-    const auto win = gather_windows(g, in, os);
-    gemm(false, true, os.c, p, ck, weights, ck, static_cast<const float*>(win->data()), ck, out.data_as<float>(), p,
+    const auto win = gather_windows(b, g, in, os);
+    b.gemm(false, true, os.c, p, ck, weights, ck, static_cast<const float*>(win->data()), ck, out.data_as<float>(), p,
          g.tf32, 1.f, 0.f, {n, 0, static_cast<long long>(p) * ck, static_cast<long long>(os.c) * p});
-    cuda::bias_neuron(stream_, out.data_as<float>(), out.descriptor().count(), os.c, p, bias, neuron);
+    cuda::bias_neuron(b.stream(), out.data_as<float>(), out.count(), os.c, p, bias, neuron);
     return;
   }
-  ConvPlan& p = conv_plan(g, n, in.shape(), out.shape());
+  ConvPlan& p = conv_plan(b, g, n, in.shape(), out.shape());
   const cuda::ConvShape shape = conv_shape(g, n, in.shape(), os);
   const bool ours = g.groups == 1;  // our kernels run one group
   auto cudnn = [&](const cudnnConvolutionFwdAlgoPerf_t& a) {
     std::shared_ptr<Buffer> padded;
-    const float* x = cudnn_input(p, in, &padded);
+    const float* x = cudnn_input(b, p, in, &padded);
     const float one = 1.f, zero = 0.f;
-    const auto ws = workspace(a.memory);
-    cudnn_check(cudnnConvolutionForward(cudnn_, &one, p.x, x, p.w, weights, p.conv, a.algo, ws->data(), a.memory,
+    const auto ws = b.workspace(a.memory);
+    cudnn_check(cudnnConvolutionForward(b.cudnn(), &one, p.x, x, p.w, weights, p.conv, a.algo, ws->data(), a.memory,
                                         &zero, p.y, out.data()), "convolution");
-    cuda::bias_neuron(stream_, out.data_as<float>(), out.descriptor().count(), os.c, os.h * os.w, bias, neuron);
+    cuda::bias_neuron(b.stream(), out.data_as<float>(), out.count(), os.c, os.h * os.w, bias, neuron);
   };
   auto direct = [&] {
-    cuda::direct_convolution(stream_, shape, in.data_as<float>(), weights, bias, neuron, out.data_as<float>());
+    cuda::direct_convolution(b.stream(), shape, in.data_as<const float>(), weights, bias, neuron, out.data_as<float>());
   };
   auto tensor = [&] {
-    const auto reordered = allocate(static_cast<size_t>(os.c) * in.shape().c * g.kh * g.kw * sizeof(float));
-    cuda::tensor_convolution(stream_, shape, !g.tf32, in.data_as<float>(), weights, bias, neuron,
+    const auto reordered = b.allocate(static_cast<size_t>(os.c) * in.shape().c * g.kh * g.kw * sizeof(float));
+    cuda::tensor_convolution(b.stream(), shape, !g.tf32, in.data_as<const float>(), weights, bias, neuron,
                              out.data_as<float>(), static_cast<float*>(reordered->data()));
   };
-  if (p.forward == ConvPlan::kUndecided && !recording_) {
+  if (p.forward == ConvPlan::kUndecided && !b.capturing()) {
     Candidates c = algorithms(p.fwd, cudnn);
     if (ours && cuda::direct_convolution_fits(shape)) c.push_back({ConvPlan::kDirect, direct});
     if (ours && cuda::tensor_convolution_fits(shape)) c.push_back({ConvPlan::kTensor, tensor});
-    p.forward = quickest(c);
+    p.forward = b.quickest(c);
   }
   if (p.forward == ConvPlan::kDirect) return direct();
   if (p.forward == ConvPlan::kTensor) return tensor();
   cudnn(p.fwd[std::max(p.forward, 0)]);
 }
 
-void CudaBackend::convolution_gradient(const ConvGeometry& g, const Image& xi, const float* weights, const Image& dy,
-                                       const Image* y, const NeuronDescriptor& neuron, const Image* dx, float* dw,
-                                       float* db) {
-  auto lock = enter();
+void convolution_gradient(Backend& backend, const ConvGeometry& g, const Tensor& xi, const Tensor& w,
+                          const Tensor& dy, const Tensor& y, const NeuronDescriptor& neuron, const Tensor& dx,
+                          const Tensor& dwt, const Tensor& dbt) {
+  CudaBackend& b = cuda_of(backend);
+  auto lock = b.enter();
+  const float* weights = w.data_as<const float>();
+  float* dw = dwt.data_as<float>();
+  float* db = dbt.data_as<float>();
   const int n = xi.batch();
   const auto& is = xi.shape();
   const auto& os = dy.shape();
   std::shared_ptr<Buffer> scratch, padded_x, padded_dx, partial, tensor_partial;
   if (windowed(g, is, os)) {
-    const float* dz = output_gradient(dy, y, neuron, db, &scratch);
+    const float* dz = output_gradient(b, dy, y, neuron, db, &scratch);
     const int ck = is.c * g.kw, p = os.h * os.w;
     if (dw) {  // dW (channels × c·kw) = dz laid out channels × (image, window) · windows
-      const auto win = gather_windows(g, xi, os);
-      auto dzt = allocate(dy.descriptor().bytes());
+      const auto win = gather_windows(b, g, xi, os);
+      auto dzt = b.allocate(dy.bytes());
       const int dims[3] = {n, os.c, p}, perm[3] = {1, 0, 2};
-      cuda::permute(stream_, dz, static_cast<float*>(dzt->data()), dims, perm);
-      gemm(false, false, os.c, ck, n * p, static_cast<const float*>(dzt->data()), n * p,
+      cuda::permute(b.stream(), dz, static_cast<float*>(dzt->data()), dims, perm);
+      b.gemm(false, false, os.c, ck, n * p, static_cast<const float*>(dzt->data()), n * p,
            static_cast<const float*>(win->data()), ck, dw, ck, g.tf32);
     }
     if (dx) {  // windows' gradient[image] (windows × c·kw) = dz[image]ᵀ · W, scattered back
-      auto dwin = allocate(static_cast<size_t>(n) * p * ck * sizeof(float));
-      gemm(true, false, p, ck, os.c, dz, p, weights, ck, static_cast<float*>(dwin->data()), ck, g.tf32, 1.f, 0.f,
+      auto dwin = b.allocate(static_cast<size_t>(n) * p * ck * sizeof(float));
+      b.gemm(true, false, p, ck, os.c, dz, p, weights, ck, static_cast<float*>(dwin->data()), ck, g.tf32, 1.f, 0.f,
            {n, static_cast<long long>(os.c) * p, 0, static_cast<long long>(p) * ck});
-      cuda::scatter_windows(stream_, static_cast<const float*>(dwin->data()), dx->data_as<float>(), n, is.c, is.h,
+      cuda::scatter_windows(b.stream(), static_cast<const float*>(dwin->data()), dx.data_as<float>(), n, is.c, is.h,
                             is.w, os.w, g.kw);
     }
     return;
   }
-  ConvPlan& p = conv_plan(g, n, is, os);
+  ConvPlan& p = conv_plan(b, g, n, is, os);
   const cuda::ConvShape shape = conv_shape(g, n, is, os);
   const bool ours = g.groups == 1;  // our kernels run one group
   const float one = 1.f, zero = 0.f;
   // Ours applies the neuron's derivative and sums the bias gradient as it reads dy.
-  auto direct_dw = [&](const float* grad, const Image* out, float* bias_grad) {
+  auto direct_dw = [&](const float* grad, const Tensor& out, float* bias_grad) {
     const size_t row = static_cast<size_t>(os.c) * is.c * g.kh * g.kw + os.c;
-    if (!partial) partial = allocate(cuda::direct_weight_gradient_rows(shape) * row * sizeof(float));
-    cuda::direct_weight_gradient(stream_, shape, xi.data_as<float>(), grad, out ? out->data_as<float>() : nullptr,
+    if (!partial) partial = b.allocate(cuda::direct_weight_gradient_rows(shape) * row * sizeof(float));
+    cuda::direct_weight_gradient(b.stream(), shape, xi.data_as<const float>(), grad, out ? out.data_as<const float>() : nullptr,
                                  neuron, dw, bias_grad, static_cast<float*>(partial->data()));
   };
   auto tensor_dw = [&](const float* dz) {
     const size_t floats = cuda::tensor_weight_gradient_partial(shape);
-    if (floats && !tensor_partial) tensor_partial = allocate(floats * sizeof(float));
-    cuda::tensor_weight_gradient(stream_, shape, !g.tf32, xi.data_as<float>(), dz, dw,
+    if (floats && !tensor_partial) tensor_partial = b.allocate(floats * sizeof(float));
+    cuda::tensor_weight_gradient(b.stream(), shape, !g.tf32, xi.data_as<const float>(), dz, dw,
                                  floats ? static_cast<float*>(tensor_partial->data()) : nullptr);
   };
   auto tensor_dx = [&](const float* dz) {
-    const auto reordered = allocate(static_cast<size_t>(os.c) * is.c * g.kh * g.kw * sizeof(float));
-    cuda::tensor_input_gradient(stream_, shape, !g.tf32, dz, weights, dx->data_as<float>(),
+    const auto reordered = b.allocate(static_cast<size_t>(os.c) * is.c * g.kh * g.kw * sizeof(float));
+    cuda::tensor_input_gradient(b.stream(), shape, !g.tf32, dz, weights, dx.data_as<float>(),
                                 static_cast<float*>(reordered->data()));
   };
   auto cudnn_dw = [&](const cudnnConvolutionBwdFilterAlgoPerf_t& a, const float* dz) {
-    const float* x = cudnn_input(p, xi, &padded_x);
-    const auto ws = workspace(a.memory);
-    cudnn_check(cudnnConvolutionBackwardFilter(cudnn_, &one, p.x, x, p.y, dz, p.conv, a.algo, ws->data(), a.memory,
+    const float* x = cudnn_input(b, p, xi, &padded_x);
+    const auto ws = b.workspace(a.memory);
+    cudnn_check(cudnnConvolutionBackwardFilter(b.cudnn(), &one, p.x, x, p.y, dz, p.conv, a.algo, ws->data(), a.memory,
                                                &zero, p.w, dw),
                 "convolution_gradient");
   };
   auto cudnn_dx = [&](const cudnnConvolutionBwdDataAlgoPerf_t& a, const float* dz) {
-    float* target = dx->data_as<float>();
+    float* target = dx.data_as<float>();
     if (p.padded) {
-      padded_dx = allocate(static_cast<size_t>(n) * is.c * p.hp * p.wp * sizeof(float));
+      padded_dx = b.allocate(static_cast<size_t>(n) * is.c * p.hp * p.wp * sizeof(float));
       target = static_cast<float*>(padded_dx->data());
     }
-    const auto ws = workspace(a.memory);
-    cudnn_check(cudnnConvolutionBackwardData(cudnn_, &one, p.w, weights, p.y, dz, p.conv, a.algo, ws->data(),
+    const auto ws = b.workspace(a.memory);
+    cudnn_check(cudnnConvolutionBackwardData(b.cudnn(), &one, p.w, weights, p.y, dz, p.conv, a.algo, ws->data(),
                                              a.memory, &zero, p.x, target),
                 "convolution_gradient");
     if (p.padded)
-      cuda::crop(stream_, target, dx->data_as<float>(), n * is.c, p.hp, p.wp, p.pad_top, p.pad_left, is.h, is.w);
+      cuda::crop(b.stream(), target, dx.data_as<float>(), n * is.c, p.hp, p.wp, p.pad_top, p.pad_left, is.h, is.w);
   };
-  if (dw && !dx && p.weight_gradient == ConvPlan::kDirect) return direct_dw(dy.data_as<float>(), y, db);
-  const float* dz = output_gradient(dy, y, neuron, db, &scratch);
+  if (dw && !dx && p.weight_gradient == ConvPlan::kDirect) return direct_dw(dy.data_as<const float>(), y, db);
+  const float* dz = output_gradient(b, dy, y, neuron, db, &scratch);
   // Checked every call: dz's alignment is the call's, not the shape's.
   const bool tensor_fits = ours && cuda::tensor_weight_gradient_fits(shape, dz);
   auto weight_gradient = [&] {
-    if (p.weight_gradient == ConvPlan::kUndecided && !recording_) {
+    if (p.weight_gradient == ConvPlan::kUndecided && !b.capturing()) {
       Candidates c = algorithms(p.bwd_filter, [&](const auto& a) { cudnn_dw(a, dz); });
       if (ours && cuda::direct_convolution_fits(shape))
-        c.push_back({ConvPlan::kDirect, [&] { direct_dw(dz, nullptr, nullptr); }});
+        c.push_back({ConvPlan::kDirect, [&] { direct_dw(dz, Tensor(), nullptr); }});
       if (tensor_fits) c.push_back({ConvPlan::kTensor, [&] { tensor_dw(dz); }});
-      p.weight_gradient = quickest(c);
+      p.weight_gradient = b.quickest(c);
     }
     if (p.weight_gradient == ConvPlan::kDirect)
-      direct_dw(dz, nullptr, nullptr);
+      direct_dw(dz, Tensor(), nullptr);
     else if (p.weight_gradient == ConvPlan::kTensor && tensor_fits)  // else cuDNN's best
       tensor_dw(dz);
     else
       cudnn_dw(p.bwd_filter[std::max(p.weight_gradient, 0)], dz);
   };
   auto input_gradient = [&] {
-    if (p.input_gradient == ConvPlan::kUndecided && !recording_) {
+    if (p.input_gradient == ConvPlan::kUndecided && !b.capturing()) {
       Candidates c = algorithms(p.bwd_data, [&](const auto& a) { cudnn_dx(a, dz); });
       if (ours && cuda::tensor_input_gradient_fits(shape))
         c.push_back({ConvPlan::kTensor, [&] { tensor_dx(dz); }});
-      p.input_gradient = quickest(c);
+      p.input_gradient = b.quickest(c);
     }
     if (p.input_gradient == ConvPlan::kTensor)
       tensor_dx(dz);
@@ -275,87 +352,43 @@ void CudaBackend::convolution_gradient(const ConvGeometry& g, const Image& xi, c
       p.input_gradient == ConvPlan::kTensor ? 0 : p.bwd_data[std::max(p.input_gradient, 0)].memory;
   const size_t dw_workspace =
       wg == ConvPlan::kDirect || (wg == ConvPlan::kTensor && tensor_fits) ? 0 : p.bwd_filter[std::max(wg, 0)].memory;
-  side_by_side(dx ? input_gradient : std::function<void()>(), dw ? weight_gradient : std::function<void()>(), work,
+  b.side_by_side(dx ? input_gradient : std::function<void()>(), dw ? weight_gradient : std::function<void()>(), work,
                dx_workspace, dw_workspace);
 }
 
-const float* CudaBackend::cudnn_input(const ConvPlan& p, const Image& x, std::shared_ptr<Buffer>* padded) {
-  if (!p.padded) return x.data_as<float>();
-  const int planes = x.batch() * x.shape().c;
-  *padded = allocate(static_cast<size_t>(planes) * p.hp * p.wp * sizeof(float));
-  cuda::pad(stream_, x.data_as<float>(), static_cast<float*>((*padded)->data()), planes, x.shape().h, x.shape().w,
-            p.pad_top, p.pad_left, p.hp, p.wp);
-  return static_cast<const float*>((*padded)->data());
-}
 
-// Rounds that take turns between the candidates, each keeping its least time: the first
-// calls of a process meet a GPU whose clocks still ramp, which a single pass in turn
-// charged to whichever candidate ran first.
-int CudaBackend::quickest(const Candidates& candidates) {
-  if (candidates.size() == 1) return candidates.front().first;
-  constexpr int kRounds = 3;
-  std::vector<float> best(candidates.size(), std::numeric_limits<float>::infinity());
-  for (int round = 0; round < kRounds; ++round)
-    for (size_t i = 0; i < candidates.size(); ++i) best[i] = std::min(best[i], time_ms(candidates[i].second));
-  return candidates[std::min_element(best.begin(), best.end()) - best.begin()].first;
-}
-
-void CudaBackend::gemm(bool ta, bool tb, int m, int n, int k, const float* a, int lda, const float* b, int ldb,
-                       float* c, int ldc, bool tf32, float alpha, float beta, GemmBatch batch) {
-  const auto oa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, ob = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
-  const auto compute = tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-  auto cublas = [&] {
-    if (batch.count == 1)
-      cublas_check(cublasGemmEx(cublas_, ob, oa, n, m, k, &alpha, b, CUDA_R_32F, ldb, a, CUDA_R_32F, lda, &beta, c,
-                                CUDA_R_32F, ldc, compute, CUBLAS_GEMM_DEFAULT),
-                   "gemm");
-    else
-      cublas_check(cublasGemmStridedBatchedEx(cublas_, ob, oa, n, m, k, &alpha, b, CUDA_R_32F, ldb, batch.b, a,
-                                              CUDA_R_32F, lda, batch.a, &beta, c, CUDA_R_32F, ldc, batch.c,
-                                              batch.count, compute, CUBLAS_GEMM_DEFAULT),
-                   "gemm");
-  };
-  // Ours compute C = op(A)·op(B) alone; which runs a shape is timed once, as for convolutions.
-  enum { kUndecided, kCublas, kTensor, kThin };
-  Candidates candidates{{kCublas, cublas}};
-  if (batch.count == 1 && alpha == 1.f && beta == 0.f) {
-    if (cuda::tensor_product_fits(ta, tb, m, n, k, a, lda, b, ldb, ldc))
-      candidates.push_back({kTensor, [&] {
-                              const size_t floats = cuda::tensor_product_partial(m, n, k);
-                              const auto partial = floats ? allocate(floats * sizeof(float)) : nullptr;
-                              cuda::tensor_product(stream_, !tf32, ta, tb, m, n, k, a, lda, b, ldb, c,
-                                                   partial ? static_cast<float*>(partial->data()) : nullptr);
-                            }});
-    if (cuda::thin_product_fits(ta, tb, m, n, k))
-      candidates.push_back({kThin, [&] { cuda::thin_product(stream_, ta, tb, m, n, k, a, lda, b, ldb, c, ldc); }});
-  }
-  if (candidates.size() == 1) return cublas();
-  int& choice = gemm_choices_[{ta, tb, m, n, k, lda, ldb, tf32}];
-  if (choice == kUndecided && !recording_) choice = quickest(candidates);
-  for (const auto& [id, run] : candidates)
-    if (id == choice) return run();
-  cublas();  // undecided while capturing, or the one chosen does not fit these operands
-}
-
-void CudaBackend::fully_connected(const Image& in, const float* weights, const float* bias,
-                                  const NeuronDescriptor& neuron, const Image& out, bool tf32) {
-  auto lock = enter();
+void fully_connected(Backend& backend, const Tensor& in, const Tensor& w, const Tensor& bs,
+                     const NeuronDescriptor& neuron, const Tensor& out, bool tf32) {
+  CudaBackend& b = cuda_of(backend);
+  auto lock = b.enter();
+  const float* weights = w.data_as<const float>();
+  const float* bias = bs.data_as<const float>();
   const int n = in.batch(), k = static_cast<int>(in.shape().count()), o = out.shape().c;
-  gemm(false, true, n, o, k, in.data_as<float>(), k, weights, k, out.data_as<float>(), o, tf32);
-  cuda::bias_neuron(stream_, out.data_as<float>(), out.descriptor().count(), o, 1, bias, neuron);
+  b.gemm(false, true, n, o, k, in.data_as<const float>(), k, weights, k, out.data_as<float>(), o, tf32);
+  cuda::bias_neuron(b.stream(), out.data_as<float>(), out.count(), o, 1, bias, neuron);
 }
 
-void CudaBackend::fully_connected_gradient(const Image& x, const float* weights, const Image& dy, const Image* y,
-                                           const NeuronDescriptor& neuron, const Image* dx, float* dw, float* db,
-                                           bool tf32) {
-  auto lock = enter();
+void fully_connected_gradient(Backend& backend, const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor& y,
+                              const NeuronDescriptor& neuron, const Tensor& dx, const Tensor& dwt, const Tensor& dbt,
+                              bool tf32) {
+  CudaBackend& b = cuda_of(backend);
+  auto lock = b.enter();
+  const float* weights = w.data_as<const float>();
+  float* dw = dwt.data_as<float>();
+  float* db = dbt.data_as<float>();
   const int n = x.batch(), k = static_cast<int>(x.shape().count()), o = dy.shape().c;
   std::shared_ptr<Buffer> scratch;
-  const float* dz = output_gradient(dy, y, neuron, db, &scratch);
-  auto weight_gradient = [&] { gemm(true, false, o, k, n, dz, o, x.data_as<float>(), k, dw, k, tf32); };
-  auto input_gradient = [&] { gemm(false, false, n, k, o, dz, o, weights, k, dx->data_as<float>(), k, tf32); };
-  side_by_side(dx ? input_gradient : std::function<void()>(), dw ? weight_gradient : std::function<void()>(),
+  const float* dz = output_gradient(b, dy, y, neuron, db, &scratch);
+  auto weight_gradient = [&] { b.gemm(true, false, o, k, n, dz, o, x.data_as<const float>(), k, dw, k, tf32); };
+  auto input_gradient = [&] { b.gemm(false, false, n, k, o, dz, o, weights, k, dx.data_as<float>(), k, tf32); };
+  b.side_by_side(dx ? input_gradient : std::function<void()>(), dw ? weight_gradient : std::function<void()>(),
                static_cast<double>(n) * k * o, 0, 0);
 }
 
+NNGRAPH_KERNEL(ConvolutionKernel, CUDA, convolution);
+NNGRAPH_KERNEL(ConvolutionGradientKernel, CUDA, convolution_gradient);
+NNGRAPH_KERNEL(FullyConnectedKernel, CUDA, fully_connected);
+NNGRAPH_KERNEL(FullyConnectedGradientKernel, CUDA, fully_connected_gradient);
+
+}  // namespace
 }  // namespace nngraph

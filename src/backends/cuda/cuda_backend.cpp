@@ -7,7 +7,6 @@
 
 #include "kernels.cuh"
 #include "nngraph/error.h"
-#include "nngraph/nodes.h"
 
 namespace nngraph {
 
@@ -108,12 +107,8 @@ void keep_memory(void*, size_t, const Device&) {}  // a view: its buffer frees t
 
 void CudaBackend::release(void* p, size_t bytes) {
   auto lock = enter();
-  // Reserve spaces kept for training states inside this buffer go with it.
   const char* begin = static_cast<const char*>(p);
-  const auto first = rnn_reserves_.lower_bound(begin), last = rnn_reserves_.lower_bound(begin + bytes);
-  std::vector<std::shared_ptr<Buffer>> gone;  // freed after the map is settled (their release comes here)
-  for (auto i = first; i != last; ++i) gone.push_back(std::move(i->second.buffer));
-  rnn_reserves_.erase(first, last);
+  for (auto& [type, state] : op_states_) state->released(begin, begin + bytes);
   cudaFreeAsync(p, stream_);  // stream-ordered: after every kernel already queued on it
 }
 
@@ -348,16 +343,6 @@ std::shared_ptr<Fence> CudaBackend::fence() {
   return f;
 }
 
-void CudaBackend::convert(const Image& in, const Image& out) {
-  auto lock = enter();
-  const size_t n = in.descriptor().count();
-  if (in.dtype() == out.dtype()) return copy(out.data(), in.data(), in.descriptor().bytes());
-  if (in.dtype() == DType::Float32)
-    cuda::f32_to_f16(stream_, in.data_as<float>(), out.data(), n);
-  else
-    cuda::f16_to_f32(stream_, in.data(), out.data_as<float>(), n);
-}
-
 std::shared_ptr<Buffer> CudaBackend::workspace(size_t bytes) {
   const auto& shared = on_lane_ ? lane_.workspace : workspace_;  // the lane's: a view past the stream's part
   const bool fits = shared && shared->bytes() >= bytes;
@@ -371,30 +356,6 @@ std::shared_ptr<Buffer> CudaBackend::workspace(size_t bytes) {
   if (recording_ && (recording_->kept.empty() || recording_->kept.back() != workspace_))
     recording_->kept.push_back(workspace_);
   return shared;
-}
-
-float CudaBackend::time_ms(const std::function<void()>& work) {
-  struct Events {
-    cudaEvent_t start = nullptr, stop = nullptr;
-    ~Events() {
-      if (start) cudaEventDestroy(start);
-      if (stop) cudaEventDestroy(stop);
-    }
-  } e;
-  cuda_check(cudaEventCreate(&e.start), "timing");
-  cuda_check(cudaEventCreate(&e.stop), "timing");
-  work();
-  constexpr int runs = 3;
-  // The runs queue up behind a wait long enough to enqueue them: their device time, not the
-  // host's launch overhead, which a captured step does not pay.
-  cuda::hold(stream_, 300);
-  cuda_check(cudaEventRecord(e.start, stream_), "timing");
-  for (int i = 0; i < runs; ++i) work();
-  cuda_check(cudaEventRecord(e.stop, stream_), "timing");
-  cuda_check(cudaEventSynchronize(e.stop), "timing");
-  float ms = 0;
-  cuda_check(cudaEventElapsedTime(&ms, e.start, e.stop), "timing");
-  return ms / runs;
 }
 
 std::shared_ptr<void> CudaBackend::capture(const std::function<void()>& work) {
@@ -520,34 +481,6 @@ void CudaBackend::step_kernel(const void* kernel, dim3 grid, dim3 block, void** 
 void CudaBackend::store(uint64_t* counter, uint64_t value) {
   auto lock = enter();
   cuda::store(step_launch(), counter, value);
-}
-
-const float* CudaBackend::output_gradient(const Image& dy, const Image* y, const NeuronDescriptor& neuron, float* db,
-                                          std::shared_ptr<Buffer>* scratch) {
-  const bool act = y && neuron.type != NeuronType::None;
-  float* dz = nullptr;
-  if (act) {
-    *scratch = allocate(dy.descriptor().bytes());
-    dz = static_cast<float*>((*scratch)->data());
-  }
-  const int n = dy.batch(), c = dy.shape().c, hw = dy.shape().h * dy.shape().w;
-  const float* yv = act ? y->data_as<float>() : nullptr;
-  if (db) {
-    auto partial = allocate(static_cast<size_t>(c) * cuda::bias_gradient_chunks(n, c, hw) * sizeof(float));
-    cuda::bias_gradient(stream_, dy.data_as<float>(), yv, dz, neuron, db, n, c, hw, static_cast<float*>(partial->data()));
-  } else if (act) {
-    cuda::neuron_gradient(stream_, yv, dy.data_as<float>(), dz, dy.descriptor().count(), neuron);
-  }
-  return act ? dz : dy.data_as<float>();
-}
-
-bool CudaBackend::all_finite(const float* data, size_t count) {
-  auto lock = enter();
-  auto flag = allocate(sizeof(int));
-  cuda::any_nonfinite(stream_, data, count, static_cast<int*>(flag->data()));
-  int host = 0;
-  copy_to_host(&host, flag->data(), sizeof(int));
-  return host == 0;
 }
 
 }  // namespace nngraph

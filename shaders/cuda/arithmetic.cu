@@ -1,0 +1,115 @@
+// Arithmetic of two images with broadcasting, and its gradients: the formulas are
+// backends/math.h's; registered here as the cuda kernels of ops/arithmetic.h.
+#include "backends/cuda/cuda_backend.h"
+#include "backends/math.h"
+#include "common.cuh"
+#include "ops/arithmetic.h"
+
+namespace nngraph {
+namespace {
+
+using cuda::blocks_for;
+using cuda::kThreads;
+
+math::Broadcast broadcast(const Tensor& t) { return math::Broadcast(t.batch(), t.shape().c, t.shape().h, t.shape().w); }
+
+// The result's N×C×H×W, to turn a flat index into coordinates.
+struct Extent {
+  int n, c, h, w;
+};
+Extent extent_of(const Tensor& t) { return {t.batch(), t.shape().c, t.shape().h, t.shape().w}; }
+
+__global__ void same_shape_kernel(ArithmeticOp op, const float* a, const float* b, float* y, size_t count) {
+  NNGRAPH_GRID_LOOP(i, count) y[i] = math::arithmetic(op, a[i], b[i]);
+}
+
+__global__ void broadcast_kernel(ArithmeticOp op, const float* a, math::Broadcast ba, const float* b,
+                                 math::Broadcast bb, float* y, Extent e, size_t count) {
+  NNGRAPH_GRID_LOOP(i, count) {
+    const int x = static_cast<int>(i % e.w), r = static_cast<int>(i / e.w % e.h);
+    const int c = static_cast<int>(i / (static_cast<size_t>(e.w) * e.h) % e.c);
+    const int n = static_cast<int>(i / (static_cast<size_t>(e.w) * e.h * e.c));
+    y[i] = math::arithmetic(op, a[ba.at(n, c, r, x)], b[bb.at(n, c, r, x)]);
+  }
+}
+
+// One block per dx element: its threads sum dy ⊙ ∂ over the result positions that read it.
+// `span` holds, per axis, how many result indices map to one operand index (1 or the extent).
+__global__ void gradient_kernel(ArithmeticOp op, int operand, const float* a, math::Broadcast ba, const float* b,
+                                math::Broadcast bb, const float* dy, Extent out, Extent own, Extent span,
+                                float* dx) {
+  const size_t i = blockIdx.x;
+  const int x0 = static_cast<int>(i % own.w), r0 = static_cast<int>(i / own.w % own.h);
+  const int c0 = static_cast<int>(i / (static_cast<size_t>(own.w) * own.h) % own.c);
+  const int n0 = static_cast<int>(i / (static_cast<size_t>(own.w) * own.h * own.c));
+  const long long set = static_cast<long long>(span.n) * span.c * span.h * span.w;
+  float sum = 0.f;
+  for (long long k = threadIdx.x; k < set; k += blockDim.x) {
+    const int x = span.w > 1 ? static_cast<int>(k % span.w) : x0;
+    const int r = span.h > 1 ? static_cast<int>(k / span.w % span.h) : r0;
+    const int c = span.c > 1 ? static_cast<int>(k / (span.w * span.h) % span.c) : c0;
+    const int n = span.n > 1 ? static_cast<int>(k / (static_cast<long long>(span.w) * span.h * span.c)) : n0;
+    const size_t j = ((static_cast<size_t>(n) * out.c + c) * out.h + r) * out.w + x;
+    sum += dy[j] * math::arithmetic_partial(op, operand, a[ba.at(n, c, r, x)], b[bb.at(n, c, r, x)]);
+  }
+  __shared__ float partial[kThreads];
+  partial[threadIdx.x] = sum;
+  __syncthreads();
+  for (int half = blockDim.x / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) partial[threadIdx.x] += partial[threadIdx.x + half];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) dx[i] = partial[0];
+}
+
+// dx has the result's shape: one thread per element.
+__global__ void pointwise_gradient_kernel(ArithmeticOp op, int operand, const float* a, math::Broadcast ba,
+                                          const float* b, math::Broadcast bb, const float* dy, Extent e, float* dx,
+                                          size_t count) {
+  NNGRAPH_GRID_LOOP(i, count) {
+    const int x = static_cast<int>(i % e.w), r = static_cast<int>(i / e.w % e.h);
+    const int c = static_cast<int>(i / (static_cast<size_t>(e.w) * e.h) % e.c);
+    const int n = static_cast<int>(i / (static_cast<size_t>(e.w) * e.h * e.c));
+    dx[i] = dy[i] * math::arithmetic_partial(op, operand, a[ba.at(n, c, r, x)], b[bb.at(n, c, r, x)]);
+  }
+}
+
+void arithmetic(Backend& backend, ArithmeticOp op, const Tensor& a, const Tensor& b, const Tensor& y) {
+  CudaBackend& cb = cuda_of(backend);
+  auto lock = cb.enter();
+  const size_t count = y.count();
+  if (a.count() == count && b.count() == count)
+    same_shape_kernel<<<blocks_for(count), kThreads, 0, cb.stream()>>>(op, a.data_as<const float>(),
+                                                                       b.data_as<const float>(), y.data_as<float>(),
+                                                                       count);
+  else
+    broadcast_kernel<<<blocks_for(count), kThreads, 0, cb.stream()>>>(
+        op, a.data_as<const float>(), broadcast(a), b.data_as<const float>(), broadcast(b), y.data_as<float>(),
+        extent_of(y), count);
+  cuda::check_launch("arithmetic");
+}
+
+void arithmetic_gradient(Backend& backend, ArithmeticOp op, int operand, const Tensor& a, const Tensor& b,
+                         const Tensor& dy, const Tensor& dx) {
+  CudaBackend& cb = cuda_of(backend);
+  auto lock = cb.enter();
+  const Extent out = extent_of(dy), own = extent_of(dx);
+  if (dx.count() == dy.count()) {
+    pointwise_gradient_kernel<<<blocks_for(dy.count()), kThreads, 0, cb.stream()>>>(
+        op, operand, a.data_as<const float>(), broadcast(a), b.data_as<const float>(), broadcast(b),
+        dy.data_as<const float>(), out, dx.data_as<float>(), dy.count());
+  } else {
+    auto span = [](int mine, int theirs) { return mine == 1 ? theirs : 1; };
+    const Extent s{span(own.n, out.n), span(own.c, out.c), span(own.h, out.h), span(own.w, out.w)};
+    gradient_kernel<<<static_cast<unsigned>(dx.count()), kThreads, 0, cb.stream()>>>(
+        op, operand, a.data_as<const float>(), broadcast(a), b.data_as<const float>(), broadcast(b),
+        dy.data_as<const float>(), out, own, s, dx.data_as<float>());
+  }
+  cuda::check_launch("arithmetic_gradient");
+}
+
+NNGRAPH_KERNEL(ArithmeticKernel, CUDA, arithmetic);
+NNGRAPH_KERNEL(ArithmeticGradientKernel, CUDA, arithmetic_gradient);
+
+}  // namespace
+}  // namespace nngraph

@@ -1,0 +1,22 @@
+#include "backends/tensor.h"
+
+namespace nngraph {
+
+Tensor::Tensor(const void* data, int n, ImageShape shape, DType dtype, Layout layout)
+    : data_(const_cast<void*>(data)), n_(n), shape_(shape), dtype_(dtype), layout_(layout) {
+  const int64_t c = shape.c, h = shape.h, w = shape.w;
+  strides_ = layout == Layout::NCHW ? std::array<int64_t, 4>{c * h * w, h * w, w, 1}
+                                    : std::array<int64_t, 4>{c * h * w, 1, w * c, c};
+}
+
+bool Tensor::contiguous_nchw() const {
+  const int64_t c = shape_.c, h = shape_.h, w = shape_.w;
+  return strides_ == std::array<int64_t, 4>{c * h * w, h * w, w, 1};
+}
+
+void Tensor::refuse() const {
+  fail<Unsupported>("[kernel] this kernel reads float32 NCHW, got ", dtype_name(dtype_),
+                    layout_ == Layout::NHWC ? " NHWC" : " NCHW");
+}
+
+}  // namespace nngraph

@@ -1,0 +1,64 @@
+#pragma once
+// What a kernel reads and writes: a typed, strided N×C×H×W view of device memory. Kernels
+// take these, never bare pointers, so a dtype or a layout is added per kernel: a kernel
+// that reads only float32 NCHW says so through data_as<float>(), which refuses the rest.
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <type_traits>
+
+#include "nngraph/error.h"
+#include "nngraph/image.h"
+
+namespace nngraph {
+
+enum class Layout : uint8_t { NCHW, NHWC };
+
+class Tensor {
+ public:
+  Tensor() = default;
+  // Implicit: images are what kernels mostly take.
+  Tensor(const Image& image)  // NOLINT(google-explicit-constructor)
+      : Tensor(image.empty() ? nullptr : image.data(), image.batch(), image.shape(), image.dtype()) {}
+  // N×C×H×W values of `dtype` at `data`, contiguous in `layout`.
+  Tensor(const void* data, int n, ImageShape shape, DType dtype = DType::Float32, Layout layout = Layout::NCHW);
+  // `count` values in a row (parameters, their gradients, optimizer slots): 1×count×1×1.
+  static Tensor vector(const void* data, size_t count, DType dtype = DType::Float32) {
+    return Tensor(data, 1, ImageShape{static_cast<int>(count), 1, 1}, dtype);
+  }
+  static Tensor vector(const std::shared_ptr<Buffer>& buffer, size_t count) {
+    return buffer ? vector(buffer->data(), count) : Tensor();
+  }
+
+  // False for the empty view: an operand the kernel does not get (no bias, no dx wanted).
+  explicit operator bool() const { return data_ != nullptr; }
+  DType dtype() const { return dtype_; }
+  Layout layout() const { return layout_; }
+  int batch() const { return n_; }
+  const ImageShape& shape() const { return shape_; }
+  // Elements between neighbours along N, C, H and W.
+  const std::array<int64_t, 4>& strides() const { return strides_; }
+  size_t count() const { return static_cast<size_t>(n_) * shape_.count(); }
+  size_t bytes() const { return count() * dtype_size(dtype_); }
+  bool contiguous_nchw() const;
+  void* data() const { return data_; }
+  // The values as T, for kernels written for float32 NCHW: Unsupported for any other view.
+  template <class T>
+  T* data_as() const {
+    static_assert(std::is_same_v<std::remove_const_t<T>, float>, "typed access is float32 for now");
+    if (data_ && (dtype_ != DType::Float32 || !contiguous_nchw())) refuse();
+    return static_cast<T*>(data_);
+  }
+
+ private:
+  [[noreturn]] void refuse() const;
+  void* data_ = nullptr;
+  int n_ = 0;
+  ImageShape shape_;
+  DType dtype_ = DType::Float32;
+  Layout layout_ = Layout::NCHW;
+  std::array<int64_t, 4> strides_{};
+};
+
+}  // namespace nngraph

@@ -1,0 +1,97 @@
+#pragma once
+// Convolution and fully connected layers: nodes, gradient node and kernels.
+#include "backends/kernel.h"
+#include "ops/gradient.h"
+
+namespace nngraph {
+
+struct ConvGeometry {
+  int kh, kw, sy, sx, dy, dx, groups, pad_top, pad_left;
+  bool tf32 = false;  // cuda: tensor cores may round float32 inputs to tf32
+  // 1×k windows that tile each row without overlap (stride k, no padding): a product over
+  // the windows reads the input in place, with no im2col.
+  bool tiles_rows(const ImageShape& in, const ImageShape& out) const {
+    return kh == 1 && sy == 1 && kw == sx && dx == 1 && pad_top == 0 && pad_left == 0 && out.h == in.h &&
+           out.w * kw <= in.w;
+  }
+};
+
+// NCHW convolution, OIHW weights; bias (may be empty) then neuron.
+struct ConvolutionKernel : KernelOf<void(Backend&, const ConvGeometry&, const Tensor& x, const Tensor& weights,
+                                         const Tensor& bias, const NeuronDescriptor&, const Tensor& y)> {
+  static constexpr const char* name = "convolution";
+};
+// dz = dy ⊙ neuron'(y) first when y is given; dx (may be empty: not needed), dw and db (empty:
+// no bias) are overwritten.
+struct ConvolutionGradientKernel
+    : KernelOf<void(Backend&, const ConvGeometry&, const Tensor& x, const Tensor& weights, const Tensor& dy,
+                    const Tensor& y, const NeuronDescriptor&, const Tensor& dx, const Tensor& dw, const Tensor& db)> {
+  static constexpr const char* name = "convolution_gradient";
+};
+// y[n, o] = Σ_k x[n, k]·W[o, k] + b[o], then neuron; k runs over C·H·W of the source.
+struct FullyConnectedKernel : KernelOf<void(Backend&, const Tensor& x, const Tensor& weights, const Tensor& bias,
+                                             const NeuronDescriptor&, const Tensor& y, bool tf32)> {
+  static constexpr const char* name = "fully_connected";
+};
+struct FullyConnectedGradientKernel
+    : KernelOf<void(Backend&, const Tensor& x, const Tensor& weights, const Tensor& dy, const Tensor& y,
+                    const NeuronDescriptor&, const Tensor& dx, const Tensor& dw, const Tensor& db, bool tf32)> {
+  static constexpr const char* name = "fully_connected_gradient";
+};
+
+class ConvolutionNode : public FilterNode {
+ public:
+  static constexpr const char* kKind = "convolution";
+  static std::shared_ptr<ConvolutionNode> create(ImageNodePtr source, std::shared_ptr<DataSource> weights,
+                                                 Padding padding, std::string label = "");
+  ImageShape infer(const std::vector<ImageShape>& sources) const override;
+  void encode(const EncodeArgs& args) const override;
+  std::vector<WeightSource> weight_sources() const override { return {{source_.get(), desc_}}; }
+  const ConvolutionDescriptor& descriptor() const { return desc_; }
+  // Its epilogue applies a following neuron, unless its descriptor has one already.
+  bool accepts_fused_neuron() const override { return desc_.neuron.type == NeuronType::None; }
+  const Padding& padding() const { return padding_; }
+  // Kernel geometry for a source of shape `in` (padding resolved).
+  ConvGeometry geometry(const ImageShape& in) const;
+  // The gradient node's pass: x, dy and (with a descriptor neuron) y in; dx, dw and db out.
+  virtual void encode_gradient(const EncodeArgs& args) const;
+
+ protected:
+  std::vector<FilterNodePtr> make_gradients(const ImageNodePtr& source_gradient) override;
+  ConvolutionNode(ImageNodePtr source, std::shared_ptr<DataSource> weights, Padding padding, std::string label,
+                  const char* kind);
+  std::shared_ptr<DataSource> source_;
+  ConvolutionDescriptor desc_;
+  Padding padding_;
+};
+
+// A convolution whose kernel covers the whole source: the descriptor's kernel equals the
+// source's H×W with input channels C, or is 1×1 with input channels C·H·W (flattened).
+class FullyConnectedNode : public ConvolutionNode {
+ public:
+  static constexpr const char* kKind = "fully_connected";
+  static std::shared_ptr<FullyConnectedNode> create(ImageNodePtr source, std::shared_ptr<DataSource> weights,
+                                                    std::string label = "");
+  ImageShape infer(const std::vector<ImageShape>& sources) const override;
+  void encode(const EncodeArgs& args) const override;
+  void encode_gradient(const EncodeArgs& args) const override;
+
+ private:
+  using ConvolutionNode::ConvolutionNode;
+};
+
+// d/d(source) into the result (skipped when unused), d/d(weights) and d/d(biases) into the
+// step's gradient state. Sources: dY, X[, Y when the descriptor has a fused neuron].
+class ConvolutionGradientNode : public GradientNode {
+ public:
+  static constexpr const char* kKind = "convolution_gradient";
+  ConvolutionGradientNode(const ImageNodePtr& dy, std::shared_ptr<ConvolutionNode> forward);
+  ImageShape infer(const std::vector<ImageShape>& sources) const override { return sources[1]; }
+  void encode(const EncodeArgs& args) const override { forward_->encode_gradient(args); }
+  const FilterNode* trains() const override { return forward_.get(); }
+
+ private:
+  std::shared_ptr<ConvolutionNode> forward_;
+};
+
+}  // namespace nngraph

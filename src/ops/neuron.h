@@ -1,0 +1,52 @@
+#pragma once
+// Neuron (activation) layers: node, gradient node and kernels.
+#include "backends/kernel.h"
+#include "ops/gradient.h"
+
+namespace nngraph {
+
+struct NeuronKernel : KernelOf<void(Backend&, const NeuronDescriptor&, const Tensor& x, const Tensor& y)> {
+  static constexpr const char* name = "neuron";
+};
+// dx = dy ⊙ neuron.derivative(v), v the forward output (or its input where the derivative
+// cannot come from the output).
+struct NeuronGradientKernel
+    : KernelOf<void(Backend&, const NeuronDescriptor&, const Tensor& v, const Tensor& dy, const Tensor& dx)> {
+  static constexpr const char* name = "neuron_gradient";
+};
+
+class NeuronNode : public FilterNode {
+ public:
+  static constexpr const char* kKind = "neuron";
+  static std::shared_ptr<NeuronNode> create(ImageNodePtr source, NeuronDescriptor neuron, std::string label = "");
+  ImageShape infer(const std::vector<ImageShape>& sources) const override { return sources[0]; }
+  void encode(const EncodeArgs& args) const override;
+  const NeuronDescriptor& neuron() const { return neuron_; }
+  // A training graph folds it only where its gradient can work from the output.
+  const NeuronDescriptor* fusable_neuron(bool training) const override {
+    return !training || neuron_.derivative_from_output() ? &neuron_ : nullptr;
+  }
+
+ protected:
+  std::vector<FilterNodePtr> make_gradients(const ImageNodePtr& source_gradient) override;
+
+ private:
+  using FilterNode::FilterNode;
+  NeuronDescriptor neuron_;
+};
+
+// Sources: dY and Y (X where the derivative needs the input).
+class NeuronGradientNode : public GradientNode {
+ public:
+  static constexpr const char* kKind = "neuron_gradient";
+  NeuronGradientNode(const ImageNodePtr& dy, std::shared_ptr<NeuronNode> forward);
+  ImageShape infer(const std::vector<ImageShape>& sources) const override { return sources[1]; }
+  void encode(const EncodeArgs& args) const override;
+  const NeuronDescriptor& neuron() const { return neuron_; }
+  const NeuronDescriptor* fusable_neuron_gradient() const override { return &neuron_; }
+
+ private:
+  NeuronDescriptor neuron_;
+};
+
+}  // namespace nngraph

@@ -1,0 +1,62 @@
+#pragma once
+// Max and average pooling: node, gradient node and kernels.
+#include "backends/kernel.h"
+#include "ops/gradient.h"
+
+namespace nngraph {
+
+enum class PoolingMode { Max, Average };
+
+struct PoolGeometry {
+  int kh, kw, sy, sx, pad_top, pad_left;
+  bool count_include_pad;
+};
+
+struct PoolingKernel : KernelOf<void(Backend&, PoolingMode, const PoolGeometry&, const Tensor& x, const Tensor& y)> {
+  static constexpr const char* name = "pooling";
+};
+// Max routes each dy to the first maximum of its window in x; average spreads it evenly.
+// Then dx ⊙ neuron'(x) when `neuron` is set: x is that neuron's output (a folded neuron gradient).
+struct PoolingGradientKernel : KernelOf<void(Backend&, PoolingMode, const PoolGeometry&, const Tensor& x,
+                                             const Tensor& dy, const Tensor& dx, const NeuronDescriptor& neuron)> {
+  static constexpr const char* name = "pooling_gradient";
+};
+
+class PoolingNode : public FilterNode {
+ public:
+  static constexpr const char* kKind = "pooling";
+  // stride 0 means stride = kernel. Average pooling divides by the in-bounds count unless
+  // count_include_pad.
+  static std::shared_ptr<PoolingNode> create(ImageNodePtr source, PoolingMode mode, int kernel_height,
+                                             int kernel_width, int stride_y, int stride_x, Padding padding,
+                                             bool count_include_pad = false, std::string label = "");
+  ImageShape infer(const std::vector<ImageShape>& sources) const override;
+  void encode(const EncodeArgs& args) const override;
+  PoolingMode mode() const { return mode_; }
+  PoolGeometry geometry(const ImageShape& in) const;
+
+ protected:
+  std::vector<FilterNodePtr> make_gradients(const ImageNodePtr& source_gradient) override;
+
+ private:
+  PoolingNode(ImageNodePtr source, std::string label) : FilterNode({std::move(source)}, std::move(label), kKind) {}
+  PoolingMode mode_ = PoolingMode::Max;
+  int kh_ = 2, kw_ = 2, sy_ = 2, sx_ = 2;
+  Padding padding_;
+  bool count_include_pad_ = false;
+};
+
+// Sources: dY, X. Takes a following neuron gradient into its pass (relu before max pooling).
+class PoolingGradientNode : public GradientNode {
+ public:
+  static constexpr const char* kKind = "pooling_gradient";
+  PoolingGradientNode(const ImageNodePtr& dy, std::shared_ptr<PoolingNode> forward);
+  ImageShape infer(const std::vector<ImageShape>& sources) const override { return sources[1]; }
+  void encode(const EncodeArgs& args) const override;
+  bool accepts_fused_neuron_gradient() const override { return true; }
+
+ private:
+  std::shared_ptr<PoolingNode> forward_;
+};
+
+}  // namespace nngraph

@@ -1,0 +1,43 @@
+#pragma once
+// Softmax and log-softmax across feature channels: node, gradient node and kernels.
+#include "backends/kernel.h"
+#include "ops/gradient.h"
+
+namespace nngraph {
+
+// Across feature channels at each pixel.
+struct SoftMaxKernel : KernelOf<void(Backend&, bool log, const Tensor& x, const Tensor& y)> {
+  static constexpr const char* name = "softmax";
+};
+struct SoftMaxGradientKernel : KernelOf<void(Backend&, bool log, const Tensor& y, const Tensor& dy, const Tensor& dx)> {
+  static constexpr const char* name = "softmax_gradient";
+};
+
+// Softmax (or log-softmax) across feature channels, at every pixel of every image.
+class SoftMaxNode : public FilterNode {
+ public:
+  static std::shared_ptr<SoftMaxNode> create(ImageNodePtr source, bool log, std::string label = "");
+  bool log() const { return log_; }
+  ImageShape infer(const std::vector<ImageShape>& sources) const override { return sources[0]; }
+  void encode(const EncodeArgs& args) const override;
+
+ protected:
+  std::vector<FilterNodePtr> make_gradients(const ImageNodePtr& source_gradient) override;
+
+ private:
+  using FilterNode::FilterNode;
+  bool log_ = false;
+};
+
+// Sources: dY, Y.
+class SoftMaxGradientNode : public GradientNode {
+ public:
+  SoftMaxGradientNode(const ImageNodePtr& dy, const ImageNodePtr& y, const SoftMaxNode& forward);
+  ImageShape infer(const std::vector<ImageShape>& sources) const override { return sources[1]; }
+  void encode(const EncodeArgs& args) const override;
+
+ private:
+  bool log_;
+};
+
+}  // namespace nngraph

@@ -1,0 +1,110 @@
+"""Addition, subtraction, multiplication and division of two images with broadcasting:
+forward against numpy, the gradients of both operands against central finite differences."""
+
+import numpy as np
+import pytest
+from test_gradients import check, numeric_grad
+
+import nngraph as ng
+
+OPS = {
+    "addition": (ng.Addition, np.add),
+    "subtraction": (ng.Subtraction, np.subtract),
+    "multiplication": (ng.Multiplication, np.multiply),
+    "division": (ng.Division, np.divide),
+}
+# (a, b) shapes: equal, a per-channel (1,C,1,1) operand, per-image scalars (N,1,1,1), one
+# scalar (1,1,1,1), either side broadcasting, and both at once along different axes.
+SHAPES = [
+    ((2, 3, 4, 5), (2, 3, 4, 5)),
+    ((2, 3, 4, 5), (1, 3, 1, 1)),
+    ((2, 3, 4, 5), (2, 1, 1, 1)),
+    ((2, 3, 4, 5), (1, 1, 1, 1)),
+    ((2, 1, 1, 1), (2, 3, 4, 5)),
+    ((2, 3, 1, 5), (2, 3, 4, 1)),
+]
+
+
+def operands(rng, sa, sb, op):
+    a = rng.standard_normal(sa).astype(np.float32)
+    b = rng.standard_normal(sb).astype(np.float32)
+    if op == "division":  # away from zero, so the quotient and its differences stay tame
+        b = (np.sign(b) * (np.abs(b) + 0.5)).astype(np.float32)
+    return a, b
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("sa, sb", SHAPES)
+def test_forward_matches_numpy(device, rng, op, sa, sb):
+    node_type, fn = OPS[op]
+    a, b = operands(rng, sa, sb, op)
+    node = node_type(ng.ImageNode(label="a"), ng.ImageNode(label="b"))
+    assert node.kind == op
+    y = ng.Graph(node, device=device).run({"a": a, "b": b})
+    np.testing.assert_allclose(y, fn(a.astype(np.float64), b.astype(np.float64)), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("sa, sb", [s for s in SHAPES if s[0][0] == s[1][0]])
+def test_gradients_of_both_operands(device, rng, op, sa, sb):
+    node_type, fn = OPS[op]
+    a, b = operands(rng, sa, sb, op)
+    out_shape = np.broadcast_shapes(sa, sb)
+    r = rng.standard_normal(out_shape).astype(np.float32)
+    dy = ng.ImageNode(label="dy")
+    node = node_type(ng.ImageNode(label="a"), ng.ImageNode(label="b"))
+    ga, gb = node.gradient_filters(dy)
+    g = ng.Graph([ga.result_image, gb.result_image], device=device)
+    da, db = g.run({"a": a, "b": b, "dy": r})
+    check(da, numeric_grad(lambda v: np.sum(fn(v, b.astype(np.float64)) * r), a))
+    check(db, numeric_grad(lambda v: np.sum(fn(a.astype(np.float64), v) * r), b))
+
+
+def test_an_addend_of_the_result_shape_passes_its_gradient_through(device, rng):
+    a, b = rng.standard_normal((2, 3, 4, 5)).astype(np.float32), rng.standard_normal((2, 3, 1, 1)).astype(np.float32)
+    dy = ng.ImageNode(label="dy")
+    node = ng.Subtraction(ng.ImageNode(label="a"), ng.ImageNode(label="b"))
+    ga, gb = node.gradient_filters(dy)
+    g = ng.Graph([ga.result_image, gb.result_image], device=device)
+    r = rng.standard_normal((2, 3, 4, 5)).astype(np.float32)
+    da, db = g.run({"a": a, "b": b, "dy": r})
+    np.testing.assert_array_equal(da, r)
+    np.testing.assert_allclose(db, -r.sum(axis=(2, 3), keepdims=True), rtol=1e-5, atol=1e-5)
+    assert len(g.memory_plan(2)["steps"]) == 1  # only b's gradient runs a kernel
+
+
+def test_a_single_image_broadcasts_along_the_batch_only_into_arithmetic(device, rng):
+    x = rng.standard_normal((4, 3, 2, 2)).astype(np.float32)
+    scale = rng.standard_normal((1, 3, 1, 1)).astype(np.float32)
+    src, s = ng.ImageNode(label="x"), ng.ImageNode(label="scale")
+    y = ng.Graph(ng.Multiplication(src, s), device=device).run({"x": x, "scale": scale})
+    np.testing.assert_allclose(y, x * scale, rtol=1e-6)
+    g = ng.Graph(ng.Concatenation([src, s]), device=device)
+    with pytest.raises(ValueError, match=r"\[concatenation\] source 1 'scale' holds 1 image but the batch has 4"):
+        g.run({"x": x, "scale": scale})
+    with pytest.raises(ValueError, match="differ in batch size: 4 and 2"):
+        ng.Graph(ng.Addition(src, s), device=device).run({"x": x, "scale": np.ones((2, 3, 1, 1), np.float32)})
+
+
+def test_shapes_that_do_not_broadcast_name_the_node(device):
+    g = ng.Graph(ng.Division(ng.ImageNode(label="a"), ng.ImageNode(label="b"), label="ratio"), device=device)
+    with pytest.raises(ValueError, match=r"\[ratio\] sources differ in shape: 3×4×5 and 2×4×5"):
+        g.run({"a": np.ones((1, 3, 4, 5), np.float32), "b": np.ones((1, 2, 4, 5), np.float32)})
+
+
+def test_arithmetic_trains_in_a_network(device, rng):
+    """A per-channel offset subtracted and a gate multiplied inside a trained network."""
+    x = rng.standard_normal((8, 2, 3, 3)).astype(np.float32)
+    src = ng.ImageNode(label="x")
+    conv = ng.Convolution(src, ng.ArrayDataSource(ng.ConvolutionDescriptor(kernel=(1, 1), input_channels=2,
+                                                                          output_channels=2), seed=1))
+    gate = ng.Neuron(src, "sigmoid")
+    mixed = ng.Multiplication(ng.Subtraction(conv.result_image, src), gate.result_image)
+    fc = ng.FullyConnected(mixed.result_image, ng.ArrayDataSource(ng.ConvolutionDescriptor(
+        kernel=(3, 3), input_channels=2, output_channels=3), seed=2))
+    loss = ng.Loss(fc.result_image, "softmax_cross_entropy")
+    g = loss.training_graph(optimizer=ng.SGD(learning_rate=0.1), device=device)
+    y = rng.integers(0, 3, 8)
+    first = ng.evaluate(g, x, y)["loss"]
+    ng.fit(g, (x, y), epochs=30, batch_size=8, progress=False)
+    assert ng.evaluate(g, x, y)["loss"] < 0.5 * first
