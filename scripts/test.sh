@@ -21,6 +21,8 @@ fi
 "$PY" -m pip install -q --disable-pip-version-check --no-build-isolation \
   -C build-dir=build/py -C cmake.define.NNGRAPH_TESTS=ON .
 
+# The checked-in stubs describe this very module.
+bash scripts/stubs.sh --check
 ctest --test-dir build/py --output-on-failure
 # Run from the tests folder so the installed package, not python/nngraph, is imported.
 "$PY" -m pytest -q -p no:cacheprovider tests/python "$@"
