@@ -1,0 +1,120 @@
+"""The backend conformance suite: every node kind on every built backend, forward and
+gradient, against the cpu backend on random inputs. A kind without a case here fails, and
+so does a kernel that the cpu backend has and another built backend lacks."""
+
+import numpy as np
+import pytest
+
+import nngraph as ng
+
+DEVICES = [b for b in ng.built_backends() if ng.device_count(b) > 0]
+
+
+def conv_weights(o, c, kh, kw, seed, neuron=None):
+    d = ng.ConvolutionDescriptor(kernel=(kh, kw), input_channels=c, output_channels=o, neuron=neuron)
+    return ng.ArrayDataSource(d, seed=seed)
+
+
+def forward_and_gradients(node, dy):
+    """The node's result and the gradient of each of its sources, for upstream gradient dy."""
+    return [node.result_image] + [g.result_image for g in node.gradient_filters(dy)]
+
+
+def arithmetic_case(kind):
+    def build(s):
+        return forward_and_gradients(getattr(ng, kind)(s["a"], s["b"]), s["dy"])
+
+    def feeds(rng):
+        b = rng.standard_normal((3, 4, 1, 1)).astype(np.float32)
+        return {"a": rng.standard_normal((3, 4, 5, 6)), "b": np.sign(b) * (np.abs(b) + 0.5),
+                "dy": rng.standard_normal((3, 4, 5, 6))}
+    return build, feeds
+
+
+def image_feeds(shape, dy_shape):
+    return lambda rng: {"x": rng.standard_normal(shape), "dy": rng.standard_normal(dy_shape)}
+
+
+def loss_build(s):
+    return [ng.Loss(s["x"], ng.LossDescriptor("mean_squared_error")).result_image]
+
+
+# Each kind: build(sources) -> result images (forward and every source's gradient), and the
+# random inputs by source label.
+CASES = {
+    "Convolution": (lambda s: forward_and_gradients(
+        ng.Convolution(s["x"], conv_weights(5, 3, 3, 3, 1, "tanh"), padding="same"), s["dy"]),
+        image_feeds((2, 3, 7, 6), (2, 5, 7, 6))),
+    "FullyConnected": (lambda s: forward_and_gradients(
+        ng.FullyConnected(s["x"], conv_weights(4, 3, 5, 5, 2, "sigmoid")), s["dy"]),
+        image_feeds((3, 3, 5, 5), (3, 4, 1, 1))),
+    "Pooling": (lambda s: forward_and_gradients(ng.Pooling(s["x"], "max", kernel=3, stride=2, padding="same"), s["dy"]),
+                image_feeds((2, 3, 7, 6), (2, 3, 4, 3))),
+    "Neuron": (lambda s: forward_and_gradients(ng.Neuron(s["x"], "elu", a=0.7), s["dy"]),
+               image_feeds((2, 3, 4, 5), (2, 3, 4, 5))),
+    "SoftMax": (lambda s: forward_and_gradients(ng.SoftMax(s["x"]), s["dy"])
+                + forward_and_gradients(ng.LogSoftMax(s["x"]), s["dy"]),
+                image_feeds((2, 6, 3, 2), (2, 6, 3, 2))),
+    "Dropout": (lambda s: forward_and_gradients(ng.Dropout(s["x"], keep_probability=0.6, seed=3), s["dy"]),
+                image_feeds((2, 3, 9, 9), (2, 3, 9, 9))),
+    "Addition": arithmetic_case("Addition"),
+    "Subtraction": arithmetic_case("Subtraction"),
+    "Multiplication": arithmetic_case("Multiplication"),
+    "Division": arithmetic_case("Division"),
+    "Concatenation": (lambda s: forward_and_gradients(ng.Concatenation([s["x"], s["y"]]), s["dy"]),
+                      lambda rng: {"x": rng.standard_normal((2, 2, 3, 3)), "y": rng.standard_normal((2, 3, 3, 3)),
+                                   "dy": rng.standard_normal((2, 5, 3, 3))}),
+    "RNN": (lambda s: forward_and_gradients(ng.RNN(s["x"], [ng.LSTM(3, 4, seed=5), ng.GRU(4, 2, seed=6)]), s["dy"]),
+            image_feeds((2, 3, 1, 7), (2, 2, 1, 7))),
+    "ImageCopyToMatrixNode": (lambda s: forward_and_gradients(ng.ImageCopyToMatrixNode(s["x"], "hwc"), s["dy"]),
+                              image_feeds((2, 3, 2, 4), (2, 24, 1, 1))),
+    "MatrixCopyToImageNode": (lambda s: forward_and_gradients(
+        ng.MatrixCopyToImageNode(s["x"], (3, 2, 4), "hwc"), s["dy"]),
+        image_feeds((2, 24, 1, 1), (2, 3, 2, 4))),
+    "Loss": (loss_build, lambda rng: {"x": rng.standard_normal((3, 4, 2, 2))}),
+}
+
+
+def kinds():
+    """Every node class the package exports, bases (Arithmetic) aside."""
+    found, todo = [], [ng.FilterNode]
+    while todo:
+        for sub in todo.pop().__subclasses__():
+            todo.append(sub)
+            if not sub.__subclasses__():
+                found.append(sub.__name__)
+    return sorted(found)
+
+
+def run(kind, device):
+    build, feeds = CASES[kind]
+    values = {k: np.asarray(v, np.float32) for k, v in feeds(np.random.default_rng(7)).items()}
+    sources = {k: ng.ImageNode(label=k) for k in values}
+    g = ng.Graph(build(sources), device=device)
+    if kind == "Loss":
+        labels = np.random.default_rng(8).standard_normal(values["x"].shape).astype(np.float32)
+        h = g.encode(values["x"], labels=ng.LossLabels(labels))
+        return [h.result(), h.losses()]
+    out = g.run({s.label: values[s.label] for s in g.source_image_handles})
+    return out if isinstance(out, list) else [out]
+
+
+def test_every_node_kind_has_a_case():
+    assert [k for k in kinds() if k not in CASES] == []
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_every_cpu_kernel_runs_on_every_built_backend(device):
+    missing = [name for name, types in ng.kernels().items() if "cpu" in types and device not in types]
+    assert missing == []
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("kind", sorted(CASES))
+def test_forward_and_gradients_match_the_cpu_backend(kind, device):
+    want = run(kind, "cpu")
+    got = run(kind, device)
+    assert len(got) == len(want)
+    for w, g in zip(want, got):
+        assert np.all(np.isfinite(w))
+        np.testing.assert_allclose(g, w, rtol=2e-4, atol=2e-5)
