@@ -6,13 +6,30 @@
 
 namespace nngraph {
 
-enum class NeuronType {
-  None, ReLU, LeakyReLU, Sigmoid, HardSigmoid, TanH, Linear, ELU, SoftPlus, Absolute
-};
-
-// An activation f(x) with its parameters (MPSNNNeuronDescriptor):
+// Every neuron type, once: X(enum name, name, default a, default b). Its formula, derivative
+// and whether that follows from the output are one struct each in src/backends/math.h; the
+// enum, the names and every switch over the types are derived from this list.
 //   leaky_relu x>=0 ? x : a·x        hard_sigmoid clamp(a·x+b, 0, 1)   tanh a·tanh(b·x)
 //   linear a·x+b                     elu x>=0 ? x : a·(eˣ-1)          softplus a·log(1+e^(b·x))
+#define NNGRAPH_NEURONS(X)                     \
+  X(None, "none", 0.f, 0.f)                    \
+  X(ReLU, "relu", 0.f, 0.f)                    \
+  X(LeakyReLU, "leaky_relu", 0.01f, 0.f)       \
+  X(Sigmoid, "sigmoid", 0.f, 0.f)              \
+  X(HardSigmoid, "hard_sigmoid", 0.2f, 0.5f)   \
+  X(TanH, "tanh", 1.f, 1.f)                    \
+  X(Linear, "linear", 1.f, 0.f)                \
+  X(ELU, "elu", 1.f, 0.f)                      \
+  X(SoftPlus, "softplus", 1.f, 1.f)            \
+  X(Absolute, "absolute", 0.f, 0.f)
+
+enum class NeuronType {
+#define NNGRAPH_NEURON_ENUM(type, name, a, b) type,
+  NNGRAPH_NEURONS(NNGRAPH_NEURON_ENUM)
+#undef NNGRAPH_NEURON_ENUM
+};
+
+// An activation f(x) with its parameters (MPSNNNeuronDescriptor).
 struct NeuronDescriptor {
   NeuronType type = NeuronType::None;
   float a = 0.f, b = 0.f;
@@ -48,9 +65,24 @@ struct ConvolutionDescriptor {
   std::string str() const;
 };
 
+// Every loss type, once: X(enum name, name, reduces over the channels at each pixel (or the
+// whole image), takes label smoothing). The formulas are src/backends/math.h's.
+#define NNGRAPH_LOSSES(X)                                                      \
+  X(SoftMaxCrossEntropy, "softmax_cross_entropy", true, true)                  \
+  X(SigmoidCrossEntropy, "sigmoid_cross_entropy", false, true)                 \
+  X(CategoricalCrossEntropy, "categorical_cross_entropy", true, true)          \
+  X(MeanSquaredError, "mean_squared_error", false, false)                      \
+  X(MeanAbsoluteError, "mean_absolute_error", false, false)                    \
+  X(Huber, "huber", false, false)                                              \
+  X(Hinge, "hinge", false, false)                                              \
+  X(Log, "log", false, false)                                                  \
+  X(KullbackLeiblerDivergence, "kullback_leibler_divergence", true, false)     \
+  X(CosineDistance, "cosine_distance", true, false)
+
 enum class LossType {
-  SoftMaxCrossEntropy, SigmoidCrossEntropy, CategoricalCrossEntropy, MeanSquaredError,
-  MeanAbsoluteError, Huber, Hinge, Log, KullbackLeiblerDivergence, CosineDistance
+#define NNGRAPH_LOSS_ENUM(type, name, per_image, smoothable) type,
+  NNGRAPH_LOSSES(NNGRAPH_LOSS_ENUM)
+#undef NNGRAPH_LOSS_ENUM
 };
 enum class Reduction { None, Sum, Mean };
 
@@ -69,6 +101,7 @@ struct LossDescriptor {
   static Reduction parse_reduction(const std::string& name);
   const char* type_name() const;
   bool per_image() const;
+  bool smoothable() const;
   void validate() const;
 };
 

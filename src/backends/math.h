@@ -91,51 +91,96 @@ NNGRAPH_HD inline float tanh_fast(float x) {
   return ax < 0.0625f ? series : copysignf((1.f - e) / (1.f + e), x);
 }
 
+// One struct per neuron type of NNGRAPH_NEURONS (nngraph/descriptors.h): f(a, b, x); its
+// derivative df(a, b, v) from v = f(x) where from_output(a), else from x. From the output is
+// impossible for absolute, and for leaky relu and elu with a < 0: their negative branch then
+// turns positive, so y's sign no longer tells the branch.
+namespace neurons {
+struct None {
+  NNGRAPH_HD static float f(float, float, float x) { return x; }
+  NNGRAPH_HD static float df(float, float, float) { return 1.f; }
+  NNGRAPH_HD static bool from_output(float) { return true; }
+};
+struct ReLU {
+  NNGRAPH_HD static float f(float, float, float x) { return relu(x); }
+  NNGRAPH_HD static float df(float, float, float v) { return v > 0.f ? 1.f : 0.f; }
+  NNGRAPH_HD static bool from_output(float) { return true; }
+};
+struct LeakyReLU {
+  NNGRAPH_HD static float f(float a, float, float x) { return leaky_relu(a, x); }
+  NNGRAPH_HD static float df(float a, float, float v) { return v > 0.f ? 1.f : a; }  // from x or (a >= 0) y
+  NNGRAPH_HD static bool from_output(float a) { return !(a < 0.f); }
+};
+struct Sigmoid {
+  NNGRAPH_HD static float f(float, float, float x) { return sigmoid(x); }
+  NNGRAPH_HD static float df(float, float, float v) { return v * (1.f - v); }
+  NNGRAPH_HD static bool from_output(float) { return true; }
+};
+struct HardSigmoid {
+  NNGRAPH_HD static float f(float a, float b, float x) { return hard_sigmoid(a, b, x); }
+  NNGRAPH_HD static float df(float a, float, float v) { return (v > 0.f && v < 1.f) ? a : 0.f; }
+  NNGRAPH_HD static bool from_output(float) { return true; }
+};
+struct TanH {
+  NNGRAPH_HD static float f(float a, float b, float x) { return a * tanh_fast(b * x); }
+  NNGRAPH_HD static float df(float a, float b, float v) { return a == 0.f ? 0.f : b * (a - v * v / a); }
+  NNGRAPH_HD static bool from_output(float) { return true; }
+};
+struct Linear {
+  NNGRAPH_HD static float f(float a, float b, float x) { return linear(a, b, x); }
+  NNGRAPH_HD static float df(float a, float, float) { return a; }
+  NNGRAPH_HD static bool from_output(float) { return true; }
+};
+struct ELU {
+  NNGRAPH_HD static float f(float a, float, float x) { return x >= 0.f ? x : a * expm1f(x); }
+  // a < 0: v is x.
+  NNGRAPH_HD static float df(float a, float, float v) { return v > 0.f ? 1.f : (a < 0.f ? a * expf(v) : v + a); }
+  NNGRAPH_HD static bool from_output(float a) { return !(a < 0.f); }
+};
+struct SoftPlus {
+  NNGRAPH_HD static float f(float a, float b, float x) {
+    const float z = b * x;  // log1p(e^z) without overflow
+    return a * (z > 0.f ? z + log1pf(expf(-z)) : log1pf(expf(z)));
+  }
+  NNGRAPH_HD static float df(float a, float b, float v) { return a == 0.f ? 0.f : a * b * -expm1f(-v / a); }
+  NNGRAPH_HD static bool from_output(float) { return true; }
+};
+struct Absolute {
+  NNGRAPH_HD static float f(float, float, float x) { return fabsf(x); }
+  NNGRAPH_HD static float df(float, float, float v) { return v > 0.f ? 1.f : (v < 0.f ? -1.f : 0.f); }
+  NNGRAPH_HD static bool from_output(float) { return false; }
+};
+}  // namespace neurons
+
+// The switches over every type (macro arguments named apart from n.a and n.b).
 NNGRAPH_HD inline float neuron(const NeuronDescriptor& n, float x) {
-  const float a = n.a, b = n.b;
   switch (n.type) {
-    case NeuronType::None: return x;
-    case NeuronType::ReLU: return relu(x);
-    case NeuronType::LeakyReLU: return leaky_relu(a, x);
-    case NeuronType::Sigmoid: return sigmoid(x);
-    case NeuronType::HardSigmoid: return hard_sigmoid(a, b, x);
-    case NeuronType::TanH: return a * tanh_fast(b * x);
-    case NeuronType::Linear: return linear(a, b, x);
-    case NeuronType::ELU: return x >= 0.f ? x : a * expm1f(x);
-    case NeuronType::SoftPlus: {
-      const float z = b * x;  // log1p(e^z) without overflow
-      return a * (z > 0.f ? z + log1pf(expf(-z)) : log1pf(expf(z)));
-    }
-    case NeuronType::Absolute: return fabsf(x);
+#define NNGRAPH_NEURON_F(type, name, da, db) \
+  case NeuronType::type: return neurons::type::f(n.a, n.b, x);
+    NNGRAPH_NEURONS(NNGRAPH_NEURON_F)
+#undef NNGRAPH_NEURON_F
   }
   return x;
 }
 
-// Whether f'(x) follows from y = f(x) alone. Not for absolute, nor for leaky relu and elu
-// with a < 0: their negative branch then turns positive, so y's sign no longer tells the branch.
+// Whether f'(x) follows from y = f(x) alone.
 NNGRAPH_HD inline bool derivative_from_output(const NeuronDescriptor& n) {
   switch (n.type) {
-    case NeuronType::Absolute: return false;
-    case NeuronType::LeakyReLU:
-    case NeuronType::ELU: return !(n.a < 0.f);
-    default: return true;
+#define NNGRAPH_NEURON_FROM(type, name, da, db) \
+  case NeuronType::type: return neurons::type::from_output(n.a);
+    NNGRAPH_NEURONS(NNGRAPH_NEURON_FROM)
+#undef NNGRAPH_NEURON_FROM
   }
+  return true;
 }
 
 // f'(x), from y = f(x) where derivative_from_output(n), else from x.
 NNGRAPH_HD inline float neuron_derivative(const NeuronDescriptor& n, float v) {
-  const float a = n.a, b = n.b;
   switch (n.type) {
-    case NeuronType::None: return 1.f;
-    case NeuronType::ReLU: return v > 0.f ? 1.f : 0.f;
-    case NeuronType::LeakyReLU: return v > 0.f ? 1.f : a;  // the same from x or (a >= 0) from y
-    case NeuronType::Sigmoid: return v * (1.f - v);
-    case NeuronType::HardSigmoid: return (v > 0.f && v < 1.f) ? a : 0.f;
-    case NeuronType::TanH: return a == 0.f ? 0.f : b * (a - v * v / a);
-    case NeuronType::Linear: return a;
-    case NeuronType::ELU: return v > 0.f ? 1.f : (a < 0.f ? a * expf(v) : v + a);  // a < 0: v is x
-    case NeuronType::SoftPlus: return a == 0.f ? 0.f : a * b * -expm1f(-v / a);
-    case NeuronType::Absolute: return v > 0.f ? 1.f : (v < 0.f ? -1.f : 0.f);
+#define NNGRAPH_NEURON_DF(type, name, da, db) \
+  case NeuronType::type: return neurons::type::df(n.a, n.b, v);
+    NNGRAPH_NEURONS(NNGRAPH_NEURON_DF)
+#undef NNGRAPH_NEURON_DF
   }
   return 1.f;
 }

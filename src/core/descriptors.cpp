@@ -15,12 +15,9 @@ struct NeuronInfo {
   float a, b;  // defaults
 };
 constexpr NeuronInfo kNeurons[] = {
-    {NeuronType::None, "none", 0, 0},         {NeuronType::ReLU, "relu", 0, 0},
-    {NeuronType::LeakyReLU, "leaky_relu", 0.01f, 0},
-    {NeuronType::Sigmoid, "sigmoid", 0, 0},   {NeuronType::HardSigmoid, "hard_sigmoid", 0.2f, 0.5f},
-    {NeuronType::TanH, "tanh", 1, 1},         {NeuronType::Linear, "linear", 1, 0},
-    {NeuronType::ELU, "elu", 1, 0},           {NeuronType::SoftPlus, "softplus", 1, 1},
-    {NeuronType::Absolute, "absolute", 0, 0},
+#define NNGRAPH_NEURON_INFO(type, name, a, b) {NeuronType::type, name, a, b},
+    NNGRAPH_NEURONS(NNGRAPH_NEURON_INFO)
+#undef NNGRAPH_NEURON_INFO
 };
 
 const NeuronInfo& info(NeuronType t) {
@@ -61,19 +58,12 @@ namespace {
 struct LossInfo {
   LossType type;
   const char* name;
-  bool per_image;
+  bool per_image, smoothable;
 };
 constexpr LossInfo kLosses[] = {
-    {LossType::SoftMaxCrossEntropy, "softmax_cross_entropy", true},
-    {LossType::SigmoidCrossEntropy, "sigmoid_cross_entropy", false},
-    {LossType::CategoricalCrossEntropy, "categorical_cross_entropy", true},
-    {LossType::MeanSquaredError, "mean_squared_error", false},
-    {LossType::MeanAbsoluteError, "mean_absolute_error", false},
-    {LossType::Huber, "huber", false},
-    {LossType::Hinge, "hinge", false},
-    {LossType::Log, "log", false},
-    {LossType::KullbackLeiblerDivergence, "kullback_leibler_divergence", true},
-    {LossType::CosineDistance, "cosine_distance", true},
+#define NNGRAPH_LOSS_INFO(type, name, per_image, smoothable) {LossType::type, name, per_image, smoothable},
+    NNGRAPH_LOSSES(NNGRAPH_LOSS_INFO)
+#undef NNGRAPH_LOSS_INFO
 };
 
 const LossInfo& loss_info(LossType t) {
@@ -101,13 +91,12 @@ Reduction LossDescriptor::parse_reduction(const std::string& name) {
 
 const char* LossDescriptor::type_name() const { return loss_info(type).name; }
 bool LossDescriptor::per_image() const { return loss_info(type).per_image; }
+bool LossDescriptor::smoothable() const { return loss_info(type).smoothable; }
 
 void LossDescriptor::validate() const {
-  const bool smoothable = type == LossType::SoftMaxCrossEntropy || type == LossType::SigmoidCrossEntropy ||
-                          type == LossType::CategoricalCrossEntropy;
   if (!(label_smoothing >= 0.f && label_smoothing < 1.f))
     fail("[loss] label_smoothing must be in [0, 1), got ", label_smoothing);
-  if (label_smoothing > 0.f && !smoothable)
+  if (label_smoothing > 0.f && !smoothable())
     fail("[loss] label_smoothing applies to the cross-entropy losses, not ", type_name());
   if (!(delta > 0.f) || !std::isfinite(delta)) fail("[loss] delta must be finite and > 0, got ", delta);
   if (!(epsilon > 0.f) || !std::isfinite(epsilon)) fail("[loss] epsilon must be finite and > 0, got ", epsilon);

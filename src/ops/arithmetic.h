@@ -63,7 +63,9 @@ class ArithmeticGradientNode : public GradientNode {
   bool passes_through(const std::vector<ImageShape>& sources) const override;
   // The other operand may broadcast; the one whose gradient it computes may not (its
   // gradient would need a sum over the batch).
-  bool broadcasts_batch(size_t source) const override { return sources().size() == 3 && source == 2 - operand_; }
+  bool broadcasts_batch(size_t source) const override {
+    return sources().size() == 3 && source == static_cast<size_t>(2 - operand_);
+  }
 
  private:
   ArithmeticOp op_;
