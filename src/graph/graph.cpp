@@ -2,49 +2,16 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
-#include <cstdio>
-#include <cstdlib>
 #include <map>
-#include <optional>
-#include <tuple>
-#include <unordered_map>
 
 #include "backends/backend.h"
 #include "graph/executor.h"
 #include "graph/parameters.h"
 #include "graph/plan.h"
+#include "graph/step.h"
 #include "nngraph/error.h"
-#include "ops/cast.h"
 
 namespace nngraph {
-
-
-namespace {
-
-// NNGRAPH_PROFILE=1: each step waits for the device and prints its time to stderr.
-class Profile {
- public:
-  explicit Profile(Backend& b) : backend_(b), on_(std::getenv("NNGRAPH_PROFILE") != nullptr) {
-    if (on_) start_ = std::chrono::steady_clock::now();
-  }
-  bool on() const { return on_; }
-  void mark(const std::string& what) {
-    if (!on_) return;
-    backend_.synchronize();
-    const auto now = std::chrono::steady_clock::now();
-    std::fprintf(stderr, "[profile] %-28s %9.3f ms\n", what.c_str(),
-                 std::chrono::duration<double, std::milli>(now - start_).count());
-    start_ = now;
-  }
-
- private:
-  Backend& backend_;
-  bool on_;
-  std::chrono::steady_clock::time_point start_;
-};
-
-}  // namespace
 
 struct GraphSpec {
   std::vector<ImageNodePtr> results, roots;
@@ -70,14 +37,12 @@ struct Graph::Impl {
   std::map<std::vector<int>, std::shared_ptr<const Plan>> plans;
   std::vector<ImageShape> latest_shapes;
   std::shared_ptr<Parameters> weights;
-  // Touched only by the worker:
-  std::shared_ptr<Buffer> arena;
-  Gradients gradients;
 
   explicit Impl(const GraphSpec& spec)
       : device(spec.device), backend(backend_for(spec.device)), max_in_flight(spec.max_in_flight),
         results(spec.results), roots(spec.roots), loss_results(spec.loss_results),
-        structure(build_structure(results, roots, spec.inference)), executor(spec.max_in_flight) {
+        structure(build_structure(results, roots, spec.inference)), runner(structure, backend, device),
+        executor(spec.max_in_flight) {
     for (int i : structure.image_sources) image_sources.push_back(structure.sources[i]);
   }
 
@@ -101,201 +66,8 @@ struct Graph::Impl {
     return slot;
   }
 
-  std::vector<GradientState>& gradients_for(const FilterNode* forward, const std::vector<WeightsState>& ws) {
-    auto& gs = gradients[forward];
-    if (gs.size() != ws.size()) {
-      gs.assign(ws.size(), {});
-      for (size_t i = 0; i < ws.size(); ++i) {
-        const WeightsState& w = ws[i];
-        GradientState& g = gs[i];
-        g.weight_count = w.weight_count;
-        g.weights = backend.allocate(w.weight_count * sizeof(float));
-        if (w.biases) {
-          g.bias_count = w.bias_count;
-          g.biases = backend.allocate(w.bias_count * sizeof(float));
-        }
-      }
-    }
-    return gs;
-  }
-
-  void check_finite(const std::vector<Image>& losses, const std::vector<const FilterNode*>& trained) {
-    for (size_t i = 0; i < losses.size(); ++i)
-      if (!dispatch<AllFiniteKernel>(backend, losses[i]))
-        fail<DeviceError>("[", structure.losses[i].node->label(), "] loss is NaN or infinite; no weights were updated");
-    for (const FilterNode* f : trained)
-      for (const GradientState& g : gradients.at(f))
-        if (!dispatch<AllFiniteKernel>(backend, Tensor::vector(g.weights, g.weight_count)) ||
-            (g.biases && !dispatch<AllFiniteKernel>(backend, Tensor::vector(g.biases, g.bias_count))))
-          fail<DeviceError>("[", f->label(), "] weight gradient is NaN or infinite; no weights were updated");
-  }
-
-  // A step recorded once and replayed (backends that capture): fixed buffers for the
-  // sources and losses, valid while the arena, the weights and tf32 stay as captured.
-  struct Replay {
-    std::vector<Image> sources, losses;
-    std::vector<bool> holds_unit;  // per source: filled from the unit weights, which never change
-    std::shared_ptr<void> captured;
-    int eager_runs = 0;
-    bool failed = false;
-  };
-  std::map<std::tuple<const Plan*, int, void*, const Parameters*, bool>, Replay> replays;
-  std::shared_ptr<Buffer> step_counter;  // in the backend's memory: dropout reads it
+  StepRunner runner;  // touched only by the worker
   Executor executor;  // last: destroyed first, so queued work finishes while the rest exists
-
-  Replay& replay_for(const Plan& plan, int n, const Parameters& wm, const std::vector<Image>& sources) {
-    auto key = std::make_tuple(&plan, n, arena->data(), &wm, allow_tf32.load());
-    auto found = replays.find(key);
-    if (found != replays.end()) return found->second;
-    if (replays.size() > 16) replays.clear();  // stale arenas or weights: start over
-    Replay& r = replays[key];
-    for (const auto& img : sources) r.sources.push_back(Image::allocate(img.descriptor(), device));
-    r.holds_unit.assign(sources.size(), false);
-    for (size_t i = 0; i < structure.losses.size(); ++i)
-      r.losses.push_back(Image::allocate({n, {1, 1, 1}, DType::Float32}, device));
-    return r;
-  }
-
-  // Label weights of 1 for a batch of n, made once: most steps weigh every image alike. Kept
-  // for the last few batch sizes (a replay that holds them copied them; it needs them no more).
-  std::map<int, Image> unit_weights;
-  const Image& ones(int n) {
-    if (!unit_weights.count(n) && unit_weights.size() >= 4) unit_weights.clear();
-    Image& w = unit_weights[n];
-    if (w.empty())
-      w = Image::from_host({n, {1, 1, 1}, DType::Float32}, device,
-                           [n](void* p) { std::fill_n(static_cast<float*>(p), n, 1.f); });
-    return w;
-  }
-
-  // Runs on the worker. Returns the results; fills per-image losses.
-  std::vector<Image> execute(const Plan& plan, Parameters& wm, const std::vector<Image>& src,
-                             const std::vector<LossLabels>& labels, uint64_t step, const Rates& rates,
-                             std::vector<Image>& losses) {
-    int n = 0;  // a source of one image may broadcast along the batch
-    for (const Image& img : src) n = std::max(n, img.batch());
-    const size_t need = plan.arena * n * sizeof(float);
-    if (!arena || arena->bytes() < need) {
-      arena.reset();  // free the old arena before taking a larger one
-      replays.clear();
-      arena = backend.allocate(need);
-    }
-    if (!step_counter) step_counter = backend.allocate(sizeof(uint64_t));
-    auto* counter = static_cast<uint64_t*>(step_counter->data());
-    const auto& s = structure;
-    // Sources in tensor order: images, then each loss's labels and weights.
-    std::vector<Image> sources(s.sources.size());
-    bool all_half = true, all_float = true;
-    for (size_t i = 0; i < src.size(); ++i) {
-      all_half = all_half && src[i].dtype() == DType::Float16;
-      all_float = all_float && src[i].dtype() == DType::Float32;
-      sources[s.image_sources[i]] = src[i].dtype() == DType::Float32 ? src[i] : src[i].converted(DType::Float32);
-    }
-    for (size_t i = 0; i < s.losses.size(); ++i) {
-      sources[s.losses[i].labels] = labels[i].labels;
-      sources[s.losses[i].weights] = labels[i].weights.empty() ? ones(n) : labels[i].weights;
-      losses.push_back(Image::allocate({n, {1, 1, 1}, DType::Float32}, device));
-    }
-    refresh_parameters(wm, s, backend);  // another graph may have trained a shared source
-    // Gradient buffers are made before any capture: what a capture allocates is its scratch.
-    std::vector<const FilterNode*> trained;
-    for (const Step& st : s.steps) {
-      if (!st.trains_weights) continue;
-      trained.push_back(st.node->trains() ? st.node->trains() : st.node);
-      gradients_for(trained.back(), wm.of.at(trained.back()));
-    }
-    const auto others = host_updates(trained);
-    Profile profile(backend);
-    // A step whose sources update themselves on the host is not captured: it must undo them on failure.
-    Replay* r = backend.can_capture() && all_float && !check_numerics && !profile.on() && others.empty()
-                    ? &replay_for(plan, n, wm, sources) : nullptr;
-    std::vector<Image> t(s.tensor_count());
-    std::vector<Backend::Copy> copies_in, copies_out;  // into the replay's buffers; out of them and the arena
-    const auto unit = unit_weights.find(n);
-    for (size_t i = 0; i < sources.size(); ++i) {
-      t[i] = r ? r->sources[i] : sources[i];
-      if (!r) continue;
-      const bool is_unit = unit != unit_weights.end() && unit->second.data() == sources[i].data();
-      if (!is_unit || !r->holds_unit[i])
-        copies_in.push_back({t[i].data(), sources[i].data(), sources[i].descriptor().bytes()});
-      r->holds_unit[i] = is_unit;
-    }
-    const std::vector<Image>& loss_out = r ? r->losses : losses;
-    const size_t n_src = s.sources.size();
-    for (size_t i = n_src; i < t.size(); ++i)
-      if (plan.root[i] == static_cast<int>(i) && plan.in_arena[i])
-        t[i] = Image({n, plan.shapes[i], DType::Float32}, arena, plan.offset[i] * n * sizeof(float));
-    for (size_t i = n_src; i < t.size(); ++i)
-      if (plan.root[i] != static_cast<int>(i)) t[i] = t[plan.root[i]];
-    for (size_t i = 0; r && i < losses.size(); ++i)
-      copies_out.push_back({losses[i].data(), r->losses[i].data(), losses[i].descriptor().bytes()});
-    std::vector<Image> out;
-    for (int res : s.results) {
-      if (all_half) continue;  // converted after the step
-      out.push_back(Image::allocate(t[res].descriptor(), device));
-      copies_out.push_back({out.back().data(), t[res].data(), t[res].descriptor().bytes()});
-    }
-    auto run = [&] {
-      const Image none;
-      for (size_t k = 0; k < s.steps.size(); ++k) {
-        const Step& st = s.steps[k];
-        if (plan.passes[k]) continue;
-        std::vector<const Image*> ins;
-        for (int id : st.inputs) ins.push_back(&t[id]);
-        const FilterNode* owner = st.node->trains() ? st.node->trains() : st.node;
-        auto w = wm.of.find(owner);
-        const Image* loss = nullptr;
-        for (size_t i = 0; i < s.losses.size(); ++i)
-          if (s.losses[i].node == st.node) loss = &loss_out[i];
-        st.node->encode(EncodeArgs{backend, ins, st.output_needed ? t[st.output] : none,
-                                   w == wm.of.end() ? nullptr : w->second.data(),
-                                   st.trains_weights ? gradients.at(owner).data() : nullptr, st.fused,
-                                   counter, loss, allow_tf32, st.state >= 0 ? &t[st.state] : nullptr, s.training});
-        profile.mark(st.node->label());
-      }
-    };
-    // The whole step, which a capture records. Without its nodes it is the launches whose
-    // arguments change from step to step, which re-point a captured step. Its built-in updates
-    // are prepared after the nodes ran unless they were before (a replay's).
-    std::optional<Updates> updates;
-    auto whole = [&](bool nodes) {
-      backend.store(counter, step);
-      if (r) backend.copy_all(copies_in);
-      if (nodes) {
-        run();
-        if (check_numerics) check_finite(losses, trained);
-        // Every gradient is ready before the first update. The host updates go first, all or
-        // nothing, so a failure among them leaves every weight as it was.
-        apply_host_updates(others, wm, gradients);
-        if (!updates) updates = prepare_builtin(trained, wm, gradients, rates);
-      }
-      for (const auto& b : updates->batches) b.optimizer->apply_all(device, b.tensors, b.descriptor);
-      profile.mark("updates");
-      backend.copy_all(copies_out);
-    };
-    if (!r || r->failed || (!r->captured && ++r->eager_runs <= 2)) {  // warm-up: algorithms found, buffers sized
-      whole(true);
-    } else {
-      updates = prepare_builtin(trained, wm, gradients, rates);
-      bool ran = false;
-      try {
-        if (!r->captured) {
-          r->captured = backend.capture([&] { whole(true); });
-          backend.replay(r->captured, {});
-        } else {
-          backend.replay(r->captured, [&] { whole(false); });
-        }
-        ran = true;
-      } catch (const Error&) {
-        r->captured.reset();
-        r->failed = true;  // this shape runs eagerly from now on
-      }
-      if (!ran) whole(true);
-    }
-    if (all_half)
-      for (int res : s.results) out.push_back(t[res].converted(DType::Float16));
-    return out;
-  }
 };
 
 Graph::Graph(std::vector<ImageNodePtr> results, Device device, int max_in_flight)
@@ -501,7 +273,8 @@ HandlePtr Graph::encode(std::vector<Image> sources, std::vector<LossLabels> labe
                           srcs = std::move(sources), lbls = std::move(labels), cb = std::move(on_complete)]() mutable {
     try {
       std::vector<Image> losses;
-      auto results = impl->execute(*plan, *weights, srcs, lbls, step, rates, losses);
+      auto results = impl->runner.run(*plan, *weights, srcs, lbls, step, rates,
+                                      {impl->check_numerics.load(), impl->allow_tf32.load()}, losses);
       handle->set_results(std::move(results), std::move(losses), divisors);
     } catch (...) {
       handle->set_error(std::current_exception());

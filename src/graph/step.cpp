@@ -1,0 +1,198 @@
+#include "graph/step.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
+#include <string>
+
+#include "backends/backend.h"
+#include "nngraph/error.h"
+#include "ops/cast.h"
+
+namespace nngraph {
+namespace {
+
+// NNGRAPH_PROFILE=1: each step waits for the device and prints its time to stderr.
+class Profile {
+ public:
+  explicit Profile(Backend& b) : backend_(b), on_(std::getenv("NNGRAPH_PROFILE") != nullptr) {
+    if (on_) start_ = std::chrono::steady_clock::now();
+  }
+  bool on() const { return on_; }
+  void mark(const std::string& what) {
+    if (!on_) return;
+    backend_.synchronize();
+    const auto now = std::chrono::steady_clock::now();
+    std::fprintf(stderr, "[profile] %-28s %9.3f ms\n", what.c_str(),
+                 std::chrono::duration<double, std::milli>(now - start_).count());
+    start_ = now;
+  }
+
+ private:
+  Backend& backend_;
+  bool on_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+}  // namespace
+
+std::vector<GradientState>& StepRunner::gradients_for(const FilterNode* forward, const std::vector<WeightsState>& ws) {
+  auto& gs = gradients_[forward];
+  if (gs.size() != ws.size()) {
+    gs.assign(ws.size(), {});
+    for (size_t i = 0; i < ws.size(); ++i) {
+      const WeightsState& w = ws[i];
+      GradientState& g = gs[i];
+      g.weight_count = w.weight_count;
+      g.weights = backend_.allocate(w.weight_count * sizeof(float));
+      if (w.biases) {
+        g.bias_count = w.bias_count;
+        g.biases = backend_.allocate(w.bias_count * sizeof(float));
+      }
+    }
+  }
+  return gs;
+}
+
+void StepRunner::check_finite(const std::vector<Image>& losses, const std::vector<const FilterNode*>& trained) {
+  for (size_t i = 0; i < losses.size(); ++i)
+    if (!dispatch<AllFiniteKernel>(backend_, losses[i]))
+      fail<DeviceError>("[", structure_.losses[i].node->label(), "] loss is NaN or infinite; no weights were updated");
+  for (const FilterNode* f : trained)
+    for (const GradientState& g : gradients_.at(f))
+      if (!dispatch<AllFiniteKernel>(backend_, Tensor::vector(g.weights, g.weight_count)) ||
+          (g.biases && !dispatch<AllFiniteKernel>(backend_, Tensor::vector(g.biases, g.bias_count))))
+        fail<DeviceError>("[", f->label(), "] weight gradient is NaN or infinite; no weights were updated");
+}
+
+std::vector<Image> StepRunner::run(const Plan& plan, Parameters& wm, const std::vector<Image>& src,
+                                   const std::vector<LossLabels>& labels, uint64_t step, const Rates& rates,
+                                   Options options, std::vector<Image>& losses) {
+  int n = 0;  // a source of one image may broadcast along the batch
+  for (const Image& img : src) n = std::max(n, img.batch());
+  const size_t need = plan.arena * n * sizeof(float);
+  if (!arena_ || arena_->bytes() < need) {
+    arena_.reset();  // free the old arena before taking a larger one
+    captures_.clear();
+    arena_ = backend_.allocate(need);
+  }
+  if (!step_counter_) step_counter_ = backend_.allocate(sizeof(uint64_t));
+  auto* counter = static_cast<uint64_t*>(step_counter_->data());
+  const auto& s = structure_;
+  // Sources in tensor order: images, then each loss's labels and weights.
+  std::vector<Image> sources(s.sources.size());
+  bool all_half = true, all_float = true;
+  for (size_t i = 0; i < src.size(); ++i) {
+    all_half = all_half && src[i].dtype() == DType::Float16;
+    all_float = all_float && src[i].dtype() == DType::Float32;
+    sources[s.image_sources[i]] = src[i].dtype() == DType::Float32 ? src[i] : src[i].converted(DType::Float32);
+  }
+  for (size_t i = 0; i < s.losses.size(); ++i) {
+    sources[s.losses[i].labels] = labels[i].labels;
+    sources[s.losses[i].weights] = labels[i].weights.empty() ? captures_.ones(n) : labels[i].weights;
+    losses.push_back(Image::allocate({n, {1, 1, 1}, DType::Float32}, device_));
+  }
+  refresh_parameters(wm, s, backend_);  // another graph may have trained a shared source
+  // Gradient buffers are made before any capture: what a capture allocates is its scratch.
+  std::vector<const FilterNode*> trained;
+  for (const Step& st : s.steps) {
+    if (!st.trains_weights) continue;
+    trained.push_back(st.node->trains() ? st.node->trains() : st.node);
+    gradients_for(trained.back(), wm.of.at(trained.back()));
+  }
+  const auto others = host_updates(trained);
+  Profile profile(backend_);
+  // A step whose sources update themselves on the host is not captured: it must undo them on failure.
+  Replay* r = backend_.can_capture() && all_float && !options.check_numerics && !profile.on() && others.empty()
+                  ? &captures_.replay_for(plan, n, arena_->data(), wm, options.allow_tf32, sources, s.losses.size())
+                  : nullptr;
+  std::vector<Image> t(s.tensor_count());
+  std::vector<Backend::Copy> copies_in, copies_out;  // into the replay's buffers; out of them and the arena
+  for (size_t i = 0; i < sources.size(); ++i) {
+    t[i] = r ? r->sources[i] : sources[i];
+    if (!r) continue;
+    const bool is_unit = captures_.is_unit(n, sources[i]);
+    if (!is_unit || !r->holds_unit[i])
+      copies_in.push_back({t[i].data(), sources[i].data(), sources[i].descriptor().bytes()});
+    r->holds_unit[i] = is_unit;
+  }
+  const std::vector<Image>& loss_out = r ? r->losses : losses;
+  const size_t n_src = s.sources.size();
+  for (size_t i = n_src; i < t.size(); ++i)
+    if (plan.root[i] == static_cast<int>(i) && plan.in_arena[i])
+      t[i] = Image({n, plan.shapes[i], DType::Float32}, arena_, plan.offset[i] * n * sizeof(float));
+  for (size_t i = n_src; i < t.size(); ++i)
+    if (plan.root[i] != static_cast<int>(i)) t[i] = t[plan.root[i]];
+  for (size_t i = 0; r && i < losses.size(); ++i)
+    copies_out.push_back({losses[i].data(), r->losses[i].data(), losses[i].descriptor().bytes()});
+  std::vector<Image> out;
+  for (int res : s.results) {
+    if (all_half) continue;  // converted after the step
+    out.push_back(Image::allocate(t[res].descriptor(), device_));
+    copies_out.push_back({out.back().data(), t[res].data(), t[res].descriptor().bytes()});
+  }
+  auto run = [&] {
+    const Image none;
+    for (size_t k = 0; k < s.steps.size(); ++k) {
+      const Step& st = s.steps[k];
+      if (plan.passes[k]) continue;
+      std::vector<const Image*> ins;
+      for (int id : st.inputs) ins.push_back(&t[id]);
+      const FilterNode* owner = st.node->trains() ? st.node->trains() : st.node;
+      auto w = wm.of.find(owner);
+      const Image* loss = nullptr;
+      for (size_t i = 0; i < s.losses.size(); ++i)
+        if (s.losses[i].node == st.node) loss = &loss_out[i];
+      st.node->encode(EncodeArgs{backend_, ins, st.output_needed ? t[st.output] : none,
+                                 w == wm.of.end() ? nullptr : w->second.data(),
+                                 st.trains_weights ? gradients_.at(owner).data() : nullptr, st.fused,
+                                 counter, loss, options.allow_tf32, st.state >= 0 ? &t[st.state] : nullptr, s.training});
+      profile.mark(st.node->label());
+    }
+  };
+  // The whole step, which a capture records. Without its nodes it is the launches whose
+  // arguments change from step to step, which re-point a captured step. Its built-in updates
+  // are prepared after the nodes ran unless they were before (a replay's).
+  std::optional<Updates> updates;
+  auto whole = [&](bool nodes) {
+    backend_.store(counter, step);
+    if (r) backend_.copy_all(copies_in);
+    if (nodes) {
+      run();
+      if (options.check_numerics) check_finite(losses, trained);
+      // Every gradient is ready before the first update. The host updates go first, all or
+      // nothing, so a failure among them leaves every weight as it was.
+      apply_host_updates(others, wm, gradients_);
+      if (!updates) updates = prepare_builtin(trained, wm, gradients_, rates);
+    }
+    for (const auto& b : updates->batches) b.optimizer->apply_all(device_, b.tensors, b.descriptor);
+    profile.mark("updates");
+    backend_.copy_all(copies_out);
+  };
+  if (!r || r->failed || (!r->captured && ++r->eager_runs <= 2)) {  // warm-up: algorithms found, buffers sized
+    whole(true);
+  } else {
+    updates = prepare_builtin(trained, wm, gradients_, rates);
+    bool ran = false;
+    try {
+      if (!r->captured) {
+        r->captured = backend_.capture([&] { whole(true); });
+        backend_.replay(r->captured, {});
+      } else {
+        backend_.replay(r->captured, [&] { whole(false); });
+      }
+      ran = true;
+    } catch (const Error&) {
+      r->captured.reset();
+      r->failed = true;  // this shape runs eagerly from now on
+    }
+    if (!ran) whole(true);
+  }
+  if (all_half)
+    for (int res : s.results) out.push_back(t[res].converted(DType::Float16));
+  return out;
+}
+
+}  // namespace nngraph

@@ -1,0 +1,43 @@
+#pragma once
+// The step runner: one encode of a graph on the worker thread. It binds the sources and the
+// arena, runs every step's kernel (or replays the captured step), checks numerics and
+// applies the data sources' updates, all or nothing.
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "graph/capture.h"
+#include "graph/parameters.h"
+#include "graph/plan.h"
+#include "nngraph/loss.h"
+
+namespace nngraph {
+
+class Backend;
+
+class StepRunner {
+ public:
+  StepRunner(const Structure& structure, Backend& backend, Device device)
+      : structure_(structure), backend_(backend), device_(device), captures_(device) {}
+  struct Options {
+    bool check_numerics = false, allow_tf32 = false;
+  };
+  // Returns the results; fills the per-image losses.
+  std::vector<Image> run(const Plan& plan, Parameters& wm, const std::vector<Image>& src,
+                         const std::vector<LossLabels>& labels, uint64_t step, const Rates& rates, Options options,
+                         std::vector<Image>& losses);
+
+ private:
+  std::vector<GradientState>& gradients_for(const FilterNode* forward, const std::vector<WeightsState>& ws);
+  void check_finite(const std::vector<Image>& losses, const std::vector<const FilterNode*>& trained);
+
+  const Structure& structure_;
+  Backend& backend_;
+  Device device_;
+  std::shared_ptr<Buffer> arena_;
+  Gradients gradients_;
+  CaptureCache captures_;
+  std::shared_ptr<Buffer> step_counter_;  // in the backend's memory: dropout reads it
+};
+
+}  // namespace nngraph
