@@ -63,9 +63,9 @@ std::vector<std::pair<int, std::function<void()>>> algorithms(const std::vector<
 
 // cuDNN descriptors and the algorithms found for one convolution shape.
 struct ConvPlan {
-  cudnnTensorDescriptor_t x = nullptr, y = nullptr;
-  cudnnFilterDescriptor_t w = nullptr;
-  cudnnConvolutionDescriptor_t conv = nullptr;
+  cuda::TensorDescriptor x, y;
+  cuda::FilterDescriptor w;
+  cuda::ConvolutionDescriptor conv;
   // cuDNN's quickest algorithms by Find for each pass, the quickest first.
   std::vector<cudnnConvolutionFwdAlgoPerf_t> fwd;
   std::vector<cudnnConvolutionBwdDataAlgoPerf_t> bwd_data;
@@ -78,14 +78,6 @@ struct ConvPlan {
   // cuDNN pads symmetrically; other paddings run on an explicitly zero-padded copy.
   bool padded = false;
   int pad_top = 0, pad_left = 0, hp = 0, wp = 0;
-  ConvPlan() = default;
-  ConvPlan(const ConvPlan&) = delete;
-  ~ConvPlan() {
-    if (x) cudnnDestroyTensorDescriptor(x);
-    if (y) cudnnDestroyTensorDescriptor(y);
-    if (w) cudnnDestroyFilterDescriptor(w);
-    if (conv) cudnnDestroyConvolutionDescriptor(conv);
-  }
 };
 
 // Per GPU: the plan of every convolution shape met.
@@ -101,10 +93,10 @@ ConvPlan& conv_plan(CudaBackend& b, const ConvGeometry& g, int n, const ImageSha
   auto& slot = b.op_state<ConvPlans>().of[key];
   if (slot) return *slot;
   auto p = std::make_unique<ConvPlan>();
-  cudnn_check(cudnnCreateTensorDescriptor(&p->x), "convolution");
-  cudnn_check(cudnnCreateTensorDescriptor(&p->y), "convolution");
-  cudnn_check(cudnnCreateFilterDescriptor(&p->w), "convolution");
-  cudnn_check(cudnnCreateConvolutionDescriptor(&p->conv), "convolution");
+  cudnn_check(cudnnCreateTensorDescriptor(p->x.out()), "convolution");
+  cudnn_check(cudnnCreateTensorDescriptor(p->y.out()), "convolution");
+  cudnn_check(cudnnCreateFilterDescriptor(p->w.out()), "convolution");
+  cudnn_check(cudnnCreateConvolutionDescriptor(p->conv.out()), "convolution");
   cudnn_check(cudnnSetFilter4dDescriptor(p->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, out.c, in.c / g.groups, g.kh,
                                          g.kw), "convolution");
   cudnn_check(cudnnSetTensor4dDescriptor(p->y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n, out.c, out.h, out.w),

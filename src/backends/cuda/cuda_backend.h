@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "backends/cuda/handles.h"
 #include "kernels.cuh"
 
 namespace nngraph {
@@ -33,7 +34,6 @@ struct GemmBatch {
 class CudaBackend : public Backend {
  public:
   explicit CudaBackend(int index);
-  ~CudaBackend() override;
   Device device() const override { return Device(DeviceType::CUDA, index_); }
   std::shared_ptr<Buffer> allocate(size_t bytes) override;
   void copy_from_host(void* dst, const void* src, size_t bytes) override;
@@ -104,6 +104,11 @@ class CudaBackend : public Backend {
 
  private:
   struct Captured;
+  // Buffer deleters: a buffer of ours (freed in stream order), a block of a captured step's
+  // scratch, and a view whose buffer frees the memory.
+  static void free_device(void* p, size_t bytes, const Device& d);
+  static void free_scratch(void* p, size_t bytes, const Device& d);
+  static void keep_memory(void*, size_t, const Device&) {}
   void step_kernel(const void* kernel, dim3 grid, dim3 block, void** args);
   // Mean device milliseconds of what `work` enqueues, over a few runs after a warm-up one,
   // queued while the device is busy so that the host's launch overhead is not counted.
@@ -119,20 +124,22 @@ class CudaBackend : public Backend {
   // caller's memory is free again when the call returns). Uploads rotate through a few
   // slots so they need not wait for the device; each slot's event says when it is free.
   struct Pinned {
-    void* data = nullptr;
+    cuda::HostMemory data;
     size_t bytes = 0;
-    cudaEvent_t done = nullptr;
+    cuda::Event done;
   };
   Pinned& staging(size_t bytes);
 
   int index_;
   int multiprocessors_ = 1;
+  // Streams before the handles bound to them, so the handles go first.
+  cuda::Stream stream_;
+  cuda::Stream uploads_;  // copies into new buffers, beside the stream's work
+  cuda::Stream side_;     // where capture_scratch allocates
+  cuda::Cublas cublas_;
+  cuda::Cudnn cudnn_;
   std::array<Pinned, 4> pinned_{};
   size_t next_pinned_ = 0;
-  cudaStream_t stream_ = nullptr;
-  cudaStream_t uploads_ = nullptr;  // copies into new buffers, beside the stream's work
-  cublasHandle_t cublas_ = nullptr;
-  cudnnHandle_t cudnn_ = nullptr;
   mutable std::recursive_mutex mutex_;
   std::map<std::vector<int>, int> gemm_choices_;  // per product shape: undecided, cuBLAS or ours
   std::map<std::type_index, std::unique_ptr<OpState>> op_states_;
@@ -143,15 +150,14 @@ class CudaBackend : public Backend {
     bool busy;
   };
   std::map<void*, Scratch> scratch_;  // captured steps' scratch blocks by address
-  cudaStream_t side_ = nullptr;       // where capture_scratch allocates
   // A second stream with its own library handles (made before the first capture), swapped in
   // for the stream's while side_by_side runs its second work, whose cuDNN scratch is the
   // shared workspace past the first work's part.
   struct Lane {
-    cudaStream_t stream = nullptr;
-    cublasHandle_t cublas = nullptr;
-    cudnnHandle_t cudnn = nullptr;
-    cudaEvent_t fork = nullptr, join = nullptr;
+    cuda::Stream stream;
+    cuda::Cublas cublas;
+    cuda::Cudnn cudnn;
+    cuda::Event fork, join;
     std::shared_ptr<Buffer> workspace;  // a view into workspace_
   } lane_;
   bool on_lane_ = false;
@@ -164,6 +170,20 @@ class CudaBackend : public Backend {
   const cuda::Redirect redirect_ = [this](const void* k, dim3 grid, dim3 block, void** args) {
     step_kernel(k, grid, block, args);
   };
+};
+
+// A captured step: its graph (a replay names nodes by it), the executable, the kernel nodes
+// of its varying launches with their kernels in the order they were made, and what it points
+// at besides its scratch (scratch_).
+struct CudaBackend::Captured {
+  explicit Captured(CudaBackend* b) : backend(b) {}
+  Captured(const Captured&) = delete;
+  CudaBackend* backend;  // whose scratch it uses
+  cuda::Graph graph;
+  cuda::GraphExec exec;
+  std::vector<std::pair<cudaGraphNode_t, const void*>> varying;
+  std::vector<std::shared_ptr<Buffer>> kept;  // shared buffers it uses
+  ~Captured() { backend->drop_scratch(this); }
 };
 
 // The backend of GPU `index`, made on first use; DeviceError when there is no such GPU.

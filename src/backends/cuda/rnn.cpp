@@ -43,22 +43,12 @@ const char* kWhat = "rnn";
 // cuDNN descriptors and weight-space buffers for one recurrent layer shape; matrix and bias
 // addresses (per cuDNN linear layer: inputs first, then recurrents) lie in `weights` and `gradients`.
 struct RNNPlan {
-  cudnnRNNDescriptor_t rnn = nullptr;
-  cudnnRNNDataDescriptor_t x = nullptr, y = nullptr;
-  cudnnTensorDescriptor_t h = nullptr, m = nullptr, b = nullptr;
+  cuda::RNNDescriptor rnn;
+  cuda::RNNDataDescriptor x, y;
+  cuda::TensorDescriptor h, m, b;
   size_t weight_bytes = 0, work_bytes = 0, reserve_bytes = 0;
   std::shared_ptr<Buffer> weights, gradients, lengths;
   std::array<float*, 8> matrix{}, bias{}, d_matrix{}, d_bias{};
-  RNNPlan() = default;
-  RNNPlan(const RNNPlan&) = delete;
-  ~RNNPlan() {
-    if (rnn) cudnnDestroyRNNDescriptor(rnn);
-    if (x) cudnnDestroyRNNDataDescriptor(x);
-    if (y) cudnnDestroyRNNDataDescriptor(y);
-    if (h) cudnnDestroyTensorDescriptor(h);
-    if (m) cudnnDestroyTensorDescriptor(m);
-    if (b) cudnnDestroyTensorDescriptor(b);
-  }
 };
 
 // cuDNN's reserve space for a training state, kept from the forward pass to the gradient
@@ -90,16 +80,16 @@ RNNPlan* rnn_plan(CudaBackend& b, const RNNLayerGeometry& g) {
   if (slot) return slot.get();
   auto p = std::make_unique<RNNPlan>();
   const int T = g.steps, N = g.batch, H = g.hidden;
-  cudnn_check(cudnnCreateRNNDescriptor(&p->rnn), kWhat);
+  cudnn_check(cudnnCreateRNNDescriptor(p->rnn.out()), kWhat);
   const std::vector<int> lengths(N, T);
-  cudnn_check(cudnnCreateRNNDataDescriptor(&p->x), kWhat);
-  cudnn_check(cudnnCreateRNNDataDescriptor(&p->y), kWhat);
+  cudnn_check(cudnnCreateRNNDataDescriptor(p->x.out()), kWhat);
+  cudnn_check(cudnnCreateRNNDataDescriptor(p->y.out()), kWhat);
   cudnn_check(cudnnSetRNNDataDescriptor(p->x, CUDNN_DATA_FLOAT, CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_PACKED, T, N, g.input,
                                         lengths.data(), nullptr), kWhat);
   cudnn_check(cudnnSetRNNDataDescriptor(p->y, CUDNN_DATA_FLOAT, CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_PACKED, T, N, H,
                                         lengths.data(), nullptr), kWhat);
   const int dims[3] = {1, N, H}, strides[3] = {N * H, H, 1};
-  cudnn_check(cudnnCreateTensorDescriptor(&p->h), kWhat);
+  cudnn_check(cudnnCreateTensorDescriptor(p->h.out()), kWhat);
   cudnn_check(cudnnSetTensorNdDescriptor(p->h, CUDNN_DATA_FLOAT, 3, dims, strides), kWhat);
   // Small hidden states run the whole sequence in registers (one kernel per pass); the
   // standard algorithm (a product and an element kernel per step) takes any size.
@@ -119,8 +109,8 @@ RNNPlan* rnn_plan(CudaBackend& b, const RNNLayerGeometry& g) {
   p->gradients = b.allocate(p->weight_bytes);
   p->lengths = b.allocate(N * sizeof(int));
   b.copy_from_host(p->lengths->data(), lengths.data(), N * sizeof(int));
-  cudnn_check(cudnnCreateTensorDescriptor(&p->m), kWhat);
-  cudnn_check(cudnnCreateTensorDescriptor(&p->b), kWhat);
+  cudnn_check(cudnnCreateTensorDescriptor(p->m.out()), kWhat);
+  cudnn_check(cudnnCreateTensorDescriptor(p->b.out()), kWhat);
   for (int id = 0; id < 2 * g.gates; ++id)
     for (int grad = 0; grad < 2; ++grad) {
       void *m = nullptr, *bias = nullptr;

@@ -10,26 +10,20 @@
 namespace nngraph {
 
 float CudaBackend::time_ms(const std::function<void()>& work) {
-  struct Events {
-    cudaEvent_t start = nullptr, stop = nullptr;
-    ~Events() {
-      if (start) cudaEventDestroy(start);
-      if (stop) cudaEventDestroy(stop);
-    }
-  } e;
-  cuda_check(cudaEventCreate(&e.start), "timing");
-  cuda_check(cudaEventCreate(&e.stop), "timing");
+  cuda::Event start, stop;
+  cuda_check(cudaEventCreate(start.out()), "timing");
+  cuda_check(cudaEventCreate(stop.out()), "timing");
   work();
   constexpr int runs = 3;
   // The runs queue up behind a wait long enough to enqueue them: their device time, not the
   // host's launch overhead, which a captured step does not pay.
   cuda::hold(stream_, 300);
-  cuda_check(cudaEventRecord(e.start, stream_), "timing");
+  cuda_check(cudaEventRecord(start, stream_), "timing");
   for (int i = 0; i < runs; ++i) work();
-  cuda_check(cudaEventRecord(e.stop, stream_), "timing");
-  cuda_check(cudaEventSynchronize(e.stop), "timing");
+  cuda_check(cudaEventRecord(stop, stream_), "timing");
+  cuda_check(cudaEventSynchronize(stop), "timing");
   float ms = 0;
-  cuda_check(cudaEventElapsedTime(&ms, e.start, e.stop), "timing");
+  cuda_check(cudaEventElapsedTime(&ms, start, stop), "timing");
   return ms / runs;
 }
 
