@@ -155,7 +155,9 @@ class Optimizer:
     def regularization_scale(self) -> float:
         ...
 class BuiltinOptimizer(Optimizer):
-    pass
+    """
+    An optimizer whose update runs on the device inside the step: SGD, Adam, RMSProp.
+    """
 class WeightsLayout:
     """
     Members:

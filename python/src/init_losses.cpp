@@ -36,7 +36,7 @@ void init_losses(py::module_& m) {
              LossDescriptor d = py::isinstance<py::str>(descriptor)
                                     ? py::module_::import("nngraph").attr("LossDescriptor")(descriptor).cast<LossDescriptor>()
                                     : descriptor.cast<LossDescriptor>();
-             return LossNode::create(to_image_node(src, "loss"), d, std::move(label));
+             return LossNode::create(to_image_node(src, LossNode::kKind), d, std::move(label));
            }),
            py::arg("source"), py::arg("descriptor") = "softmax_cross_entropy", py::arg("label") = "")
       .def_property_readonly("descriptor", &LossNode::descriptor);

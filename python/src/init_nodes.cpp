@@ -90,7 +90,7 @@ void init_nodes(py::module_& m) {
   py::class_<ConvolutionNode, FilterNode, std::shared_ptr<ConvolutionNode>>(m, "Convolution")
       .def(py::init([](const py::object& src, const py::object& weights, const py::object& padding,
                        std::string label) {
-             return ConvolutionNode::create(to_image_node(src, "convolution"), hold_data_source(weights),
+             return ConvolutionNode::create(to_image_node(src, ConvolutionNode::kKind), hold_data_source(weights),
                                             to_padding(padding), std::move(label));
            }),
            py::arg("source"), py::arg("weights"), py::arg("padding") = "valid", py::arg("label") = "",
@@ -98,7 +98,7 @@ void init_nodes(py::module_& m) {
 
   py::class_<FullyConnectedNode, ConvolutionNode, std::shared_ptr<FullyConnectedNode>>(m, "FullyConnected")
       .def(py::init([](const py::object& src, const py::object& weights, std::string label) {
-             return FullyConnectedNode::create(to_image_node(src, "fully_connected"), hold_data_source(weights),
+             return FullyConnectedNode::create(to_image_node(src, FullyConnectedNode::kKind), hold_data_source(weights),
                                                std::move(label));
            }),
            py::arg("source"), py::arg("weights"), py::arg("label") = "");
@@ -107,11 +107,11 @@ void init_nodes(py::module_& m) {
       .def(py::init([](const py::object& src, const std::string& mode, const py::object& kernel,
                        const py::object& stride, const py::object& padding, bool count_include_pad,
                        std::string label) {
-             if (mode != "max" && mode != "average") fail("[pooling] mode must be 'max' or 'average', got '", mode, "'");
+             if (mode != "max" && mode != "average") fail("[", PoolingNode::kKind, "] mode must be 'max' or 'average', got '", mode, "'");
              auto [kh, kw] = to_pair(kernel, "pooling");
              auto [sy, sx] = stride.is_none() ? std::pair<int, int>{0, 0} : to_pair(stride, "pooling");
-             if (!stride.is_none() && (sy < 1 || sx < 1)) fail("[pooling] stride must be >= 1");
-             return PoolingNode::create(to_image_node(src, "pooling"),
+             if (!stride.is_none() && (sy < 1 || sx < 1)) fail("[", PoolingNode::kKind, "] stride must be >= 1");
+             return PoolingNode::create(to_image_node(src, PoolingNode::kKind),
                                         mode == "max" ? PoolingMode::Max : PoolingMode::Average, kh, kw, sy, sx,
                                         to_padding(padding), count_include_pad, std::move(label));
            }),
@@ -122,7 +122,7 @@ void init_nodes(py::module_& m) {
   py::class_<NeuronNode, FilterNode, std::shared_ptr<NeuronNode>>(m, "Neuron")
       .def(py::init([](const py::object& src, const py::object& neuron, std::optional<float> a,
                        std::optional<float> b, std::string label) {
-             return NeuronNode::create(to_image_node(src, "neuron"), to_neuron(neuron, a, b), std::move(label));
+             return NeuronNode::create(to_image_node(src, NeuronNode::kKind), to_neuron(neuron, a, b), std::move(label));
            }),
            py::arg("source"), py::arg("neuron") = "relu", py::arg("a") = py::none(), py::arg("b") = py::none(),
            py::arg("label") = "")
@@ -141,7 +141,7 @@ void init_nodes(py::module_& m) {
 
   py::class_<DropoutNode, FilterNode, std::shared_ptr<DropoutNode>>(m, "Dropout")
       .def(py::init([](const py::object& src, float keep, uint64_t seed, std::string label) {
-             return DropoutNode::create(to_image_node(src, "dropout"), keep, seed, std::move(label));
+             return DropoutNode::create(to_image_node(src, DropoutNode::kKind), keep, seed, std::move(label));
            }),
            py::arg("source"), py::arg("keep_probability") = 0.5f, py::arg("seed") = 0, py::arg("label") = "")
       .def_property_readonly("keep_probability", &DropoutNode::keep_probability)
@@ -156,9 +156,9 @@ void init_nodes(py::module_& m) {
 
   py::class_<ConcatenationNode, FilterNode, std::shared_ptr<ConcatenationNode>>(m, "Concatenation")
       .def(py::init([](const py::list& sources, std::string label) {
-             if (sources.empty()) fail("[concatenation] needs at least one source");
+             if (sources.empty()) fail("[", ConcatenationNode::kKind, "] needs at least one source");
              std::vector<ImageNodePtr> nodes;
-             for (const auto& s : sources) nodes.push_back(to_image_node(s, "concatenation"));
+             for (const auto& s : sources) nodes.push_back(to_image_node(s, ConcatenationNode::kKind));
              return ConcatenationNode::create(std::move(nodes), std::move(label));
            }),
            py::arg("sources"), py::arg("label") = "");

@@ -80,7 +80,8 @@ void init_optimizers(py::module_& m) {
       .def_property_readonly("regularization_scale", [](const Optimizer& o) { return o.descriptor.regularization_scale; })
       .def("slot_count", &Optimizer::slot_count);
 
-  py::class_<BuiltinOptimizer, Optimizer, std::shared_ptr<BuiltinOptimizer>>(m, "BuiltinOptimizer");
+  py::class_<BuiltinOptimizer, Optimizer, std::shared_ptr<BuiltinOptimizer>>(
+      m, "BuiltinOptimizer", "An optimizer whose update runs on the device inside the step: SGD, Adam, RMSProp.");
   m.def("SGD", [](float lr, float momentum, bool nesterov, float rescale, std::optional<float> cmin,
                   std::optional<float> cmax, const std::string& reg, float reg_scale) {
           return make_sgd(make_descriptor(lr, rescale, cmin, cmax, reg, reg_scale), momentum, nesterov);
