@@ -71,29 +71,6 @@ struct RNNStack {
   std::vector<size_t> layer_weight_offsets() const;
 };
 
-// Runs a stack over the sequence of an image's positions (row by row: H·W steps, each
-// C features). The result holds every step's output (N × O × H × W) or, with
-// last_only, the final state of the last stage (N × O × 1 × 1; a backward layer's final
-// state is the one at the first position). Initial states are zero.
-class RNNNode : public FilterNode {
- public:
-  static std::shared_ptr<RNNNode> create(ImageNodePtr source, RNNStack stack, bool last_only,
-                                         std::string label = "");
-  ImageShape infer(const std::vector<ImageShape>& sources) const override;
-  void encode(const EncodeArgs& args) const override;
-  std::vector<WeightSource> weight_sources() const override { return stack_.weight_sources(); }
-  size_t state_size(const std::vector<ImageShape>& sources) const override;
-  const RNNStack& stack() const { return stack_; }
-  bool last_only() const { return last_only_; }
-
-  std::vector<FilterNodePtr> make_gradients(const ImageNodePtr& source_gradient) override;
-
- private:
-  RNNNode(ImageNodePtr source, std::string label) : FilterNode({std::move(source)}, std::move(label), "rnn") {}
-  RNNStack stack_;
-  bool last_only_ = false;
-};
-
 // A stack over sequences of matrices, one per step with one row per sequence
 // (MPSRNNMatrixInferenceLayer, MPSRNNMatrixTrainingLayer). Weights travel as matrices: per
 // data source (weight_sources() order) its weights (O × I/groups), then its biases (1 × O)

@@ -3,6 +3,8 @@
 #include "nngraph/convert.h"
 #include "nngraph/error.h"
 #include "nngraph/rnn.h"
+#include "ops/convert.h"
+#include "ops/rnn.h"
 
 namespace nngraph::py_bind {
 namespace {

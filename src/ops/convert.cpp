@@ -1,7 +1,6 @@
 // Image ⇄ matrix converters and their graph nodes.
-#include "nngraph/convert.h"
-
 #include "ops/convert.h"
+
 #include "nngraph/error.h"
 #include "ops/gradient.h"
 
@@ -85,7 +84,7 @@ void matrix_copy_to_image(DataLayout layout, const Matrix& source, const Image& 
 std::shared_ptr<ImageCopyToMatrixNode> ImageCopyToMatrixNode::create(ImageNodePtr source, DataLayout layout,
                                                                      std::string label) {
   std::shared_ptr<ImageCopyToMatrixNode> node(
-      new ImageCopyToMatrixNode({std::move(source)}, std::move(label), "image_copy_to_matrix"));
+      new ImageCopyToMatrixNode({std::move(source)}, std::move(label), kKind));
   node->set_default_label("image_copy_to_matrix");
   node->layout_ = layout;
   return node;
@@ -109,7 +108,7 @@ std::vector<FilterNodePtr> ImageCopyToMatrixNode::make_gradients(const ImageNode
 std::shared_ptr<MatrixCopyToImageNode> MatrixCopyToImageNode::create(ImageNodePtr source, ImageShape shape,
                                                                      DataLayout layout, std::string label) {
   std::shared_ptr<MatrixCopyToImageNode> node(
-      new MatrixCopyToImageNode({std::move(source)}, std::move(label), "matrix_copy_to_image"));
+      new MatrixCopyToImageNode({std::move(source)}, std::move(label), kKind));
   node->set_default_label("matrix_copy_to_image");
   if (shape.c < 1 || shape.h < 1 || shape.w < 1)
     fail("[", node->label(), "] image shape must be positive, got ", shape.str());

@@ -1,7 +1,9 @@
 #pragma once
-// Kernels of the image↔matrix converters and the recurrent layers' time-major sequences:
-// strided row copies and three-axis permutations.
+// The image↔matrix converter nodes, and the kernels they and the recurrent layers'
+// time-major sequences use: strided row copies and three-axis permutations.
 #include "backends/kernel.h"
+#include "nngraph/convert.h"
+#include "nngraph/nodes.h"
 
 namespace nngraph {
 
@@ -13,6 +15,42 @@ struct CopyRowsKernel : KernelOf<void(Backend&, float* dst, int dst_ld, const fl
 // out = in with its three axes (d0, d1, d2) reordered: out axis k is in axis perm[k].
 struct PermuteKernel : KernelOf<void(Backend&, const float* in, float* out, const int* dims, const int* perm)> {
   static constexpr const char* name = "permute";
+};
+
+
+// The converters as graph nodes, where the "matrix" is an N × (C·H·W) × 1 × 1 image.
+class ImageCopyToMatrixNode : public FilterNode {
+ public:
+  static constexpr const char* kKind = "image_copy_to_matrix";
+  static std::shared_ptr<ImageCopyToMatrixNode> create(ImageNodePtr source, DataLayout layout, std::string label = "");
+  ImageShape infer(const std::vector<ImageShape>& sources) const override;
+  void encode(const EncodeArgs& args) const override;
+  DataLayout layout() const { return layout_; }
+
+ protected:
+  std::vector<FilterNodePtr> make_gradients(const ImageNodePtr& source_gradient) override;
+
+ private:
+  using FilterNode::FilterNode;
+  DataLayout layout_ = DataLayout::FeatureChannelsHeightWidth;
+};
+
+class MatrixCopyToImageNode : public FilterNode {
+ public:
+  static constexpr const char* kKind = "matrix_copy_to_image";
+  static std::shared_ptr<MatrixCopyToImageNode> create(ImageNodePtr source, ImageShape shape, DataLayout layout,
+                                                       std::string label = "");
+  ImageShape infer(const std::vector<ImageShape>& sources) const override;
+  void encode(const EncodeArgs& args) const override;
+  DataLayout layout() const { return layout_; }
+
+ protected:
+  std::vector<FilterNodePtr> make_gradients(const ImageNodePtr& source_gradient) override;
+
+ private:
+  using FilterNode::FilterNode;
+  ImageShape shape_;
+  DataLayout layout_ = DataLayout::FeatureChannelsHeightWidth;
 };
 
 }  // namespace nngraph

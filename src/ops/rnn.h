@@ -1,7 +1,7 @@
 #pragma once
-// The recurrent layers' kernels: one layer in one direction over a sequence, forward and
-// gradient. The graph node (ops/rnn.cpp) and the matrix layers (ops/rnn_matrix.cpp) both run
-// stacks of them (ops/rnn_stack.cpp).
+// The recurrent graph node and the recurrent layers' kernels: one layer in one direction over
+// a sequence, forward and gradient. The node (ops/rnn.cpp) and the matrix layers
+// (ops/rnn_matrix.cpp) both run stacks of them (ops/rnn_stack.cpp).
 #include <cstddef>
 
 #include "backends/kernel.h"
@@ -73,6 +73,32 @@ struct RNNForwardKernel
 struct RNNGradientKernel : KernelOf<void(Backend&, const RNNLayerGeometry&, const RNNLayerWeights&,
                                          const RNNSequence&, const RNNLayerGradients&)> {
   static constexpr const char* name = "rnn_gradient";
+};
+
+// Runs a stack over the sequence of an image's positions (row by row: H·W steps, each
+// C features). The result holds every step's output (N × O × H × W) or, with
+// last_only, the final state of the last stage (N × O × 1 × 1; a backward layer's final
+// state is the one at the first position). Initial states are zero.
+class RNNNode : public FilterNode {
+ public:
+  static std::shared_ptr<RNNNode> create(ImageNodePtr source, RNNStack stack, bool last_only,
+                                         std::string label = "");
+  ImageShape infer(const std::vector<ImageShape>& sources) const override;
+  void encode(const EncodeArgs& args) const override;
+  std::vector<WeightSource> weight_sources() const override { return stack_.weight_sources(); }
+  size_t state_size(const std::vector<ImageShape>& sources) const override;
+  const RNNStack& stack() const { return stack_; }
+  bool last_only() const { return last_only_; }
+
+  static constexpr const char* kKind = "rnn";
+
+ protected:
+  std::vector<FilterNodePtr> make_gradients(const ImageNodePtr& source_gradient) override;
+
+ private:
+  RNNNode(ImageNodePtr source, std::string label) : FilterNode({std::move(source)}, std::move(label), kKind) {}
+  RNNStack stack_;
+  bool last_only_ = false;
 };
 
 }  // namespace nngraph
