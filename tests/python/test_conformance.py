@@ -75,6 +75,29 @@ CASES = {
 }
 
 
+# Kinds with parameters: one training step (forward, loss, every gradient, SGD) per backend,
+# compared through the updated parameters, which carry the weight and bias gradients.
+TRAINABLE = {
+    "Convolution": (lambda x: ng.Convolution(x, conv_weights(5, 3, 3, 3, 1, "tanh"), padding="same"), (2, 3, 7, 6)),
+    "FullyConnected": (lambda x: ng.FullyConnected(x, conv_weights(4, 3, 5, 5, 2, "sigmoid")), (3, 3, 5, 5)),
+    "RNN": (lambda x: ng.RNN(x, [ng.LSTM(3, 4, seed=5), ng.GRU(4, 2, seed=6)]), (2, 3, 1, 7)),
+}
+
+
+def training_step(kind, device):
+    """The parameters before and after one step."""
+    make, shape = TRAINABLE[kind]
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal(shape).astype(np.float32)
+    node = make(ng.ImageNode(label="x"))
+    target = rng.standard_normal(ng.Graph(node).run(x).shape).astype(np.float32)
+    loss = ng.Loss(node.result_image, ng.LossDescriptor("mean_squared_error"))
+    g = loss.training_graph(optimizer=ng.SGD(learning_rate=0.5), device=device)
+    before = {label: dict(p) for label, p in g.parameters().items()}
+    g.encode(x, labels=ng.LossLabels(target)).wait()
+    return before, g.parameters()
+
+
 def kinds():
     """Every node class the package exports, bases (Arithmetic) aside."""
     found, todo = [], [ng.FilterNode]
@@ -107,6 +130,21 @@ def test_every_node_kind_has_a_case():
 def test_every_cpu_kernel_runs_on_every_built_backend(device):
     missing = [name for name, types in ng.kernels().items() if "cpu" in types and device not in types]
     assert missing == []
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("kind", sorted(TRAINABLE))
+def test_a_training_step_matches_the_cpu_backend(kind, device):
+    before, want = training_step(kind, "cpu")
+    _, got = training_step(kind, device)
+    assert sorted(got) == sorted(want)
+    assert all(np.abs(want[label]["weights"] - before[label]["weights"]).max() > 1e-4 for label in want)
+    for label in want:
+        for part in ("weights", "biases"):
+            if want[label][part] is None:
+                assert got[label][part] is None
+            else:
+                np.testing.assert_allclose(got[label][part], want[label][part], rtol=2e-4, atol=2e-5)
 
 
 @pytest.mark.parametrize("device", DEVICES)
