@@ -220,8 +220,8 @@ Plan make_plan(const Structure& s, const std::vector<ImageShape>& source_shapes)
     for (int t : {s.steps[i].output_needed ? s.steps[i].output : -1, s.steps[i].state})
       if (t >= 0) def[t] = last[t] = i;
   }
-  for (int i = 0; i < n_steps; ++i)
-    for (int t : s.steps[i].inputs) last[p.root[t]] = std::max(last[p.root[t]], i);
+  for (int i = 0; i < n_steps; ++i)  // a step that passes its source through reads nothing
+    for (int t : p.passes[i] ? std::vector<int>{} : s.steps[i].inputs) last[p.root[t]] = std::max(last[p.root[t]], i);
   for (int t : s.results) last[p.root[t]] = n_steps;
   auto padded = [&](int t) { return (p.shapes[t].count() + 15) / 16 * 16; };  // 64-byte aligned
   std::vector<int> arena;

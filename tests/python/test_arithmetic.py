@@ -108,3 +108,21 @@ def test_arithmetic_trains_in_a_network(device, rng):
     first = ng.evaluate(g, x, y)["loss"]
     ng.fit(g, (x, y), epochs=30, batch_size=8, progress=False)
     assert ng.evaluate(g, x, y)["loss"] < 0.5 * first
+
+
+def test_a_passed_through_gradient_keeps_no_addend_alive(rng):
+    """The addend's gradient is aliased to dy and reads nothing, so the addend's memory is free
+    once the addition ran: three 8×16×16 tensors fit in two slots of the arena."""
+    x, dy = ng.ImageNode(label="x", shape=(8, 16, 16)), ng.ImageNode(label="dy", shape=(8, 16, 16))
+    a = ng.Neuron(x, "relu")
+    s = ng.Addition(a.result_image, x)
+    t = ng.Neuron(s.result_image, "sigmoid")
+    ga, _ = s.gradient_filters(dy)
+    g = ng.Graph([t.result_image, ga.result_image])
+    plan = g.memory_plan(1)
+    assert plan["steps"] == ["relu", "addition", "sigmoid"]
+    assert plan["planned_bytes"] == 2 * 8 * 16 * 16 * 4
+    xv, r = (rng.standard_normal((1, 8, 16, 16)).astype(np.float32) for _ in range(2))
+    y, da = g.run({"x": xv, "dy": r})
+    np.testing.assert_allclose(y, 1 / (1 + np.exp(-(np.maximum(xv, 0) + xv))), rtol=1e-5)
+    np.testing.assert_array_equal(da, r)
