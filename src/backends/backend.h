@@ -59,7 +59,7 @@ class Backend {
 
   // Whole-step capture (cuda graphs): capture() records what `work` enqueues without running
   // it; replay() runs the record. Backends that cannot capture run work eagerly instead.
-  // store, copy_all and optimizer_steps are a step's varying launches: their arguments change
+  // store, copy_all and the optimizer kernel are a step's varying launches: their arguments change
   // from step to step. replay() first runs `varying` (when given), which makes the same such
   // calls in the same order as the captured work did; they set the record's arguments instead
   // of launching.
