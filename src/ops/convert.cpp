@@ -38,25 +38,30 @@ void check_pair(const char* what, const Image& image, const Matrix& matrix) {
          "×", image.shape().count(), " matrix, got ", matrix.rows(), "×", matrix.columns());
 }
 
+// Images in `in` to their rows in `out`, or rows back to images; the image shape is the side
+// that holds images.
+void convert_images(Backend& b, DataLayout layout, bool to_rows_, const Image& in, const Image& out) {
+  const ImageShape& img = to_rows_ ? in.shape() : out.shape();
+  const int n = in.batch(), c = img.c, p = img.h * img.w;
+  if (to_rows_)
+    to_rows(b, layout, in.data_as<float>(), out.data_as<float>(), c * p, n, c, p);
+  else
+    from_rows(b, layout, in.data_as<float>(), c * p, out.data_as<float>(), n, c, p);
+}
+
 // Gradient of either converter: the other conversion. Sources: dY, X (for its shape).
 class ConvertGradientNode : public GradientNode {
  public:
-  ConvertGradientNode(const ImageNodePtr& dy, FilterNode& forward, DataLayout layout, bool rows)
-      : GradientNode({dy, forward.sources()[0]}, forward, "convert_gradient"), layout_(layout), rows_(rows) {}
+  ConvertGradientNode(const ImageNodePtr& dy, FilterNode& forward, DataLayout layout, bool to_rows)
+      : GradientNode({dy, forward.sources()[0]}, forward, "convert_gradient"), layout_(layout), to_rows_(to_rows) {}
   ImageShape infer(const std::vector<ImageShape>& sources) const override { return sources[1]; }
   void encode(const EncodeArgs& a) const override {
-    const Image& dy = *a.sources[0];
-    const ImageShape& img = rows_ ? dy.shape() : a.result.shape();
-    const int n = dy.batch(), c = img.c, p = img.h * img.w;
-    if (rows_)
-      to_rows(a.backend, layout_, dy.data_as<float>(), a.result.data_as<float>(), c * p, n, c, p);
-    else
-      from_rows(a.backend, layout_, dy.data_as<float>(), c * p, a.result.data_as<float>(), n, c, p);
+    convert_images(a.backend, layout_, to_rows_, *a.sources[0], a.result);
   }
 
  private:
   DataLayout layout_;
-  bool rows_;  // dY is an image and the result its rows
+  bool to_rows_;
 };
 
 }  // namespace
@@ -81,39 +86,36 @@ void matrix_copy_to_image(DataLayout layout, const Matrix& source, const Image& 
             destination.data_as<float>(), destination.batch(), s.c, s.h * s.w);
 }
 
+ConvertNode::ConvertNode(ImageNodePtr source, std::string label, const char* kind, DataLayout layout, bool to_rows)
+    : FilterNode({std::move(source)}, std::move(label), kind), layout_(layout), to_rows_(to_rows) {
+  set_default_label(kind);
+}
+
+void ConvertNode::encode(const EncodeArgs& a) const {
+  convert_images(a.backend, layout_, to_rows_, *a.sources[0], a.result);
+}
+
+std::vector<FilterNodePtr> ConvertNode::make_gradients(const ImageNodePtr& dy) {
+  return {std::make_shared<ConvertGradientNode>(dy, *this, layout_, !to_rows_)};
+}
+
 std::shared_ptr<ImageCopyToMatrixNode> ImageCopyToMatrixNode::create(ImageNodePtr source, DataLayout layout,
                                                                      std::string label) {
-  std::shared_ptr<ImageCopyToMatrixNode> node(
-      new ImageCopyToMatrixNode({std::move(source)}, std::move(label), kKind));
-  node->set_default_label("image_copy_to_matrix");
-  node->layout_ = layout;
-  return node;
+  return std::shared_ptr<ImageCopyToMatrixNode>(
+      new ImageCopyToMatrixNode(std::move(source), std::move(label), kKind, layout, true));
 }
 
 ImageShape ImageCopyToMatrixNode::infer(const std::vector<ImageShape>& s) const {
   return {static_cast<int>(s[0].count()), 1, 1};
 }
 
-void ImageCopyToMatrixNode::encode(const EncodeArgs& a) const {
-  const Image& x = *a.sources[0];
-  const int k = static_cast<int>(x.shape().count());
-  to_rows(a.backend, layout_, x.data_as<float>(), a.result.data_as<float>(), k, x.batch(), x.shape().c,
-          x.shape().h * x.shape().w);
-}
-
-std::vector<FilterNodePtr> ImageCopyToMatrixNode::make_gradients(const ImageNodePtr& dy) {
-  return {std::make_shared<ConvertGradientNode>(dy, *this, layout_, false)};
-}
-
 std::shared_ptr<MatrixCopyToImageNode> MatrixCopyToImageNode::create(ImageNodePtr source, ImageShape shape,
                                                                      DataLayout layout, std::string label) {
   std::shared_ptr<MatrixCopyToImageNode> node(
-      new MatrixCopyToImageNode({std::move(source)}, std::move(label), kKind));
-  node->set_default_label("matrix_copy_to_image");
+      new MatrixCopyToImageNode(std::move(source), std::move(label), kKind, layout, false));
   if (shape.c < 1 || shape.h < 1 || shape.w < 1)
     fail("[", node->label(), "] image shape must be positive, got ", shape.str());
   node->shape_ = shape;
-  node->layout_ = layout;
   return node;
 }
 
@@ -122,16 +124,6 @@ ImageShape MatrixCopyToImageNode::infer(const std::vector<ImageShape>& s) const 
     fail("[", label(), "] source rows hold ", s[0].count(), " values, a ", shape_.str(), " image needs ",
          shape_.count());
   return shape_;
-}
-
-void MatrixCopyToImageNode::encode(const EncodeArgs& a) const {
-  const Image& x = *a.sources[0];
-  from_rows(a.backend, layout_, x.data_as<float>(), static_cast<int>(shape_.count()), a.result.data_as<float>(),
-            x.batch(), shape_.c, shape_.h * shape_.w);
-}
-
-std::vector<FilterNodePtr> MatrixCopyToImageNode::make_gradients(const ImageNodePtr& dy) {
-  return {std::make_shared<ConvertGradientNode>(dy, *this, layout_, true)};
 }
 
 }  // namespace nngraph

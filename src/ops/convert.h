@@ -18,39 +18,42 @@ struct PermuteKernel : KernelOf<void(Backend&, const float* in, float* out, cons
 };
 
 
-// The converters as graph nodes, where the "matrix" is an N × (C·H·W) × 1 × 1 image.
-class ImageCopyToMatrixNode : public FilterNode {
+// The converters as graph nodes, where the "matrix" is an N × (C·H·W) × 1 × 1 image. Each is
+// the other's gradient.
+class ConvertNode : public FilterNode {
  public:
-  static constexpr const char* kKind = "image_copy_to_matrix";
-  static std::shared_ptr<ImageCopyToMatrixNode> create(ImageNodePtr source, DataLayout layout, std::string label = "");
-  ImageShape infer(const std::vector<ImageShape>& sources) const override;
   void encode(const EncodeArgs& args) const override;
   DataLayout layout() const { return layout_; }
 
  protected:
+  ConvertNode(ImageNodePtr source, std::string label, const char* kind, DataLayout layout, bool to_rows);
   std::vector<FilterNodePtr> make_gradients(const ImageNodePtr& source_gradient) override;
 
  private:
-  using FilterNode::FilterNode;
-  DataLayout layout_ = DataLayout::FeatureChannelsHeightWidth;
+  DataLayout layout_;
+  bool to_rows_;  // images in, their rows out
 };
 
-class MatrixCopyToImageNode : public FilterNode {
+class ImageCopyToMatrixNode : public ConvertNode {
+ public:
+  static constexpr const char* kKind = "image_copy_to_matrix";
+  static std::shared_ptr<ImageCopyToMatrixNode> create(ImageNodePtr source, DataLayout layout, std::string label = "");
+  ImageShape infer(const std::vector<ImageShape>& sources) const override;
+
+ private:
+  using ConvertNode::ConvertNode;
+};
+
+class MatrixCopyToImageNode : public ConvertNode {
  public:
   static constexpr const char* kKind = "matrix_copy_to_image";
   static std::shared_ptr<MatrixCopyToImageNode> create(ImageNodePtr source, ImageShape shape, DataLayout layout,
                                                        std::string label = "");
   ImageShape infer(const std::vector<ImageShape>& sources) const override;
-  void encode(const EncodeArgs& args) const override;
-  DataLayout layout() const { return layout_; }
-
- protected:
-  std::vector<FilterNodePtr> make_gradients(const ImageNodePtr& source_gradient) override;
 
  private:
-  using FilterNode::FilterNode;
+  using ConvertNode::ConvertNode;
   ImageShape shape_;
-  DataLayout layout_ = DataLayout::FeatureChannelsHeightWidth;
 };
 
 }  // namespace nngraph
