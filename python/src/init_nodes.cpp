@@ -130,12 +130,12 @@ void init_nodes(py::module_& m) {
 
   py::class_<SoftMaxNode, FilterNode, std::shared_ptr<SoftMaxNode>>(m, "SoftMax")
       .def(py::init([](const py::object& src, std::string label) {
-             return SoftMaxNode::create(to_image_node(src, "softmax"), false, std::move(label));
+             return SoftMaxNode::create(to_image_node(src, SoftMaxNode::kSoftMax), false, std::move(label));
            }),
            py::arg("source"), py::arg("label") = "");
   // LogSoftMax is a SoftMaxNode in log mode; a factory keeps one C++ class.
   m.def("LogSoftMax", [](const py::object& src, std::string label) {
-        return SoftMaxNode::create(to_image_node(src, "log_softmax"), true, std::move(label));
+        return SoftMaxNode::create(to_image_node(src, SoftMaxNode::kLogSoftMax), true, std::move(label));
       },
       py::arg("source"), py::arg("label") = "", "Log-softmax across feature channels.");
 

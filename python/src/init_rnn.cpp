@@ -209,7 +209,7 @@ void init_rnn(py::module_& m) {
                        const std::string& output, std::string label) {
              if (output != "sequence" && output != "last")
                fail("[rnn] output must be 'sequence' or 'last', got '", output, "'");
-             return RNNNode::create(to_image_node(src, "rnn"), stack_arg(layers, combine), output == "last",
+             return RNNNode::create(to_image_node(src, RNNNode::kKind), stack_arg(layers, combine), output == "last",
                                     std::move(label));
            }),
            py::arg("source"), py::arg("layers"), py::arg("combine") = "concatenate", py::arg("output") = "sequence",
@@ -299,7 +299,7 @@ void init_rnn(py::module_& m) {
 
   py::class_<ImageCopyToMatrixNode, FilterNode, std::shared_ptr<ImageCopyToMatrixNode>>(m, "ImageCopyToMatrixNode")
       .def(py::init([](const py::object& src, const std::string& layout, std::string label) {
-             return ImageCopyToMatrixNode::create(to_image_node(src, "image_copy_to_matrix"), parse_data_layout(layout),
+             return ImageCopyToMatrixNode::create(to_image_node(src, ImageCopyToMatrixNode::kKind), parse_data_layout(layout),
                                                   std::move(label));
            }),
            py::arg("source"), py::arg("data_layout") = "chw", py::arg("label") = "",
@@ -307,7 +307,7 @@ void init_rnn(py::module_& m) {
   py::class_<MatrixCopyToImageNode, FilterNode, std::shared_ptr<MatrixCopyToImageNode>>(m, "MatrixCopyToImageNode")
       .def(py::init([](const py::object& src, std::tuple<int, int, int> shape, const std::string& layout,
                        std::string label) {
-             return MatrixCopyToImageNode::create(to_image_node(src, "matrix_copy_to_image"),
+             return MatrixCopyToImageNode::create(to_image_node(src, MatrixCopyToImageNode::kKind),
                                                   {std::get<0>(shape), std::get<1>(shape), std::get<2>(shape)},
                                                   parse_data_layout(layout), std::move(label));
            }),

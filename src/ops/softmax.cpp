@@ -5,7 +5,7 @@ namespace nngraph {
 
 std::shared_ptr<SoftMaxNode> SoftMaxNode::create(ImageNodePtr source, bool log, std::string label) {
   std::shared_ptr<SoftMaxNode> node(
-      new SoftMaxNode({std::move(source)}, std::move(label), log ? "log_softmax" : "softmax"));
+      new SoftMaxNode({std::move(source)}, std::move(label), log ? kLogSoftMax : kSoftMax));
   node->log_ = log;
   node->set_default_label(node->kind());
   return node;

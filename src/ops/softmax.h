@@ -16,6 +16,8 @@ struct SoftMaxGradientKernel : KernelOf<void(Backend&, bool log, const Tensor& y
 // Softmax (or log-softmax) across feature channels, at every pixel of every image.
 class SoftMaxNode : public FilterNode {
  public:
+  static constexpr const char* kSoftMax = "softmax";
+  static constexpr const char* kLogSoftMax = "log_softmax";
   static std::shared_ptr<SoftMaxNode> create(ImageNodePtr source, bool log, std::string label = "");
   bool log() const { return log_; }
   ImageShape infer(const std::vector<ImageShape>& sources) const override { return sources[0]; }
