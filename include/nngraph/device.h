@@ -1,4 +1,5 @@
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -6,6 +7,9 @@
 namespace nngraph {
 
 enum class DeviceType : uint8_t { CPU, CUDA, MPS };
+constexpr size_t kDeviceTypes = 3;
+// "cpu", "cuda" or "mps".
+const char* device_type_name(DeviceType type);
 
 // Where a graph runs and its memory lives: "cpu", "cuda", "cuda:1" ("mps" is reserved).
 class Device {

@@ -73,9 +73,8 @@ void init_core(py::module_& m) {
   m.def("reset_peak_memory", [](const py::object& device) { backend_for(to_device(device)).reset_peak_memory(); },
         py::arg("device") = "cpu");
   m.def("kernels", [] {
-        constexpr const char* kTypes[] = {"cpu", "cuda", "mps"};
         std::map<std::string, std::vector<std::string>> by_kernel;
-        for (const auto& [name, type] : registered_kernels()) by_kernel[name].push_back(kTypes[static_cast<int>(type)]);
+        for (const auto& [name, type] : registered_kernels()) by_kernel[name].push_back(device_type_name(type));
         return by_kernel;
       },
       "The kernels of this build, each with the device types it runs on: {'pooling': ['cpu', 'cuda'], ...}.");
@@ -84,7 +83,7 @@ void init_core(py::module_& m) {
 
   py::class_<Device>(m, "Device", "Where a graph runs: 'cpu', 'cuda', 'cuda:N' ('mps' reserved).")
       .def(py::init(&Device::parse), py::arg("spec") = "cpu")
-      .def_property_readonly("type", [](const Device& d) { return d.str().substr(0, d.str().find(':')); })
+      .def_property_readonly("type", [](const Device& d) { return device_type_name(d.type()); })
       .def_property_readonly("index", &Device::index)
       .def("__str__", &Device::str)
       .def("__repr__", [](const Device& d) { return "Device('" + d.str() + "')"; })

@@ -34,8 +34,7 @@ std::vector<std::pair<std::string, DeviceType>>& registered_kernels() {
 }
 
 void no_kernel(const char* kernel, const Device& device) {
-  constexpr const char* kTypes[kDeviceTypes] = {"cpu", "cuda", "mps"};
-  fail<Unsupported>("[", kernel, "] no ", kTypes[static_cast<size_t>(device.type())], " kernel");
+  fail<Unsupported>("[", kernel, "] no ", device_type_name(device.type()), " kernel");
 }
 
 Backend& backend_for(const Device& device) {

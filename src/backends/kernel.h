@@ -26,8 +26,6 @@ struct KernelOf<R(Backend&, A...)> {
   using Fn = R (*)(Backend&, A...);
 };
 
-constexpr size_t kDeviceTypes = 3;  // DeviceType's values
-
 template <class K>
 typename K::Fn& kernel_slot(DeviceType device) {
   static std::array<typename K::Fn, kDeviceTypes> table{};

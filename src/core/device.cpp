@@ -7,6 +7,11 @@
 
 namespace nngraph {
 
+const char* device_type_name(DeviceType type) {
+  constexpr const char* kNames[kDeviceTypes] = {"cpu", "cuda", "mps"};
+  return kNames[static_cast<size_t>(type)];
+}
+
 Device::Device(DeviceType type, int index) : type_(type), index_(index) {
   if (index < 0) fail("[device] index must be >= 0, got ", index);
   if (type == DeviceType::CPU && index != 0) fail("[device] cpu has no index, got cpu:", index);
@@ -22,19 +27,14 @@ Device Device::parse(const std::string& spec) {
       fail("[device] bad device index in '", spec, "'");
     index = std::stoi(num);
   }
-  if (name == "cpu") return Device(DeviceType::CPU, index);
-  if (name == "cuda") return Device(DeviceType::CUDA, index);
-  if (name == "mps") return Device(DeviceType::MPS, index);
+  for (size_t t = 0; t < kDeviceTypes; ++t)
+    if (name == device_type_name(static_cast<DeviceType>(t))) return Device(static_cast<DeviceType>(t), index);
   fail("[device] unknown device '", spec, "' (expected cpu, cuda, cuda:N or mps)");
 }
 
 std::string Device::str() const {
-  switch (type_) {
-    case DeviceType::CPU: return "cpu";
-    case DeviceType::CUDA: return "cuda:" + std::to_string(index_);
-    case DeviceType::MPS: return "mps";
-  }
-  return "?";
+  const std::string name = device_type_name(type_);
+  return type_ == DeviceType::CUDA ? name + ":" + std::to_string(index_) : name;
 }
 
 int device_count(DeviceType type) {
