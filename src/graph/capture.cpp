@@ -9,12 +9,13 @@ Replay& CaptureCache::replay_for(const Plan& plan, int n, const void* arena, con
   auto key = std::make_tuple(&plan, n, arena, &wm, tf32);
   auto found = replays_.find(key);
   if (found != replays_.end()) return found->second;
-  if (replays_.size() > 16) replays_.clear();  // stale arenas or weights: start over
-  Replay& r = replays_[key];
+  // Made whole before it is kept: a failed allocation leaves no replay without its buffers.
+  Replay r;
   for (const auto& img : sources) r.sources.push_back(Image::allocate(img.descriptor(), device_));
   r.holds_unit.assign(sources.size(), false);
   for (size_t i = 0; i < losses; ++i) r.losses.push_back(Image::allocate({n, {1, 1, 1}, DType::Float32}, device_));
-  return r;
+  if (replays_.size() > 16) replays_.clear();  // stale arenas or weights: start over
+  return replays_.emplace(key, std::move(r)).first->second;
 }
 
 const Image& CaptureCache::ones(int n) {
