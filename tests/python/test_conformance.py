@@ -4,10 +4,9 @@ so does a kernel that the cpu backend has and another built backend lacks."""
 
 import numpy as np
 import pytest
+from conftest import DEVICES
 
 import nngraph as ng
-
-DEVICES = [b for b in ng.built_backends() if ng.device_count(b) > 0]
 
 
 def conv_weights(o, c, kh, kw, seed, neuron=None):
