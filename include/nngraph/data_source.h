@@ -107,6 +107,9 @@ class ArrayDataSource : public DataSource {
   // update() in two halves, so a graph can apply many sources' tensors in one call: the
   // bookkeeping (state vectors, step count) and the tensors the built-in optimizer must update.
   std::vector<TensorUpdate> prepare_update(const GradientState& gradient, WeightsState& weights);
+  // The optimizer's state vectors on the weights' device (the first update there), made whole
+  // or not at all: the only part of an update that can fail, so a step runs it first.
+  void prepare_slots(const GradientState& gradient, const WeightsState& weights);
   bool trainable() override { return optimizer_ != nullptr; }
   // A copy of what update() changes (values, optimizer state, step); calling the result puts
   // it back, for a step whose later update failed.

@@ -189,24 +189,30 @@ bool ArrayDataSource::update(const GradientState& gradient, WeightsState& w) {
   return true;
 }
 
-std::vector<TensorUpdate> ArrayDataSource::prepare_update(const GradientState& gradient, WeightsState& w) {
+void ArrayDataSource::prepare_slots(const GradientState& gradient, const WeightsState& w) {
   const Device device = w.weights->device();
   const size_t k = slot_count();
+  if (state_.weight_slots.size() == k && (!k || state_.weight_slots[0]->device() == device)) return;
+  // First update here: zero state, or the host copy a checkpoint restored.
   const bool has_bias = w.biases && gradient.biases;
-  if (state_.weight_slots.size() != k || (k && state_.weight_slots[0]->device() != device)) {
-    // First update here: zero state, or the host copy a checkpoint restored.
-    auto host = optimizer_slots();
-    state_.weight_slots.clear();
-    state_.bias_slots.clear();
-    for (size_t i = 0; i < k; ++i) {
-      state_.weight_slots.push_back(upload_values(device, host.size() == 2 * k || host.size() == k
-                                                       ? host[i]
-                                                       : std::vector<float>(w.weight_count, 0.f)));
-      if (has_bias)
-        state_.bias_slots.push_back(upload_values(device, host.size() == 2 * k ? host[k + i] : std::vector<float>(w.bias_count, 0.f)));
-    }
-    pending_slots_.clear();
+  const auto host = optimizer_slots();
+  std::vector<std::shared_ptr<Buffer>> weight_slots, bias_slots;
+  for (size_t i = 0; i < k; ++i) {
+    weight_slots.push_back(upload_values(device, host.size() == 2 * k || host.size() == k
+                                                     ? host[i]
+                                                     : std::vector<float>(w.weight_count, 0.f)));
+    if (has_bias)
+      bias_slots.push_back(upload_values(device, host.size() == 2 * k ? host[k + i] : std::vector<float>(w.bias_count, 0.f)));
   }
+  state_.weight_slots = std::move(weight_slots);
+  state_.bias_slots = std::move(bias_slots);
+  pending_slots_.clear();
+}
+
+std::vector<TensorUpdate> ArrayDataSource::prepare_update(const GradientState& gradient, WeightsState& w) {
+  prepare_slots(gradient, w);
+  const Device device = w.weights->device();
+  const bool has_bias = w.biases && gradient.biases;
   ++state_.step;
   // The values change on this device: the other copies and the host arrays are older now.
   Copy* c = copy_on(device);

@@ -85,6 +85,15 @@ Rates current_rates(const std::vector<ArrayDataSource*>& sources) {
   return out;
 }
 
+void prepare_slots(const std::vector<const FilterNode*>& trained, Parameters& p, Gradients& g) {
+  for (const FilterNode* f : trained) {
+    const auto sources = f->weight_sources();
+    for (size_t i = 0; i < sources.size(); ++i)
+      if (builtin_optimizer(sources[i].source))
+        static_cast<ArrayDataSource*>(sources[i].source)->prepare_slots(g.at(f)[i], p.of.at(f)[i]);
+  }
+}
+
 Updates prepare_builtin(const std::vector<const FilterNode*>& trained, Parameters& p, Gradients& g,
                         const Rates& rates) {
   Updates u;

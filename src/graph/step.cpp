@@ -162,8 +162,10 @@ std::vector<Image> StepRunner::run(const Plan& plan, Parameters& wm, const std::
     if (nodes) {
       run();
       if (options.check_numerics) check_finite(losses, trained);
-      // Every gradient is ready before the first update. The host updates go first, all or
-      // nothing, so a failure among them leaves every weight as it was.
+      // Every gradient is ready before the first update. What can fail of the built-in updates
+      // goes first, then the host updates, all or nothing, so a failure in either leaves every
+      // weight and step count as it was.
+      if (!updates) prepare_slots(trained, wm, gradients_);
       apply_host_updates(others, wm, gradients_);
       if (!updates) updates = prepare_builtin(trained, wm, gradients_, rates);
     }
