@@ -27,9 +27,9 @@ const Image& CaptureCache::ones(int n) {
   return w;
 }
 
-bool CaptureCache::is_unit(int n, const Image& weights) const {
+const Image* CaptureCache::made_ones(int n) const {
   const auto unit = unit_weights_.find(n);
-  return unit != unit_weights_.end() && unit->second.data() == weights.data();
+  return unit == unit_weights_.end() ? nullptr : &unit->second;
 }
 
 }  // namespace nngraph

@@ -32,8 +32,8 @@ class CaptureCache {
   // Label weights of 1 for a batch of n, made once. Kept for the last few batch sizes (a
   // replay that holds them copied them; it needs them no more).
   const Image& ones(int n);
-  // Whether `weights` are ones(n) itself.
-  bool is_unit(int n, const Image& weights) const;
+  // ones(n) where it was made, else null.
+  const Image* made_ones(int n) const;
 
  private:
   Device device_;
