@@ -9,8 +9,10 @@
 
 #include "nngraph/descriptors.h"
 #include "nngraph/dtype.h"
+#include "nngraph/error.h"
 #include "nngraph/image.h"
 #include "nngraph/optimizer.h"
+#include "nngraph/parameters.h"
 
 namespace nngraph {
 
@@ -22,29 +24,42 @@ struct WeightsView {
   std::vector<int64_t> shape;  // the array's shape where the source has one: checked against the layout
 };
 
-// A layer's parameters on a device, as a graph holds them (MPSCNNConvolutionWeightsAndBiasesState);
-// the same shape carries their gradients. biases may be null.
+// A layer's parameters on a device, as a graph holds them (MPSCNNConvolutionWeightsAndBiasesState,
+// MPSCNNNormalizationGammaAndBetaState): one buffer per tensor of the descriptor's tensor_specs(),
+// null where a source left an optional one out. The same shape carries their gradients, null
+// for tensors the optimizer does not train.
 struct WeightsState {
-  std::shared_ptr<Buffer> weights, biases;
-  size_t weight_count = 0, bias_count = 0;
+  std::vector<std::shared_ptr<Buffer>> tensors;
+  std::vector<size_t> counts;  // 0 where the buffer is null
+  // Convolution and matrix kinds: weights, then biases (null without).
+  const std::shared_ptr<Buffer>& weights() const { return tensors.at(0); }
+  std::shared_ptr<Buffer> biases() const { return tensors.size() > 1 ? tensors[1] : nullptr; }
+  size_t weight_count() const { return counts.at(0); }
+  size_t bias_count() const { return counts.size() > 1 ? counts[1] : 0; }
+  size_t parameter_count() const;
 };
 using GradientState = WeightsState;
 
 // OIHW: output, input/groups, kernel height, kernel width (default). OHWI: the MPS layout.
 enum class WeightsLayout { OIHW, OHWI };
 
+// The source of one layer's parameters (MPSCNNConvolutionDataSource and its kin): a graph
+// loads it, copies each tensor its descriptor names, and purges it.
 class DataSource {
  public:
   virtual ~DataSource() = default;
-  virtual ConvolutionDescriptor descriptor() = 0;
+  // The layer kind and sizes, which name the tensors tensor() supplies.
+  virtual ParameterDescriptor descriptor() = 0;
   virtual std::string label() = 0;
-  // Make weights available; false means they could not be loaded.
+  // Make the tensors available; false means they could not be loaded.
   virtual bool load() = 0;
   // The graph has its own copy; the source may drop its memory.
   virtual void purge() = 0;
-  virtual WeightsView weights() = 0;
-  // count 0: the layer has no bias.
-  virtual WeightsView biases() = 0;
+  // A tensor named by tensor_specs(descriptor()): weights and biases for convolutions and
+  // matrices (the MPS protocol's weights() and biases()); gamma, beta, mean and variance for
+  // normalizations. count 0: left out (optional tensors only).
+  virtual WeightsView tensor(const std::string& name) = 0;
+  // Convolutions: the order of the weights' axes.
   virtual WeightsLayout weights_layout() { return WeightsLayout::OIHW; }
   // Called by a training graph once the gradients of a step are ready: update `weights` in
   // place. Returns false when the source does not train (its layer stays frozen).
@@ -65,33 +80,45 @@ class DataSource {
   std::atomic<uint64_t> version_{0};
 };
 
-// An optimizer's per-tensor state vectors and its step count, on one device.
+// The source's descriptor as kind K; an error naming `node` when it describes another kind.
+template <class K>
+K descriptor_as(DataSource& source, const std::string& node) {
+  const ParameterDescriptor d = source.descriptor();
+  if (const K* k = std::get_if<K>(&d)) return *k;
+  fail("[", node, "] data source '", source.label(), "' describes ", kind_name(d), " parameters (", describe(d),
+       "), not ", kind_name(ParameterDescriptor(K{})), " ones");
+}
+
+// An optimizer's state vectors per tensor (none for tensors it does not train) and its step
+// count, on one device.
 struct OptimizerState {
-  std::vector<std::shared_ptr<Buffer>> weight_slots, bias_slots;
+  std::vector<std::vector<std::shared_ptr<Buffer>>> slots;
   int64_t step = 0;
 };
 
-// A data source as a node uses it: the descriptor its weights must match.
+// A data source as a node uses it: the descriptor its tensors must match.
 struct WeightSource {
   DataSource* source;
-  ConvolutionDescriptor descriptor;
+  ParameterDescriptor descriptor;
 };
 
 enum class Initializer { He, Glorot, Zeros };
 
-// Weights held in host arrays (given, or drawn by an initializer) and, once a graph uses
+// Parameters held in host arrays (given, or drawn by an initializer) and, once a graph uses
 // them, in one copy per device that every graph on that device reads and trains.
 class ArrayDataSource : public DataSource {
  public:
-  // An empty label is a default one: the first graph over the source names it after its node.
-  ArrayDataSource(ConvolutionDescriptor descriptor, std::vector<float> weights,
-                  std::vector<float> biases, std::string label);
-  // fan_in = I/groups·kh·kw, fan_out = O/groups·kh·kw; he: N(0, 2/fan_in),
-  // glorot: U(±sqrt(6/(fan_in+fan_out))). Deterministic for a seed.
-  static std::vector<float> initial_weights(const ConvolutionDescriptor& d, Initializer init,
-                                            uint64_t seed);
+  // tensors: one per tensor_specs(descriptor) entry, in that order; an empty one is left out
+  // (optional tensors) or holds the spec's fill value. An empty label is a default one: the
+  // first graph over the source names it after its node.
+  ArrayDataSource(ParameterDescriptor descriptor, std::vector<std::vector<float>> tensors, std::string label);
+  // The "weights" tensor of a convolution or matrix. Convolutions: fan_in = I/groups·kh·kw,
+  // fan_out = O/groups·kh·kw; matrices: columns and rows (1 and 1 when diagonal). he:
+  // N(0, 2/fan_in), glorot: U(±sqrt(6/(fan_in+fan_out))). Deterministic for a seed.
+  static std::vector<float> initial_weights(const ParameterDescriptor& d, Initializer init, uint64_t seed);
 
-  ConvolutionDescriptor descriptor() override { return descriptor_; }
+  ParameterDescriptor descriptor() override { return descriptor_; }
+  const std::vector<TensorSpec>& specs() const { return specs_; }
   std::string label() override { return label_; }
   bool has_default_label() const { return default_label_; }
   // is_default: a name made for the user (a layer's kind), which a graph may number.
@@ -99,17 +126,16 @@ class ArrayDataSource : public DataSource {
   bool load() override { return true; }
   void purge() override {}  // the arrays are the master copy
   // The latest values: after training, those of the graph that trained them.
-  WeightsView weights() override;
-  WeightsView biases() override;
+  WeightsView tensor(const std::string& name) override;
   // Runs the optimizer on the device, in place; remembers the state so later readers
-  // (weights(), new graphs, checkpoints) see the trained values.
+  // (tensor(), new graphs, checkpoints) see the trained values.
   bool update(const GradientState& gradient, WeightsState& weights) override;
   // update() in two halves, so a graph can apply many sources' tensors in one call: the
   // bookkeeping (state vectors, step count) and the tensors the built-in optimizer must update.
   std::vector<TensorUpdate> prepare_update(const GradientState& gradient, WeightsState& weights);
   // The optimizer's state vectors on the weights' device (the first update there), made whole
   // or not at all: the only part of an update that can fail, so a step runs it first.
-  void prepare_slots(const GradientState& gradient, const WeightsState& weights);
+  void prepare_slots(const WeightsState& weights);
   bool trainable() override { return optimizer_ != nullptr; }
   // A copy of what update() changes (values, optimizer state, step); calling the result puts
   // it back, for a step whose later update failed.
@@ -122,10 +148,16 @@ class ArrayDataSource : public DataSource {
 
   const std::shared_ptr<Optimizer>& optimizer() const { return optimizer_; }
   void set_optimizer(std::shared_ptr<Optimizer> optimizer);
-  // Replaces the values (host and, if a graph trains them, its device copy).
-  void set_values(std::vector<float> weights, std::vector<float> biases);
-  // Optimizer state as host arrays: [weight slots..., bias slots...] and the step count;
-  // restored state replaces the current one at the next update.
+  // Replaces the values (host and, if a graph trains them, its device copy): one per spec,
+  // each as long as now (empty where the tensor is left out).
+  void set_values(std::vector<std::vector<float>> tensors);
+  // Whether the source holds tensor i (optional ones may be left out).
+  bool has(size_t i) const { return !values_[i].empty(); }
+  // The tensors the optimizer keeps state for: trained and held.
+  bool slotted(size_t i) const { return specs_[i].trained && has(i); }
+  // Optimizer state as host arrays: slot_count() vectors per slotted tensor, in tensor order
+  // (for convolutions: weight slots, then bias slots), and the step count; restored state
+  // replaces the current one at the next update.
   std::vector<std::vector<float>> optimizer_slots();
   int64_t optimizer_step() const { return state_.step; }
   // Checks slots and step against the optimizer and the values, raising before any change.
@@ -144,8 +176,9 @@ class ArrayDataSource : public DataSource {
   // The host arrays from the newest device copy, where one is newer.
   void sync_host();
   void upload(Copy& copy);
-  ConvolutionDescriptor descriptor_;
-  std::vector<float> weights_, biases_;
+  ParameterDescriptor descriptor_;
+  std::vector<TensorSpec> specs_;
+  std::vector<std::vector<float>> values_;  // per spec; empty: left out
   std::string label_;
   bool default_label_ = false;
   std::shared_ptr<Optimizer> optimizer_;
@@ -155,13 +188,13 @@ class ArrayDataSource : public DataSource {
   uint64_t changes_ = 0, host_changes_ = 0;  // each change of the values counts one
 };
 
-// Loads a source, checks its arrays against its descriptor and returns float32 OIHW weights
-// and biases, then purges it (also on error); errors name `node`.
+// Loads a source, reads the tensors `descriptor` names (checked against it: counts, shapes,
+// NaN) as float32 (convolution weights OIHW), then purges it (also on error); errors name
+// `node`. An empty vector: an optional tensor the source left out.
 struct LoadedWeights {
-  std::vector<float> weights, biases;
+  std::vector<std::vector<float>> tensors;
 };
-LoadedWeights read_data_source(DataSource& source, const ConvolutionDescriptor& descriptor,
-                               const std::string& node);
+LoadedWeights read_data_source(DataSource& source, const ParameterDescriptor& descriptor, const std::string& node);
 // New buffers on `device` holding w.
 WeightsState to_device(const LoadedWeights& w, const Device& device);
 // Device copies of w's buffers (and of `more`); calling the result copies them back, for a

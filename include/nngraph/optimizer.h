@@ -36,7 +36,8 @@ struct OptimizerStep {
 };
 
 // One parameter tensor of a batched update: its values, gradient, state vectors (null when
-// unused) and the step count of the data source it belongs to.
+// unused) and the step count of the data source it belongs to. Float32 whatever the graph
+// computes in: the values optimizers update are the master copies.
 struct TensorUpdate {
   float* values;
   const float* gradient;

@@ -24,14 +24,15 @@ enum class RNNCell { SingleGate, LSTM, GRU, MGU };
 enum class SequenceDirection { Forward, Backward };
 enum class BidirectionalCombine { Sum, Concatenate };
 
-// One layer running in one direction. Its weights come from data sources, either
-//   layer_weights: one source, 1×1 kernel, (I + H [+ 1 with peepholes]) inputs → gates·H
-//     outputs: row block k holds gate k's [W | U | P] (P only in the i, f, o blocks' last
-//     column; the g block's is unused); biases (gates·H, optional) are the input biases.
-//     With the unit input transform the W columns are absent.
-//   or one source per gate matrix: input_weights (I → H, with optional biases),
-//     recurrent_weights (H → H, optional biases added too) and, with peepholes,
-//     memory_weights for i, f, o (H → H with groups H: one value per channel).
+// One layer running in one direction. Its weights come from matrix data sources (or, as MPS
+// takes them, plain 1×1 convolution sources of the same O × I weights), either
+//   layer_weights: one gates·H × (I + H [+ 1 with peepholes]) matrix: row block k holds
+//     gate k's [W | U | P] (P only in the i, f, o blocks' last column; the g block's is
+//     unused); biases (gates·H, optional) are the input biases. With the unit input
+//     transform the W columns are absent.
+//   or one source per gate matrix: input_weights (H × I, with optional biases),
+//     recurrent_weights (H × H, optional biases added too) and, with peepholes,
+//     memory_weights for i, f, o (diagonal H: one value per channel).
 struct RNNDescriptor {
   RNNCell cell = RNNCell::LSTM;
   int input_feature_channels = 0, output_feature_channels = 0;
@@ -48,8 +49,8 @@ struct RNNDescriptor {
 
   int gates() const;
   static const char* cell_name(RNNCell cell);
-  // The descriptor a layer_weights source must have.
-  ConvolutionDescriptor layer_descriptor() const;
+  // The matrix a layer_weights source holds: gates·H rows, one per gate output.
+  MatrixDescriptor layer_descriptor() const;
   // Throws InvalidInput naming `label` when sizes, neurons or sources do not fit.
   void validate(const std::string& label) const;
   // Sources in the order graphs and layers keep their weights.

@@ -8,9 +8,8 @@ from nngraph import Error
 from nngraph import InvalidInputError
 from nngraph import OutOfMemoryError
 from nngraph import UnsupportedError
-import numpy
 import typing
-__all__: list[str] = ['Adam', 'Addition', 'Arithmetic', 'ArrayDataSource', 'BuiltinOptimizer', 'Concatenation', 'Convolution', 'ConvolutionDescriptor', 'DataSource', 'Device', 'DeviceError', 'Division', 'Dropout', 'Error', 'FilterNode', 'FullyConnected', 'GRU', 'Graph', 'Handle', 'Image', 'ImageCopyToMatrixNode', 'ImageNode', 'InvalidInputError', 'LSTM', 'LogSoftMax', 'Loss', 'LossDescriptor', 'MGU', 'Matrix', 'MatrixCopyToImageNode', 'Multiplication', 'Neuron', 'NeuronDescriptor', 'Optimizer', 'OutOfMemoryError', 'Pooling', 'RMSProp', 'RNN', 'RNNDescriptor', 'RNNMatrixLayer', 'RNNMatrixTrainingLayer', 'RNNMatrixTrainingState', 'SGD', 'SingleGate', 'SoftMax', 'Subtraction', 'UnsupportedError', 'WeightsLayout', 'built_backends', 'device_count', 'image_copy_to_matrix', 'kernels', 'matrix_copy_to_image', 'memory_stats', 'reset_peak_memory']
+__all__: list[str] = ['Adam', 'Addition', 'Arithmetic', 'ArrayDataSource', 'BuiltinOptimizer', 'Concatenation', 'Convolution', 'ConvolutionDescriptor', 'DataSource', 'Device', 'DeviceError', 'Division', 'Dropout', 'Error', 'FilterNode', 'FullyConnected', 'GRU', 'Graph', 'Handle', 'Image', 'ImageCopyToMatrixNode', 'ImageNode', 'InvalidInputError', 'LSTM', 'LogSoftMax', 'Loss', 'LossDescriptor', 'MGU', 'Matrix', 'MatrixCopyToImageNode', 'MatrixDescriptor', 'Multiplication', 'Neuron', 'NeuronDescriptor', 'NormalizationDescriptor', 'Optimizer', 'OutOfMemoryError', 'Pooling', 'RMSProp', 'RNN', 'RNNDescriptor', 'RNNMatrixLayer', 'RNNMatrixTrainingLayer', 'RNNMatrixTrainingState', 'SGD', 'SingleGate', 'SoftMax', 'Subtraction', 'TensorSpec', 'UnsupportedError', 'WeightsLayout', 'built_backends', 'device_count', 'image_copy_to_matrix', 'kernels', 'matrix_copy_to_image', 'memory_stats', 'reset_peak_memory']
 class Device:
     """
     Where a graph runs: 'cpu', 'cuda', 'cuda:N' ('mps' reserved).
@@ -86,8 +85,83 @@ class ConvolutionDescriptor:
     def stride_y(self) -> int:
         ...
     @property
+    def tensors(self) -> list[...]:
+        """
+        What its data source supplies: weights, then biases (optional).
+        """
+    @property
     def weights_shape(self) -> tuple[int, int, int, int]:
         ...
+class TensorSpec:
+    """
+    One tensor a layer kind reads from its data source.
+    """
+    def __repr__(self) -> str:
+        ...
+    @property
+    def fill(self) -> float:
+        """
+        Its value where an ArrayDataSource is not given one.
+        """
+    @property
+    def name(self) -> str:
+        """
+        The data source method that returns it.
+        """
+    @property
+    def optional(self) -> bool:
+        """
+        A source may return None for it.
+        """
+    @property
+    def shape(self) -> tuple:
+        ...
+    @property
+    def trained(self) -> bool:
+        """
+        Whether optimizers update it (running statistics are not).
+        """
+class MatrixDescriptor:
+    """
+    A rows × columns weight matrix with optional biases (rows), as recurrent layers' gates read; diagonal=True holds only the diagonal (LSTM peepholes).
+    """
+    __hash__: typing.ClassVar[None] = None
+    def __eq__(self, arg0: MatrixDescriptor) -> bool:
+        ...
+    def __init__(self, rows: typing.SupportsInt | typing.SupportsIndex, columns: typing.SupportsInt | typing.SupportsIndex, diagonal: bool = False) -> None:
+        ...
+    def __repr__(self) -> str:
+        ...
+    @property
+    def columns(self) -> int:
+        ...
+    @property
+    def diagonal(self) -> bool:
+        ...
+    @property
+    def rows(self) -> int:
+        ...
+    @property
+    def tensors(self) -> list[TensorSpec]:
+        """
+        What its data source supplies: weights, then biases (optional).
+        """
+class NormalizationDescriptor:
+    """
+    Per-channel gamma and beta (trained) and mean and variance (running statistics), as batch and instance normalization read them.
+    """
+    def __init__(self, feature_channels: typing.SupportsInt | typing.SupportsIndex) -> None:
+        ...
+    def __repr__(self) -> str:
+        ...
+    @property
+    def feature_channels(self) -> int:
+        ...
+    @property
+    def tensors(self) -> list[TensorSpec]:
+        """
+        What its data source supplies: gamma, beta, mean, variance.
+        """
 class Image:
     """
     A batch of N images, C×H×W each, in one device buffer (stored NCHW).
@@ -205,13 +279,13 @@ class WeightsLayout:
         ...
 class DataSource:
     """
-    The only way weights enter a graph. Subclass and define descriptor(), label(), load(), purge(), weights() and biases() (None for no bias); weights_layout() is optional.
+    The only way parameters enter a graph. Subclass and define descriptor(), label(), load(), purge() and one method per tensor the descriptor names: weights() and biases() (None for no bias) for a ConvolutionDescriptor or MatrixDescriptor; gamma(), beta(), mean() and variance() for a NormalizationDescriptor. weights_layout() (convolutions) and update() are optional.
     """
     def __init__(self) -> None:
         ...
     def biases(self) -> typing.Any:
         ...
-    def descriptor(self) -> ConvolutionDescriptor:
+    def descriptor(self) -> ConvolutionDescriptor | MatrixDescriptor | NormalizationDescriptor:
         ...
     def label(self) -> str:
         ...
@@ -219,17 +293,25 @@ class DataSource:
         ...
     def purge(self) -> None:
         ...
+    def tensor(self, name: str) -> typing.Any:
+        """
+        The tensor of that name in its descriptor's shape (float32), or None where left out.
+        """
+    def tensors(self) -> dict:
+        """
+        Every tensor by name, in the descriptor's order (None where left out).
+        """
     def trainable(self) -> bool:
         ...
-    def weights(self) -> numpy.ndarray:
+    def weights(self) -> typing.Any:
         ...
     def weights_layout(self) -> WeightsLayout:
         ...
 class ArrayDataSource(DataSource):
     """
-    Weights from an array (O, I/groups, kh, kw) or an initializer: 'he', 'glorot', 'zeros'.
+    Parameters from arrays or initializers. Convolutions and matrices: weights as an array (O, I/groups, kh, kw), (rows, columns) or an initializer 'he', 'glorot', 'zeros'; biases 'zeros', an array or None. Any kind: tensors={name: array} (normalizations: gamma, beta, mean, variance; 1, 0, 0 and 1 where not given).
     """
-    def __init__(self, descriptor: ConvolutionDescriptor, weights: typing.Any = 'he', biases: typing.Any = 'zeros', label: str = '', seed: typing.SupportsInt | typing.SupportsIndex = 0, optimizer: typing.Any = None) -> None:
+    def __init__(self, descriptor: ConvolutionDescriptor | MatrixDescriptor | NormalizationDescriptor, weights: typing.Any = 'he', biases: typing.Any = 'zeros', label: str = '', seed: typing.SupportsInt | typing.SupportsIndex = 0, optimizer: typing.Any = None, tensors: typing.Any = None) -> None:
         ...
     def check_optimizer_state(self, state: typing.Any) -> None:
         """
@@ -241,11 +323,15 @@ class ArrayDataSource(DataSource):
         """
     def optimizer_state(self) -> dict:
         """
-        {'step': updates so far, 'slots': [weight slots..., bias slots...]} as numpy arrays.
+        {'step': updates so far, 'slots': [...]} as numpy arrays: slot_count() vectors per trained tensor in the descriptor's order (convolutions: weight slots, then bias slots).
+        """
+    def set_tensors(self, tensors: dict) -> None:
+        """
+        Replaces the named tensors ({name: array}); the others keep their values.
         """
     def set_weights(self, weights: typing.Any, biases: typing.Any = None) -> None:
         """
-        Replaces the values, here and in the graph that trains them.
+        Replaces the weights and biases, here and in the graph that trains them.
         """
     @property
     def optimizer(self) -> Optimizer:
@@ -380,9 +466,9 @@ class RNNDescriptor:
     def input_feature_channels(self) -> int:
         ...
     @property
-    def layer_descriptor(self) -> ConvolutionDescriptor:
+    def layer_descriptor(self) -> MatrixDescriptor:
         """
-        The ConvolutionDescriptor a one-source-per-layer data source has.
+        The MatrixDescriptor a one-source-per-layer data source has.
         """
     @property
     def output_feature_channels(self) -> int:
@@ -526,8 +612,9 @@ class Graph:
     @staticmethod
     def parameters(graph: Graph) -> dict:
         """
-        {label: {"weights": array, "biases": array or None}} of every data source of the graph,
-            in node order (copies of the latest values).
+        {label: {tensor name: array or None}} of every data source of the graph, in node order
+            (copies of the latest values): a convolution's {"weights": ..., "biases": ...}, a
+            normalization's gamma, beta, mean and variance.
         """
     @staticmethod
     def predict(graph: Graph, images, batch_size: int = 256, layout: str = 'NCHW'):

@@ -1,5 +1,6 @@
-"""Checkpoints: the weights and optimizer state of a graph's ArrayDataSources in one .npz file,
-written atomically and read all or nothing."""
+"""Checkpoints: the tensors (weights and biases; gamma, beta, mean and variance; ...) and
+optimizer state of a graph's ArrayDataSources in one .npz file, written atomically and read
+all or nothing."""
 
 from __future__ import annotations
 
@@ -26,19 +27,19 @@ def array_sources(target) -> list[ArrayDataSource]:
 
 
 def save(path: str | os.PathLike, target) -> None:
-    """Writes the weights and optimizer state of a graph's (or a list of) ArrayDataSources to
-    one .npz file, atomically: a temporary file in the same folder, then a rename."""
+    """Writes the tensors and optimizer state of a graph's (or a list of) ArrayDataSources to
+    one .npz file, atomically: a temporary file in the same folder, then a rename. Each tensor
+    is stored as "label/name" (a convolution's "conv1/weights", "conv1/biases")."""
     arrays, meta = {}, {"format": CHECKPOINT_FORMAT, "version": 1, "sources": {}}
     for ds in array_sources(target):
         label = ds.label()
-        arrays[f"{label}/weights"] = ds.weights()
-        biases = ds.biases()
-        if biases is not None:
-            arrays[f"{label}/biases"] = biases
+        held = {name: a for name, a in ds.tensors().items() if a is not None}
+        for name, a in held.items():
+            arrays[f"{label}/{name}"] = a
         state = ds.optimizer_state() if ds.optimizer is not None else {"step": 0, "slots": []}
         for i, slot in enumerate(state["slots"]):
             arrays[f"{label}/slot{i}"] = slot
-        meta["sources"][label] = {"step": state["step"], "slots": len(state["slots"]), "biases": biases is not None}
+        meta["sources"][label] = {"step": state["step"], "slots": len(state["slots"]), "tensors": list(held)}
     arrays["__nngraph__"] = np.frombuffer(json.dumps(meta).encode(), np.uint8)
     path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
@@ -88,7 +89,7 @@ def load(path: str | os.PathLike, target) -> None:
 
 
 def _plan(ds: ArrayDataSource, sources: dict, data: dict, path) -> tuple:
-    """(source, weights, biases, optimizer state or None) from the file, checked against ds."""
+    """(source, {tensor name: array}, optimizer state or None) from the file, checked against ds."""
     label = ds.label()
 
     def bad(what: str):
@@ -107,16 +108,19 @@ def _plan(ds: ArrayDataSource, sources: dict, data: dict, path) -> tuple:
         a = data[key]
         if a.dtype.kind != "f":
             raise bad(f"{name} hold {a.dtype}, expected floats")
-        if a.shape != shape:
+        if _without_trailing_ones(a.shape) != _without_trailing_ones(shape):
             raise bad(f"{name} are {a.shape}, the data source has {shape}")
         if not np.isfinite(a).all():
             raise bad(f"{name} hold NaN or inf")
-        return a.astype(np.float32)
+        return a.astype(np.float32).reshape(shape)  # files from before matrix descriptors: (O, I, 1, 1)
 
-    w = array("weights", ds.weights().shape)
-    b = None if ds.biases() is None else array("biases", ds.biases().shape)
-    if (f"{label}/biases" in data) != (b is not None):
-        raise bad("biases do not match the data source (one has them, the other not)")
+    tensors, held = {}, ds.tensors()
+    for spec in ds.descriptor().tensors:
+        name, now = spec.name, held[spec.name]
+        if spec.optional and (f"{label}/{name}" in data) != (now is not None):
+            raise bad(f"{name} do not match the data source (one has them, the other not)")
+        if now is not None:
+            tensors[name] = array(name, now.shape)
     state = None
     if ds.optimizer is not None:
         step, count = entry["step"], entry["slots"]
@@ -129,23 +133,32 @@ def _plan(ds: ArrayDataSource, sources: dict, data: dict, path) -> tuple:
             slots = _fresh_slots(ds)
         state = {"step": step, "slots": slots}
         ds.check_optimizer_state(state)
-    return ds, w, b, state
+    return ds, tensors, state
+
+
+def _without_trailing_ones(shape) -> tuple:
+    shape = tuple(shape)
+    while len(shape) > 1 and shape[-1] == 1:
+        shape = shape[:-1]
+    return shape
 
 
 def _fresh_slots(ds: ArrayDataSource) -> list[np.ndarray]:
+    """Zero optimizer state: slot_count() vectors per trained tensor the source holds."""
     k = ds.optimizer.slot_count()
-    shapes = [ds.weights().shape] * k + ([ds.biases().shape] * k if ds.biases() is not None else [])
-    return [np.zeros(int(np.prod(s)), np.float32) for s in shapes]
+    held = ds.tensors()
+    return [np.zeros(held[t.name].size, np.float32)
+            for t in ds.descriptor().tensors if t.trained and held[t.name] is not None for _ in range(k)]
 
 
 def _current(ds: ArrayDataSource) -> tuple:
     state = ds.optimizer_state() if ds.optimizer is not None else None
     if state is not None and not state["slots"] and ds.optimizer.slot_count():
         state = {"step": state["step"], "slots": _fresh_slots(ds)}  # no update yet: fresh state
-    return ds, ds.weights(), ds.biases(), state
+    return ds, {name: a for name, a in ds.tensors().items() if a is not None}, state
 
 
-def _apply(ds: ArrayDataSource, w, b, state) -> None:
-    ds.set_weights(w, b)
+def _apply(ds: ArrayDataSource, tensors: dict, state) -> None:
+    ds.set_tensors(tensors)
     if state is not None:
         ds.load_optimizer_state(state)

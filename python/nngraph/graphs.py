@@ -43,13 +43,14 @@ def _squeeze(a: np.ndarray, layout: str) -> np.ndarray:
 
 
 def parameters(graph: Graph) -> dict:
-    """{label: {"weights": array, "biases": array or None}} of every data source of the graph,
-    in node order (copies of the latest values)."""
+    """{label: {tensor name: array or None}} of every data source of the graph, in node order
+    (copies of the latest values): a convolution's {"weights": ..., "biases": ...}, a
+    normalization's gamma, beta, mean and variance."""
     out = {}
     for ds in graph.data_sources:
         if ds.label() in out:
             array_sources(graph)  # raises naming the duplicate labels
-        out[ds.label()] = {"weights": ds.weights(), "biases": ds.biases()}
+        out[ds.label()] = ds.tensors()
     return out
 
 

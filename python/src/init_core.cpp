@@ -5,6 +5,7 @@
 #include "backends/kernel.h"
 #include "bindings.h"
 #include "nngraph/descriptors.h"
+#include "nngraph/parameters.h"
 #include "nngraph/error.h"
 
 namespace nngraph::py_bind {
@@ -145,6 +146,54 @@ void init_core(py::module_& m) {
                    d.output_feature_channels, ", stride=(", d.stride_y, ", ", d.stride_x,
                    "), dilation=(", d.dilation_y, ", ", d.dilation_x, "), groups=", d.groups,
                    ", neuron='", d.neuron.name(), "')");
+      })
+      .def_property_readonly("tensors", [](const ConvolutionDescriptor& d) { return tensor_specs(d); },
+                             "What its data source supplies: weights, then biases (optional).");
+
+  py::class_<TensorSpec>(m, "TensorSpec", "One tensor a layer kind reads from its data source.")
+      .def_readonly("name", &TensorSpec::name, "The data source method that returns it.")
+      .def_property_readonly("shape", [](const TensorSpec& t) { return py::tuple(py::cast(t.shape)); })
+      .def_readonly("optional", &TensorSpec::optional, "A source may return None for it.")
+      .def_readonly("trained", &TensorSpec::trained, "Whether optimizers update it (running statistics are not).")
+      .def_readonly("fill", &TensorSpec::fill, "Its value where an ArrayDataSource is not given one.")
+      .def("__repr__", [](const TensorSpec& t) {
+        return cat("TensorSpec('", t.name, "', ", shape_text(t.shape), t.optional ? ", optional" : "",
+                   t.trained ? "" : ", not trained", ")");
+      });
+
+  py::class_<MatrixDescriptor>(m, "MatrixDescriptor",
+                               "A rows × columns weight matrix with optional biases (rows), as recurrent "
+                               "layers' gates read; diagonal=True holds only the diagonal (LSTM peepholes).")
+      .def(py::init([](int rows, int columns, bool diagonal) {
+             MatrixDescriptor d{rows, columns, diagonal};
+             d.validate("matrix descriptor");
+             return d;
+           }),
+           py::arg("rows"), py::arg("columns"), py::arg("diagonal") = false)
+      .def_readonly("rows", &MatrixDescriptor::rows)
+      .def_readonly("columns", &MatrixDescriptor::columns)
+      .def_readonly("diagonal", &MatrixDescriptor::diagonal)
+      .def_property_readonly("tensors", [](const MatrixDescriptor& d) { return tensor_specs(d); },
+                             "What its data source supplies: weights, then biases (optional).")
+      .def("__eq__", [](const MatrixDescriptor& a, const MatrixDescriptor& b) { return a == b; })
+      .def("__repr__", [](const MatrixDescriptor& d) {
+        return cat("MatrixDescriptor(rows=", d.rows, ", columns=", d.columns, d.diagonal ? ", diagonal=True" : "", ")");
+      });
+
+  py::class_<NormalizationDescriptor>(m, "NormalizationDescriptor",
+                                      "Per-channel gamma and beta (trained) and mean and variance (running "
+                                      "statistics), as batch and instance normalization read them.")
+      .def(py::init([](int channels) {
+             NormalizationDescriptor d{channels};
+             d.validate("normalization descriptor");
+             return d;
+           }),
+           py::arg("feature_channels"))
+      .def_readonly("feature_channels", &NormalizationDescriptor::feature_channels)
+      .def_property_readonly("tensors", [](const NormalizationDescriptor& d) { return tensor_specs(d); },
+                             "What its data source supplies: gamma, beta, mean, variance.")
+      .def("__repr__", [](const NormalizationDescriptor& d) {
+        return cat("NormalizationDescriptor(feature_channels=", d.feature_channels, ")");
       });
 }
 

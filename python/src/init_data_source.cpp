@@ -1,4 +1,7 @@
 // DataSource (subclassable from Python) and ArrayDataSource.
+#include <algorithm>
+#include <map>
+
 #include "backends/backend.h"
 #include "bindings.h"
 #include "nngraph/error.h"
@@ -6,22 +9,33 @@
 namespace nngraph::py_bind {
 namespace {
 
-// Python subclasses: weights()/biases() return arrays that stay referenced until purge().
+// Python subclasses: one method per tensor the descriptor names (weights() and biases() for
+// convolutions and matrices; gamma(), beta(), mean() and variance() for normalizations),
+// returning arrays that stay referenced until purge().
 class PyDataSource : public DataSource {
  public:
-  ConvolutionDescriptor descriptor() override {
-    return call_override<ConvolutionDescriptor>(self(), "descriptor", "an nngraph.ConvolutionDescriptor");
+  ParameterDescriptor descriptor() override {
+    return call_override<ParameterDescriptor>(
+        self(), "descriptor", "an nngraph.ConvolutionDescriptor, MatrixDescriptor or NormalizationDescriptor");
   }
   std::string label() override { return call_override<std::string>(self(), "label", "a str"); }
   bool load() override { return call_override<bool>(self(), "load", "a bool"); }
   void purge() override {
     py::gil_scoped_acquire gil;
-    held_weights_ = py::array();
-    held_biases_ = py::array();
+    held_.clear();
     call_override<py::object>(self(), "purge", "None");
   }
-  WeightsView weights() override { return fetch("weights", held_weights_, false); }
-  WeightsView biases() override { return fetch("biases", held_biases_, true); }
+  WeightsView tensor(const std::string& name) override {
+    py::gil_scoped_acquire gil;
+    auto r = call_override<py::object>(self(), name.c_str(), "an array or None");
+    if (r.is_none()) {
+      held_.erase(name);
+      return {};
+    }
+    py::array& held = held_[name] = float_array(r, label() + " " + name + "()");
+    const DType dt = held.dtype().itemsize() == 2 ? DType::Float16 : DType::Float32;
+    return {held.data(), static_cast<size_t>(held.size()), dt, {held.shape(), held.shape() + held.ndim()}};
+  }
   WeightsLayout weights_layout() override {
     py::gil_scoped_acquire gil;
     if (!py::get_override(self(), "weights_layout")) return WeightsLayout::OIHW;
@@ -31,70 +45,81 @@ class PyDataSource : public DataSource {
     py::gil_scoped_acquire gil;
     return static_cast<bool>(py::get_override(self(), "update"));
   }
-  // Host update: update((dW, db), (W, b)) returns new (W, b), or None to keep them. The graph
-  // puts the old values back if a later update of the same step fails.
-  bool update(const GradientState& gradient, WeightsState& weights) override {
+  // Host update: update(gradients, values), tuples in the descriptor's tensor order (for a
+  // convolution (dW, db), (W, b)), returns the new values in that order, or None to keep them.
+  // The graph puts the old values back if a later update of the same step fails.
+  bool update(const GradientState& gradient, WeightsState& values) override {
     py::gil_scoped_acquire gil;
     if (!py::get_override(self(), "update")) return false;
-    const ConvolutionDescriptor d = descriptor();
+    const auto specs = tensor_specs(descriptor());
     const std::string name = label();
-    const std::vector<py::ssize_t> wshape{d.output_feature_channels, d.input_feature_channels / d.groups,
-                                          d.kernel_height, d.kernel_width};
-    auto host = [](const std::shared_ptr<Buffer>& b, std::vector<py::ssize_t> shape) -> py::object {
+    auto host = [](const std::shared_ptr<Buffer>& b, const std::vector<int64_t>& shape) -> py::object {
       if (!b) return py::none();
-      py::array_t<float> a(shape);
+      py::array_t<float> a(std::vector<py::ssize_t>(shape.begin(), shape.end()));
       backend_for(b->device()).copy_to_host(a.mutable_data(), b->data(), b->bytes());
       return std::move(a);
     };
-    const py::ssize_t o = d.output_feature_channels;
-    auto r = call_override<py::object>(self(), "update", "(weights, biases) or None",
-                                       py::make_tuple(host(gradient.weights, wshape), host(gradient.biases, {o})),
-                                       py::make_tuple(host(weights.weights, wshape), host(weights.biases, {o})));
-    if (r.is_none()) return true;
-    if (!py::isinstance<py::sequence>(r) || py::isinstance<py::str>(r) || py::len(r) != 2)
-      fail("[", name, "] update() must return (weights, biases) or None, got ", type_name(r));
-    auto pair = r.cast<py::sequence>();
-    py::array nw = float_array(pair[0], name + " updated weights");
-    if (static_cast<size_t>(nw.size()) != weights.weight_count)
-      fail("[", name, "] update returned ", nw.size(), " weights, expected ", weights.weight_count);
-    py::array nb;
-    if (weights.biases) {
-      nb = float_array(pair[1], name + " updated biases");
-      if (static_cast<size_t>(nb.size()) != weights.bias_count)
-        fail("[", name, "] update returned ", nb.size(), " biases, expected ", weights.bias_count);
+    py::tuple grads(specs.size()), now(specs.size());
+    for (size_t i = 0; i < specs.size(); ++i) {
+      grads[i] = host(gradient.tensors[i], specs[i].shape);
+      now[i] = host(values.tensors[i], specs[i].shape);
     }
-    const std::vector<float> w = to_floats(nw), b = weights.biases ? to_floats(nb) : std::vector<float>{};
-    Backend& backend = backend_for(weights.weights->device());
-    backend.copy_from_host(weights.weights->data(), w.data(), weights.weights->bytes());
-    if (weights.biases) backend.copy_from_host(weights.biases->data(), b.data(), weights.biases->bytes());
+    const std::string expected = "a tuple of " + std::to_string(specs.size()) + " arrays or None";
+    auto r = call_override<py::object>(self(), "update", expected.c_str(), grads, now);
+    if (r.is_none()) return true;
+    if (!py::isinstance<py::sequence>(r) || py::isinstance<py::str>(r) || py::len(r) != specs.size())
+      fail("[", name, "] update() must return ", expected, ", got ", type_name(r));
+    auto items = r.cast<py::sequence>();
+    std::vector<std::vector<float>> next(specs.size());
+    for (size_t i = 0; i < specs.size(); ++i) {  // all checked before any is written
+      if (!values.tensors[i] || !gradient.tensors[i]) continue;
+      next[i] = to_floats(float_array(items[i], name + " updated " + specs[i].name));
+      if (next[i].size() != values.counts[i])
+        fail("[", name, "] update returned ", next[i].size(), " ", specs[i].name, ", expected ", values.counts[i]);
+    }
+    for (size_t i = 0; i < specs.size(); ++i)
+      if (!next[i].empty())
+        backend_for(values.tensors[i]->device()).copy_from_host(values.tensors[i]->data(), next[i].data(),
+                                                                 values.tensors[i]->bytes());
     return true;
   }
 
  private:
   const DataSource* self() const { return this; }
-  WeightsView fetch(const char* name, py::array& held, bool optional) {
-    py::gil_scoped_acquire gil;
-    auto r = call_override<py::object>(self(), name, optional ? "an array or None" : "an array");
-    if (r.is_none()) {
-      if (!optional) fail("[", label(), "] ", name, "() returned None");
-      held = py::array();
-      return {};
-    }
-    held = float_array(r, label() + " " + name + "()");
-    const DType dt = held.dtype().itemsize() == 2 ? DType::Float16 : DType::Float32;
-    return {held.data(), static_cast<size_t>(held.size()), dt, {held.shape(), held.shape() + held.ndim()}};
-  }
-  py::array held_weights_, held_biases_;
+  std::map<std::string, py::array> held_;
 };
 
-py::array view_to_array(const WeightsView& v, std::vector<py::ssize_t> shape) {
-  py::array_t<float> out(shape);
-  convert_host(v.data, v.dtype, out.mutable_data(), DType::Float32, v.count);
-  return out;
+// The spec of tensor `name` of a source's kind; an error naming the source where it has none.
+TensorSpec spec_of(DataSource& ds, const std::string& name) {
+  for (const TensorSpec& t : tensor_specs(ds.descriptor()))
+    if (t.name == name) return t;
+  fail("[", ds.label(), "] a ", kind_name(ds.descriptor()), " source has no ", name);
 }
 
-std::vector<float> initial_or_given(const py::object& weights, const ConvolutionDescriptor& d,
-                                    uint64_t seed, const std::string& label) {
+py::object tensor_array(DataSource& ds, const std::string& name) {
+  const TensorSpec spec = spec_of(ds, name);
+  const WeightsView v = ds.tensor(name);
+  if (!v.count) return py::none();
+  if (v.count != spec.count())
+    fail("[", ds.label(), "] ", name, " hold ", v.count, " values, expected ", spec.count());
+  py::array_t<float> out(std::vector<py::ssize_t>(spec.shape.begin(), spec.shape.end()));
+  convert_host(v.data, v.dtype, out.mutable_data(), DType::Float32, v.count);
+  return std::move(out);
+}
+
+// Values of tensor `spec` given as an array of its shape (or one that fits it, see shape_fits).
+std::vector<float> given(const py::handle& obj, const TensorSpec& spec, const std::string& label) {
+  py::array a = float_array(obj, label + " " + spec.name);
+  const std::vector<int64_t> shape(a.shape(), a.shape() + a.ndim());
+  if (a.ndim() < 2 ? static_cast<size_t>(a.size()) != spec.count() || spec.shape.size() > 1
+                   : !shape_fits(shape, spec) || static_cast<size_t>(a.size()) != spec.count())
+    fail("[", label, "] ", spec.name, " must have shape ", shape_text(spec.shape),
+         spec.shape.size() == 4 ? " (output, input/groups, kernel height, kernel width)" : "");
+  return to_floats(a);
+}
+
+std::vector<float> initial_or_given(const py::object& weights, const ParameterDescriptor& d, uint64_t seed,
+                                    const std::string& label) {
   if (py::isinstance<py::str>(weights)) {
     const auto name = weights.cast<std::string>();
     if (name == "he") return ArrayDataSource::initial_weights(d, Initializer::He, seed);
@@ -102,29 +127,41 @@ std::vector<float> initial_or_given(const py::object& weights, const Convolution
     if (name == "zeros") return ArrayDataSource::initial_weights(d, Initializer::Zeros, seed);
     fail("[", label, "] unknown initializer '", name, "' (expected he, glorot, zeros or an array)");
   }
-  py::array a = float_array(weights, label + " weights");
-  const std::vector<py::ssize_t> want{d.output_feature_channels, d.input_feature_channels / d.groups,
-                                      d.kernel_height, d.kernel_width};
-  const bool full = a.ndim() == 4 && std::equal(want.begin(), want.end(), a.shape());
-  const bool flat = a.ndim() == 2 && d.kernel_height == 1 && d.kernel_width == 1 &&
-                    a.shape(0) == want[0] && a.shape(1) == want[1];
-  if (!full && !flat)
-    fail("[", label, "] weights must have shape (", want[0], ", ", want[1], ", ", want[2], ", ", want[3],
-         ") (output, input/groups, kernel height, kernel width)");
-  return to_floats(a);
+  return given(weights, tensor_specs(d)[0], label);
 }
 
-std::vector<float> initial_biases(const py::object& biases, const ConvolutionDescriptor& d,
-                                  const std::string& label) {
+std::vector<float> initial_biases(const py::object& biases, const TensorSpec& spec, const std::string& label) {
   if (biases.is_none()) return {};
   if (py::isinstance<py::str>(biases)) {
     if (biases.cast<std::string>() != "zeros") fail("[", label, "] biases must be 'zeros', None or an array");
-    return std::vector<float>(d.output_feature_channels, 0.f);
+    return std::vector<float>(spec.count(), 0.f);
   }
-  py::array a = float_array(biases, label + " biases");
-  if (a.ndim() != 1 || a.shape(0) != d.output_feature_channels)
-    fail("[", label, "] biases must have shape (", d.output_feature_channels, ",)");
-  return to_floats(a);
+  return given(biases, spec, label);
+}
+
+// Every tensor's values: weights and biases (kinds that have them), then `tensors` by name.
+std::vector<std::vector<float>> initial_tensors(const ParameterDescriptor& d, const py::object& weights,
+                                                const py::object& biases, const py::object& tensors, uint64_t seed,
+                                                const std::string& label) {
+  const auto specs = tensor_specs(d);
+  std::vector<std::vector<float>> out(specs.size());
+  const bool has_weights = specs[0].name == "weights";
+  auto is = [](const py::object& o, const char* s) { return py::isinstance<py::str>(o) && o.cast<std::string>() == s; };
+  if (has_weights) {
+    out[0] = initial_or_given(weights, d, seed, label);
+    out[1] = initial_biases(biases, specs[1], label);
+  } else if (!is(weights, "he") || !is(biases, "zeros")) {  // anything but the defaults
+    fail("[", label, "] a ", kind_name(d), " source has no weights or biases: give tensors={name: array}");
+  }
+  if (tensors.is_none()) return out;
+  if (!py::isinstance<py::dict>(tensors)) fail("[", label, "] tensors must be a dict {name: array}");
+  for (const auto& [key, value] : tensors.cast<py::dict>()) {
+    const auto name = py::str(key).cast<std::string>();
+    const auto at = std::find_if(specs.begin(), specs.end(), [&](const TensorSpec& t) { return t.name == name; });
+    if (at == specs.end()) fail("[", label, "] a ", kind_name(d), " source has no tensor '", name, "'");
+    out[at - specs.begin()] = value.is_none() ? std::vector<float>{} : given(value, *at, label);
+  }
+  return out;
 }
 
 // {'step': int, 'slots': [arrays]} as the engine takes it; anything else raises naming the source.
@@ -151,8 +188,10 @@ void init_data_source(py::module_& m) {
 
   py::class_<DataSource, PyDataSource, std::shared_ptr<DataSource>>(
       m, "DataSource",
-      "The only way weights enter a graph. Subclass and define descriptor(), label(), load(), "
-      "purge(), weights() and biases() (None for no bias); weights_layout() is optional.")
+      "The only way parameters enter a graph. Subclass and define descriptor(), label(), load(), "
+      "purge() and one method per tensor the descriptor names: weights() and biases() (None for no "
+      "bias) for a ConvolutionDescriptor or MatrixDescriptor; gamma(), beta(), mean() and variance() "
+      "for a NormalizationDescriptor. weights_layout() (convolutions) and update() are optional.")
       .def(py::init<>())
       .def("descriptor", &DataSource::descriptor)
       .def("label", &DataSource::label)
@@ -160,41 +199,61 @@ void init_data_source(py::module_& m) {
       .def("purge", &DataSource::purge)
       .def("weights_layout", &DataSource::weights_layout)
       .def("trainable", &DataSource::trainable)
-      .def("weights", [](DataSource& ds) {
-        const auto d = ds.descriptor();
-        return view_to_array(ds.weights(), {d.output_feature_channels, d.input_feature_channels / d.groups,
-                                            d.kernel_height, d.kernel_width});
-      })
-      .def("biases", [](DataSource& ds) -> py::object {
-        const WeightsView v = ds.biases();
-        if (!v.count) return py::none();
-        return view_to_array(v, {static_cast<py::ssize_t>(v.count)});
-      });
+      .def("tensor", &tensor_array, py::arg("name"),
+           "The tensor of that name in its descriptor's shape (float32), or None where left out.")
+      .def("tensors", [](DataSource& ds) {
+             py::dict out;
+             for (const TensorSpec& t : tensor_specs(ds.descriptor())) out[py::str(t.name)] = tensor_array(ds, t.name);
+             return out;
+           },
+           "Every tensor by name, in the descriptor's order (None where left out).")
+      .def("weights", [](DataSource& ds) { return tensor_array(ds, "weights"); })
+      .def("biases", [](DataSource& ds) { return tensor_array(ds, "biases"); });
 
   py::class_<ArrayDataSource, DataSource, std::shared_ptr<ArrayDataSource>>(
       m, "ArrayDataSource",
-      "Weights from an array (O, I/groups, kh, kw) or an initializer: 'he', 'glorot', 'zeros'.")
-      .def(py::init([](const ConvolutionDescriptor& d, const py::object& weights, const py::object& biases,
-                       const std::string& label, uint64_t seed, const py::object& optimizer) {
-             d.validate(label.empty() ? "data source" : label);
-             auto ds = std::make_shared<ArrayDataSource>(d, initial_or_given(weights, d, seed, label),
-                                                         initial_biases(biases, d, label), label);
+      "Parameters from arrays or initializers. Convolutions and matrices: weights as an array "
+      "(O, I/groups, kh, kw), (rows, columns) or an initializer 'he', 'glorot', 'zeros'; biases "
+      "'zeros', an array or None. Any kind: tensors={name: array} (normalizations: gamma, beta, "
+      "mean, variance; 1, 0, 0 and 1 where not given).")
+      .def(py::init([](const ParameterDescriptor& d, const py::object& weights, const py::object& biases,
+                       const std::string& label, uint64_t seed, const py::object& optimizer, const py::object& tensors) {
+             const std::string name = label.empty() ? "data source" : label;
+             validate(d, name);
+             auto ds = std::make_shared<ArrayDataSource>(d, initial_tensors(d, weights, biases, tensors, seed, name), label);
              if (!optimizer.is_none()) ds->set_optimizer(hold_python<Optimizer>(optimizer, "Optimizer"));
              return ds;
            }),
            py::arg("descriptor"), py::arg("weights") = "he", py::arg("biases") = "zeros",
-           py::arg("label") = "", py::arg("seed") = 0, py::arg("optimizer") = py::none())
+           py::arg("label") = "", py::arg("seed") = 0, py::arg("optimizer") = py::none(),
+           py::arg("tensors") = py::none())
       .def_property("optimizer", &ArrayDataSource::optimizer,
                     [](ArrayDataSource& ds, const py::object& o) { ds.set_optimizer(hold_python<Optimizer>(o, "Optimizer")); },
                     "Updates the weights in training graphs; its state (momentum, velocity, step) lives here.")
       .def("set_weights", [](ArrayDataSource& ds, const py::object& weights, const py::object& biases) {
              const auto d = ds.descriptor();
-             std::vector<float> b;
-             if (!biases.is_none()) b = initial_biases(biases, d, ds.label());
-             ds.set_values(initial_or_given(weights, d, 0, ds.label()), std::move(b));
+             if (ds.specs()[0].name != "weights")
+               fail("[", ds.label(), "] a ", kind_name(d), " source has no weights: use set_tensors()");
+             ds.set_values({initial_or_given(weights, d, 0, ds.label()), initial_biases(biases, ds.specs()[1], ds.label())});
            },
            py::arg("weights"), py::arg("biases") = py::none(),
-           "Replaces the values, here and in the graph that trains them.")
+           "Replaces the weights and biases, here and in the graph that trains them.")
+      .def("set_tensors", [](ArrayDataSource& ds, const py::dict& tensors) {
+             const auto& specs = ds.specs();
+             std::vector<std::vector<float>> values;
+             for (const TensorSpec& t : specs) {
+               const WeightsView v = ds.tensor(t.name);
+               values.emplace_back(static_cast<const float*>(v.data), static_cast<const float*>(v.data) + v.count);
+             }
+             for (const auto& [key, value] : tensors) {
+               const auto name = py::str(key).cast<std::string>();
+               const auto at = std::find_if(specs.begin(), specs.end(), [&](const TensorSpec& t) { return t.name == name; });
+               if (at == specs.end()) fail("[", ds.label(), "] a ", kind_name(ds.descriptor()), " source has no tensor '", name, "'");
+               values[at - specs.begin()] = given(value, *at, ds.label());
+             }
+             ds.set_values(std::move(values));
+           },
+           py::arg("tensors"), "Replaces the named tensors ({name: array}); the others keep their values.")
       .def("optimizer_state", [](ArrayDataSource& ds) {
              py::list slots;
              for (const auto& v : ds.optimizer_slots()) slots.append(py::array_t<float>(v.size(), v.data()));
@@ -203,7 +262,8 @@ void init_data_source(py::module_& m) {
              out["slots"] = slots;
              return out;
            },
-           "{'step': updates so far, 'slots': [weight slots..., bias slots...]} as numpy arrays.")
+           "{'step': updates so far, 'slots': [...]} as numpy arrays: slot_count() vectors per trained "
+           "tensor in the descriptor's order (convolutions: weight slots, then bias slots).")
       .def("check_optimizer_state", [](ArrayDataSource& ds, const py::object& state) {
              const auto [slots, step] = optimizer_state_arg(ds, state);
              ds.check_optimizer_state(slots, step);

@@ -47,8 +47,10 @@ RNNDescriptor make(RNNCell cell, int in, int out, const py::object& weights, con
   } else if (d.input_weights.empty() && d.recurrent_weights.empty() && d.memory_weights.empty()) {
     const auto ld = d.layer_descriptor();
     ld.validate(label.empty() ? RNNDescriptor::cell_name(cell) : label);
-    auto ds = std::make_shared<ArrayDataSource>(ld, ArrayDataSource::initial_weights(ld, Initializer::Glorot, seed),
-                                                std::vector<float>(ld.output_feature_channels, 0.f), label);
+    auto ds = std::make_shared<ArrayDataSource>(
+        ld, std::vector<std::vector<float>>{ArrayDataSource::initial_weights(ld, Initializer::Glorot, seed),
+                                            std::vector<float>(ld.rows, 0.f)},
+        label);
     if (label.empty()) ds->set_label(RNNDescriptor::cell_name(cell), true);  // a graph numbers it where two meet
     d.layer_weights = ds;
   }
@@ -140,7 +142,7 @@ void init_rnn(py::module_& m) {
       })
       .def_property_readonly("gates", &RNNDescriptor::gates)
       .def_property_readonly("layer_descriptor", &RNNDescriptor::layer_descriptor,
-                             "The ConvolutionDescriptor a one-source-per-layer data source has.")
+                             "The MatrixDescriptor a one-source-per-layer data source has.")
       .def_property_readonly("data_sources", [](const RNNDescriptor& d) {
         std::vector<std::shared_ptr<DataSource>> out;
         if (d.layer_weights) out.push_back(d.layer_weights);

@@ -9,6 +9,12 @@ Tensor::Tensor(const void* data, int n, ImageShape shape, DType dtype, Layout la
                                     : std::array<int64_t, 4>{c * h * w, 1, w * c, c};
 }
 
+Tensor Tensor::rows(const void* data, int rows, int columns, int64_t ld, DType dtype) {
+  Tensor t(data, rows, ImageShape{columns, 1, 1}, dtype);
+  t.strides_[0] = ld;
+  return t;
+}
+
 bool Tensor::contiguous_nchw() const {
   const int64_t c = shape_.c, h = shape_.h, w = shape_.w;
   return strides_ == std::array<int64_t, 4>{c * h * w, h * w, w, 1};

@@ -1,7 +1,9 @@
 #pragma once
 // What a kernel reads and writes: a typed, strided N×C×H×W view of device memory. Kernels
-// take these, never bare pointers, so a dtype or a layout is added per kernel: a kernel
-// that reads only float32 NCHW says so through data_as<float>(), which refuses the rest.
+// take these, so a dtype or a layout is added per kernel: a kernel that reads only float32
+// NCHW says so through data_as<float>(), which refuses the rest. The two kernels that take
+// bundles of buffers say their type once: a recurrent layer (RNNLayerGeometry::dtype) and an
+// optimizer batch (float32 by design: master values and their state stay float32).
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -30,6 +32,9 @@ class Tensor {
   static Tensor vector(const std::shared_ptr<Buffer>& buffer, size_t count) {
     return buffer ? vector(buffer->data(), count) : Tensor();
   }
+  // rows × columns values, each row contiguous and `ld` values after the one before
+  // (matrices, time-major sequences): rows×columns×1×1 with a row stride.
+  static Tensor rows(const void* data, int rows, int columns, int64_t ld, DType dtype = DType::Float32);
 
   // False for the empty view: an operand the kernel does not get (no bias, no dx wanted).
   explicit operator bool() const { return data_ != nullptr; }
@@ -48,6 +53,13 @@ class Tensor {
   T* data_as() const {
     static_assert(std::is_same_v<std::remove_const_t<T>, float>, "typed access is float32 for now");
     if (data_ && (dtype_ != DType::Float32 || !contiguous_nchw())) refuse();
+    return static_cast<T*>(data_);
+  }
+  // The same for a rows() view, whose rows are strides()[0] apart.
+  template <class T>
+  T* rows_as() const {
+    static_assert(std::is_same_v<std::remove_const_t<T>, float>, "typed access is float32 for now");
+    if (data_ && (dtype_ != DType::Float32 || strides_[1] != 1 || shape_.h * shape_.w != 1)) refuse();
     return static_cast<T*>(data_);
   }
 

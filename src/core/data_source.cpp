@@ -1,5 +1,6 @@
 #include "nngraph/data_source.h"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -8,25 +9,47 @@
 
 namespace nngraph {
 
-ArrayDataSource::ArrayDataSource(ConvolutionDescriptor descriptor, std::vector<float> weights,
-                                 std::vector<float> biases, std::string label)
-    : descriptor_(descriptor), weights_(std::move(weights)), biases_(std::move(biases)),
-      label_(std::move(label)), default_label_(label_.empty()) {
-  descriptor_.validate(label_);
-  if (weights_.size() != descriptor_.weight_count())
-    fail("[", label_, "] weights hold ", weights_.size(), " values, expected ",
-         descriptor_.weight_count(), " (", descriptor_.str(), ")");
-  if (!biases_.empty() && biases_.size() != static_cast<size_t>(descriptor_.output_feature_channels))
-    fail("[", label_, "] biases hold ", biases_.size(), " values, expected ",
-         descriptor_.output_feature_channels);
+size_t WeightsState::parameter_count() const {
+  size_t n = 0;
+  for (size_t c : counts) n += c;
+  return n;
 }
 
-std::vector<float> ArrayDataSource::initial_weights(const ConvolutionDescriptor& d,
-                                                    Initializer init, uint64_t seed) {
-  std::vector<float> w(d.weight_count(), 0.f);
-  const double area = static_cast<double>(d.kernel_height) * d.kernel_width;
-  const double fan_in = d.input_feature_channels / d.groups * area;
-  const double fan_out = d.output_feature_channels / d.groups * area;
+ArrayDataSource::ArrayDataSource(ParameterDescriptor descriptor, std::vector<std::vector<float>> tensors,
+                                 std::string label)
+    : descriptor_(std::move(descriptor)), specs_(tensor_specs(descriptor_)), values_(std::move(tensors)),
+      label_(std::move(label)), default_label_(label_.empty()) {
+  const std::string name = label_.empty() ? kind_name(descriptor_) : label_;
+  validate(descriptor_, name);
+  if (values_.size() != specs_.size())
+    fail("[", name, "] a ", kind_name(descriptor_), " source holds ", specs_.size(), " tensors, got ", values_.size());
+  for (size_t i = 0; i < specs_.size(); ++i) {
+    const TensorSpec& t = specs_[i];
+    if (values_[i].empty() && !t.optional) values_[i].assign(t.count(), t.fill);
+    if (!values_[i].empty() && values_[i].size() != t.count())
+      fail("[", name, "] ", t.name, " hold ", values_[i].size(), " values, expected ", t.count(), " (",
+           describe(descriptor_), ")");
+  }
+}
+
+namespace {
+
+// fan_in, fan_out of a kind's weights.
+std::pair<double, double> fans(const ParameterDescriptor& d) {
+  if (const auto* c = std::get_if<ConvolutionDescriptor>(&d)) {
+    const double area = static_cast<double>(c->kernel_height) * c->kernel_width;
+    return {c->input_feature_channels / c->groups * area, c->output_feature_channels / c->groups * area};
+  }
+  if (const auto* m = std::get_if<MatrixDescriptor>(&d))
+    return m->diagonal ? std::pair{1.0, 1.0} : std::pair{double(m->columns), double(m->rows)};
+  fail("[", kind_name(d), "] has no weights to initialize");
+}
+
+}  // namespace
+
+std::vector<float> ArrayDataSource::initial_weights(const ParameterDescriptor& d, Initializer init, uint64_t seed) {
+  const auto [fan_in, fan_out] = fans(d);
+  std::vector<float> w(tensor_specs(d)[0].count(), 0.f);
   std::mt19937_64 rng(seed);
   if (init == Initializer::He) {
     std::normal_distribution<double> dist(0.0, std::sqrt(2.0 / fan_in));
@@ -44,14 +67,13 @@ void ArrayDataSource::set_label(std::string label, bool is_default) {
   default_label_ = is_default;
 }
 
-WeightsView ArrayDataSource::weights() {
-  sync_host();
-  return {weights_.data(), weights_.size(), DType::Float32, {}};
-}
-
-WeightsView ArrayDataSource::biases() {
-  sync_host();
-  return {biases_.data(), biases_.size(), DType::Float32, {}};
+WeightsView ArrayDataSource::tensor(const std::string& name) {
+  for (size_t i = 0; i < specs_.size(); ++i)
+    if (specs_[i].name == name) {
+      sync_host();
+      return {values_[i].data(), values_[i].size(), DType::Float32, {}};
+    }
+  fail("[", label_, "] a ", kind_name(descriptor_), " source has no tensor '", name, "'");
 }
 
 void ArrayDataSource::sync_host() {
@@ -60,15 +82,15 @@ void ArrayDataSource::sync_host() {
     if (c.changes > host_changes_ && (!newest || c.changes > newest->changes)) newest = &c;
   if (!newest) return;
   Backend& b = backend_for(newest->device);
-  b.copy_to_host(weights_.data(), newest->values.weights->data(), weights_.size() * sizeof(float));
-  if (!biases_.empty()) b.copy_to_host(biases_.data(), newest->values.biases->data(), biases_.size() * sizeof(float));
+  for (size_t i = 0; i < values_.size(); ++i)
+    if (has(i)) b.copy_to_host(values_[i].data(), newest->values.tensors[i]->data(), values_[i].size() * sizeof(float));
   host_changes_ = newest->changes;
 }
 
 void ArrayDataSource::upload(Copy& c) {
   Backend& b = backend_for(c.device);
-  b.copy_from_host(c.values.weights->data(), weights_.data(), weights_.size() * sizeof(float));
-  if (!biases_.empty()) b.copy_from_host(c.values.biases->data(), biases_.data(), biases_.size() * sizeof(float));
+  for (size_t i = 0; i < values_.size(); ++i)
+    if (has(i)) b.copy_from_host(c.values.tensors[i]->data(), values_[i].data(), values_[i].size() * sizeof(float));
   c.changes = host_changes_;
 }
 
@@ -103,16 +125,16 @@ size_t ArrayDataSource::slot_count() const {
   return static_cast<size_t>(k);
 }
 
-void ArrayDataSource::set_values(std::vector<float> weights, std::vector<float> biases) {
-  if (weights.size() != weights_.size())
-    fail("[", label_, "] weights hold ", weights.size(), " values, expected ", weights_.size());
-  if (biases.size() != biases_.size())
-    fail("[", label_, "] biases hold ", biases.size(), " values, expected ", biases_.size());
-  for (const auto* values : {&weights, &biases})
-    for (float v : *values)
-      if (!std::isfinite(v)) fail("[", label_, "] ", values == &weights ? "weights" : "biases", " hold NaN or inf");
-  weights_ = std::move(weights);
-  biases_ = std::move(biases);
+void ArrayDataSource::set_values(std::vector<std::vector<float>> tensors) {
+  if (tensors.size() != values_.size())
+    fail("[", label_, "] a ", kind_name(descriptor_), " source holds ", values_.size(), " tensors, got ", tensors.size());
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    if (tensors[i].size() != values_[i].size())
+      fail("[", label_, "] ", specs_[i].name, " hold ", tensors[i].size(), " values, expected ", values_[i].size());
+    for (float v : tensors[i])
+      if (!std::isfinite(v)) fail("[", label_, "] ", specs_[i].name, " hold NaN or inf");
+  }
+  values_ = std::move(tensors);
   host_changes_ = ++changes_;
   for (Copy& c : copies_) upload(c);
 }
@@ -135,18 +157,16 @@ std::vector<float> download(const Buffer& buf) {
 
 WeightsState to_device(const LoadedWeights& w, const Device& device) {
   WeightsState st;
-  st.weight_count = w.weights.size();
-  st.weights = upload_values(device, w.weights);
-  if (!w.biases.empty()) {
-    st.bias_count = w.biases.size();
-    st.biases = upload_values(device, w.biases);
+  for (const auto& t : w.tensors) {
+    st.tensors.push_back(t.empty() ? nullptr : upload_values(device, t));
+    st.counts.push_back(t.size());
   }
   return st;
 }
 
 std::function<void()> save_buffers(const WeightsState& w, const std::vector<std::shared_ptr<Buffer>>& more) {
   std::vector<std::pair<std::shared_ptr<Buffer>, std::shared_ptr<Buffer>>> saved;  // (live, copy)
-  std::vector<std::shared_ptr<Buffer>> all{w.weights, w.biases};
+  std::vector<std::shared_ptr<Buffer>> all = w.tensors;
   all.insert(all.end(), more.begin(), more.end());
   for (const auto& b : all) {
     if (!b) continue;
@@ -165,8 +185,8 @@ BuiltinOptimizer* builtin_optimizer(DataSource* source) {
 }
 
 std::function<void()> ArrayDataSource::snapshot(const WeightsState& w) {
-  std::vector<std::shared_ptr<Buffer>> slots = state_.weight_slots;
-  slots.insert(slots.end(), state_.bias_slots.begin(), state_.bias_slots.end());
+  std::vector<std::shared_ptr<Buffer>> slots;
+  for (const auto& per_tensor : state_.slots) slots.insert(slots.end(), per_tensor.begin(), per_tensor.end());
   return [this, values = save_buffers(w, slots), state = state_, pending = pending_slots_, changes = changes_,
           copies = copies_] {
     values();
@@ -179,7 +199,7 @@ std::function<void()> ArrayDataSource::snapshot(const WeightsState& w) {
 
 bool ArrayDataSource::update(const GradientState& gradient, WeightsState& w) {
   if (!optimizer_) return false;
-  const Device device = w.weights->device();
+  const Device device = w.weights()->device();
   for (const TensorUpdate& t : prepare_update(gradient, w)) {
     std::vector<float*> slots;
     for (float* p : t.slots)
@@ -189,64 +209,64 @@ bool ArrayDataSource::update(const GradientState& gradient, WeightsState& w) {
   return true;
 }
 
-void ArrayDataSource::prepare_slots(const GradientState& gradient, const WeightsState& w) {
-  const Device device = w.weights->device();
+void ArrayDataSource::prepare_slots(const WeightsState& w) {
+  const Device device = w.tensors.at(0)->device();
   const size_t k = slot_count();
-  if (state_.weight_slots.size() == k && (!k || state_.weight_slots[0]->device() == device)) return;
+  bool current = state_.slots.size() == specs_.size();
+  for (size_t i = 0; current && i < specs_.size(); ++i)
+    current = !slotted(i) || (state_.slots[i].size() == k && (!k || state_.slots[i][0]->device() == device));
+  if (current) return;
   // First update here: zero state, or the host copy a checkpoint restored.
-  const bool has_bias = w.biases && gradient.biases;
   const auto host = optimizer_slots();
-  std::vector<std::shared_ptr<Buffer>> weight_slots, bias_slots;
-  for (size_t i = 0; i < k; ++i) {
-    weight_slots.push_back(upload_values(device, host.size() == 2 * k || host.size() == k
-                                                     ? host[i]
-                                                     : std::vector<float>(w.weight_count, 0.f)));
-    if (has_bias)
-      bias_slots.push_back(upload_values(device, host.size() == 2 * k ? host[k + i] : std::vector<float>(w.bias_count, 0.f)));
+  std::vector<std::vector<std::shared_ptr<Buffer>>> slots(specs_.size());
+  size_t at = 0;
+  for (size_t i = 0; i < specs_.size(); ++i) {
+    if (!slotted(i)) continue;
+    for (size_t j = 0; j < k; ++j, ++at)
+      slots[i].push_back(upload_values(device, at < host.size() ? host[at] : std::vector<float>(values_[i].size(), 0.f)));
   }
-  state_.weight_slots = std::move(weight_slots);
-  state_.bias_slots = std::move(bias_slots);
+  state_.slots = std::move(slots);
   pending_slots_.clear();
 }
 
 std::vector<TensorUpdate> ArrayDataSource::prepare_update(const GradientState& gradient, WeightsState& w) {
-  prepare_slots(gradient, w);
-  const Device device = w.weights->device();
-  const bool has_bias = w.biases && gradient.biases;
+  prepare_slots(w);
+  const Device device = w.tensors.at(0)->device();
   ++state_.step;
   // The values change on this device: the other copies and the host arrays are older now.
   Copy* c = copy_on(device);
-  if (c && c->values.weights == w.weights) c->changes = ++changes_;
-  auto tensor = [&](const std::shared_ptr<Buffer>& values, const std::shared_ptr<Buffer>& grad,
-                    const std::vector<std::shared_ptr<Buffer>>& slots, size_t count) {
-    TensorUpdate t{static_cast<float*>(values->data()), static_cast<const float*>(grad->data()), {}, count, state_.step};
-    for (size_t i = 0; i < slots.size() && i < 3; ++i) t.slots[i] = static_cast<float*>(slots[i]->data());
-    return t;
-  };
-  std::vector<TensorUpdate> out{tensor(w.weights, gradient.weights, state_.weight_slots, w.weight_count)};
-  if (has_bias) out.push_back(tensor(w.biases, gradient.biases, state_.bias_slots, w.bias_count));
+  if (c && c->values.tensors == w.tensors) c->changes = ++changes_;
+  std::vector<TensorUpdate> out;
+  for (size_t i = 0; i < specs_.size(); ++i) {
+    if (!slotted(i) || i >= gradient.tensors.size() || !gradient.tensors[i]) continue;
+    TensorUpdate t{static_cast<float*>(w.tensors[i]->data()), static_cast<const float*>(gradient.tensors[i]->data()),
+                   {}, w.counts[i], state_.step};
+    for (size_t j = 0; j < state_.slots[i].size() && j < 3; ++j) t.slots[j] = static_cast<float*>(state_.slots[i][j]->data());
+    out.push_back(t);
+  }
   return out;
 }
 
 std::vector<std::vector<float>> ArrayDataSource::optimizer_slots() {
   if (!pending_slots_.empty()) return pending_slots_;
   std::vector<std::vector<float>> out;
-  for (auto& b : state_.weight_slots) out.push_back(download(*b));
-  for (auto& b : state_.bias_slots) out.push_back(download(*b));
+  for (const auto& per_tensor : state_.slots)
+    for (const auto& b : per_tensor) out.push_back(download(*b));
   return out;
 }
 
 void ArrayDataSource::check_optimizer_state(const std::vector<std::vector<float>>& slots, int64_t step) {
   if (!optimizer_) fail("[", label_, "] has no optimizer to restore state into");
   const size_t k = slot_count();
-  const size_t want = biases_.empty() ? k : 2 * k;
-  if (slots.size() != want)
-    fail("[", label_, "] optimizer state has ", slots.size(), " vectors, expected ", want,
+  std::vector<size_t> sizes;  // of each vector the state must have
+  for (size_t i = 0; i < specs_.size(); ++i)
+    if (slotted(i)) sizes.insert(sizes.end(), k, values_[i].size());
+  if (slots.size() != sizes.size())
+    fail("[", label_, "] optimizer state has ", slots.size(), " vectors, expected ", sizes.size(),
          " (a checkpoint of another optimizer?)");
   for (size_t i = 0; i < slots.size(); ++i) {
-    if (slots[i].size() != (i < k ? weights_.size() : biases_.size()))
-      fail("[", label_, "] optimizer state vector ", i, " has ", slots[i].size(), " values, expected ",
-           i < k ? weights_.size() : biases_.size());
+    if (slots[i].size() != sizes[i])
+      fail("[", label_, "] optimizer state vector ", i, " has ", slots[i].size(), " values, expected ", sizes[i]);
     for (float v : slots[i])
       if (!std::isfinite(v)) fail("[", label_, "] optimizer state vector ", i, " holds NaN or inf");
   }
@@ -281,51 +301,48 @@ std::vector<float> ohwi_to_oihw(const std::vector<float>& src, const Convolution
   return out;
 }
 
-std::string shape_text(const std::vector<int64_t>& s) {
-  std::string out = "(";
-  for (size_t k = 0; k < s.size(); ++k) out += cat(k ? ", " : "", s[k]);
-  return out + (s.size() == 1 ? ",)" : ")");
+// The shape an array of a source must fit: convolution weights in the source's axis order.
+TensorSpec as_supplied(TensorSpec t, const ParameterDescriptor& d, WeightsLayout layout) {
+  if (std::holds_alternative<ConvolutionDescriptor>(d) && t.name == "weights" && layout == WeightsLayout::OHWI)
+    t.shape = {t.shape[0], t.shape[2], t.shape[3], t.shape[1]};
+  return t;
 }
 
-// A weights array's shape against the descriptor in the source's layout: that 4-D shape,
-// (O, rest) or flat (whose count is checked apart).
-void check_weights_shape(const std::vector<int64_t>& got, const ConvolutionDescriptor& d, WeightsLayout layout,
-                         const std::string& node, const std::string& source) {
-  const int64_t o = d.output_feature_channels, i = d.input_feature_channels / d.groups, kh = d.kernel_height,
-                kw = d.kernel_width;
-  const std::vector<int64_t> want =
-      layout == WeightsLayout::OIHW ? std::vector<int64_t>{o, i, kh, kw} : std::vector<int64_t>{o, kh, kw, i};
-  const bool fits = got.size() == 4 ? got == want : got.size() == 2 ? got[0] == o && got[1] == i * kh * kw
-                                                                    : got.size() <= 1;
-  if (!fits)
-    fail("[", node, "] data source '", source, "' returned weights of shape ", shape_text(got), ", the descriptor needs ",
-         shape_text(want), " in ", layout == WeightsLayout::OIHW ? "OIHW" : "OHWI",
-         " order (weights_layout() declares the order)");
+std::vector<float> read_tensor(DataSource& source, const TensorSpec& spec, const ParameterDescriptor& d,
+                               const std::string& node) {
+  const WeightsView v = source.tensor(spec.name);
+  if (!v.count) {
+    if (spec.optional) return {};
+    fail("[", node, "] data source '", source.label(), "' returned no ", spec.name);
+  }
+  if (!v.data) fail("[", node, "] data source '", source.label(), "' returned no ", spec.name, " data");
+  const WeightsLayout layout = source.weights_layout();
+  const TensorSpec want = as_supplied(spec, d, layout);
+  if (!shape_fits(v.shape, want))
+    fail("[", node, "] data source '", source.label(), "' returned ", spec.name, " of shape ", shape_text(v.shape),
+         ", the descriptor needs ", shape_text(want.shape),
+         std::holds_alternative<ConvolutionDescriptor>(d) && spec.name == "weights"
+             ? cat(" in ", layout == WeightsLayout::OIHW ? "OIHW" : "OHWI", " order (weights_layout() declares the order)")
+             : std::string());
+  if (v.count != spec.count())
+    fail("[", node, "] data source '", source.label(), "' returned ", v.count, " ", spec.name, ", expected ",
+         spec.count(), " (", describe(d), ")");
+  std::vector<float> out = to_float(v);
+  for (float x : out)
+    if (!std::isfinite(x)) fail("[", node, "] data source '", source.label(), "' ", spec.name, " hold NaN or inf");
+  if (want.shape != spec.shape) out = ohwi_to_oihw(out, std::get<ConvolutionDescriptor>(d));
+  return out;
 }
 
-LoadedWeights read_loaded(DataSource& source, const ConvolutionDescriptor& d, const std::string& node) {
+LoadedWeights read_loaded(DataSource& source, const ParameterDescriptor& d, const std::string& node) {
   LoadedWeights out;
-  const WeightsView w = source.weights();
-  if (!w.data && w.count) fail("[", node, "] data source returned no weights");
-  if (!w.shape.empty()) check_weights_shape(w.shape, d, source.weights_layout(), node, source.label());
-  if (w.count != d.weight_count())
-    fail("[", node, "] data source '", source.label(), "' returned ", w.count,
-         " weights, expected ", d.weight_count(), " (", d.str(), ")");
-  out.weights = to_float(w);
-  if (source.weights_layout() == WeightsLayout::OHWI) out.weights = ohwi_to_oihw(out.weights, d);
-  const WeightsView b = source.biases();
-  if (b.count && b.count != static_cast<size_t>(d.output_feature_channels))
-    fail("[", node, "] data source '", source.label(), "' returned ", b.count,
-         " biases, expected ", d.output_feature_channels);
-  out.biases = to_float(b);
-  for (float v : out.weights)
-    if (!std::isfinite(v)) fail("[", node, "] data source '", source.label(), "' weights hold NaN or inf");
+  for (const TensorSpec& spec : tensor_specs(d)) out.tensors.push_back(read_tensor(source, spec, d, node));
   return out;
 }
 
 }  // namespace
 
-LoadedWeights read_data_source(DataSource& source, const ConvolutionDescriptor& d, const std::string& node) {
+LoadedWeights read_data_source(DataSource& source, const ParameterDescriptor& d, const std::string& node) {
   if (!source.load()) fail<DeviceError>("[", node, "] data source '", source.label(), "' failed to load");
   LoadedWeights out;
   try {

@@ -1,28 +1,37 @@
 // Recurrent layer descriptors: sizes, neurons and weight sources checked once.
+#include <optional>
+
 #include "nngraph/error.h"
 #include "nngraph/rnn.h"
 
 namespace nngraph {
 namespace {
 
-ConvolutionDescriptor matrix(int in, int out, int groups = 1) {
-  ConvolutionDescriptor d;
-  d.input_feature_channels = in;
-  d.output_feature_channels = out;
-  d.groups = groups;
-  return d;
+MatrixDescriptor matrix(int rows, int columns) { return MatrixDescriptor{rows, columns, false}; }
+MatrixDescriptor diagonal(int n) { return MatrixDescriptor{n, n, true}; }
+
+// The matrix a source holds: a matrix descriptor, or (as MPS's recurrent descriptors take) a
+// plain 1×1 convolution's O × I weights, diagonal when grouped per channel.
+std::optional<MatrixDescriptor> as_matrix(const ParameterDescriptor& pd) {
+  if (const auto* m = std::get_if<MatrixDescriptor>(&pd)) return *m;
+  const auto* d = std::get_if<ConvolutionDescriptor>(&pd);
+  if (!d || d->kernel_height != 1 || d->kernel_width != 1 || d->stride_y != 1 || d->stride_x != 1 ||
+      d->dilation_y != 1 || d->dilation_x != 1 || d->neuron.type != NeuronType::None)
+    return std::nullopt;
+  const int in = d->input_feature_channels, out = d->output_feature_channels;
+  if (d->groups == 1) return matrix(out, in);
+  if (d->groups == in && in == out) return diagonal(out);
+  return std::nullopt;
 }
 
-void check_source(const std::shared_ptr<DataSource>& s, const ConvolutionDescriptor& want, const std::string& label,
+void check_source(const std::shared_ptr<DataSource>& s, const MatrixDescriptor& want, const std::string& label,
                   const std::string& what) {
   if (!s) fail("[", label, "] ", what, " data source is None");
-  const ConvolutionDescriptor d = s->descriptor();
-  if (d.kernel_height != 1 || d.kernel_width != 1 || d.stride_y != 1 || d.stride_x != 1 || d.dilation_y != 1 ||
-      d.dilation_x != 1 || d.input_feature_channels != want.input_feature_channels ||
-      d.output_feature_channels != want.output_feature_channels || d.groups != want.groups ||
-      d.neuron.type != NeuronType::None)
-    fail("[", label, "] ", what, " data source '", s->label(), "' has descriptor ", d.str(), ", expected ",
-         want.str());
+  const ParameterDescriptor d = s->descriptor();
+  const auto m = as_matrix(d);
+  if (!m || !(*m == want))
+    fail("[", label, "] ", what, " data source '", s->label(), "' describes ", kind_name(d), " ", describe(d),
+         ", expected a ", want.str(), " matrix");
 }
 
 }  // namespace
@@ -47,9 +56,9 @@ const char* RNNDescriptor::cell_name(RNNCell cell) {
   return "rnn";
 }
 
-ConvolutionDescriptor RNNDescriptor::layer_descriptor() const {
+MatrixDescriptor RNNDescriptor::layer_descriptor() const {
   const int h = output_feature_channels;
-  return matrix((use_layer_input_unit_transform ? 0 : input_feature_channels) + h + (peephole ? 1 : 0), gates() * h);
+  return matrix(gates() * h, (use_layer_input_unit_transform ? 0 : input_feature_channels) + h + (peephole ? 1 : 0));
 }
 
 void RNNDescriptor::validate(const std::string& label) const {
@@ -78,20 +87,20 @@ void RNNDescriptor::validate(const std::string& label) const {
     fail("[", label, "] needs ", peephole ? 3 : 0, " memory weight sources (input, forget, output gates), got ",
          memory_weights.size());
   for (size_t i = 0; i < input_weights.size(); ++i)
-    check_source(input_weights[i], matrix(in, h), label, cat("input weights ", i));
+    check_source(input_weights[i], matrix(h, in), label, cat("input weights ", i));
   for (size_t i = 0; i < recurrent_weights.size(); ++i)
     check_source(recurrent_weights[i], matrix(h, h), label, cat("recurrent weights ", i));
   for (size_t i = 0; i < memory_weights.size(); ++i)
-    check_source(memory_weights[i], matrix(h, h, h), label, cat("memory weights ", i));
+    check_source(memory_weights[i], diagonal(h), label, cat("memory weights ", i));
 }
 
 std::vector<WeightSource> RNNDescriptor::weight_sources() const {
   if (layer_weights) return {{layer_weights.get(), layer_descriptor()}};
   const int in = input_feature_channels, h = output_feature_channels;
   std::vector<WeightSource> out;
-  for (const auto& s : input_weights) out.push_back({s.get(), matrix(in, h)});
+  for (const auto& s : input_weights) out.push_back({s.get(), matrix(h, in)});
   for (const auto& s : recurrent_weights) out.push_back({s.get(), matrix(h, h)});
-  for (const auto& s : memory_weights) out.push_back({s.get(), matrix(h, h, h)});
+  for (const auto& s : memory_weights) out.push_back({s.get(), diagonal(h)});
   return out;
 }
 

@@ -179,7 +179,7 @@ std::vector<Graph::NodeSummary> Graph::summary() const {
     if (plan) row.shape = plan->shapes[s.sources.size() + i];
     const auto held = weights->of.find(f);
     if (held != weights->of.end())
-      for (const WeightsState& w : held->second) row.parameters += w.weight_count + w.bias_count;
+      for (const WeightsState& w : held->second) row.parameters += w.parameter_count();
     out.push_back(row);
   }
   return out;

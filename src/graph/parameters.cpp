@@ -56,10 +56,12 @@ void refresh_parameters(Parameters& p, const Structure& s, Backend& backend) {
     const uint64_t version = ws.source->version();
     if (p.versions[ws.source] == version) return;
     const LoadedWeights w = read_data_source(*ws.source, ws.descriptor, f->label());
-    if (w.biases.size() != held.bias_count)
-      fail("[", f->label(), "] data source '", ws.source->label(), "' changed whether it has biases");
-    write(backend, held.weights, w.weights);  // in place: captured steps keep their pointers
-    write(backend, held.biases, w.biases);
+    for (size_t t = 0; t < w.tensors.size(); ++t)
+      if (w.tensors[t].size() != held.counts[t])
+        fail("[", f->label(), "] data source '", ws.source->label(), "' changed whether it has ",
+             tensor_specs(ws.descriptor)[t].name);
+    for (size_t t = 0; t < w.tensors.size(); ++t)  // in place: captured steps keep their pointers
+      write(backend, held.tensors[t], w.tensors[t]);
     reread[ws.source] = version;
   });
   for (const auto& [source, version] : reread) p.versions[source] = version;
@@ -85,12 +87,12 @@ Rates current_rates(const std::vector<ArrayDataSource*>& sources) {
   return out;
 }
 
-void prepare_slots(const std::vector<const FilterNode*>& trained, Parameters& p, Gradients& g) {
+void prepare_slots(const std::vector<const FilterNode*>& trained, Parameters& p) {
   for (const FilterNode* f : trained) {
     const auto sources = f->weight_sources();
     for (size_t i = 0; i < sources.size(); ++i)
       if (builtin_optimizer(sources[i].source))
-        static_cast<ArrayDataSource*>(sources[i].source)->prepare_slots(g.at(f)[i], p.of.at(f)[i]);
+        static_cast<ArrayDataSource*>(sources[i].source)->prepare_slots(p.of.at(f)[i]);
   }
 }
 

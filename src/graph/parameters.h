@@ -50,7 +50,7 @@ using Rates = std::vector<std::pair<const Optimizer*, OptimizerDescriptor>>;
 Rates current_rates(const std::vector<ArrayDataSource*>& sources);
 // What can fail in prepare_builtin (the optimizers' state vectors on the device), done first,
 // before anything of the step changes.
-void prepare_slots(const std::vector<const FilterNode*>& trained, Parameters& p, Gradients& g);
+void prepare_slots(const std::vector<const FilterNode*>& trained, Parameters& p);
 // The built-in sources' tensors, their step counts advanced.
 Updates prepare_builtin(const std::vector<const FilterNode*>& trained, Parameters& p, Gradients& g,
                         const Rates& rates);

@@ -42,14 +42,14 @@ std::vector<GradientState>& StepRunner::gradients_for(const FilterNode* forward,
   auto& gs = gradients_[forward];
   if (gs.size() != ws.size()) {
     gs.assign(ws.size(), {});
+    const auto sources = forward->weight_sources();
     for (size_t i = 0; i < ws.size(); ++i) {
-      const WeightsState& w = ws[i];
+      const auto specs = tensor_specs(sources[i].descriptor);
       GradientState& g = gs[i];
-      g.weight_count = w.weight_count;
-      g.weights = backend_.allocate(w.weight_count * sizeof(float));
-      if (w.biases) {
-        g.bias_count = w.bias_count;
-        g.biases = backend_.allocate(w.bias_count * sizeof(float));
+      for (size_t t = 0; t < ws[i].tensors.size(); ++t) {
+        const bool trained = specs[t].trained && ws[i].tensors[t];  // statistics and absent tensors have none
+        g.tensors.push_back(trained ? backend_.allocate(ws[i].counts[t] * sizeof(float)) : nullptr);
+        g.counts.push_back(trained ? ws[i].counts[t] : 0);
       }
     }
   }
@@ -62,9 +62,9 @@ void StepRunner::check_finite(const std::vector<Image>& losses, const std::vecto
       fail<DeviceError>("[", structure_.losses[i].node->label(), "] loss is NaN or infinite; no weights were updated");
   for (const FilterNode* f : trained)
     for (const GradientState& g : gradients_.at(f))
-      if (!dispatch<AllFiniteKernel>(backend_, Tensor::vector(g.weights, g.weight_count)) ||
-          (g.biases && !dispatch<AllFiniteKernel>(backend_, Tensor::vector(g.biases, g.bias_count))))
-        fail<DeviceError>("[", f->label(), "] weight gradient is NaN or infinite; no weights were updated");
+      for (size_t t = 0; t < g.tensors.size(); ++t)
+        if (g.tensors[t] && !dispatch<AllFiniteKernel>(backend_, Tensor::vector(g.tensors[t], g.counts[t])))
+          fail<DeviceError>("[", f->label(), "] weight gradient is NaN or infinite; no weights were updated");
 }
 
 std::vector<Image> StepRunner::run(const Plan& plan, Parameters& wm, const std::vector<Image>& src,
@@ -166,7 +166,7 @@ std::vector<Image> StepRunner::run(const Plan& plan, Parameters& wm, const std::
       // Every gradient is ready before the first update. What can fail of the built-in updates
       // goes first, then the host updates, all or nothing, so a failure in either leaves every
       // weight and step count as it was.
-      if (!updates) prepare_slots(trained, wm, gradients_);
+      if (!updates) prepare_slots(trained, wm);
       apply_host_updates(others, wm, gradients_);
       if (!updates) updates = prepare_builtin(trained, wm, gradients_, rates);
     }

@@ -10,8 +10,8 @@ const NeuronDescriptor& effective_neuron(const ConvolutionDescriptor& d, const E
   return d.neuron.type != NeuronType::None ? d.neuron : a.fused;
 }
 
-Tensor weights_of(const WeightsState* w) { return Tensor::vector(w->weights, w->weight_count); }
-Tensor biases_of(const WeightsState* w) { return Tensor::vector(w->biases, w->bias_count); }
+Tensor weights_of(const WeightsState* w) { return Tensor::vector(w->weights(), w->weight_count()); }
+Tensor biases_of(const WeightsState* w) { return Tensor::vector(w->biases(), w->bias_count()); }
 
 std::vector<ImageNodePtr> gradient_sources(const ImageNodePtr& dy, ConvolutionNode& f) {
   std::vector<ImageNodePtr> s{dy, f.sources()[0]};
@@ -27,7 +27,7 @@ ConvolutionNode::ConvolutionNode(ImageNodePtr source, std::shared_ptr<DataSource
       padding_(padding) {
   if (!source_) fail("[", this->label().empty() ? kind : this->label(), "] needs a data source");
   set_default_label(source_->label().empty() ? kind : source_->label());
-  desc_ = source_->descriptor();
+  desc_ = descriptor_as<ConvolutionDescriptor>(*source_, this->label().empty() ? kind : this->label());
   desc_.validate(this->label().empty() ? kind : this->label());
 }
 

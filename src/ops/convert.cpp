@@ -10,22 +10,26 @@ namespace {
 // N images of C×P values (P = H·W) into rows of stride `ld`, in `layout` order.
 void to_rows(Backend& b, DataLayout layout, const float* in, float* out, int ld, int n, int c, int p) {
   const int k = c * p;
-  if (layout == DataLayout::FeatureChannelsHeightWidth) return dispatch<CopyRowsKernel>(b, out, ld, in, k, n, k, false);
+  const Tensor x = Tensor::rows(in, n, k, k), y = Tensor::rows(out, n, k, ld);
+  if (layout == DataLayout::FeatureChannelsHeightWidth) return dispatch<CopyRowsKernel>(b, y, x, false);
   const int dims[3] = {n, c, p}, perm[3] = {0, 2, 1};
-  if (ld == k) return dispatch<PermuteKernel>(b, in, out, dims, perm);
+  if (ld == k) return dispatch<PermuteKernel>(b, x, y, dims, perm);
   auto tmp = b.allocate(size_t(n) * k * sizeof(float));
-  dispatch<PermuteKernel>(b, in, static_cast<float*>(tmp->data()), dims, perm);
-  dispatch<CopyRowsKernel>(b, out, ld, static_cast<float*>(tmp->data()), k, n, k, false);
+  const Tensor t = Tensor::rows(tmp->data(), n, k, k);
+  dispatch<PermuteKernel>(b, x, t, dims, perm);
+  dispatch<CopyRowsKernel>(b, y, t, false);
 }
 
 void from_rows(Backend& b, DataLayout layout, const float* in, int ld, float* out, int n, int c, int p) {
   const int k = c * p;
-  if (layout == DataLayout::FeatureChannelsHeightWidth) return dispatch<CopyRowsKernel>(b, out, k, in, ld, n, k, false);
+  const Tensor x = Tensor::rows(in, n, k, ld), y = Tensor::rows(out, n, k, k);
+  if (layout == DataLayout::FeatureChannelsHeightWidth) return dispatch<CopyRowsKernel>(b, y, x, false);
   const int dims[3] = {n, p, c}, perm[3] = {0, 2, 1};
-  if (ld == k) return dispatch<PermuteKernel>(b, in, out, dims, perm);
+  if (ld == k) return dispatch<PermuteKernel>(b, x, y, dims, perm);
   auto tmp = b.allocate(size_t(n) * k * sizeof(float));
-  dispatch<CopyRowsKernel>(b, static_cast<float*>(tmp->data()), k, in, ld, n, k, false);
-  dispatch<PermuteKernel>(b, static_cast<float*>(tmp->data()), out, dims, perm);
+  const Tensor t = Tensor::rows(tmp->data(), n, k, k);
+  dispatch<CopyRowsKernel>(b, t, x, false);
+  dispatch<PermuteKernel>(b, t, y, dims, perm);
 }
 
 void check_pair(const char* what, const Image& image, const Matrix& matrix) {

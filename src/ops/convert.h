@@ -7,13 +7,17 @@
 
 namespace nngraph {
 
-// dst[r·dst_ld + c] = src[r·src_ld + c] for rows × columns floats; add: += instead.
-struct CopyRowsKernel : KernelOf<void(Backend&, float* dst, int dst_ld, const float* src, int src_ld, int rows,
-                                      int columns, bool add)> {
+// dst = src (add: dst += src), two Tensor::rows() views of the same rows × columns.
+struct CopyRowsKernel : KernelOf<void(Backend&, const Tensor& dst, const Tensor& src, bool add)> {
   static constexpr const char* name = "copy_rows";
 };
 // out = in with its three axes (d0, d1, d2) reordered: out axis k is in axis perm[k].
-struct PermuteKernel : KernelOf<void(Backend&, const float* in, float* out, const int* dims, const int* perm)> {
+// CopyRowsKernel over float32 rows at dst (dst_ld apart) and src (src_ld apart).
+inline void copy_float_rows(Backend& b, float* dst, int dst_ld, const float* src, int src_ld, int rows, int columns,
+                            bool add) {
+  dispatch<CopyRowsKernel>(b, Tensor::rows(dst, rows, columns, dst_ld), Tensor::rows(src, rows, columns, src_ld), add);
+}
+struct PermuteKernel : KernelOf<void(Backend&, const Tensor& in, const Tensor& out, const int* dims, const int* perm)> {
   static constexpr const char* name = "permute";
 };
 

@@ -9,6 +9,10 @@ namespace nngraph {
 
 bool RNNLayerGeometry::cell_has_c() const { return cell == RNNCell::LSTM; }
 bool RNNLayerGeometry::has_extra() const { return cell == RNNCell::GRU || cell == RNNCell::MGU; }
+void RNNLayerGeometry::require_float32() const {
+  if (dtype != DType::Float32) fail<Unsupported>("[rnn] this kernel runs float32 layers, got ", dtype_name(dtype));
+}
+
 size_t RNNLayerGeometry::state_floats() const {
   const size_t step = size_t(batch) * hidden;
   return boundary() * (cell_has_c() ? 2 : 1) + steps * step * gates + (has_extra() ? steps * step : 0);
@@ -22,13 +26,13 @@ float* data(const std::shared_ptr<Buffer>& b) { return static_cast<float*>(b->da
 std::shared_ptr<Buffer> to_time_major(Backend& b, const Image& img) {
   const int dims[3] = {img.batch(), img.shape().c, img.shape().h * img.shape().w}, perm[3] = {2, 0, 1};
   auto out = floats(b, img.descriptor().count());
-  dispatch<PermuteKernel>(b, img.data_as<float>(), data(out), dims, perm);
+  dispatch<PermuteKernel>(b, img, Tensor::vector(data(out), img.descriptor().count()), dims, perm);
   return out;
 }
 
 void from_time_major(Backend& b, const float* seq, const Image& img) {
   const int dims[3] = {img.shape().h * img.shape().w, img.batch(), img.shape().c}, perm[3] = {1, 2, 0};
-  dispatch<PermuteKernel>(b, seq, img.data_as<float>(), dims, perm);
+  dispatch<PermuteKernel>(b, Tensor::vector(seq, img.descriptor().count()), img, dims, perm);
 }
 
 // Sources: dY, X, the forward node's training state.

@@ -15,6 +15,10 @@ struct RNNLayerGeometry {
   int gates, input, hidden, steps, batch;
   bool reverse, unit_input, peephole, reset_after;
   NeuronDescriptor gate, act, out;  // gate neuron, cell (candidate) neuron, cell-to-output neuron
+  // Of every tensor the layer reads and writes (one type per layer, as cuDNN's RNNs take it).
+  DType dtype = DType::Float32;
+  // Kernels written for float32 call this first: Unsupported for any other dtype.
+  void require_float32() const;
   // The training state one run leaves, in floats: states h (and c) at steps+1 boundaries,
   // activated gates per step, and per step the GRU's Uₙh₋+b_hn or the r⊙h₋ / f⊙h₋ product.
   size_t state_floats() const;

@@ -24,7 +24,7 @@ RNNMatrixLayer::RNNMatrixLayer(RNNStack stack, Device device, std::string label)
   backend_for(device_);  // raises now when the device has no backend
   for (const WeightSource& w : stack_.weight_sources()) {
     if (!w.source->load()) fail<DeviceError>("[", label_, "] data source '", w.source->label(), "' failed to load");
-    has_bias_.push_back(w.source->biases().count > 0);
+    has_bias_.push_back(w.source->tensor("biases").count > 0);
     w.source->purge();
   }
 }
@@ -33,10 +33,9 @@ std::vector<std::pair<int, int>> RNNMatrixLayer::weight_shapes() const {
   std::vector<std::pair<int, int>> out;
   const auto sources = stack_.weight_sources();
   for (size_t i = 0; i < sources.size(); ++i) {
-    const auto& d = sources[i].descriptor;
-    const int o = d.output_feature_channels;
-    out.emplace_back(o, static_cast<int>(d.weight_count() / o));
-    if (has_bias_[i]) out.emplace_back(1, o);
+    const auto& d = std::get<MatrixDescriptor>(sources[i].descriptor);
+    out.emplace_back(d.rows, d.diagonal ? 1 : d.columns);
+    if (has_bias_[i]) out.emplace_back(1, d.rows);
   }
   return out;
 }
@@ -44,16 +43,14 @@ std::vector<std::pair<int, int>> RNNMatrixLayer::weight_shapes() const {
 std::vector<Matrix> RNNMatrixLayer::create_weight_matrices() const {
   std::vector<Matrix> out;
   const auto sources = stack_.weight_sources();
-  for (size_t i = 0; i < sources.size(); ++i) {
+  const auto shapes = weight_shapes();
+  for (size_t i = 0, k = 0; i < sources.size(); ++i) {
     const LoadedWeights w = read_data_source(*sources[i].source, sources[i].descriptor, label_);
-    if (w.biases.empty() == has_bias_[i])
+    if (w.tensors[1].empty() == has_bias_[i])
       fail("[", label_, "] data source '", sources[i].source->label(), "' changed whether it has biases");
-    const int o = sources[i].descriptor.output_feature_channels;
-    out.push_back(Matrix::allocate(o, static_cast<int>(w.weights.size() / o), DType::Float32, device_));
-    out.back().copy_from_host(w.weights.data());
-    if (has_bias_[i]) {
-      out.push_back(Matrix::allocate(1, o, DType::Float32, device_));
-      out.back().copy_from_host(w.biases.data());
+    for (size_t t = 0; t < (has_bias_[i] ? 2u : 1u); ++t, ++k) {
+      out.push_back(Matrix::allocate(shapes[k].first, shapes[k].second, DType::Float32, device_));
+      out.back().copy_from_host(w.tensors[t].data());
     }
   }
   return out;
@@ -81,13 +78,11 @@ std::vector<WeightsState> RNNMatrixLayer::views(const std::vector<Matrix>& m, co
   std::vector<WeightsState> out;
   size_t k = 0;
   for (bool bias : has_bias_) {
-    WeightsState w;
-    w.weights = view(m[k]);
-    w.weight_count = size_t(m[k].rows()) * m[k].columns();
+    WeightsState w{{view(m[k]), nullptr}, {size_t(m[k].rows()) * m[k].columns(), 0}};
     ++k;
     if (bias) {
-      w.biases = view(m[k]);
-      w.bias_count = m[k].columns();
+      w.tensors[1] = view(m[k]);
+      w.counts[1] = m[k].columns();
       ++k;
     }
     out.push_back(w);
@@ -139,7 +134,7 @@ std::shared_ptr<Buffer> pack(Backend& b, const std::vector<Matrix>& steps, int n
       fail("[", label, "] ", what, " ", t, " has ", m.rows(), " rows, step 0 has ", n, ": every step holds the same sequences");
     if (m.columns() != columns)
       fail("[", label, "] ", what, " ", t, " has ", m.columns(), " feature channels, expected ", columns);
-    dispatch<CopyRowsKernel>(b, floats(out) + t * n * columns, columns, m.data_as<float>(), m.row_stride(), n, columns, false);
+    copy_float_rows(b, floats(out) + t * n * columns, columns, m.data_as<float>(), m.row_stride(), n, columns, false);
   }
   return out;
 }
@@ -202,14 +197,12 @@ RNNMatrixLayer::Gradients RNNMatrixLayer::gradient(const std::vector<Matrix>& ou
   if (!weight_gradients.empty()) {
     dw = views(weight_gradients, "weight gradient");
     if (accumulate)
-      for (auto& g : dw) {
-        fresh.push_back(g.weights);
-        g.weights = b.allocate(g.weight_count * sizeof(float));
-        if (g.biases) {
-          fresh.push_back(g.biases);
-          g.biases = b.allocate(g.bias_count * sizeof(float));
-        }
-      }
+      for (auto& g : dw)
+        for (size_t t = 0; t < g.tensors.size(); ++t)
+          if (g.tensors[t]) {
+            fresh.push_back(g.tensors[t]);
+            g.tensors[t] = b.allocate(g.counts[t] * sizeof(float));
+          }
   }
   const auto layers = stack_.layers();
   const auto l = rnn_stack::layout(stack_, steps, n);
@@ -227,10 +220,10 @@ RNNMatrixLayer::Gradients RNNMatrixLayer::gradient(const std::vector<Matrix>& ou
   if (accumulate) {
     size_t k = 0;
     for (const auto& g : dw)
-      for (const auto* part : {&g.weights, &g.biases}) {
-        if (!*part) continue;
-        const int count = static_cast<int>((*part)->bytes() / sizeof(float));
-        dispatch<CopyRowsKernel>(b, floats(fresh[k++]), count, floats(*part), count, 1, count, true);
+      for (const auto& part : g.tensors) {
+        if (!part) continue;
+        const int count = static_cast<int>(part->bytes() / sizeof(float));
+        copy_float_rows(b, floats(fresh[k++]), count, floats(part), count, 1, count, true);
       }
   }
   out.sources = steps_of(dx, steps, n, stack_.input_channels());

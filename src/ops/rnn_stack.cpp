@@ -20,8 +20,8 @@ RNNLayerTensors<P> tensors(const RNNDescriptor& d, const WeightsState* ws) {
   const bool unit = d.use_layer_input_unit_transform;
   auto ptr = [](const std::shared_ptr<Buffer>& b) -> P* { return b ? static_cast<P*>(b->data()) : nullptr; };
   if (d.layer_weights) {
-    P* base = ptr(ws[0].weights);
-    P* bias = ptr(ws[0].biases);
+    P* base = ptr(ws[0].weights());
+    P* bias = ptr(ws[0].biases());
     const int cols = unit ? 0 : in;
     const int ld = cols + h + (d.peephole ? 1 : 0);
     for (int q = 0; q < g; ++q) {
@@ -37,15 +37,15 @@ RNNLayerTensors<P> tensors(const RNNDescriptor& d, const WeightsState* ws) {
   size_t i = 0;
   if (!unit)
     for (int q = 0; q < g; ++q, ++i) {
-      t.input[q] = ptr(ws[i].weights);
-      t.input_bias[q] = ptr(ws[i].biases);
+      t.input[q] = ptr(ws[i].weights());
+      t.input_bias[q] = ptr(ws[i].biases());
     }
   for (int q = 0; q < g; ++q, ++i) {
-    t.recurrent[q] = ptr(ws[i].weights);
-    t.recurrent_bias[q] = ptr(ws[i].biases);
+    t.recurrent[q] = ptr(ws[i].weights());
+    t.recurrent_bias[q] = ptr(ws[i].biases());
   }
   if (d.peephole)
-    for (int q : {0, 1, 3}) t.memory[q] = ptr(ws[i++].weights);
+    for (int q : {0, 1, 3}) t.memory[q] = ptr(ws[i++].weights());
   t.input_ld = in;
   t.recurrent_ld = h;
   return t;
@@ -100,8 +100,8 @@ void forward(Backend& b, const RNNStack& stack, const Layout& l, const WeightsSt
       const int col = d == 1 && stack.combine == BidirectionalCombine::Concatenate ? stack.stages[k][0].output_feature_channels : 0;
       const bool add = d == 1 && stack.combine == BidirectionalCombine::Sum;
       const int H = g.hidden;
-      if (y) dispatch<CopyRowsKernel>(b, y + col, out, g.outputs(g.h(st)), H, T * N, H, add);
-      if (last && io.y_last) dispatch<CopyRowsKernel>(b, io.y_last + col, out, g.final_state(g.h(st)), H, N, H, add);
+      if (y) copy_float_rows(b, y + col, out, g.outputs(g.h(st)), H, T * N, H, add);
+      if (last && io.y_last) copy_float_rows(b, io.y_last + col, out, g.final_state(g.h(st)), H, N, H, add);
       const size_t bytes = size_t(N) * H * sizeof(float);
       if (float* h = at(io.h_final, li)) b.copy(h, g.final_state(g.h(st)), bytes);
       if (float* c = at(io.c_final, li); c && g.cell_has_c()) b.copy(c, g.final_state(g.c(st)), bytes);
@@ -144,8 +144,8 @@ void gradient(Backend& b, const RNNStack& stack, const Layout& l, const WeightsS
       s.dh_final = at(io.dh_final, layer);
       if (dy_last) {  // the combined final state's gradient, plus any given for this layer
         dh_buffer = b.allocate(size_t(N) * H * sizeof(float));
-        dispatch<CopyRowsKernel>(b, floats(dh_buffer), H, dy_last + col, out, N, H, false);
-        if (s.dh_final) dispatch<CopyRowsKernel>(b, floats(dh_buffer), H, s.dh_final, H, N, H, true);
+        copy_float_rows(b, floats(dh_buffer), H, dy_last + col, out, N, H, false);
+        if (s.dh_final) copy_float_rows(b, floats(dh_buffer), H, s.dh_final, H, N, H, true);
         s.dh_final = floats(dh_buffer);
       }
       s.dc_final = at(io.dc_final, layer);

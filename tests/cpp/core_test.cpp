@@ -5,6 +5,7 @@
 #include <limits>
 #include <vector>
 
+#include "nngraph/data_source.h"
 #include "nngraph/descriptors.h"
 #include "nngraph/dtype.h"
 #include "nngraph/error.h"
@@ -87,6 +88,54 @@ TEST(Descriptors, ConvolutionValidation) {
   } catch (const InvalidInput& e) {
     EXPECT_NE(std::string(e.what()).find("[conv7]"), std::string::npos);
   }
+}
+
+TEST(Parameters, EachKindNamesItsTensors) {
+  ConvolutionDescriptor c;
+  c.kernel_height = 3;
+  c.kernel_width = 2;
+  c.input_feature_channels = 4;
+  c.output_feature_channels = 6;
+  c.groups = 2;
+  const auto conv = tensor_specs(ParameterDescriptor(c));
+  ASSERT_EQ(conv.size(), 2u);
+  EXPECT_EQ(conv[0].shape, (std::vector<int64_t>{6, 2, 3, 2}));
+  EXPECT_EQ(conv[0].count(), c.weight_count());
+  EXPECT_TRUE(conv[1].optional);
+  const auto norm = tensor_specs(ParameterDescriptor(NormalizationDescriptor{5}));
+  ASSERT_EQ(norm.size(), 4u);
+  EXPECT_EQ(norm[3].name, "variance");
+  EXPECT_FALSE(norm[2].trained);
+  EXPECT_EQ(norm[0].fill, 1.f);
+  // (O, I, 1, 1) fits an O × I matrix and the reverse; (rows, rest) and flat arrays fit too.
+  const TensorSpec m = tensor_specs(MatrixDescriptor{8, 5, false})[0];
+  EXPECT_TRUE(shape_fits({8, 5, 1, 1}, m));
+  EXPECT_TRUE(shape_fits({40}, m));
+  EXPECT_FALSE(shape_fits({5, 8}, m));
+  EXPECT_TRUE(shape_fits({6, 12}, conv[0]));
+  EXPECT_FALSE(shape_fits({6, 3, 2, 2}, conv[0]));
+}
+
+TEST(Parameters, ArraySourceFillsAndChecksEachTensor) {
+  ArrayDataSource bn(NormalizationDescriptor{3}, {{1.f, 2.f, 3.f}, {}, {}, {}}, "bn");
+  const WeightsView variance = bn.tensor("variance");
+  ASSERT_EQ(variance.count, 3u);
+  EXPECT_EQ(static_cast<const float*>(variance.data)[2], 1.f);
+  EXPECT_EQ(static_cast<const float*>(bn.tensor("gamma").data)[1], 2.f);
+  EXPECT_THROW(bn.tensor("weights"), InvalidInput);
+  EXPECT_THROW(bn.set_values({{1.f, 2.f, 3.f}, {0.f, 0.f, 0.f}, {0.f, 0.f, 0.f}, {1.f, NAN, 1.f}}), InvalidInput);
+  EXPECT_EQ(static_cast<const float*>(bn.tensor("variance").data)[1], 1.f);  // unchanged
+  try {
+    descriptor_as<ConvolutionDescriptor>(bn, "conv1");
+    FAIL();
+  } catch (const InvalidInput& e) {
+    EXPECT_STREQ(e.what(), "[conv1] data source 'bn' describes normalization parameters (3 channels), not convolution ones");
+  }
+  // Biases are optional: an empty vector leaves them out.
+  ArrayDataSource gate(MatrixDescriptor{2, 3, false}, {{1, 2, 3, 4, 5, 6}, {}}, "gate");
+  EXPECT_EQ(gate.tensor("biases").count, 0u);
+  EXPECT_FALSE(gate.has(1));
+  EXPECT_THROW(ArrayDataSource(MatrixDescriptor{2, 3, false}, {{1, 2, 3}, {}}, "short"), InvalidInput);
 }
 
 TEST(Image, AllocateCopyConvert) {

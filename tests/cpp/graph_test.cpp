@@ -34,8 +34,10 @@ ConvolutionDescriptor conv_desc(int k, int in, int out) {
 
 std::shared_ptr<ArrayDataSource> source(int k, int in, int out, const std::string& label, uint64_t seed) {
   auto d = conv_desc(k, in, out);
-  return std::make_shared<ArrayDataSource>(d, ArrayDataSource::initial_weights(d, Initializer::He, seed),
-                                           std::vector<float>(out, 0.1f), label);
+  return std::make_shared<ArrayDataSource>(
+      d, std::vector<std::vector<float>>{ArrayDataSource::initial_weights(d, Initializer::He, seed),
+                                         std::vector<float>(out, 0.1f)},
+      label);
 }
 
 Image filled(int n, ImageShape s, float step) {
@@ -51,20 +53,20 @@ class LoggingSource : public DataSource {
  public:
   LoggingSource(std::string label, std::vector<std::string>* log, bool fail_weights = false)
       : inner_(source(3, 2, 2, label, 9)), log_(log), fail_(fail_weights) {}
-  ConvolutionDescriptor descriptor() override { return inner_->descriptor(); }
+  ParameterDescriptor descriptor() override { return inner_->descriptor(); }
   std::string label() override { return inner_->label(); }
   bool load() override {
     log_->push_back("load " + label());
     return true;
   }
   void purge() override { log_->push_back("purge " + label()); }
-  WeightsView weights() override {
+  WeightsView tensor(const std::string& name) override {
+    if (name != "weights") return inner_->tensor(name);
     log_->push_back("weights " + label());
-    auto v = inner_->weights();
+    auto v = inner_->tensor(name);
     if (fail_) v.count -= 1;
     return v;
   }
-  WeightsView biases() override { return inner_->biases(); }
 
  private:
   std::shared_ptr<ArrayDataSource> inner_;

@@ -114,8 +114,10 @@ std::shared_ptr<ArrayDataSource> layer(int k, int in, int out, const char* label
   d.kernel_height = d.kernel_width = k;
   d.input_feature_channels = in;
   d.output_feature_channels = out;
-  auto ds = std::make_shared<ArrayDataSource>(d, ArrayDataSource::initial_weights(d, Initializer::He, 1),
-                                              std::vector<float>(out, 0.f), label);
+  auto ds = std::make_shared<ArrayDataSource>(
+      d, std::vector<std::vector<float>>{ArrayDataSource::initial_weights(d, Initializer::He, 1),
+                                         std::vector<float>(out, 0.f)},
+      label);
   ds->set_optimizer(std::move(opt));
   return ds;
 }
@@ -158,7 +160,7 @@ TEST(TrainingGraph, StepLowersTheLossAndUpdatesEveryLayer) {
   std::fill_n(labels.labels.data_as<float>(), n * 4, 0.f);
   for (int i = 0; i < n; ++i) labels.labels.data_as<float>()[i * 4 + i % 4] = 1.f;
   std::fill_n(labels.weights.data_as<float>(), n, 1.f);
-  const std::vector<float> c0(static_cast<const float*>(c->weights().data), static_cast<const float*>(c->weights().data) + 27);
+  const std::vector<float> c0(static_cast<const float*>(c->tensor("weights").data), static_cast<const float*>(c->tensor("weights").data) + 27);
   double first = 0, last = 0;
   for (int step = 0; step < 20; ++step) {
     auto h = g->encode({img}, {labels});
@@ -166,7 +168,7 @@ TEST(TrainingGraph, StepLowersTheLossAndUpdatesEveryLayer) {
     (step == 0 ? first : last) = h->loss();
   }
   EXPECT_LT(last, first * 0.5);
-  EXPECT_NE(static_cast<const float*>(c->weights().data)[0], c0[0]);
+  EXPECT_NE(static_cast<const float*>(c->tensor("weights").data)[0], c0[0]);
   EXPECT_EQ(c->optimizer_step(), 20);
   EXPECT_THROW(g->encode({img}, {}), InvalidInput);  // labels are required
 }

@@ -39,12 +39,14 @@ struct CpuOps {
 };
 
 void rnn_forward(Backend& backend, const RNNLayerGeometry& g, const RNNLayerWeights& w, const RNNSequence& s) {
+  g.require_float32();
   CpuOps ops{pool_of(backend), {}};
   rnn::forward(ops, g, w, s);
 }
 
 void rnn_gradient(Backend& backend, const RNNLayerGeometry& g, const RNNLayerWeights& w, const RNNSequence& s,
                   const RNNLayerGradients& dw) {
+  g.require_float32();
   CpuOps ops{pool_of(backend), {}};
   rnn::gradient(ops, g, w, s, dw);
 }

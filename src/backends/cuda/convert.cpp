@@ -6,8 +6,11 @@
 namespace nngraph {
 namespace {
 
-void copy_rows(Backend& backend, float* dst, int dst_ld, const float* src, int src_ld, int rows, int columns,
-               bool add) {
+void copy_rows(Backend& backend, const Tensor& to, const Tensor& from, bool add) {
+  float* dst = to.rows_as<float>();
+  const float* src = from.rows_as<const float>();
+  const int dst_ld = static_cast<int>(to.strides()[0]), src_ld = static_cast<int>(from.strides()[0]);
+  const int rows = to.batch(), columns = to.shape().c;
   CudaBackend& b = cuda_of(backend);
   auto lock = b.enter();
   if (add) return cuda::add_rows(b.stream(), dst, dst_ld, src, src_ld, rows, columns);
@@ -16,10 +19,10 @@ void copy_rows(Backend& backend, float* dst, int dst_ld, const float* src, int s
              "copy_rows");
 }
 
-void permute(Backend& backend, const float* in, float* out, const int* dims, const int* perm) {
+void permute(Backend& backend, const Tensor& in, const Tensor& out, const int* dims, const int* perm) {
   CudaBackend& b = cuda_of(backend);
   auto lock = b.enter();
-  cuda::permute(b.stream(), in, out, dims, perm);
+  cuda::permute(b.stream(), in.data_as<const float>(), out.data_as<float>(), dims, perm);
 }
 
 NNGRAPH_KERNEL(CopyRowsKernel, CUDA, copy_rows);

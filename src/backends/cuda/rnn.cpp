@@ -184,6 +184,7 @@ cuda::RNNDevice rnn_device(CudaBackend& b, std::vector<std::shared_ptr<Buffer>>&
 }
 
 void rnn_forward(Backend& backend, const RNNLayerGeometry& g, const RNNLayerWeights& w, const RNNSequence& s) {
+  g.require_float32();
   CudaBackend& b = cuda_of(backend);
   auto lock = b.enter();
   RNNPlan* p = s.x_ld == g.input ? rnn_plan(b, g) : nullptr;
@@ -215,6 +216,7 @@ void rnn_forward(Backend& backend, const RNNLayerGeometry& g, const RNNLayerWeig
 
 void rnn_gradient(Backend& backend, const RNNLayerGeometry& g, const RNNLayerWeights& w, const RNNSequence& s,
                   const RNNLayerGradients& dw) {
+  g.require_float32();
   CudaBackend& b = cuda_of(backend);
   auto lock = b.enter();
   RNNPlan* p = s.x_ld == g.input ? rnn_plan(b, g) : nullptr;
@@ -235,7 +237,7 @@ void rnn_gradient(Backend& backend, const RNNLayerGeometry& g, const RNNLayerWei
   if (!dy || s.dy_ld != H) {
     float* packed = temp(size_t(T) * NH);
     if (dy)
-      dispatch<CopyRowsKernel>(b, packed, H, dy, s.dy_ld, T * N, H, false);
+      copy_float_rows(b, packed, H, dy, s.dy_ld, T * N, H, false);
     else
       cuda_check(cudaMemsetAsync(packed, 0, size_t(T) * NH * sizeof(float), b.stream()), kWhat);
     dy = packed;
@@ -256,7 +258,7 @@ void rnn_gradient(Backend& backend, const RNNLayerGeometry& g, const RNNLayerWei
                                       lstm ? s.dc_final : nullptr, lstm ? s.dc0 : nullptr, p->weight_bytes,
                                       p->weights->data(), p->work_bytes, work->data(), p->reserve_bytes, reserve),
               kWhat);
-  if (s.dx && s.accumulate_dx) dispatch<CopyRowsKernel>(b, s.dx, g.input, dx, g.input, T * N, g.input, true);
+  if (s.dx && s.accumulate_dx) copy_float_rows(b, s.dx, g.input, dx, g.input, T * N, g.input, true);
   cuda_check(cudaMemsetAsync(p->gradients->data(), 0, p->weight_bytes, b.stream()), kWhat);
   cudnn_check(cudnnRNNBackwardWeights_v8(b.cudnn(), p->rnn, CUDNN_WGRAD_MODE_ADD, static_cast<int*>(p->lengths->data()),
                                          p->x, s.x, p->h, g.h(state), p->y, y, p->weight_bytes, p->gradients->data(),
