@@ -46,6 +46,35 @@ class NeuronDescriptor:
     @property
     def type(self) -> str:
         ...
+class TensorSpec:
+    """
+    One tensor a layer kind reads from its data source.
+    """
+    def __repr__(self) -> str:
+        ...
+    @property
+    def fill(self) -> float:
+        """
+        Its value where an ArrayDataSource is not given one.
+        """
+    @property
+    def name(self) -> str:
+        """
+        The data source method that returns it.
+        """
+    @property
+    def optional(self) -> bool:
+        """
+        A source may return None for it.
+        """
+    @property
+    def shape(self) -> tuple:
+        ...
+    @property
+    def trained(self) -> bool:
+        """
+        Whether optimizers update it (running statistics are not).
+        """
 class ConvolutionDescriptor:
     """
     Kernel size, feature channels, stride, dilation, groups and a fused neuron.
@@ -85,42 +114,13 @@ class ConvolutionDescriptor:
     def stride_y(self) -> int:
         ...
     @property
-    def tensors(self) -> list[...]:
+    def tensors(self) -> list[TensorSpec]:
         """
         What its data source supplies: weights, then biases (optional).
         """
     @property
     def weights_shape(self) -> tuple[int, int, int, int]:
         ...
-class TensorSpec:
-    """
-    One tensor a layer kind reads from its data source.
-    """
-    def __repr__(self) -> str:
-        ...
-    @property
-    def fill(self) -> float:
-        """
-        Its value where an ArrayDataSource is not given one.
-        """
-    @property
-    def name(self) -> str:
-        """
-        The data source method that returns it.
-        """
-    @property
-    def optional(self) -> bool:
-        """
-        A source may return None for it.
-        """
-    @property
-    def shape(self) -> tuple:
-        ...
-    @property
-    def trained(self) -> bool:
-        """
-        Whether optimizers update it (running statistics are not).
-        """
 class MatrixDescriptor:
     """
     A rows × columns weight matrix with optional biases (rows), as recurrent layers' gates read; diagonal=True holds only the diagonal (LSTM peepholes).

@@ -105,6 +105,17 @@ void init_core(py::module_& m) {
         return cat("NeuronDescriptor('", n.name(), "', a=", n.a, ", b=", n.b, ")");
       });
 
+  py::class_<TensorSpec>(m, "TensorSpec", "One tensor a layer kind reads from its data source.")
+      .def_readonly("name", &TensorSpec::name, "The data source method that returns it.")
+      .def_property_readonly("shape", [](const TensorSpec& t) { return py::tuple(py::cast(t.shape)); })
+      .def_readonly("optional", &TensorSpec::optional, "A source may return None for it.")
+      .def_readonly("trained", &TensorSpec::trained, "Whether optimizers update it (running statistics are not).")
+      .def_readonly("fill", &TensorSpec::fill, "Its value where an ArrayDataSource is not given one.")
+      .def("__repr__", [](const TensorSpec& t) {
+        return cat("TensorSpec('", t.name, "', ", shape_text(t.shape), t.optional ? ", optional" : "",
+                   t.trained ? "" : ", not trained", ")");
+      });
+
   py::class_<ConvolutionDescriptor>(m, "ConvolutionDescriptor",
                                     "Kernel size, feature channels, stride, dilation, groups and a fused neuron.")
       .def(py::init([](const py::object& kernel, int in, int out, const py::object& stride,
@@ -149,17 +160,6 @@ void init_core(py::module_& m) {
       })
       .def_property_readonly("tensors", [](const ConvolutionDescriptor& d) { return tensor_specs(d); },
                              "What its data source supplies: weights, then biases (optional).");
-
-  py::class_<TensorSpec>(m, "TensorSpec", "One tensor a layer kind reads from its data source.")
-      .def_readonly("name", &TensorSpec::name, "The data source method that returns it.")
-      .def_property_readonly("shape", [](const TensorSpec& t) { return py::tuple(py::cast(t.shape)); })
-      .def_readonly("optional", &TensorSpec::optional, "A source may return None for it.")
-      .def_readonly("trained", &TensorSpec::trained, "Whether optimizers update it (running statistics are not).")
-      .def_readonly("fill", &TensorSpec::fill, "Its value where an ArrayDataSource is not given one.")
-      .def("__repr__", [](const TensorSpec& t) {
-        return cat("TensorSpec('", t.name, "', ", shape_text(t.shape), t.optional ? ", optional" : "",
-                   t.trained ? "" : ", not trained", ")");
-      });
 
   py::class_<MatrixDescriptor>(m, "MatrixDescriptor",
                                "A rows × columns weight matrix with optional biases (rows), as recurrent "
