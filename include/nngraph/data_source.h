@@ -36,7 +36,7 @@ struct WeightsState {
   std::shared_ptr<Buffer> biases() const { return tensors.size() > 1 ? tensors[1] : nullptr; }
   size_t weight_count() const { return counts.at(0); }
   size_t bias_count() const { return counts.size() > 1 ? counts[1] : 0; }
-  size_t parameter_count() const;
+  size_t parameter_count() const;  // values in all tensors
 };
 using GradientState = WeightsState;
 
@@ -118,7 +118,7 @@ class ArrayDataSource : public DataSource {
   static std::vector<float> initial_weights(const ParameterDescriptor& d, Initializer init, uint64_t seed);
 
   ParameterDescriptor descriptor() override { return descriptor_; }
-  const std::vector<TensorSpec>& specs() const { return specs_; }
+  const std::vector<TensorSpec>& specs() const { return specs_; }  // tensor_specs(descriptor())
   std::string label() override { return label_; }
   bool has_default_label() const { return default_label_; }
   // is_default: a name made for the user (a layer's kind), which a graph may number.

@@ -49,6 +49,9 @@ std::vector<TensorSpec> tensor_specs(const ConvolutionDescriptor& d);
 std::vector<TensorSpec> tensor_specs(const MatrixDescriptor& d);
 std::vector<TensorSpec> tensor_specs(const NormalizationDescriptor& d);
 std::vector<TensorSpec> tensor_specs(const ParameterDescriptor& d);
+// Where the tensor `name` stands in tensor_specs(d); an error naming `label` and the kind where
+// d has none.
+size_t tensor_index(const ParameterDescriptor& d, const std::string& name, const std::string& label);
 // "convolution", "matrix" or "normalization".
 const char* kind_name(const ParameterDescriptor& d);
 // Sizes, e.g. "8×3×3×3" or "16×24"; with the kind for messages that compare kinds.

@@ -69,7 +69,9 @@ class TensorSpec:
         """
     @property
     def shape(self) -> tuple:
-        ...
+        """
+        As graphs hold it (convolution weights OIHW).
+        """
     @property
     def trained(self) -> bool:
         """
@@ -134,13 +136,19 @@ class MatrixDescriptor:
         ...
     @property
     def columns(self) -> int:
-        ...
+        """
+        Inputs: one column per input channel.
+        """
     @property
     def diagonal(self) -> bool:
-        ...
+        """
+        Holds only the diagonal (rows values).
+        """
     @property
     def rows(self) -> int:
-        ...
+        """
+        Outputs: one row per output channel.
+        """
     @property
     def tensors(self) -> list[TensorSpec]:
         """
@@ -156,7 +164,9 @@ class NormalizationDescriptor:
         ...
     @property
     def feature_channels(self) -> int:
-        ...
+        """
+        Channels normalized: each tensor holds one value per channel.
+        """
     @property
     def tensors(self) -> list[TensorSpec]:
         """
@@ -284,7 +294,9 @@ class DataSource:
     def __init__(self) -> None:
         ...
     def biases(self) -> typing.Any:
-        ...
+        """
+        A convolution's or matrix's biases, or None: tensor('biases').
+        """
     def descriptor(self) -> ConvolutionDescriptor | MatrixDescriptor | NormalizationDescriptor:
         ...
     def label(self) -> str:
@@ -304,7 +316,9 @@ class DataSource:
     def trainable(self) -> bool:
         ...
     def weights(self) -> typing.Any:
-        ...
+        """
+        A convolution's or matrix's weights: tensor('weights').
+        """
     def weights_layout(self) -> WeightsLayout:
         ...
 class ArrayDataSource(DataSource):

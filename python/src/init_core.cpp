@@ -107,7 +107,8 @@ void init_core(py::module_& m) {
 
   py::class_<TensorSpec>(m, "TensorSpec", "One tensor a layer kind reads from its data source.")
       .def_readonly("name", &TensorSpec::name, "The data source method that returns it.")
-      .def_property_readonly("shape", [](const TensorSpec& t) { return py::tuple(py::cast(t.shape)); })
+      .def_property_readonly("shape", [](const TensorSpec& t) { return py::tuple(py::cast(t.shape)); },
+                             "As graphs hold it (convolution weights OIHW).")
       .def_readonly("optional", &TensorSpec::optional, "A source may return None for it.")
       .def_readonly("trained", &TensorSpec::trained, "Whether optimizers update it (running statistics are not).")
       .def_readonly("fill", &TensorSpec::fill, "Its value where an ArrayDataSource is not given one.")
@@ -170,9 +171,9 @@ void init_core(py::module_& m) {
              return d;
            }),
            py::arg("rows"), py::arg("columns"), py::arg("diagonal") = false)
-      .def_readonly("rows", &MatrixDescriptor::rows)
-      .def_readonly("columns", &MatrixDescriptor::columns)
-      .def_readonly("diagonal", &MatrixDescriptor::diagonal)
+      .def_readonly("rows", &MatrixDescriptor::rows, "Outputs: one row per output channel.")
+      .def_readonly("columns", &MatrixDescriptor::columns, "Inputs: one column per input channel.")
+      .def_readonly("diagonal", &MatrixDescriptor::diagonal, "Holds only the diagonal (rows values).")
       .def_property_readonly("tensors", [](const MatrixDescriptor& d) { return tensor_specs(d); },
                              "What its data source supplies: weights, then biases (optional).")
       .def("__eq__", [](const MatrixDescriptor& a, const MatrixDescriptor& b) { return a == b; })
@@ -189,7 +190,8 @@ void init_core(py::module_& m) {
              return d;
            }),
            py::arg("feature_channels"))
-      .def_readonly("feature_channels", &NormalizationDescriptor::feature_channels)
+      .def_readonly("feature_channels", &NormalizationDescriptor::feature_channels,
+                    "Channels normalized: each tensor holds one value per channel.")
       .def_property_readonly("tensors", [](const NormalizationDescriptor& d) { return tensor_specs(d); },
                              "What its data source supplies: gamma, beta, mean, variance.")
       .def("__repr__", [](const NormalizationDescriptor& d) {

@@ -1,5 +1,4 @@
 // DataSource (subclassable from Python) and ArrayDataSource.
-#include <algorithm>
 #include <map>
 
 #include "backends/backend.h"
@@ -89,15 +88,9 @@ class PyDataSource : public DataSource {
   std::map<std::string, py::array> held_;
 };
 
-// The spec of tensor `name` of a source's kind; an error naming the source where it has none.
-TensorSpec spec_of(DataSource& ds, const std::string& name) {
-  for (const TensorSpec& t : tensor_specs(ds.descriptor()))
-    if (t.name == name) return t;
-  fail("[", ds.label(), "] a ", kind_name(ds.descriptor()), " source has no ", name);
-}
-
 py::object tensor_array(DataSource& ds, const std::string& name) {
-  const TensorSpec spec = spec_of(ds, name);
+  const ParameterDescriptor d = ds.descriptor();
+  const TensorSpec spec = tensor_specs(d)[tensor_index(d, name, ds.label())];
   const WeightsView v = ds.tensor(name);
   if (!v.count) return py::none();
   if (v.count != spec.count())
@@ -157,9 +150,8 @@ std::vector<std::vector<float>> initial_tensors(const ParameterDescriptor& d, co
   if (!py::isinstance<py::dict>(tensors)) fail("[", label, "] tensors must be a dict {name: array}");
   for (const auto& [key, value] : tensors.cast<py::dict>()) {
     const auto name = py::str(key).cast<std::string>();
-    const auto at = std::find_if(specs.begin(), specs.end(), [&](const TensorSpec& t) { return t.name == name; });
-    if (at == specs.end()) fail("[", label, "] a ", kind_name(d), " source has no tensor '", name, "'");
-    out[at - specs.begin()] = value.is_none() ? std::vector<float>{} : given(value, *at, label);
+    const size_t i = tensor_index(d, name, label);
+    out[i] = value.is_none() ? std::vector<float>{} : given(value, specs[i], label);
   }
   return out;
 }
@@ -207,8 +199,10 @@ void init_data_source(py::module_& m) {
              return out;
            },
            "Every tensor by name, in the descriptor's order (None where left out).")
-      .def("weights", [](DataSource& ds) { return tensor_array(ds, "weights"); })
-      .def("biases", [](DataSource& ds) { return tensor_array(ds, "biases"); });
+      .def("weights", [](DataSource& ds) { return tensor_array(ds, "weights"); },
+           "A convolution's or matrix's weights: tensor('weights').")
+      .def("biases", [](DataSource& ds) { return tensor_array(ds, "biases"); },
+           "A convolution's or matrix's biases, or None: tensor('biases').");
 
   py::class_<ArrayDataSource, DataSource, std::shared_ptr<ArrayDataSource>>(
       m, "ArrayDataSource",
@@ -247,9 +241,8 @@ void init_data_source(py::module_& m) {
              }
              for (const auto& [key, value] : tensors) {
                const auto name = py::str(key).cast<std::string>();
-               const auto at = std::find_if(specs.begin(), specs.end(), [&](const TensorSpec& t) { return t.name == name; });
-               if (at == specs.end()) fail("[", ds.label(), "] a ", kind_name(ds.descriptor()), " source has no tensor '", name, "'");
-               values[at - specs.begin()] = given(value, *at, ds.label());
+               const size_t i = tensor_index(ds.descriptor(), name, ds.label());
+               values[i] = given(value, specs[i], ds.label());
              }
              ds.set_values(std::move(values));
            },

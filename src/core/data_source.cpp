@@ -68,12 +68,9 @@ void ArrayDataSource::set_label(std::string label, bool is_default) {
 }
 
 WeightsView ArrayDataSource::tensor(const std::string& name) {
-  for (size_t i = 0; i < specs_.size(); ++i)
-    if (specs_[i].name == name) {
-      sync_host();
-      return {values_[i].data(), values_[i].size(), DType::Float32, {}};
-    }
-  fail("[", label_, "] a ", kind_name(descriptor_), " source has no tensor '", name, "'");
+  const size_t i = tensor_index(descriptor_, name, label_);
+  sync_host();
+  return {values_[i].data(), values_[i].size(), DType::Float32, {}};
 }
 
 void ArrayDataSource::sync_host() {

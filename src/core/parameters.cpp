@@ -47,6 +47,13 @@ std::vector<TensorSpec> tensor_specs(const ParameterDescriptor& d) {
   return std::visit([](const auto& k) { return tensor_specs(k); }, d);
 }
 
+size_t tensor_index(const ParameterDescriptor& d, const std::string& name, const std::string& label) {
+  const auto specs = tensor_specs(d);
+  for (size_t i = 0; i < specs.size(); ++i)
+    if (specs[i].name == name) return i;
+  fail("[", label, "] a ", kind_name(d), " source has no tensor '", name, "'");
+}
+
 const char* kind_name(const ParameterDescriptor& d) {
   static const char* const names[] = {"convolution", "matrix", "normalization"};
   static_assert(std::variant_size_v<ParameterDescriptor> == 3, "name every kind");
