@@ -43,3 +43,40 @@ class ActivityNetwork(torch.nn.Module):
         h = torch.relu(self.conv(x[:, :, 0, :]))
         _, (hn, _) = self.lstm(h.transpose(1, 2))
         return self.fc(hn[-1])
+
+
+class ResidualNetwork(torch.nn.Module):
+    """nngraph.models.residual_network in PyTorch; `tensors` maps its labels to
+    {tensor name: array} (ng.graph parameters() or ds.tensors())."""
+
+    def __init__(self, tensors: dict, widths=(32, 64, 128), channels=1, classes=10):
+        super().__init__()
+        from nngraph.models import residual_layers
+        self.layers = torch.nn.ModuleDict()
+        for label, kind, cin, cout in residual_layers(widths, channels):
+            t = tensors[label]
+            if kind == "bn":
+                m = torch.nn.BatchNorm2d(cout)
+                pairs = [(m.weight, "gamma"), (m.bias, "beta"), (m.running_mean, "mean"), (m.running_var, "variance")]
+            elif kind == "conv":
+                m = torch.nn.Conv2d(cin, cout, 3, padding=1, bias=False)
+                pairs = [(m.weight, "weights")]
+            else:
+                m = torch.nn.Linear(cin, classes)
+                pairs = [(m.weight, "weights"), (m.bias, "biases")]
+            with torch.no_grad():
+                for param, name in pairs:
+                    param.copy_(torch.from_numpy(np.ascontiguousarray(t[name])).reshape(param.shape))
+            self.layers[label] = m
+        self.stages = len(widths)
+
+    def forward(self, x):
+        L = self.layers
+        for s in range(1, self.stages + 1):
+            if s > 1:
+                x = torch.nn.functional.max_pool2d(x, 2)
+            x = torch.relu(L[f"s{s}_bn"](L[f"s{s}_conv"](x)))
+            r = torch.relu(L[f"s{s}_block_bn1"](L[f"s{s}_block_conv1"](x)))
+            r = L[f"s{s}_block_bn2"](L[f"s{s}_block_conv2"](r))
+            x = torch.relu(x + r)
+        return L["fc"](torch.flatten(torch.nn.functional.adaptive_avg_pool2d(x, 1), 1))

@@ -137,6 +137,9 @@ class ArrayDataSource : public DataSource {
   // or not at all: the only part of an update that can fail, so a step runs it first.
   void prepare_slots(const WeightsState& weights);
   bool trainable() override { return optimizer_ != nullptr; }
+  // A graph changed `weights` (this source's values on their device) in place, as batch
+  // normalization's running statistics: the host arrays and other copies are older now.
+  void changed_on_device(const WeightsState& weights);
   // A copy of what update() changes (values, optimizer state, step); calling the result puts
   // it back, for a step whose later update failed.
   std::function<void()> snapshot(const WeightsState& weights);
@@ -154,7 +157,11 @@ class ArrayDataSource : public DataSource {
   // Whether the source holds tensor i (optional ones may be left out).
   bool has(size_t i) const { return !values_[i].empty(); }
   // The tensors the optimizer keeps state for: trained and held.
-  bool slotted(size_t i) const { return specs_[i].trained && has(i); }
+  bool slotted(size_t i) const { return specs_[i].trained && has(i) && !frozen_[i]; }
+  // Trained tensors the optimizer leaves as they are (a batch norm's gamma): names from the
+  // descriptor's specs. A change restarts the optimizer's state vectors (the step count stays).
+  void set_frozen(const std::vector<std::string>& names);
+  std::vector<std::string> frozen() const;
   // Optimizer state as host arrays: slot_count() vectors per slotted tensor, in tensor order
   // (for convolutions: weight slots, then bias slots), and the step count; restored state
   // replaces the current one at the next update.
@@ -179,6 +186,7 @@ class ArrayDataSource : public DataSource {
   ParameterDescriptor descriptor_;
   std::vector<TensorSpec> specs_;
   std::vector<std::vector<float>> values_;  // per spec; empty: left out
+  std::vector<bool> frozen_;                // per spec
   std::string label_;
   bool default_label_ = false;
   std::shared_ptr<Optimizer> optimizer_;

@@ -50,6 +50,9 @@ struct EncodeArgs {
   bool allow_tf32;              // matrix products may use tf32 tensor cores (cuda)
   const Image* state = nullptr;  // training graphs: the state this node leaves for its gradient node
   bool training = false;         // the graph trains: forward nodes run in training mode
+  // Training graphs: the batch state of the node (or of the node a gradient node trains),
+  // kept for the whole step (batch_state_size).
+  const Buffer* batch_state = nullptr;
 };
 
 class FilterNode : public std::enable_shared_from_this<FilterNode> {
@@ -89,6 +92,16 @@ class FilterNode : public std::enable_shared_from_this<FilterNode> {
     return 0;
   }
   ImageNodePtr state_image();
+  // Floats a training step keeps for this node whatever the batch size (batch normalization's
+  // per-channel statistics): written by the node, read by its gradient node and by
+  // encode_commit. 0 when it keeps none.
+  virtual size_t batch_state_size(const std::vector<ImageShape>& sources) const {
+    (void)sources;
+    return 0;
+  }
+  // Training graphs, nodes with a batch state: work a step does only after every check
+  // passed, with the weight updates (running statistics), so a failed step changes nothing.
+  virtual void encode_commit(const EncodeArgs& args) const { (void)args; }
   // True when the result is source 0 itself (dropout at inference): no kernel runs.
   virtual bool identity(bool training) const {
     (void)training;

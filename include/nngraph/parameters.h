@@ -17,6 +17,7 @@ struct TensorSpec {
   bool optional = false;       // a source may leave it out (biases)
   bool trained = true;         // the optimizer updates it; running statistics are not
   float fill = 0.f;            // its value where a source does not give one
+  bool non_negative = false;   // a variance: no value below zero
   size_t count() const;
 };
 
@@ -61,5 +62,7 @@ void validate(const ParameterDescriptor& d, const std::string& label);
 // dropped or added, or (rows, everything else); a 0- or 1-D shape is checked by count alone.
 bool shape_fits(const std::vector<int64_t>& got, const TensorSpec& spec);
 std::string shape_text(const std::vector<int64_t>& shape);
+// Fails, naming `who` and the tensor, where values are NaN or inf or break the spec's sign.
+void check_values(const TensorSpec& spec, const std::vector<float>& values, const std::string& who);
 
 }  // namespace nngraph

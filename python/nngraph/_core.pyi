@@ -9,7 +9,7 @@ from nngraph import InvalidInputError
 from nngraph import OutOfMemoryError
 from nngraph import UnsupportedError
 import typing
-__all__: list[str] = ['Adam', 'Addition', 'Arithmetic', 'ArrayDataSource', 'BuiltinOptimizer', 'Concatenation', 'Convolution', 'ConvolutionDescriptor', 'DataSource', 'Device', 'DeviceError', 'Division', 'Dropout', 'Error', 'FilterNode', 'FullyConnected', 'GRU', 'Graph', 'Handle', 'Image', 'ImageCopyToMatrixNode', 'ImageNode', 'InvalidInputError', 'LSTM', 'LogSoftMax', 'Loss', 'LossDescriptor', 'MGU', 'Matrix', 'MatrixCopyToImageNode', 'MatrixDescriptor', 'Multiplication', 'Neuron', 'NeuronDescriptor', 'NormalizationDescriptor', 'Optimizer', 'OutOfMemoryError', 'Pooling', 'RMSProp', 'RNN', 'RNNDescriptor', 'RNNMatrixLayer', 'RNNMatrixTrainingLayer', 'RNNMatrixTrainingState', 'SGD', 'SingleGate', 'SoftMax', 'Subtraction', 'TensorSpec', 'UnsupportedError', 'WeightsLayout', 'built_backends', 'device_count', 'image_copy_to_matrix', 'kernels', 'matrix_copy_to_image', 'memory_stats', 'reset_peak_memory']
+__all__: list[str] = ['Adam', 'Addition', 'Arithmetic', 'ArrayDataSource', 'BatchNormalization', 'BatchNormalizationDescriptor', 'BuiltinOptimizer', 'Concatenation', 'Convolution', 'ConvolutionDescriptor', 'DataSource', 'Device', 'DeviceError', 'Division', 'Dropout', 'Error', 'FilterNode', 'FullyConnected', 'GRU', 'Graph', 'Handle', 'Image', 'ImageCopyToMatrixNode', 'ImageNode', 'InvalidInputError', 'LSTM', 'LogSoftMax', 'Loss', 'LossDescriptor', 'MGU', 'Matrix', 'MatrixCopyToImageNode', 'MatrixDescriptor', 'Multiplication', 'Neuron', 'NeuronDescriptor', 'NormalizationDescriptor', 'Optimizer', 'OutOfMemoryError', 'Pooling', 'RMSProp', 'RNN', 'RNNDescriptor', 'RNNMatrixLayer', 'RNNMatrixTrainingLayer', 'RNNMatrixTrainingState', 'SGD', 'SingleGate', 'SoftMax', 'Subtraction', 'TensorSpec', 'UnsupportedError', 'WeightsLayout', 'built_backends', 'device_count', 'image_copy_to_matrix', 'kernels', 'matrix_copy_to_image', 'memory_stats', 'reset_peak_memory']
 class Device:
     """
     Where a graph runs: 'cpu', 'cuda', 'cuda:N' ('mps' reserved).
@@ -61,6 +61,11 @@ class TensorSpec:
     def name(self) -> str:
         """
         The data source method that returns it.
+        """
+    @property
+    def non_negative(self) -> bool:
+        """
+        No value may be below zero (a variance).
         """
     @property
     def optional(self) -> bool:
@@ -323,9 +328,9 @@ class DataSource:
         ...
 class ArrayDataSource(DataSource):
     """
-    Parameters from arrays or initializers. Convolutions and matrices: weights as an array (O, I/groups, kh, kw), (rows, columns) or an initializer 'he', 'glorot', 'zeros'; biases 'zeros', an array or None. Any kind: tensors={name: array} (normalizations: gamma, beta, mean, variance; 1, 0, 0 and 1 where not given).
+    Parameters from arrays or initializers. Convolutions and matrices: weights as an array (O, I/groups, kh, kw), (rows, columns) or an initializer 'he', 'glorot', 'zeros'; biases 'zeros', an array or None. Any kind: tensors={name: array} (normalizations: gamma, beta, mean, variance; 1, 0, 0 and 1 where not given). frozen: tensor names the optimizer skips.
     """
-    def __init__(self, descriptor: ConvolutionDescriptor | MatrixDescriptor | NormalizationDescriptor, weights: typing.Any = 'he', biases: typing.Any = 'zeros', label: str = '', seed: typing.SupportsInt | typing.SupportsIndex = 0, optimizer: typing.Any = None, tensors: typing.Any = None) -> None:
+    def __init__(self, descriptor: ConvolutionDescriptor | MatrixDescriptor | NormalizationDescriptor, weights: typing.Any = 'he', biases: typing.Any = 'zeros', label: str = '', seed: typing.SupportsInt | typing.SupportsIndex = 0, optimizer: typing.Any = None, tensors: typing.Any = None, frozen: collections.abc.Sequence[str] = []) -> None:
         ...
     def check_optimizer_state(self, state: typing.Any) -> None:
         """
@@ -347,6 +352,14 @@ class ArrayDataSource(DataSource):
         """
         Replaces the weights and biases, here and in the graph that trains them.
         """
+    @property
+    def frozen(self) -> list[str]:
+        """
+        Names of trained tensors the optimizer leaves as they are (a batch norm's gamma); a change restarts the optimizer's state vectors.
+        """
+    @frozen.setter
+    def frozen(self, arg1: collections.abc.Sequence[str]) -> None:
+        ...
     @property
     def optimizer(self) -> Optimizer:
         """
@@ -402,6 +415,29 @@ class Convolution(FilterNode):
 class FullyConnected(Convolution):
     def __init__(self, source: typing.Any, weights: typing.Any, label: str = '') -> None:
         ...
+class BatchNormalization(FilterNode):
+    """
+    y = gamma·(x − mean)/sqrt(var + epsilon) + beta per channel. Training graphs use the batch's mean and variance over N×H×W and, after each step, move the running ones toward them: running ← (1 − momentum)·running + momentum·batch (the variance unbiased), as PyTorch does; inference graphs use the running ones.
+    """
+    def __init__(self, source: typing.Any, parameters: typing.Any, epsilon: typing.SupportsFloat | typing.SupportsIndex = 9.999999747378752e-06, momentum: typing.SupportsFloat | typing.SupportsIndex = 0.10000000149011612, label: str = '') -> None:
+        """
+        parameters: a data source of a NormalizationDescriptor (gamma, beta, mean, variance), or the channel count for an ArrayDataSource holding 1, 0, 0 and 1.
+        """
+    @property
+    def epsilon(self) -> float:
+        """
+        Added to the variance before its square root.
+        """
+    @property
+    def feature_channels(self) -> int:
+        """
+        Channels normalized, as its data source describes.
+        """
+    @property
+    def momentum(self) -> float:
+        """
+        How far each training step moves the running statistics toward the batch's.
+        """
 class Pooling(FilterNode):
     def __init__(self, source: typing.Any, mode: str = 'max', kernel: typing.Any = 2, stride: typing.Any = None, padding: typing.Any = 'valid', count_include_pad: bool = False, label: str = '') -> None:
         """
@@ -782,3 +818,4 @@ def memory_stats(device: typing.Any = 'cpu') -> dict:
     """
 def reset_peak_memory(device: typing.Any = 'cpu') -> None:
     ...
+BatchNormalizationDescriptor = NormalizationDescriptor

@@ -1,4 +1,5 @@
-"""Ready-made networks from the WWDC 2018 session."""
+"""Ready-made networks: those of the WWDC 2018 session, and a residual network with batch
+normalization for 28×28 images."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ import numpy as np
 from nngraph._core import (
     LSTM,
     RNN,
+    Addition,
     ArrayDataSource,
+    BatchNormalization,
     Convolution,
     ConvolutionDescriptor,
     Dropout,
@@ -17,6 +20,7 @@ from nngraph._core import (
     FullyConnected,
     ImageNode,
     Neuron,
+    NormalizationDescriptor,
     Pooling,
     SoftMax,
 )
@@ -94,3 +98,56 @@ def activity_network(classes: int = 4, channels: int = 6, length: int = 2000, st
     h = RNN(h, lstm, output="last", label="lstm")
     logits = FullyConnected(h, sources["fc"])
     return ActivityNetwork(image, logits, SoftMax(logits, label="probabilities"), sources)
+
+
+@dataclass
+class ResidualNetwork:
+    image: ImageNode  # channels × size × size
+    logits: FilterNode
+    probabilities: FilterNode
+    sources: dict  # label → ArrayDataSource, in layer order
+
+
+def residual_layers(widths=(32, 64, 128), channels: int = 1) -> list[tuple]:
+    """The residual network's layers in order: (label, kind, input channels, output channels),
+    kind "conv" (3×3, no biases), "bn" or "fc" (with biases)."""
+    layers, cin = [], channels
+    for stage, width in enumerate(widths, 1):
+        layers += [(f"s{stage}_conv", "conv", cin, width), (f"s{stage}_bn", "bn", width, width)]
+        for k in (1, 2):
+            layers += [(f"s{stage}_block_conv{k}", "conv", width, width), (f"s{stage}_block_bn{k}", "bn", width, width)]
+        cin = width
+    return layers + [("fc", "fc", cin, 10)]
+
+
+def residual_network(widths=(32, 64, 128), classes: int = 10, channels: int = 1, size: int = 28, seed: int = 0,
+                     optimizer=None) -> ResidualNetwork:
+    """A residual network with batch normalization: per stage of width w, a 3×3 convolution to w
+    + batch norm + relu, then one residual block [3×3 conv + bn + relu, 3×3 conv + bn, + the
+    block's input, relu]; 2×2 max pooling between stages; global average pooling, fully
+    connected to `classes`. He-initialised, deterministic for a seed; `optimizer` goes to
+    every data source."""
+    sources = {}
+    for i, (label, kind, cin, cout) in enumerate(residual_layers(widths, channels)):
+        if kind == "bn":
+            sources[label] = ArrayDataSource(NormalizationDescriptor(cout), label=label, optimizer=optimizer)
+            continue
+        k, cout = (3, cout) if kind == "conv" else (1, classes)
+        sources[label] = ArrayDataSource(ConvolutionDescriptor(k, cin, cout), "he", "zeros" if kind == "fc" else None,
+                                         label=label, seed=seed + i, optimizer=optimizer)
+
+    image = ImageNode(shape=(channels, size, size), label="images")
+    h, side = image, size
+    for stage in range(1, len(widths) + 1):
+        if stage > 1:
+            h, side = Pooling(h, "max", 2), side // 2
+        h = Neuron(BatchNormalization(Convolution(h, sources[f"s{stage}_conv"], padding="same"),
+                                      sources[f"s{stage}_bn"]), "relu")
+        r = Neuron(BatchNormalization(Convolution(h, sources[f"s{stage}_block_conv1"], padding="same"),
+                                      sources[f"s{stage}_block_bn1"]), "relu")
+        r = BatchNormalization(Convolution(r, sources[f"s{stage}_block_conv2"], padding="same"),
+                               sources[f"s{stage}_block_bn2"])
+        h = Neuron(Addition(h, r), "relu")
+    h = Pooling(h, "average", side)
+    logits = FullyConnected(h, sources["fc"])
+    return ResidualNetwork(image, logits, SoftMax(logits, label="probabilities"), sources)

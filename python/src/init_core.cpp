@@ -112,6 +112,7 @@ void init_core(py::module_& m) {
       .def_readonly("optional", &TensorSpec::optional, "A source may return None for it.")
       .def_readonly("trained", &TensorSpec::trained, "Whether optimizers update it (running statistics are not).")
       .def_readonly("fill", &TensorSpec::fill, "Its value where an ArrayDataSource is not given one.")
+      .def_readonly("non_negative", &TensorSpec::non_negative, "No value may be below zero (a variance).")
       .def("__repr__", [](const TensorSpec& t) {
         return cat("TensorSpec('", t.name, "', ", shape_text(t.shape), t.optional ? ", optional" : "",
                    t.trained ? "" : ", not trained", ")");
@@ -197,6 +198,7 @@ void init_core(py::module_& m) {
       .def("__repr__", [](const NormalizationDescriptor& d) {
         return cat("NormalizationDescriptor(feature_channels=", d.feature_channels, ")");
       });
+  m.attr("BatchNormalizationDescriptor") = m.attr("NormalizationDescriptor");  // MPS's name for the same kind
 }
 
 std::pair<int, int> to_pair(const py::handle& v, const char* what) {

@@ -209,18 +209,23 @@ void init_data_source(py::module_& m) {
       "Parameters from arrays or initializers. Convolutions and matrices: weights as an array "
       "(O, I/groups, kh, kw), (rows, columns) or an initializer 'he', 'glorot', 'zeros'; biases "
       "'zeros', an array or None. Any kind: tensors={name: array} (normalizations: gamma, beta, "
-      "mean, variance; 1, 0, 0 and 1 where not given).")
+      "mean, variance; 1, 0, 0 and 1 where not given). frozen: tensor names the optimizer skips.")
       .def(py::init([](const ParameterDescriptor& d, const py::object& weights, const py::object& biases,
-                       const std::string& label, uint64_t seed, const py::object& optimizer, const py::object& tensors) {
+                       const std::string& label, uint64_t seed, const py::object& optimizer, const py::object& tensors,
+                       const std::vector<std::string>& frozen) {
              const std::string name = label.empty() ? "data source" : label;
              validate(d, name);
              auto ds = std::make_shared<ArrayDataSource>(d, initial_tensors(d, weights, biases, tensors, seed, name), label);
              if (!optimizer.is_none()) ds->set_optimizer(hold_python<Optimizer>(optimizer, "Optimizer"));
+             ds->set_frozen(frozen);
              return ds;
            }),
            py::arg("descriptor"), py::arg("weights") = "he", py::arg("biases") = "zeros",
            py::arg("label") = "", py::arg("seed") = 0, py::arg("optimizer") = py::none(),
-           py::arg("tensors") = py::none())
+           py::arg("tensors") = py::none(), py::arg("frozen") = std::vector<std::string>{})
+      .def_property("frozen", &ArrayDataSource::frozen, &ArrayDataSource::set_frozen,
+                    "Names of trained tensors the optimizer leaves as they are (a batch norm's gamma); "
+                    "a change restarts the optimizer's state vectors.")
       .def_property("optimizer", &ArrayDataSource::optimizer,
                     [](ArrayDataSource& ds, const py::object& o) { ds.set_optimizer(hold_python<Optimizer>(o, "Optimizer")); },
                     "Updates the weights in training graphs; its state (momentum, velocity, step) lives here.")

@@ -7,6 +7,7 @@
 #include "ops/conv.h"
 #include "ops/dropout.h"
 #include "ops/neuron.h"
+#include "ops/normalization.h"
 #include "ops/pool.h"
 #include "ops/softmax.h"
 
@@ -20,6 +21,14 @@ Padding to_padding(const py::handle& p) {
   return Padding::explicit_(v[0], v[1], v[2], v[3]);
 }
 
+
+// A data source, or a channel count for a new ArrayDataSource of that kind's defaults.
+std::shared_ptr<DataSource> normalization_source(const py::object& parameters) {
+  if (!py::isinstance<py::int_>(parameters)) return hold_data_source(parameters);
+  const NormalizationDescriptor d{parameters.cast<int>()};
+  d.validate("normalization");
+  return std::make_shared<ArrayDataSource>(d, std::vector<std::vector<float>>(tensor_specs(d).size()), "");
+}
 
 NeuronDescriptor to_neuron(const py::handle& n, std::optional<float> a, std::optional<float> b) {
   if (py::isinstance<NeuronDescriptor>(n)) return n.cast<NeuronDescriptor>();
@@ -102,6 +111,28 @@ void init_nodes(py::module_& m) {
                                                std::move(label));
            }),
            py::arg("source"), py::arg("weights"), py::arg("label") = "");
+
+  py::class_<BatchNormalizationNode, FilterNode, std::shared_ptr<BatchNormalizationNode>>(
+      m, "BatchNormalization",
+      "y = gamma·(x − mean)/sqrt(var + epsilon) + beta per channel. Training graphs use the batch's "
+      "mean and variance over N×H×W and, after each step, move the running ones toward them: "
+      "running ← (1 − momentum)·running + momentum·batch (the variance unbiased), as PyTorch does; "
+      "inference graphs use the running ones.")
+      .def(py::init([](const py::object& src, const py::object& parameters, float epsilon, float momentum,
+                       std::string label) {
+             return BatchNormalizationNode::create(to_image_node(src, BatchNormalizationNode::kKind),
+                                                   normalization_source(parameters), epsilon, momentum,
+                                                   std::move(label));
+           }),
+           py::arg("source"), py::arg("parameters"), py::arg("epsilon") = 1e-5f, py::arg("momentum") = 0.1f,
+           py::arg("label") = "",
+           "parameters: a data source of a NormalizationDescriptor (gamma, beta, mean, variance), or the "
+           "channel count for an ArrayDataSource holding 1, 0, 0 and 1.")
+      .def_property_readonly("epsilon", &BatchNormalizationNode::epsilon, "Added to the variance before its square root.")
+      .def_property_readonly("momentum", &BatchNormalizationNode::momentum,
+                             "How far each training step moves the running statistics toward the batch's.")
+      .def_property_readonly("feature_channels", &BatchNormalizationNode::feature_channels,
+                             "Channels normalized, as its data source describes.");
 
   py::class_<PoolingNode, FilterNode, std::shared_ptr<PoolingNode>>(m, "Pooling")
       .def(py::init([](const py::object& src, const std::string& mode, const py::object& kernel,

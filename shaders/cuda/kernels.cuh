@@ -30,6 +30,18 @@ void bias_neuron(cudaStream_t s, float* x, size_t count, int channels, int hw, c
 void neuron(cudaStream_t s, const float* in, float* out, size_t count, const NeuronDescriptor& neuron);
 void neuron_gradient(cudaStream_t s, const float* v, const float* dy, float* dx, size_t count,
                      const NeuronDescriptor& neuron);
+// Batch normalization, NCHW. With stats (5·c floats: mean, inverse deviation, variance, two
+// sums) the batch's statistics are computed into it and used; without, mean and var. partial
+// holds 2·c·batch_norm_chunks(n, c, hw) floats.
+int batch_norm_chunks(int n, int c, int hw);
+void batch_norm_forward(cudaStream_t s, const float* x, const float* gamma, const float* beta, const float* mean,
+                        const float* var, float* stats, float* partial, float epsilon, const NeuronDescriptor& neuron,
+                        float* y, int n, int c, int hw);
+// dgamma and dbeta are written; dx (may be null) from them.
+void batch_norm_gradient(cudaStream_t s, const float* x, const float* dy, const float* gamma, const float* stats,
+                         float* partial, float* dx, float* dgamma, float* dbeta, int n, int c, int hw);
+void batch_norm_statistics(cudaStream_t s, float momentum, float unbias, const float* stats, float* mean, float* var,
+                           int c);
 // The mask comes from (seed, *step): step is read on the device, so captures see each encode's.
 void dropout(cudaStream_t s, const float* in, float* out, size_t count, float keep, uint64_t seed,
              const uint64_t* step);

@@ -18,7 +18,7 @@ size_t WeightsState::parameter_count() const {
 ArrayDataSource::ArrayDataSource(ParameterDescriptor descriptor, std::vector<std::vector<float>> tensors,
                                  std::string label)
     : descriptor_(std::move(descriptor)), specs_(tensor_specs(descriptor_)), values_(std::move(tensors)),
-      label_(std::move(label)), default_label_(label_.empty()) {
+      frozen_(specs_.size(), false), label_(std::move(label)), default_label_(label_.empty()) {
   const std::string name = label_.empty() ? kind_name(descriptor_) : label_;
   validate(descriptor_, name);
   if (values_.size() != specs_.size())
@@ -29,6 +29,7 @@ ArrayDataSource::ArrayDataSource(ParameterDescriptor descriptor, std::vector<std
     if (!values_[i].empty() && values_[i].size() != t.count())
       fail("[", name, "] ", t.name, " hold ", values_[i].size(), " values, expected ", t.count(), " (",
            describe(descriptor_), ")");
+    check_values(t, values_[i], "[" + name + "]");
   }
 }
 
@@ -128,8 +129,7 @@ void ArrayDataSource::set_values(std::vector<std::vector<float>> tensors) {
   for (size_t i = 0; i < tensors.size(); ++i) {
     if (tensors[i].size() != values_[i].size())
       fail("[", label_, "] ", specs_[i].name, " hold ", tensors[i].size(), " values, expected ", values_[i].size());
-    for (float v : tensors[i])
-      if (!std::isfinite(v)) fail("[", label_, "] ", specs_[i].name, " hold NaN or inf");
+    check_values(specs_[i], tensors[i], "[" + label_ + "]");
   }
   values_ = std::move(tensors);
   host_changes_ = ++changes_;
@@ -226,13 +226,35 @@ void ArrayDataSource::prepare_slots(const WeightsState& w) {
   pending_slots_.clear();
 }
 
+void ArrayDataSource::set_frozen(const std::vector<std::string>& names) {
+  std::vector<bool> frozen(specs_.size(), false);
+  for (const std::string& name : names) {
+    const size_t i = tensor_index(descriptor_, name, label_);
+    if (!specs_[i].trained) fail("[", label_, "] ", name, " is a statistic, which no optimizer trains");
+    frozen[i] = true;
+  }
+  if (frozen == frozen_) return;
+  frozen_ = std::move(frozen);
+  state_.slots.clear();
+  pending_slots_.clear();
+}
+
+std::vector<std::string> ArrayDataSource::frozen() const {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < specs_.size(); ++i)
+    if (frozen_[i]) out.push_back(specs_[i].name);
+  return out;
+}
+
+void ArrayDataSource::changed_on_device(const WeightsState& w) {
+  Copy* c = copy_on(w.tensors.at(0)->device());
+  if (c && c->values.tensors == w.tensors) c->changes = ++changes_;
+}
+
 std::vector<TensorUpdate> ArrayDataSource::prepare_update(const GradientState& gradient, WeightsState& w) {
   prepare_slots(w);
-  const Device device = w.tensors.at(0)->device();
   ++state_.step;
-  // The values change on this device: the other copies and the host arrays are older now.
-  Copy* c = copy_on(device);
-  if (c && c->values.tensors == w.tensors) c->changes = ++changes_;
+  changed_on_device(w);
   std::vector<TensorUpdate> out;
   for (size_t i = 0; i < specs_.size(); ++i) {
     if (!slotted(i) || i >= gradient.tensors.size() || !gradient.tensors[i]) continue;
@@ -325,8 +347,7 @@ std::vector<float> read_tensor(DataSource& source, const TensorSpec& spec, const
     fail("[", node, "] data source '", source.label(), "' returned ", v.count, " ", spec.name, ", expected ",
          spec.count(), " (", describe(d), ")");
   std::vector<float> out = to_float(v);
-  for (float x : out)
-    if (!std::isfinite(x)) fail("[", node, "] data source '", source.label(), "' ", spec.name, " hold NaN or inf");
+  check_values(spec, out, cat("[", node, "] data source '", source.label(), "'"));
   if (want.shape != spec.shape) out = ohwi_to_oihw(out, std::get<ConvolutionDescriptor>(d));
   return out;
 }

@@ -1,6 +1,8 @@
 // The tensors each layer kind's data source supplies.
 #include "nngraph/parameters.h"
 
+#include <cmath>
+
 #include "nngraph/error.h"
 
 namespace nngraph {
@@ -40,7 +42,7 @@ std::vector<TensorSpec> tensor_specs(const NormalizationDescriptor& d) {
   return {{"gamma", c, false, true, 1.f},
           {"beta", c, false, true, 0.f},
           {"mean", c, false, false, 0.f},
-          {"variance", c, false, false, 1.f}};
+          {"variance", c, false, false, 1.f, true}};
 }
 
 std::vector<TensorSpec> tensor_specs(const ParameterDescriptor& d) {
@@ -89,6 +91,13 @@ std::string shape_text(const std::vector<int64_t>& s) {
   std::string out = "(";
   for (size_t k = 0; k < s.size(); ++k) out += cat(k ? ", " : "", s[k]);
   return out + (s.size() == 1 ? ",)" : ")");
+}
+
+void check_values(const TensorSpec& spec, const std::vector<float>& values, const std::string& who) {
+  for (float v : values) {
+    if (!std::isfinite(v)) fail(who, " ", spec.name, " hold NaN or inf");
+    if (spec.non_negative && v < 0.f) fail(who, " ", spec.name, " hold ", v, ", below zero");
+  }
 }
 
 }  // namespace nngraph

@@ -67,6 +67,28 @@ void StepRunner::check_finite(const std::vector<Image>& losses, const std::vecto
           fail<DeviceError>("[", f->label(), "] weight gradient is NaN or infinite; no weights were updated");
 }
 
+void StepRunner::make_batch_states(const Plan& plan) {
+  if (!structure_.training) return;
+  for (const Step& st : structure_.steps) {
+    if (st.node->is_gradient()) continue;
+    std::vector<ImageShape> ins;
+    for (int id : st.inputs) ins.push_back(plan.shapes[id]);
+    const size_t bytes = st.node->batch_state_size(ins) * sizeof(float);
+    if (!bytes) continue;
+    auto& b = batch_states_[st.node];
+    if (b && b->bytes() >= bytes) continue;
+    captures_.clear();  // they hold the old buffer
+    b = backend_.allocate(bytes);
+  }
+}
+
+void StepRunner::note_commits(Parameters& wm) const {
+  for (const auto& [node, buffer] : batch_states_)
+    for (const WeightSource& ws : node->weight_sources())
+      if (auto* array = dynamic_cast<ArrayDataSource*>(ws.source))
+        for (const WeightsState& w : wm.of.at(node)) array->changed_on_device(w);
+}
+
 std::vector<Image> StepRunner::run(const Plan& plan, Parameters& wm, const std::vector<Image>& src,
                                    const std::vector<LossLabels>& labels, uint64_t step, const Rates& rates,
                                    Options options, std::vector<Image>& losses) {
@@ -103,6 +125,7 @@ std::vector<Image> StepRunner::run(const Plan& plan, Parameters& wm, const std::
     gradients_for(trained.back(), wm.of.at(trained.back()));
   }
   const auto others = host_updates(trained);
+  make_batch_states(plan);
   Profile profile(backend_);
   // A step whose sources update themselves on the host is not captured: it must undo them on failure.
   Replay* r = backend_.can_capture() && all_float && !options.check_numerics && !profile.on() && others.empty()
@@ -134,23 +157,35 @@ std::vector<Image> StepRunner::run(const Plan& plan, Parameters& wm, const std::
     out.push_back(Image::allocate(t[res].descriptor(), device_));
     copies_out.push_back({out.back().data(), t[res].data(), t[res].descriptor().bytes()});
   }
+  const Image none;
+  auto args_of = [&](const Step& st, std::vector<const Image*>& ins) {
+    for (int id : st.inputs) ins.push_back(&t[id]);
+    const FilterNode* owner = st.node->trains() ? st.node->trains() : st.node;
+    auto w = wm.of.find(owner);
+    auto batch = batch_states_.find(owner);
+    const Image* loss = nullptr;
+    for (size_t i = 0; i < s.losses.size(); ++i)
+      if (s.losses[i].node == st.node) loss = &loss_out[i];
+    EncodeArgs a{backend_, ins, st.output_needed ? t[st.output] : none,
+                 w == wm.of.end() ? nullptr : w->second.data(),
+                 st.trains_weights ? gradients_.at(owner).data() : nullptr, st.fused,
+                 counter, loss, options.allow_tf32, st.state >= 0 ? &t[st.state] : nullptr, s.training};
+    a.batch_state = batch == batch_states_.end() ? nullptr : batch->second.get();
+    return a;
+  };
   auto run = [&] {
-    const Image none;
     for (size_t k = 0; k < s.steps.size(); ++k) {
-      const Step& st = s.steps[k];
       if (plan.passes[k]) continue;
       std::vector<const Image*> ins;
-      for (int id : st.inputs) ins.push_back(&t[id]);
-      const FilterNode* owner = st.node->trains() ? st.node->trains() : st.node;
-      auto w = wm.of.find(owner);
-      const Image* loss = nullptr;
-      for (size_t i = 0; i < s.losses.size(); ++i)
-        if (s.losses[i].node == st.node) loss = &loss_out[i];
-      st.node->encode(EncodeArgs{backend_, ins, st.output_needed ? t[st.output] : none,
-                                 w == wm.of.end() ? nullptr : w->second.data(),
-                                 st.trains_weights ? gradients_.at(owner).data() : nullptr, st.fused,
-                                 counter, loss, options.allow_tf32, st.state >= 0 ? &t[st.state] : nullptr, s.training});
-      profile.mark(st.node->label());
+      s.steps[k].node->encode(args_of(s.steps[k], ins));
+      profile.mark(s.steps[k].node->label());
+    }
+  };
+  auto commit = [&] {
+    for (const Step& st : s.steps) {
+      if (st.node->is_gradient() || !batch_states_.count(st.node)) continue;
+      std::vector<const Image*> ins;
+      st.node->encode_commit(args_of(st, ins));
     }
   };
   // The whole step, which a capture records. Without its nodes it is the launches whose
@@ -168,6 +203,7 @@ std::vector<Image> StepRunner::run(const Plan& plan, Parameters& wm, const std::
       // weight and step count as it was.
       if (!updates) prepare_slots(trained, wm);
       apply_host_updates(others, wm, gradients_);
+      commit();
       if (!updates) updates = prepare_builtin(trained, wm, gradients_, rates);
     }
     for (const auto& b : updates->batches) b.optimizer->apply_all(device_, b.tensors, b.descriptor);
@@ -193,6 +229,7 @@ std::vector<Image> StepRunner::run(const Plan& plan, Parameters& wm, const std::
     }
     if (!ran) whole(true);
   }
+  note_commits(wm);
   if (all_half)
     for (int res : s.results) out.push_back(t[res].converted(DType::Float16));
   return out;

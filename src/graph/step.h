@@ -4,6 +4,7 @@
 // applies the data sources' updates, all or nothing.
 #include <cstdint>
 #include <memory>
+#include <unordered_map>
 #include <vector>
 
 #include "graph/capture.h"
@@ -30,12 +31,17 @@ class StepRunner {
  private:
   std::vector<GradientState>& gradients_for(const FilterNode* forward, const std::vector<WeightsState>& ws);
   void check_finite(const std::vector<Image>& losses, const std::vector<const FilterNode*>& trained);
+  // The batch states of the plan's nodes (made before any capture, kept across steps).
+  void make_batch_states(const Plan& plan);
+  // Marks the parameters that commits changed on the device as newer than other copies.
+  void note_commits(Parameters& wm) const;
 
   const Structure& structure_;
   Backend& backend_;
   Device device_;
   std::shared_ptr<Buffer> arena_;
   Gradients gradients_;
+  std::unordered_map<const FilterNode*, std::shared_ptr<Buffer>> batch_states_;
   CaptureCache captures_;
   std::shared_ptr<Buffer> step_counter_;  // in the backend's memory: dropout reads it
 };

@@ -2,6 +2,7 @@
 #ifdef NNGRAPH_HAVE_CUDA
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -21,6 +22,7 @@
 #include "ops/dropout.h"
 #include "ops/loss.h"
 #include "ops/neuron.h"
+#include "ops/normalization.h"
 #include "ops/pool.h"
 #include "ops/softmax.h"
 
@@ -389,6 +391,45 @@ TEST_F(CudaVsCpu, PoolingNeuronSoftmaxDropoutAndChannels) {
   near(host(sg), xv, 0.f);
   Image half = xg.converted(DType::Float16);
   near(host(half.converted(DType::Float32)), host(xc.converted(DType::Float16).converted(DType::Float32)), 0.f);
+}
+
+// Large planes split into chunks per channel, and one value per plane (after a fully
+// connected layer) summed down columns.
+TEST_F(CudaVsCpu, BatchNormalizationPassesAndStatistics) {
+  for (const auto& [n, c, h, w] : {std::array<int, 4>{64, 8, 28, 28}, std::array<int, 4>{300, 70, 1, 1}}) {
+    const size_t count = static_cast<size_t>(n) * c * h * w;
+    auto xv = random(count, 2.f);
+    for (size_t i = 0; i < count; ++i) xv[i] += 3.f;  // off-centre: sums of squares must not cancel
+    auto [xc, xg] = pair(n, {c, h, w}, xv);
+    const auto gamma = random(c), beta = random(c), mean = random(c);
+    std::vector<float> var(c, 0.7f), bc(kBatchNormStatistics * c, 0.f);
+    const auto gg = on_gpu(gamma), bg = on_gpu(beta), mg = on_gpu(mean), vg = on_gpu(var), sg = on_gpu(bc);
+    for (bool training : {false, true}) {
+      auto [yc, yg] = empty(n, {c, h, w});
+      const auto relu = NeuronDescriptor::make(NeuronType::ReLU);
+      dispatch<BatchNormalizationKernel>(cpu(), 1e-5f, xc, t(gamma), t(beta), t(mean), t(var),
+                                         training ? t(bc) : Tensor(), relu, yc);
+      dispatch<BatchNormalizationKernel>(gpu(), 1e-5f, xg, t(gg), t(bg), t(mg), t(vg), training ? t(sg) : Tensor(),
+                                         relu, yg);
+      near(host(yc), host(yg), 2e-4f);
+    }
+    const auto sh = host(sg);  // mean, inverse deviation, variance
+    near(std::vector<float>(bc.begin(), bc.begin() + 3 * c), std::vector<float>(sh.begin(), sh.begin() + 3 * c), 1e-4f);
+    auto [dyc, dyg] = pair(n, {c, h, w}, random(count));
+    auto [dxc, dxg] = empty(n, {c, h, w});
+    std::vector<float> dgc(c), dbc(c);
+    const auto dgg = on_gpu(dgc), dbg = on_gpu(dbc);
+    dispatch<BatchNormalizationGradientKernel>(cpu(), xc, dyc, t(gamma), t(bc), dxc, t(dgc), t(dbc));
+    dispatch<BatchNormalizationGradientKernel>(gpu(), xg, dyg, t(gg), t(sg), dxg, t(dgg), t(dbg));
+    near(dgc, host(dgg), 1e-3f);
+    near(dbc, host(dbg), 1e-3f);
+    near(host(dxc), host(dxg), 1e-3f);
+    auto mc = mean, vc = var;
+    dispatch<BatchNormalizationStatisticsKernel>(cpu(), 0.1f, 1.01f, t(bc), t(mc), t(vc));
+    dispatch<BatchNormalizationStatisticsKernel>(gpu(), 0.1f, 1.01f, t(sg), t(mg), t(vg));
+    near(mc, host(mg), 1e-5f);
+    near(vc, host(vg), 1e-5f);
+  }
 }
 
 TEST_F(CudaVsCpu, LossesAndOptimizers) {

@@ -14,6 +14,13 @@ def conv_weights(o, c, kh, kw, seed, neuron=None):
     return ng.ArrayDataSource(d, seed=seed)
 
 
+def norm_tensors(c, seed=3):
+    rng = np.random.default_rng(seed)
+    return ng.ArrayDataSource(ng.NormalizationDescriptor(c), tensors={
+        "gamma": rng.uniform(0.5, 1.5, c), "beta": rng.standard_normal(c),
+        "mean": rng.standard_normal(c), "variance": rng.uniform(0.5, 2, c)})
+
+
 def forward_and_gradients(node, dy):
     """The node's result and the gradient of each of its sources, for upstream gradient dy."""
     return [node.result_image] + [g.result_image for g in node.gradient_filters(dy)]
@@ -70,6 +77,10 @@ CASES = {
     "MatrixCopyToImageNode": (lambda s: forward_and_gradients(
         ng.MatrixCopyToImageNode(s["x"], (3, 2, 4), "hwc"), s["dy"]),
         image_feeds((2, 24, 1, 1), (2, 3, 2, 4))),
+    "BatchNormalization": (lambda s: forward_and_gradients(ng.Neuron(ng.BatchNormalization(s["x"], norm_tensors(3)),
+                                                                     "relu"), s["dy"])
+                           + forward_and_gradients(ng.BatchNormalization(s["x"], norm_tensors(3)), s["dy"]),
+                           image_feeds((3, 3, 5, 7), (3, 3, 5, 7))),
     "Loss": (loss_build, lambda rng: {"x": rng.standard_normal((3, 4, 2, 2))}),
 }
 
@@ -80,6 +91,7 @@ TRAINABLE = {
     "Convolution": (lambda x: ng.Convolution(x, conv_weights(5, 3, 3, 3, 1, "tanh"), padding="same"), (2, 3, 7, 6)),
     "FullyConnected": (lambda x: ng.FullyConnected(x, conv_weights(4, 3, 5, 5, 2, "sigmoid")), (3, 3, 5, 5)),
     "RNN": (lambda x: ng.RNN(x, [ng.LSTM(3, 4, seed=5), ng.GRU(4, 2, seed=6)]), (2, 3, 1, 7)),
+    "BatchNormalization": (lambda x: ng.Neuron(ng.BatchNormalization(x, norm_tensors(3)), "tanh"), (4, 3, 5, 6)),
 }
 
 
@@ -137,13 +149,14 @@ def test_a_training_step_matches_the_cpu_backend(kind, device):
     before, want = training_step(kind, "cpu")
     _, got = training_step(kind, device)
     assert sorted(got) == sorted(want)
-    assert all(np.abs(want[label]["weights"] - before[label]["weights"]).max() > 1e-4 for label in want)
     for label in want:
-        for part in ("weights", "biases"):
-            if want[label][part] is None:
+        first = next(iter(want[label]))  # weights or gamma: trained
+        assert np.abs(want[label][first] - before[label][first]).max() > 1e-4
+        for part, value in want[label].items():
+            if value is None:
                 assert got[label][part] is None
             else:
-                np.testing.assert_allclose(got[label][part], want[label][part], rtol=2e-4, atol=2e-5)
+                np.testing.assert_allclose(got[label][part], value, rtol=2e-4, atol=2e-5)
 
 
 @pytest.mark.parametrize("device", DEVICES)

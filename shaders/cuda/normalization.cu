@@ -1,0 +1,204 @@
+// Batch normalization (NCHW): per-channel sums in two stages (blocks over chunks of images,
+// then one thread per channel in double), and one elementwise pass that applies them.
+#include "common.cuh"
+#include "kernels.cuh"
+
+namespace nngraph::cuda {
+namespace {
+
+// The two per-channel sums each pass needs, of a value pair per element.
+struct MomentTerms {  // forward: (x − shift) and its square; shift is the channel's first value
+  const float* x;
+  __device__ float2 operator()(size_t at, float shift) const {
+    const float d = x[at] - shift;
+    return {d, d * d};
+  }
+};
+struct GradientTerms {  // backward: dy and dy·(x − mean)
+  const float* x;
+  const float* dy;
+  __device__ float2 operator()(size_t at, float mean) const {
+    const float g = dy[at];
+    return {g, g * (x[at] - mean)};
+  }
+};
+
+// The forward shift, or the backward mean, of channel ch.
+__device__ float centre_of(const float* x, const float* stats, int ch, int hw, bool forward) {
+  return forward ? x[static_cast<size_t>(ch) * hw] : stats[ch];
+}
+
+// Stage 1, planes: block (channel, chunk) sums over its images' planes of that channel.
+template <class T>
+__global__ void plane_partial_kernel(T terms, const float* x, const float* stats, bool forward, float* partial, int n,
+                                     int c, int hw, int chunks) {
+  const int ch = blockIdx.x, chunk = blockIdx.y;
+  const float centre = centre_of(x, stats, ch, hw, forward);
+  const int n0 = static_cast<int>(static_cast<long>(n) * chunk / chunks);
+  const int n1 = static_cast<int>(static_cast<long>(n) * (chunk + 1) / chunks);
+  float a = 0.f, b = 0.f;
+  for (int img = n0; img < n1; ++img) {
+    const size_t base = (static_cast<size_t>(img) * c + ch) * hw;
+    for (int i = threadIdx.x; i < hw; i += blockDim.x) {
+      const float2 t = terms(base + i, centre);
+      a += t.x;
+      b += t.y;
+    }
+  }
+  a = block_sum(a);
+  b = block_sum(b);
+  if (threadIdx.x == 0) {
+    partial[2 * (static_cast<size_t>(chunk) * c + ch)] = a;
+    partial[2 * (static_cast<size_t>(chunk) * c + ch) + 1] = b;
+  }
+}
+
+// Stage 1, one value per plane (after a fully connected layer): a thread per channel over a
+// chunk of rows, coalesced across channels.
+template <class T>
+__global__ void column_partial_kernel(T terms, const float* x, const float* stats, bool forward, float* partial, int n,
+                                      int c, int chunks) {
+  const int ch = blockIdx.x * blockDim.x + threadIdx.x, chunk = blockIdx.y;
+  if (ch >= c) return;
+  const float centre = centre_of(x, stats, ch, 1, forward);
+  const int r0 = static_cast<int>(static_cast<long>(n) * chunk / chunks);
+  const int r1 = static_cast<int>(static_cast<long>(n) * (chunk + 1) / chunks);
+  float a = 0.f, b = 0.f;
+  for (int r = r0; r < r1; ++r) {
+    const float2 t = terms(static_cast<size_t>(r) * c + ch, centre);
+    a += t.x;
+    b += t.y;
+  }
+  partial[2 * (static_cast<size_t>(chunk) * c + ch)] = a;
+  partial[2 * (static_cast<size_t>(chunk) * c + ch) + 1] = b;
+}
+
+template <class T>
+void partial_sums(cudaStream_t s, T terms, const float* x, const float* stats, bool forward, float* partial, int n,
+                  int c, int hw, int chunks) {
+  if (hw == 1)
+    column_partial_kernel<<<dim3((c + kThreads - 1) / kThreads, chunks), kThreads, 0, s>>>(terms, x, stats, forward,
+                                                                                          partial, n, c, chunks);
+  else
+    plane_partial_kernel<<<dim3(c, chunks), kThreads, 0, s>>>(terms, x, stats, forward, partial, n, c, hw, chunks);
+}
+
+// Stage 2, forward: mean, 1/sqrt(var + eps) and var per channel.
+__global__ void moments_kernel(const float* x, const float* partial, int chunks, int c, int hw, double count,
+                               float epsilon, float* stats) {
+  const int ch = blockIdx.x * blockDim.x + threadIdx.x;
+  if (ch >= c) return;
+  double a = 0, b = 0;
+  for (int k = 0; k < chunks; ++k) {
+    a += partial[2 * (static_cast<size_t>(k) * c + ch)];
+    b += partial[2 * (static_cast<size_t>(k) * c + ch) + 1];
+  }
+  const double d = a / count;  // mean − shift
+  const double var = fmax(b / count - d * d, 0.0);
+  stats[ch] = static_cast<float>(x[static_cast<size_t>(ch) * hw] + d);
+  stats[c + ch] = static_cast<float>(1.0 / sqrt(var + epsilon));
+  stats[2 * c + ch] = static_cast<float>(var);
+}
+
+// Stage 2, backward: dgamma = Σdy·(x − mean)·inv, dbeta = Σdy.
+__global__ void gradient_totals_kernel(const float* partial, int chunks, int c, const float* stats, float* dgamma,
+                                       float* dbeta) {
+  const int ch = blockIdx.x * blockDim.x + threadIdx.x;
+  if (ch >= c) return;
+  double a = 0, b = 0;
+  for (int k = 0; k < chunks; ++k) {
+    a += partial[2 * (static_cast<size_t>(k) * c + ch)];
+    b += partial[2 * (static_cast<size_t>(k) * c + ch) + 1];
+  }
+  dbeta[ch] = static_cast<float>(a);
+  dgamma[ch] = static_cast<float>(b * stats[c + ch]);
+}
+
+// y = neuron(x·scale + shift); scale and shift per channel from the batch statistics or the
+// running ones.
+template <class I, class F>
+__global__ void normalize_kernel(const float* x, float* y, I count, unsigned c, unsigned hw, const float* gamma,
+                                 const float* beta, const float* mean, const float* var, const float* stats,
+                                 float epsilon, F neuron) {
+  NNGRAPH_GRID_LOOP_T(I, i, count) {
+    const unsigned ch = static_cast<unsigned>((i / hw) % c);
+    const float inv = stats ? stats[c + ch] : rsqrtf(var[ch] + epsilon);
+    const float mu = stats ? stats[ch] : mean[ch];
+    const float scale = gamma[ch] * inv;
+    y[i] = neuron(x[i] * scale + (beta[ch] - mu * scale));
+  }
+}
+
+// dx = k·dy + kx·(x − mean) + k0 per channel (BatchNormalizationGradientKernel's formula).
+template <class I>
+__global__ void input_gradient_kernel(const float* x, const float* dy, float* dx, I count, unsigned c, unsigned hw,
+                                      const float* gamma, const float* stats, const float* dgamma, const float* dbeta,
+                                      float inv_count) {
+  NNGRAPH_GRID_LOOP_T(I, i, count) {
+    const unsigned ch = static_cast<unsigned>((i / hw) % c);
+    const float inv = stats[c + ch], k = gamma[ch] * inv;
+    dx[i] = k * (dy[i] - (dbeta[ch] + (x[i] - stats[ch]) * inv * dgamma[ch]) * inv_count);
+  }
+}
+
+__global__ void statistics_kernel(float momentum, float unbias, const float* stats, float* mean, float* var, int c) {
+  const int ch = blockIdx.x * blockDim.x + threadIdx.x;
+  if (ch >= c) return;
+  mean[ch] += momentum * (stats[ch] - mean[ch]);
+  if (unbias > 0.f) var[ch] += momentum * (stats[2 * c + ch] * unbias - var[ch]);
+}
+
+unsigned channel_blocks(int c) { return static_cast<unsigned>((c + kThreads - 1) / kThreads); }
+
+}  // namespace
+
+int batch_norm_chunks(int n, int c, int hw) {
+  // Planes: enough blocks to fill the device (8 per multiprocessor); rows: about 16 per chunk.
+  const int want = hw == 1 ? (n + 15) / 16 : (8 * multiprocessors() + c - 1) / std::max(1, c);
+  return std::max(1, std::min({n, want, 1024}));
+}
+
+void batch_norm_forward(cudaStream_t s, const float* x, const float* gamma, const float* beta, const float* mean,
+                        const float* var, float* stats, float* partial, float epsilon, const NeuronDescriptor& nd,
+                        float* y, int n, int c, int hw) {
+  if (stats) {
+    const int chunks = batch_norm_chunks(n, c, hw);
+    partial_sums(s, MomentTerms{x}, x, stats, true, partial, n, c, hw, chunks);
+    moments_kernel<<<channel_blocks(c), kThreads, 0, s>>>(x, partial, chunks, c, hw, static_cast<double>(n) * hw,
+                                                          epsilon, stats);
+  }
+  const size_t count = static_cast<size_t>(n) * c * hw;
+  with_neuron(nd, [&](auto neuron) {
+    with_index_type(count, [&](auto index) {
+      using I = decltype(index);
+      normalize_kernel<<<blocks_for(count), kThreads, 0, s>>>(x, y, static_cast<I>(count), c, hw, gamma, beta, mean,
+                                                              var, stats, epsilon, neuron);
+    });
+  });
+  check_launch("batch_normalization");
+}
+
+void batch_norm_gradient(cudaStream_t s, const float* x, const float* dy, const float* gamma, const float* stats,
+                         float* partial, float* dx, float* dgamma, float* dbeta, int n, int c, int hw) {
+  const int chunks = batch_norm_chunks(n, c, hw);
+  partial_sums(s, GradientTerms{x, dy}, x, stats, false, partial, n, c, hw, chunks);
+  gradient_totals_kernel<<<channel_blocks(c), kThreads, 0, s>>>(partial, chunks, c, stats, dgamma, dbeta);
+  if (dx) {
+    const size_t count = static_cast<size_t>(n) * c * hw;
+    with_index_type(count, [&](auto index) {
+      using I = decltype(index);
+      input_gradient_kernel<<<blocks_for(count), kThreads, 0, s>>>(x, dy, dx, static_cast<I>(count), c, hw, gamma,
+                                                                   stats, dgamma, dbeta,
+                                                                   static_cast<float>(1.0 / (static_cast<double>(n) * hw)));
+    });
+  }
+  check_launch("batch_normalization_gradient");
+}
+
+void batch_norm_statistics(cudaStream_t s, float momentum, float unbias, const float* stats, float* mean, float* var,
+                           int c) {
+  statistics_kernel<<<channel_blocks(c), kThreads, 0, s>>>(momentum, unbias, stats, mean, var, c);
+  check_launch("batch_normalization_statistics");
+}
+
+}  // namespace nngraph::cuda

@@ -1,0 +1,145 @@
+// Batch normalization on the cpu: threads take channels; each channel's N rows of H·W values
+// are summed in float lanes and accumulated in double.
+#include <cmath>
+
+#include "backends/cpu/cpu_backend.h"
+#include "ops/normalization.h"
+
+namespace nngraph {
+namespace {
+
+// Σ (x[i] − shift)^power, power 1 or 2, in eight float lanes so the loop vectorizes.
+template <int Power>
+double lane_sum(const float* __restrict x, size_t n, float shift) {
+  float lanes[8] = {};
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int k = 0; k < 8; ++k) {
+      const float d = x[i + k] - shift;
+      lanes[k] += Power == 1 ? d : d * d;
+    }
+  double s = 0;
+  for (; i < n; ++i) {
+    const double d = x[i] - shift;
+    s += Power == 1 ? d : d * d;
+  }
+  for (float l : lanes) s += l;
+  return s;
+}
+
+// Σ dy and Σ dy·(x − mean) over a row.
+void gradient_sums(const float* __restrict x, const float* __restrict dy, size_t n, float mean, double& sdy,
+                   double& sdyx) {
+  float a[8] = {}, b[8] = {};
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int k = 0; k < 8; ++k) {
+      a[k] += dy[i + k];
+      b[k] += dy[i + k] * (x[i + k] - mean);
+    }
+  for (; i < n; ++i) {
+    sdy += dy[i];
+    sdyx += static_cast<double>(dy[i]) * (x[i] - mean);
+  }
+  for (int k = 0; k < 8; ++k) {
+    sdy += a[k];
+    sdyx += b[k];
+  }
+}
+
+struct Layout {
+  int n, c;
+  size_t hw;
+  explicit Layout(const Tensor& x) : n(x.batch()), c(x.shape().c), hw(static_cast<size_t>(x.shape().h) * x.shape().w) {}
+  size_t row(int image, int channel) const { return (static_cast<size_t>(image) * c + channel) * hw; }
+};
+
+void batch_normalization(Backend& backend, float epsilon, const Tensor& xt, const Tensor& gamma, const Tensor& beta,
+                         const Tensor& mean, const Tensor& variance, const Tensor& batch, const NeuronDescriptor& neuron,
+                         const Tensor& yt) {
+  const Layout l(xt);
+  const float* x = xt.data_as<const float>();
+  float* y = yt.data_as<float>();
+  const float* g = gamma.data_as<const float>();
+  const float* b = beta.data_as<const float>();
+  float* stats = batch ? batch.data_as<float>() : nullptr;
+  const double m = static_cast<double>(l.n) * l.hw;
+  pool_of(backend).parallel_for(l.c, [&](size_t c0, size_t c1) {
+    for (int c = static_cast<int>(c0); c < static_cast<int>(c1); ++c) {
+      float mu, var;
+      if (stats) {
+        double s = 0;
+        for (int i = 0; i < l.n; ++i) s += lane_sum<1>(x + l.row(i, c), l.hw, 0.f);
+        mu = static_cast<float>(s / m);
+        double q = 0;  // two passes: no cancellation in E[x²] − E[x]²
+        for (int i = 0; i < l.n; ++i) q += lane_sum<2>(x + l.row(i, c), l.hw, mu);
+        var = static_cast<float>(q / m);
+        stats[c] = mu;
+        stats[l.c + c] = 1.f / std::sqrt(var + epsilon);
+        stats[2 * l.c + c] = var;
+      } else {
+        mu = mean.data_as<const float>()[c];
+        var = variance.data_as<const float>()[c];
+      }
+      const float scale = g[c] / std::sqrt(var + epsilon), shift = b[c] - mu * scale;
+      for (int i = 0; i < l.n; ++i) {
+        const float* xr = x + l.row(i, c);
+        float* yr = y + l.row(i, c);
+        for (size_t k = 0; k < l.hw; ++k) yr[k] = xr[k] * scale + shift;
+        if (neuron.type != NeuronType::None) bias_neuron(yr, l.hw, nullptr, neuron);
+      }
+    }
+  });
+}
+
+void batch_normalization_gradient(Backend& backend, const Tensor& xt, const Tensor& dyt, const Tensor& gamma,
+                                  const Tensor& batch, const Tensor& dxt, const Tensor& dgamma, const Tensor& dbeta) {
+  const Layout l(xt);
+  const float* x = xt.data_as<const float>();
+  const float* dy = dyt.data_as<const float>();
+  const float* g = gamma.data_as<const float>();
+  float* stats = batch.data_as<float>();
+  float* dg = dgamma ? dgamma.data_as<float>() : stats + 3 * l.c;
+  float* db = dbeta ? dbeta.data_as<float>() : stats + 4 * l.c;
+  float* dx = dxt ? dxt.data_as<float>() : nullptr;
+  const double m = static_cast<double>(l.n) * l.hw;
+  pool_of(backend).parallel_for(l.c, [&](size_t c0, size_t c1) {
+    for (int c = static_cast<int>(c0); c < static_cast<int>(c1); ++c) {
+      const float mu = stats[c], inv = stats[l.c + c];
+      double sdy = 0, sdyx = 0;
+      for (int i = 0; i < l.n; ++i) gradient_sums(x + l.row(i, c), dy + l.row(i, c), l.hw, mu, sdy, sdyx);
+      dg[c] = static_cast<float>(sdyx * inv);
+      db[c] = static_cast<float>(sdy);
+      if (!dx) continue;
+      // dx = k·dy + kx·(x − mean) + k0
+      const float k = g[c] * inv;
+      const float kx = static_cast<float>(-g[c] * inv * inv * inv * sdyx / m);
+      const float k0 = static_cast<float>(-g[c] * inv * sdy / m);
+      for (int i = 0; i < l.n; ++i) {
+        const float* xr = x + l.row(i, c);
+        const float* dr = dy + l.row(i, c);
+        float* out = dx + l.row(i, c);
+        for (size_t j = 0; j < l.hw; ++j) out[j] = k * dr[j] + kx * (xr[j] - mu) + k0;
+      }
+    }
+  });
+}
+
+void batch_normalization_statistics(Backend&, float momentum, float unbias, const Tensor& batch, const Tensor& mean,
+                                    const Tensor& variance) {
+  const size_t c = mean.count();
+  const float* stats = batch.data_as<const float>();
+  float* rm = mean.data_as<float>();
+  float* rv = variance.data_as<float>();
+  for (size_t i = 0; i < c; ++i) {
+    rm[i] += momentum * (stats[i] - rm[i]);
+    if (unbias > 0.f) rv[i] += momentum * (stats[2 * c + i] * unbias - rv[i]);
+  }
+}
+
+NNGRAPH_KERNEL(BatchNormalizationKernel, CPU, batch_normalization);
+NNGRAPH_KERNEL(BatchNormalizationGradientKernel, CPU, batch_normalization_gradient);
+NNGRAPH_KERNEL(BatchNormalizationStatisticsKernel, CPU, batch_normalization_statistics);
+
+}  // namespace
+}  // namespace nngraph

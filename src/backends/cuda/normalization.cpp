@@ -1,0 +1,58 @@
+// Batch normalization on cuda: our kernels in shaders/cuda/normalization.cu, which fold a
+// following neuron into the normalizing pass.
+#include "backends/cuda/cuda_backend.h"
+#include "kernels.cuh"
+#include "ops/normalization.h"
+
+namespace nngraph {
+namespace {
+
+struct Planes {
+  int n, c, hw;
+  explicit Planes(const Tensor& x) : n(x.batch()), c(x.shape().c), hw(x.shape().h * x.shape().w) {}
+  std::shared_ptr<Buffer> partial(CudaBackend& b) const {
+    return b.allocate(2 * sizeof(float) * static_cast<size_t>(c) * cuda::batch_norm_chunks(n, c, hw));
+  }
+};
+
+void batch_normalization(Backend& backend, float epsilon, const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                         const Tensor& mean, const Tensor& variance, const Tensor& batch, const NeuronDescriptor& neuron,
+                         const Tensor& y) {
+  CudaBackend& b = cuda_of(backend);
+  auto lock = b.enter();
+  const Planes p(x);
+  const auto partial = batch ? p.partial(b) : nullptr;
+  cuda::batch_norm_forward(b.stream(), x.data_as<const float>(), gamma.data_as<const float>(),
+                           beta.data_as<const float>(), mean.data_as<const float>(), variance.data_as<const float>(),
+                           batch ? batch.data_as<float>() : nullptr,
+                           partial ? static_cast<float*>(partial->data()) : nullptr, epsilon, neuron,
+                           y.data_as<float>(), p.n, p.c, p.hw);
+}
+
+void batch_normalization_gradient(Backend& backend, const Tensor& x, const Tensor& dy, const Tensor& gamma,
+                                  const Tensor& batch, const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta) {
+  CudaBackend& b = cuda_of(backend);
+  auto lock = b.enter();
+  const Planes p(x);
+  const auto partial = p.partial(b);
+  float* stats = batch.data_as<float>();
+  cuda::batch_norm_gradient(b.stream(), x.data_as<const float>(), dy.data_as<const float>(),
+                            gamma.data_as<const float>(), stats, static_cast<float*>(partial->data()),
+                            dx ? dx.data_as<float>() : nullptr, dgamma ? dgamma.data_as<float>() : stats + 3 * p.c,
+                            dbeta ? dbeta.data_as<float>() : stats + 4 * p.c, p.n, p.c, p.hw);
+}
+
+void batch_normalization_statistics(Backend& backend, float momentum, float unbias, const Tensor& batch,
+                                    const Tensor& mean, const Tensor& variance) {
+  CudaBackend& b = cuda_of(backend);
+  auto lock = b.enter();
+  cuda::batch_norm_statistics(b.stream(), momentum, unbias, batch.data_as<const float>(), mean.data_as<float>(),
+                              variance.data_as<float>(), static_cast<int>(mean.count()));
+}
+
+NNGRAPH_KERNEL(BatchNormalizationKernel, CUDA, batch_normalization);
+NNGRAPH_KERNEL(BatchNormalizationGradientKernel, CUDA, batch_normalization_gradient);
+NNGRAPH_KERNEL(BatchNormalizationStatisticsKernel, CUDA, batch_normalization_statistics);
+
+}  // namespace
+}  // namespace nngraph

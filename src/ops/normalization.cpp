@@ -1,0 +1,87 @@
+// Batch normalization: shape rule, gradient wiring and kernel dispatch.
+#include "ops/normalization.h"
+
+#include <cmath>
+
+#include "nngraph/error.h"
+
+namespace nngraph {
+namespace {
+
+// gamma, beta, mean, variance: the order of tensor_specs(NormalizationDescriptor).
+Tensor channel_tensor(const WeightsState* w, size_t i) {
+  return w && i < w->tensors.size() ? Tensor::vector(w->tensors[i], w->counts[i]) : Tensor();
+}
+
+Tensor batch_tensor(const EncodeArgs& a, int channels) {
+  return a.batch_state ? Tensor::vector(a.batch_state->data(), kBatchNormStatistics * channels) : Tensor();
+}
+
+}  // namespace
+
+std::shared_ptr<BatchNormalizationNode> BatchNormalizationNode::create(ImageNodePtr source,
+                                                                       std::shared_ptr<DataSource> parameters,
+                                                                       float epsilon, float momentum,
+                                                                       std::string label) {
+  std::shared_ptr<BatchNormalizationNode> node(new BatchNormalizationNode(std::move(source), std::move(label)));
+  if (!parameters) fail("[", node->label().empty() ? kKind : node->label(), "] needs a data source");
+  node->set_default_label(parameters->label().empty() ? kKind : parameters->label());
+  const std::string& name = node->label();
+  if (!(epsilon > 0.f) || !std::isfinite(epsilon)) fail("[", name, "] epsilon must be finite and > 0, got ", epsilon);
+  if (!(momentum >= 0.f && momentum <= 1.f)) fail("[", name, "] momentum must be in [0, 1], got ", momentum);
+  node->desc_ = descriptor_as<NormalizationDescriptor>(*parameters, name);
+  node->desc_.validate(name);
+  node->source_ = std::move(parameters);
+  node->epsilon_ = epsilon;
+  node->momentum_ = momentum;
+  return node;
+}
+
+ImageShape BatchNormalizationNode::infer(const std::vector<ImageShape>& s) const {
+  if (s[0].c != desc_.feature_channels)
+    fail("[", label(), "] source has ", s[0].c, " feature channels, its data source describes ",
+         desc_.feature_channels);
+  return s[0];
+}
+
+size_t BatchNormalizationNode::batch_state_size(const std::vector<ImageShape>& s) const {
+  return kBatchNormStatistics * static_cast<size_t>(s[0].c);
+}
+
+void BatchNormalizationNode::encode(const EncodeArgs& a) const {
+  const int c = desc_.feature_channels;
+  const Tensor batch = a.training ? batch_tensor(a, c) : Tensor();
+  if (a.training && !batch) fail("[", label(), "] a training step gave no batch state");
+  dispatch<BatchNormalizationKernel>(a.backend, epsilon_, *a.sources[0], channel_tensor(a.weights, 0),
+                                     channel_tensor(a.weights, 1), channel_tensor(a.weights, 2),
+                                     channel_tensor(a.weights, 3), batch, a.fused, a.result);
+}
+
+// Runs with the weight updates; a batch of one value per channel has no unbiased variance,
+// so only the mean moves then.
+void BatchNormalizationNode::encode_commit(const EncodeArgs& a) const {
+  const Image& x = *a.sources[0];
+  const double m = static_cast<double>(x.batch()) * x.shape().h * x.shape().w;
+  dispatch<BatchNormalizationStatisticsKernel>(a.backend, momentum_, m > 1 ? static_cast<float>(m / (m - 1)) : 0.f,
+                                               batch_tensor(a, desc_.feature_channels),
+                                               channel_tensor(a.weights, 2), channel_tensor(a.weights, 3));
+}
+
+std::vector<FilterNodePtr> BatchNormalizationNode::make_gradients(const ImageNodePtr& dy) {
+  return {std::make_shared<BatchNormalizationGradientNode>(
+      dy, std::static_pointer_cast<BatchNormalizationNode>(shared_from_this()))};
+}
+
+BatchNormalizationGradientNode::BatchNormalizationGradientNode(const ImageNodePtr& dy,
+                                                               std::shared_ptr<BatchNormalizationNode> forward)
+    : GradientNode({dy, forward->sources()[0], forward->state_image()}, *forward, kKind),
+      forward_(std::move(forward)) {}
+
+void BatchNormalizationGradientNode::encode(const EncodeArgs& a) const {
+  if (a.result.empty() && !a.gradients) return;
+  dispatch<BatchNormalizationGradientKernel>(a.backend, *a.sources[1], *a.sources[0], channel_tensor(a.weights, 0),
+                                             batch_tensor(a, forward_->feature_channels()), a.result,
+                                             channel_tensor(a.gradients, 0), channel_tensor(a.gradients, 1));
+}
+
+}  // namespace nngraph

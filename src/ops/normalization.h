@@ -1,0 +1,81 @@
+#pragma once
+// Batch normalization (MPSCNNBatchNormalization): node, gradient node and kernels.
+#include "backends/kernel.h"
+#include "ops/gradient.h"
+
+namespace nngraph {
+
+// The batch state a training step keeps per channel (C floats each, in this order): the
+// batch mean, inverse deviation 1/sqrt(var + eps) and biased variance, then the gradient's
+// two sums Σdy and Σdy·x̂ where the step keeps no gamma and beta gradients.
+constexpr size_t kBatchNormStatistics = 5;
+
+// y = gamma·(x − mean)/sqrt(var + eps) + beta per channel, then neuron. With `batch` (training)
+// mean and var are the batch's over N×H×W, written into it; without, the running mean and
+// variance.
+struct BatchNormalizationKernel
+    : KernelOf<void(Backend&, float epsilon, const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                    const Tensor& mean, const Tensor& variance, const Tensor& batch, const NeuronDescriptor&,
+                    const Tensor& y)> {
+  static constexpr const char* name = "batch_normalization";
+};
+// From the batch statistics: dbeta = Σdy, dgamma = Σdy·x̂ (into batch's sums where empty) and
+// dx = gamma·inv/M·(M·dy − dbeta − x̂·dgamma), M = N·H·W (skipped where dx is empty).
+struct BatchNormalizationGradientKernel
+    : KernelOf<void(Backend&, const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& batch,
+                    const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta)> {
+  static constexpr const char* name = "batch_normalization_gradient";
+};
+// running ← (1 − momentum)·running + momentum·batch; the variance unbiased (× M/(M − 1)).
+struct BatchNormalizationStatisticsKernel
+    : KernelOf<void(Backend&, float momentum, float unbias, const Tensor& batch, const Tensor& mean,
+                    const Tensor& variance)> {
+  static constexpr const char* name = "batch_normalization_statistics";
+};
+
+// Training graphs normalize with the batch's statistics and, once the step's checks passed,
+// move the data source's running mean and variance toward them (PyTorch's momentum
+// convention); inference graphs normalize with the running statistics.
+class BatchNormalizationNode : public FilterNode {
+ public:
+  static constexpr const char* kKind = "batch_normalization";
+  static std::shared_ptr<BatchNormalizationNode> create(ImageNodePtr source, std::shared_ptr<DataSource> parameters,
+                                                        float epsilon = 1e-5f, float momentum = 0.1f,
+                                                        std::string label = "");
+  ImageShape infer(const std::vector<ImageShape>& sources) const override;
+  void encode(const EncodeArgs& args) const override;
+  std::vector<WeightSource> weight_sources() const override { return {{source_.get(), desc_}}; }
+  size_t batch_state_size(const std::vector<ImageShape>& sources) const override;
+  void encode_commit(const EncodeArgs& args) const override;
+  bool accepts_fused_neuron() const override { return true; }
+  float epsilon() const { return epsilon_; }
+  float momentum() const { return momentum_; }
+  int feature_channels() const { return desc_.feature_channels; }
+
+ protected:
+  std::vector<FilterNodePtr> make_gradients(const ImageNodePtr& source_gradient) override;
+
+ private:
+  BatchNormalizationNode(ImageNodePtr source, std::string label)
+      : FilterNode({std::move(source)}, std::move(label), kKind) {}
+  std::shared_ptr<DataSource> source_;
+  NormalizationDescriptor desc_;
+  float epsilon_ = 1e-5f, momentum_ = 0.1f;
+};
+
+// Sources: dY, X and the forward node's state image, which holds no values (the statistics are
+// its batch state) but keeps the forward pass in the graph and before this node. Writes dX and
+// the gamma and beta gradients.
+class BatchNormalizationGradientNode : public GradientNode {
+ public:
+  static constexpr const char* kKind = "batch_normalization_gradient";
+  BatchNormalizationGradientNode(const ImageNodePtr& dy, std::shared_ptr<BatchNormalizationNode> forward);
+  ImageShape infer(const std::vector<ImageShape>& sources) const override { return sources[1]; }
+  void encode(const EncodeArgs& args) const override;
+  const FilterNode* trains() const override { return forward_.get(); }
+
+ private:
+  std::shared_ptr<BatchNormalizationNode> forward_;
+};
+
+}  // namespace nngraph

@@ -1,0 +1,209 @@
+"""Batch normalization: forward against numpy, gradients against finite differences, running
+statistics against the formula, all-or-nothing steps and bad input."""
+
+import numpy as np
+import pytest
+from test_gradients import check, numeric_grad
+
+import nngraph as ng
+
+SHAPES = [(4, 3, 5, 6), (2, 5, 1, 1), (3, 2, 7, 3)]
+
+
+def bn_reference(x, gamma, beta, mean=None, var=None, eps=1e-5):
+    """Training mode (batch statistics) where mean and var are None."""
+    x = x.astype(np.float64)
+    if mean is None:
+        mean, var = x.mean(axis=(0, 2, 3)), x.var(axis=(0, 2, 3))
+    c = lambda v: np.asarray(v, np.float64)[None, :, None, None]  # noqa: E731
+    return (x - c(mean)) / np.sqrt(c(var) + eps) * c(gamma) + c(beta)
+
+
+class NormCapture(ng.DataSource):
+    """Normalization tensors held in Python; update() records the gradients it is handed."""
+
+    def __init__(self, tensors, label="bn"):
+        super().__init__()
+        self.t, self._label, self.grads = tensors, label, None
+
+    def descriptor(self):
+        return ng.NormalizationDescriptor(len(self.t["gamma"]))
+
+    def label(self):
+        return self._label
+
+    def load(self):
+        return True
+
+    def purge(self):
+        pass
+
+    def gamma(self):
+        return self.t["gamma"]
+
+    def beta(self):
+        return self.t["beta"]
+
+    def mean(self):
+        return self.t["mean"]
+
+    def variance(self):
+        return self.t["variance"]
+
+    def update(self, gradient, values):
+        self.grads = gradient
+        return None
+
+
+def random_tensors(rng, c):
+    return {"gamma": rng.uniform(0.5, 1.5, c).astype(np.float32), "beta": rng.standard_normal(c).astype(np.float32),
+            "mean": rng.standard_normal(c).astype(np.float32), "variance": rng.uniform(0.5, 2, c).astype(np.float32)}
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_inference_uses_the_running_statistics(device, rng, shape):
+    x = rng.standard_normal(shape).astype(np.float32) * 2 + 1
+    t = random_tensors(rng, shape[1])
+    ds = ng.ArrayDataSource(ng.BatchNormalizationDescriptor(shape[1]), tensors=t)
+    y = ng.Graph(ng.BatchNormalization(ng.ImageNode(), ds, epsilon=1e-3).result_image, device=device).run(x)
+    check(y, bn_reference(x, t["gamma"], t["beta"], t["mean"], t["variance"], 1e-3), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("neuron", [None, "relu"])
+def test_training_forward_and_every_gradient(device, rng, shape, neuron):
+    x = rng.standard_normal(shape).astype(np.float32) * 1.5 + 0.5
+    t = random_tensors(rng, shape[1])
+    ds = NormCapture(t)
+    src, dy = ng.ImageNode(label="x"), ng.ImageNode(label="dy")
+    bn = ng.BatchNormalization(src, ds)
+    out = ng.Neuron(bn, neuron) if neuron else bn  # a training graph folds the neuron into the normalization
+    dz = out.gradient_filter(dy).result_image if neuron else dy
+    g = ng.Graph([out.result_image, bn.gradient_filter(dz).result_image], device=device)
+
+    def fwd(v, gamma=t["gamma"], beta=t["beta"]):
+        z = bn_reference(v, gamma, beta)
+        return np.maximum(z, 0) if neuron else z
+
+    r = rng.standard_normal(shape).astype(np.float32)
+    y, dx = g.run({"x": x, "dy": r})
+    check(y, fwd(x), rtol=1e-4, atol=1e-4)
+    check(dx, numeric_grad(lambda v: (fwd(v) * r).sum(), x), rtol=3e-3, atol=3e-4)
+    dgamma, dbeta = ds.grads[0], ds.grads[1]
+    check(dgamma, numeric_grad(lambda v: (fwd(x, gamma=v) * r).sum(), t["gamma"]), rtol=3e-3, atol=3e-4)
+    check(dbeta, numeric_grad(lambda v: (fwd(x, beta=v) * r).sum(), t["beta"]), rtol=3e-3, atol=3e-4)
+
+
+def bn_net(c, optimizer, momentum=0.1, source=None):
+    ds = source or ng.ArrayDataSource(ng.NormalizationDescriptor(c), label="bn", optimizer=optimizer)
+    bn = ng.BatchNormalization(ng.ImageNode(), ds, momentum=momentum)
+    return ng.Loss(bn, ng.LossDescriptor("mean_squared_error", "mean")), ds
+
+
+def test_running_statistics_follow_the_formula_over_steps(device, rng):
+    """Eight steps: the first run eagerly, later ones replay a captured step where the device has one."""
+    n, c, h, w = 6, 4, 3, 5
+    loss, ds = bn_net(c, ng.SGD(learning_rate=0.05), momentum=0.3)
+    g = loss.training_graph(device=device)
+    mean, var = np.zeros(c), np.ones(c)
+    for _ in range(8):
+        x = (rng.standard_normal((n, c, h, w)) * rng.uniform(0.5, 3, (1, c, 1, 1)) + rng.standard_normal((1, c, 1, 1)))
+        x = x.astype(np.float32)
+        g.run(x, labels=rng.standard_normal((n, c, h, w)).astype(np.float32))
+        xd = x.astype(np.float64)
+        mean = 0.7 * mean + 0.3 * xd.mean(axis=(0, 2, 3))
+        var = 0.7 * var + 0.3 * xd.var(axis=(0, 2, 3), ddof=1)
+        check(ds.tensor("mean"), mean, rtol=1e-5, atol=1e-6)
+        check(ds.tensor("variance"), var, rtol=1e-5, atol=1e-6)
+    t = ds.tensors()
+    y = g.inference().run(x)  # the inference graph reads the trained statistics
+    check(y, bn_reference(x, t["gamma"], t["beta"], t["mean"], t["variance"]), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("frozen", [["gamma"], ["beta"], ["gamma", "beta"]])
+def test_frozen_parameters_stay_and_the_statistics_move(device, rng, frozen):
+    x = rng.standard_normal((5, 3, 2, 2)).astype(np.float32) + 2
+    t = random_tensors(rng, 3)
+    ds = ng.ArrayDataSource(ng.NormalizationDescriptor(3), tensors=t, label="bn", frozen=frozen)
+    assert ds.frozen == frozen
+    loss = ng.Loss(ng.BatchNormalization(ng.ImageNode(), ds), ng.LossDescriptor("mean_squared_error", "sum"))
+    g = loss.training_graph(device=device, optimizer=ng.SGD(learning_rate=0.1, momentum=0.9))
+    g.run(x, labels=x * 0.5)
+    for name in ("gamma", "beta"):
+        assert np.array_equal(ds.tensor(name), t[name]) == (name in frozen), name
+    check(ds.tensor("mean"), 0.9 * t["mean"] + 0.1 * x.mean(axis=(0, 2, 3)), rtol=1e-5, atol=1e-6)
+    assert len(ds.optimizer_state()["slots"]) == 2 - len(frozen)  # SGD with momentum: one per trained tensor
+    with pytest.raises(ng.InvalidInputError, match=r"\[bn\] mean is a statistic, which no optimizer trains"):
+        ds.frozen = ["mean"]
+
+
+def test_a_failed_step_leaves_the_statistics(device, rng):
+    loss, ds = bn_net(3, ng.SGD(learning_rate=0.1))
+    g = loss.training_graph(device=device, check_numerics=True)
+    x = rng.standard_normal((4, 3, 2, 2)).astype(np.float32)
+    before = ds.tensors()
+    bad = x.copy()
+    bad[1, 0, 0, 0] = np.nan
+    with pytest.raises(ng.DeviceError, match="no weights were updated"):
+        g.run(bad, labels=x)
+    for name, value in ds.tensors().items():
+        np.testing.assert_array_equal(value, before[name])
+    g.run(x, labels=x)
+    assert not np.array_equal(ds.tensor("mean"), before["mean"])
+
+
+def test_checkpoints_hold_the_running_statistics(device, rng, tmp_path):
+    loss, ds = bn_net(3, ng.Adam(learning_rate=0.01))
+    g = loss.training_graph(device=device)
+    x = rng.standard_normal((4, 3, 2, 2)).astype(np.float32) * 3
+    g.run(x, labels=x)
+    ng.save(tmp_path / "bn.npz", g)
+    loss2, ds2 = bn_net(3, ng.Adam(learning_rate=0.01))
+    g2 = loss2.training_graph(device=device)
+    ng.load(tmp_path / "bn.npz", g2)
+    for name, value in ds.tensors().items():
+        np.testing.assert_array_equal(ds2.tensor(name), value)
+
+
+def test_bad_input_names_the_node(rng):
+    x = ng.ImageNode()
+    with pytest.raises(ng.InvalidInputError, match=r"\[bn1\] epsilon must be finite and > 0, got 0"):
+        ng.BatchNormalization(x, 3, epsilon=0, label="bn1")
+    with pytest.raises(ng.InvalidInputError, match=r"\[bn1\] momentum must be in \[0, 1\], got 1.5"):
+        ng.BatchNormalization(x, 3, momentum=1.5, label="bn1")
+    conv = ng.ArrayDataSource(ng.ConvolutionDescriptor(3, 2, 2), label="c")
+    with pytest.raises(ng.InvalidInputError, match=r"describes convolution parameters .* not normalization"):
+        ng.BatchNormalization(x, conv)
+    g = ng.Graph(ng.BatchNormalization(x, 4, label="bn2").result_image)
+    with pytest.raises(ng.InvalidInputError, match=r"\[bn2\] source has 3 feature channels, its data source describes"):
+        g.run(np.ones((2, 3, 2, 2), np.float32))
+    t = random_tensors(rng, 3)
+    t["variance"][1] = -0.5
+    with pytest.raises(ng.InvalidInputError, match=r"\[bn\] data source 'bn' variance hold -0.5, below zero"):
+        ng.Graph(ng.BatchNormalization(ng.ImageNode(), NormCapture(t)).result_image)
+    with pytest.raises(ng.InvalidInputError, match=r"variance hold -0.5, below zero"):
+        ng.ArrayDataSource(ng.NormalizationDescriptor(3), tensors={"variance": t["variance"]})
+    t = random_tensors(rng, 3)
+    t["beta"] = np.ones(4, np.float32)
+    with pytest.raises(ng.InvalidInputError, match=r"\[bn\] data source 'bn' returned 4 beta, expected 3"):
+        ng.Graph(ng.BatchNormalization(ng.ImageNode(), NormCapture(t)).result_image)
+
+
+def test_residual_network_learns_digits(device):
+    """The batch-normalized residual network on 8×8 digits: trains, and its inference graph
+    (running statistics) scores what its last epoch's validation did."""
+    from sklearn.datasets import load_digits
+
+    from nngraph.models import residual_network
+    d = load_digits()
+    x = (d.images / 16.0).astype(np.float32).reshape(-1, 1, 8, 8)
+    y = d.target.astype(np.int32)
+    net = residual_network(widths=(8, 16), size=8, seed=1)
+    g = ng.Loss(net.logits, ng.LossDescriptor("softmax_cross_entropy", "mean")).training_graph(
+        device=device, optimizer=ng.Adam(learning_rate=0.01))
+    history = ng.fit(g, (x[:1400], y[:1400]), epochs=6, batch_size=50, validation=(x[1400:], y[1400:]),
+                     progress=False)
+    assert history["val_accuracy"][-1] >= 0.93, history
+    scores = g.predict(x[1400:])
+    assert np.mean(scores.argmax(axis=1) == y[1400:]) == history["val_accuracy"][-1]
+    assert not np.allclose(net.sources["s1_bn"].tensor("variance"), 1)  # the statistics moved
