@@ -202,7 +202,7 @@ def test_residual_network_learns_digits(device):
     g = ng.Loss(net.logits, ng.LossDescriptor("softmax_cross_entropy", "mean")).training_graph(
         device=device, optimizer=ng.Adam(learning_rate=0.01))
     history = ng.fit(g, (x[:1400], y[:1400]), epochs=6, batch_size=50, validation=(x[1400:], y[1400:]),
-                     progress=False)
+                     lr_schedule=ng.schedules.cosine(0.01, total_steps=6 * 28), progress=False)
     assert history["val_accuracy"][-1] >= 0.93, history
     scores = g.predict(x[1400:])
     assert np.mean(scores.argmax(axis=1) == y[1400:]) == history["val_accuracy"][-1]
