@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
+import platform
 import statistics
 import subprocess
 import sys
 import time
+
+import numpy as np
 
 
 def rss_mib() -> float:
@@ -131,3 +135,77 @@ def measure_torch_training(make_net, xn, yn, device: str, steps: int, warmup: in
     return {"ms": ms, "pipe_ms": pipe, "peak_mib": peak_rss_mib(), "base_mib": base, "check": check,
             "device_mib": device_mib}
 
+
+
+def compare_training(script: str, a, title: str, base_batch: int) -> None:
+    """The table of a training benchmark whose workers (`script --worker FRAMEWORK BATCH ...`)
+    return measure_torch_training's fields: per batch of a.batches, nngraph against PyTorch
+    (and on cuda PyTorch captured), each in its own process, steps scaled as base_batch/batch.
+    Both must start from the same logits (checked)."""
+    import torch
+    print(f"{title} training step (Adam), {a.device}{', tf32' if a.tf32 else ', exact float32'}, "
+          f"{a.threads} threads, {platform.machine()}, "
+          f"torch {torch.__version__}; median of the steps after 2 warm-up")
+    cuda = a.device.startswith("cuda")
+    if cuda:
+        print("| batch | steps | nngraph ms/step | PyTorch ms/step | ratio | PyTorch captured ms/step |"
+              " ratio to captured | peak device MiB (nngraph / PyTorch) |")
+        print("|---:|---|---:|---:|---:|---:|---:|---:|")
+    else:
+        print("| batch | nngraph ms/step | PyTorch ms/step | ratio | peak RSS MiB, +over setup (nngraph / PyTorch) |")
+        print("|---:|---:|---:|---:|---:|")
+    for batch in a.batches:
+        steps = max(5, a.steps * base_batch // batch)
+        args = [str(batch), "--steps", str(steps), "--threads", str(a.threads), "--device", a.device]
+        args += ["--tf32"] if a.tf32 else []
+        frameworks = ("nngraph", "torch", "torch-graph") if cuda else ("nngraph", "torch")
+        r = {fw: measure_in_subprocess(script, [fw, *args]) for fw in frameworks}
+        n, t = r["nngraph"], r["torch"]
+        # Same weights and data: the logits before training must agree (tf32 rounds, so 1e-2).
+        assert abs(n["check"] - t["check"]) < (1e-2 if a.tf32 else 1e-4) * abs(t["check"]), (n, t)
+        if not cuda:
+            print(f"| {batch} | {n['ms']:.2f} | {t['ms']:.2f} | {n['ms'] / t['ms']:.2f} | {n['peak_mib']:.0f} "
+                  f"(+{n['peak_mib'] - n['base_mib']:.0f}) / {t['peak_mib']:.0f} "
+                  f"(+{t['peak_mib'] - t['base_mib']:.0f}) |")
+            continue
+        g = r["torch-graph"]
+        for mode, key in (("each waited for", "ms"), ("pipelined", "pipe_ms")):
+            print(f"| {batch} | {mode} | {n[key]:.2f} | {t[key]:.2f} | {n[key] / t[key]:.2f} | {g[key]:.2f} | "
+                  f"{n[key] / g[key]:.2f} | {n['device_mib']:.0f} / {t['device_mib']:.0f} |")
+
+
+def training_main(script: str, title: str, batches: list[int], base_batch: int, run_nngraph, run_torch) -> None:
+    """The command line of a training benchmark: the table (compare_training), or with --worker
+    one measurement, run_nngraph(batch, steps, threads, device, tf32) or run_torch(...,
+    captured), printed as one JSON line."""
+    p = argparse.ArgumentParser()
+    p.add_argument("--batches", type=int, nargs="+", default=batches)
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--threads", type=int, default=os.cpu_count())
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--tf32", action="store_true", help="cuda: both frameworks may use tf32 tensor cores")
+    p.add_argument("--worker", nargs=2, metavar=("FRAMEWORK", "BATCH"))
+    a = p.parse_args()
+    if not a.worker:
+        compare_training(script, a, title, base_batch)
+        return
+    fw, batch = a.worker[0], int(a.worker[1])
+    if fw == "nngraph":
+        r = run_nngraph(batch, a.steps, a.threads, a.device, a.tf32)
+    else:
+        r = run_torch(batch, a.steps, a.threads, a.device, a.tf32, captured=fw == "torch-graph")
+    print(json.dumps(r))
+
+
+def measure_nngraph_training(graph, x, y, steps: int, device: str, tf32: bool) -> dict:
+    """Median ms of graph's training step on (x, y) (and on cuda pipelined_ms), peak memory,
+    and the sum of |logits| of its inference graph before any step, as
+    measure_torch_training reports them."""
+    import nngraph as ng
+    graph.allow_tf32 = tf32
+    logits = graph.inference().run(x)  # before any step: no dropout, initial statistics
+    base = rss_mib()
+    ms = median_ms(lambda: graph.encode(x, labels=y).wait(), warmup=2, steps=steps)
+    pipe = nngraph_pipelined_ms(graph, x, y, steps) if device.startswith("cuda") else float("nan")
+    return {"ms": ms, "pipe_ms": pipe, "peak_mib": peak_rss_mib(), "base_mib": base,
+            "check": float(np.abs(logits).sum()), "device_mib": ng.memory_stats(device)["peak_bytes"] / 2**20}

@@ -83,16 +83,23 @@ void partial_sums(cudaStream_t s, T terms, const float* x, const float* stats, b
     plane_partial_kernel<<<dim3(c, chunks), kThreads, 0, s>>>(terms, x, stats, forward, partial, n, c, hw, chunks);
 }
 
+// Stage 2: channel ch's two sums over the chunks, in double.
+__device__ double2 channel_totals(const float* partial, int chunks, int c, int ch) {
+  double2 t{0, 0};
+  for (int k = 0; k < chunks; ++k) {
+    t.x += partial[2 * (static_cast<size_t>(k) * c + ch)];
+    t.y += partial[2 * (static_cast<size_t>(k) * c + ch) + 1];
+  }
+  return t;
+}
+
 // Stage 2, forward: mean, 1/sqrt(var + eps) and var per channel.
 __global__ void moments_kernel(const float* x, const float* partial, int chunks, int c, int hw, double count,
                                float epsilon, float* stats) {
   const int ch = blockIdx.x * blockDim.x + threadIdx.x;
   if (ch >= c) return;
-  double a = 0, b = 0;
-  for (int k = 0; k < chunks; ++k) {
-    a += partial[2 * (static_cast<size_t>(k) * c + ch)];
-    b += partial[2 * (static_cast<size_t>(k) * c + ch) + 1];
-  }
+  const double2 t = channel_totals(partial, chunks, c, ch);
+  const double a = t.x, b = t.y;
   const double d = a / count;  // mean − shift
   const double var = fmax(b / count - d * d, 0.0);
   stats[ch] = static_cast<float>(x[static_cast<size_t>(ch) * hw] + d);
@@ -105,13 +112,9 @@ __global__ void gradient_totals_kernel(const float* partial, int chunks, int c, 
                                        float* dbeta) {
   const int ch = blockIdx.x * blockDim.x + threadIdx.x;
   if (ch >= c) return;
-  double a = 0, b = 0;
-  for (int k = 0; k < chunks; ++k) {
-    a += partial[2 * (static_cast<size_t>(k) * c + ch)];
-    b += partial[2 * (static_cast<size_t>(k) * c + ch) + 1];
-  }
-  dbeta[ch] = static_cast<float>(a);
-  dgamma[ch] = static_cast<float>(b * stats[c + ch]);
+  const double2 t = channel_totals(partial, chunks, c, ch);
+  dbeta[ch] = static_cast<float>(t.x);
+  dgamma[ch] = static_cast<float>(t.y * stats[c + ch]);
 }
 
 // y = neuron(x·scale + shift); scale and shift per channel from the batch statistics or the

@@ -3,6 +3,7 @@ statistics against the formula, all-or-nothing steps and bad input."""
 
 import numpy as np
 import pytest
+from sources import HeldSource
 from test_gradients import check, numeric_grad
 
 import nngraph as ng
@@ -19,24 +20,12 @@ def bn_reference(x, gamma, beta, mean=None, var=None, eps=1e-5):
     return (x - c(mean)) / np.sqrt(c(var) + eps) * c(gamma) + c(beta)
 
 
-class NormCapture(ng.DataSource):
+class NormCapture(HeldSource):
     """Normalization tensors held in Python; update() records the gradients it is handed."""
 
     def __init__(self, tensors, label="bn"):
-        super().__init__()
-        self.t, self._label, self.grads = tensors, label, None
-
-    def descriptor(self):
-        return ng.NormalizationDescriptor(len(self.t["gamma"]))
-
-    def label(self):
-        return self._label
-
-    def load(self):
-        return True
-
-    def purge(self):
-        pass
+        super().__init__(ng.NormalizationDescriptor(len(tensors["gamma"])), label)
+        self.t, self.grads = tensors, None
 
     def gamma(self):
         return self.t["gamma"]

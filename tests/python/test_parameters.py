@@ -4,6 +4,7 @@ and sources, graphs, optimizer state and checkpoints carry exactly those."""
 
 import numpy as np
 import pytest
+from sources import HeldSource
 
 import nngraph as ng
 
@@ -63,25 +64,13 @@ def test_optimizer_state_covers_trained_tensors_only():
     assert [s[0] for s in ds.optimizer_state()["slots"]] == [0, 1, 2, 3]
 
 
-class PyNorm(ng.DataSource):
+class PyNorm(HeldSource):
     """A Python normalization source: one method per tensor its descriptor names."""
 
     def __init__(self, c, rng, missing=None):
-        super().__init__()
+        super().__init__(ng.NormalizationDescriptor(c), "pynorm")
         self.values = {k: rng.standard_normal(c).astype(np.float32) for k in ("gamma", "beta", "mean", "variance")}
-        self.c, self.missing = c, missing
-
-    def descriptor(self):
-        return ng.NormalizationDescriptor(self.c)
-
-    def label(self):
-        return "pynorm"
-
-    def load(self):
-        return True
-
-    def purge(self):
-        pass
+        self.missing = missing
 
     def gamma(self):
         return self.values["gamma"]
