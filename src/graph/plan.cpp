@@ -203,10 +203,12 @@ Plan make_plan(const Structure& s, const std::vector<ImageShape>& source_shapes)
   const int n_steps = static_cast<int>(s.steps.size());
   p.root = s.root;
   p.passes.assign(n_steps, false);
+  p.batch_state.assign(n_steps, 0);
   for (int i = 0; i < n_steps; ++i) {
     const Step& st = s.steps[i];
     std::vector<ImageShape> ins;
     for (int t : st.inputs) ins.push_back(p.shapes[t]);
+    if (s.training && !st.node->is_gradient()) p.batch_state[i] = st.node->batch_state_size(ins);
     if (st.state < 0 && st.node->passes_through(ins)) {
       p.passes[i] = true;
       p.root[st.output] = p.root[st.inputs[0]];

@@ -58,6 +58,7 @@ struct Plan {
   std::vector<bool> passes;        // per step: its result is its source 0 for these shapes (no kernel)
   std::vector<size_t> offset;      // per root tensor, floats per image in the arena
   std::vector<bool> in_arena;      // per tensor: some step writes it
+  std::vector<size_t> batch_state; // per step: floats of its batch state (training forward steps)
   size_t arena = 0;                // floats per image
   size_t naive = 0;                // floats per image with one buffer per filter result
 };

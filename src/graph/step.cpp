@@ -68,14 +68,10 @@ void StepRunner::check_finite(const std::vector<Image>& losses, const std::vecto
 }
 
 void StepRunner::make_batch_states(const Plan& plan) {
-  if (!structure_.training) return;
-  for (const Step& st : structure_.steps) {
-    if (st.node->is_gradient()) continue;
-    std::vector<ImageShape> ins;
-    for (int id : st.inputs) ins.push_back(plan.shapes[id]);
-    const size_t bytes = st.node->batch_state_size(ins) * sizeof(float);
+  for (size_t k = 0; k < plan.batch_state.size(); ++k) {
+    const size_t bytes = plan.batch_state[k] * sizeof(float);
     if (!bytes) continue;
-    auto& b = batch_states_[st.node];
+    auto& b = batch_states_[structure_.steps[k].node];
     if (b && b->bytes() >= bytes) continue;
     captures_.clear();  // they hold the old buffer
     b = backend_.allocate(bytes);
@@ -83,10 +79,11 @@ void StepRunner::make_batch_states(const Plan& plan) {
 }
 
 void StepRunner::note_commits(Parameters& wm) const {
-  for (const auto& [node, buffer] : batch_states_)
-    for (const WeightSource& ws : node->weight_sources())
-      if (auto* array = dynamic_cast<ArrayDataSource*>(ws.source))
-        for (const WeightsState& w : wm.of.at(node)) array->changed_on_device(w);
+  for (const auto& [node, buffer] : batch_states_) {
+    const auto sources = node->weight_sources();
+    for (size_t i = 0; i < sources.size(); ++i)
+      if (auto* array = dynamic_cast<ArrayDataSource*>(sources[i].source)) array->changed_on_device(wm.of.at(node)[i]);
+  }
 }
 
 std::vector<Image> StepRunner::run(const Plan& plan, Parameters& wm, const std::vector<Image>& src,

@@ -183,15 +183,25 @@ cuda::RNNDevice rnn_device(CudaBackend& b, std::vector<std::shared_ptr<Buffer>>&
           }};
 }
 
-void rnn_forward(Backend& backend, const RNNLayerGeometry& g, const RNNLayerWeights& w, const RNNSequence& s) {
-  g.require_float32();
-  CudaBackend& b = cuda_of(backend);
-  auto lock = b.enter();
-  RNNPlan* p = s.x_ld == g.input ? rnn_plan(b, g) : nullptr;
-  if (!p) {
-    std::vector<std::shared_ptr<Buffer>> scratch;
-    return cuda::rnn_forward(rnn_device(b, scratch), g, w, s);
+// What both passes start with: the GPU entered, float32 checked, and cuDNN's plan where the
+// input rows are packed (null: the shared sequence algorithm runs, on device()).
+struct RNNCall {
+  CudaBackend& b;
+  std::unique_lock<std::recursive_mutex> lock;
+  RNNPlan* plan = nullptr;
+  std::vector<std::shared_ptr<Buffer>> scratch;  // the shared algorithm's, freed after the call
+  RNNCall(Backend& backend, const RNNLayerGeometry& g, const RNNSequence& s) : b(cuda_of(backend)), lock(b.enter()) {
+    g.require_float32();
+    if (s.x_ld == g.input) plan = rnn_plan(b, g);
   }
+  cuda::RNNDevice device() { return rnn_device(b, scratch); }
+};
+
+void rnn_forward(Backend& backend, const RNNLayerGeometry& g, const RNNLayerWeights& w, const RNNSequence& s) {
+  RNNCall call(backend, g, s);
+  if (!call.plan) return cuda::rnn_forward(call.device(), g, w, s);
+  CudaBackend& b = call.b;
+  RNNPlan* p = call.plan;
   const size_t NH = size_t(g.batch) * g.hidden, bytes = NH * sizeof(float);
   float* state = s.state;
   // h₀ (and c₀) at the first boundary, as the gradient pass reads them; outputs after it.
@@ -216,14 +226,10 @@ void rnn_forward(Backend& backend, const RNNLayerGeometry& g, const RNNLayerWeig
 
 void rnn_gradient(Backend& backend, const RNNLayerGeometry& g, const RNNLayerWeights& w, const RNNSequence& s,
                   const RNNLayerGradients& dw) {
-  g.require_float32();
-  CudaBackend& b = cuda_of(backend);
-  auto lock = b.enter();
-  RNNPlan* p = s.x_ld == g.input ? rnn_plan(b, g) : nullptr;
-  if (!p) {
-    std::vector<std::shared_ptr<Buffer>> scratch;
-    return cuda::rnn_gradient(rnn_device(b, scratch), g, w, s, dw);
-  }
+  RNNCall call(backend, g, s);
+  if (!call.plan) return cuda::rnn_gradient(call.device(), g, w, s, dw);
+  CudaBackend& b = call.b;
+  RNNPlan* p = call.plan;
   const int T = g.steps, N = g.batch, H = g.hidden;
   const size_t NH = size_t(N) * H;
   float* state = s.state;
