@@ -37,6 +37,9 @@ struct MatrixDescriptor {
 // layer uses at inference (running statistics, not trained by the optimizer).
 struct NormalizationDescriptor {
   int feature_channels = 0;
+  // Running mean and variance after gamma and beta (batch normalization); without them the
+  // kind of group, instance and layer normalization.
+  bool statistics = true;
   void validate(const std::string& label) const;
   std::string str() const;
 };

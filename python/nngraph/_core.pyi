@@ -9,7 +9,7 @@ from nngraph import InvalidInputError
 from nngraph import OutOfMemoryError
 from nngraph import UnsupportedError
 import typing
-__all__: list[str] = ['Adam', 'Addition', 'Arithmetic', 'ArrayDataSource', 'BatchNormalization', 'BatchNormalizationDescriptor', 'BuiltinOptimizer', 'Concatenation', 'Convolution', 'ConvolutionDescriptor', 'DataSource', 'Device', 'DeviceError', 'Division', 'Dropout', 'Error', 'FilterNode', 'FullyConnected', 'GRU', 'Graph', 'Handle', 'Image', 'ImageCopyToMatrixNode', 'ImageNode', 'InvalidInputError', 'LSTM', 'LogSoftMax', 'Loss', 'LossDescriptor', 'MGU', 'Matrix', 'MatrixCopyToImageNode', 'MatrixDescriptor', 'Multiplication', 'Neuron', 'NeuronDescriptor', 'NormalizationDescriptor', 'Optimizer', 'OutOfMemoryError', 'Pooling', 'RMSProp', 'RNN', 'RNNDescriptor', 'RNNMatrixLayer', 'RNNMatrixTrainingLayer', 'RNNMatrixTrainingState', 'SGD', 'SingleGate', 'SoftMax', 'Subtraction', 'TensorSpec', 'UnsupportedError', 'WeightsLayout', 'built_backends', 'device_count', 'image_copy_to_matrix', 'kernels', 'matrix_copy_to_image', 'memory_stats', 'reset_peak_memory']
+__all__: list[str] = ['Adam', 'Addition', 'Arithmetic', 'ArrayDataSource', 'BatchNormalization', 'BatchNormalizationDescriptor', 'BuiltinOptimizer', 'Concatenation', 'Convolution', 'ConvolutionDescriptor', 'ConvolutionTranspose', 'Crop', 'DataSource', 'Device', 'DeviceError', 'Division', 'Dropout', 'Error', 'FilterNode', 'FullyConnected', 'GRU', 'GlobalAveragePooling', 'GlobalMaxPooling', 'Graph', 'GroupNormalization', 'Handle', 'Image', 'ImageCopyToMatrixNode', 'ImageNode', 'InstanceNormalization', 'InvalidInputError', 'LSTM', 'LayerNormalization', 'LogSoftMax', 'Loss', 'LossDescriptor', 'MGU', 'Matrix', 'MatrixCopyToImageNode', 'MatrixDescriptor', 'Multiplication', 'Neuron', 'NeuronDescriptor', 'NormalizationDescriptor', 'Optimizer', 'OutOfMemoryError', 'Padding', 'Pooling', 'RMSProp', 'RNN', 'RNNDescriptor', 'RNNMatrixLayer', 'RNNMatrixTrainingLayer', 'RNNMatrixTrainingState', 'SGD', 'SingleGate', 'SoftMax', 'Subtraction', 'TensorSpec', 'UnsupportedError', 'Upsampling', 'WeightsLayout', 'built_backends', 'device_count', 'image_copy_to_matrix', 'kernels', 'matrix_copy_to_image', 'memory_stats', 'reset_peak_memory']
 class Device:
     """
     Where a graph runs: 'cpu', 'cuda', 'cuda:N' ('mps' reserved).
@@ -31,9 +31,9 @@ class Device:
         ...
 class NeuronDescriptor:
     """
-    An activation and its parameters a, b (None: the type's default).
+    An activation and its parameters a, b, c (None: the type's default).
     """
-    def __init__(self, type: str = 'none', a: typing.SupportsFloat | typing.SupportsIndex | None = None, b: typing.SupportsFloat | typing.SupportsIndex | None = None) -> None:
+    def __init__(self, type: str = 'none', a: typing.SupportsFloat | typing.SupportsIndex | None = None, b: typing.SupportsFloat | typing.SupportsIndex | None = None, c: typing.SupportsFloat | typing.SupportsIndex | None = None) -> None:
         ...
     def __repr__(self) -> str:
         ...
@@ -42,6 +42,9 @@ class NeuronDescriptor:
         ...
     @property
     def b(self) -> float:
+        ...
+    @property
+    def c(self) -> float:
         ...
     @property
     def type(self) -> str:
@@ -84,9 +87,9 @@ class TensorSpec:
         """
 class ConvolutionDescriptor:
     """
-    Kernel size, feature channels, stride, dilation, groups and a fused neuron.
+    Kernel size, feature channels, stride, dilation, groups and a fused neuron; transposed for a ConvolutionTranspose's weights (input × output/groups × kh × kw, PyTorch's layout).
     """
-    def __init__(self, kernel: typing.Any, input_channels: typing.SupportsInt | typing.SupportsIndex, output_channels: typing.SupportsInt | typing.SupportsIndex, stride: typing.Any = 1, dilation: typing.Any = 1, groups: typing.SupportsInt | typing.SupportsIndex = 1, neuron: typing.Any = None) -> None:
+    def __init__(self, kernel: typing.Any, input_channels: typing.SupportsInt | typing.SupportsIndex, output_channels: typing.SupportsInt | typing.SupportsIndex, stride: typing.Any = 1, dilation: typing.Any = 1, groups: typing.SupportsInt | typing.SupportsIndex = 1, neuron: typing.Any = None, transposed: bool = False) -> None:
         ...
     def __repr__(self) -> str:
         ...
@@ -126,7 +129,10 @@ class ConvolutionDescriptor:
         What its data source supplies: weights, then biases (optional).
         """
     @property
-    def weights_shape(self) -> tuple[int, int, int, int]:
+    def transposed(self) -> bool:
+        ...
+    @property
+    def weights_shape(self) -> tuple:
         ...
 class MatrixDescriptor:
     """
@@ -161,9 +167,9 @@ class MatrixDescriptor:
         """
 class NormalizationDescriptor:
     """
-    Per-channel gamma and beta (trained) and mean and variance (running statistics), as batch and instance normalization read them.
+    Per-channel gamma and beta (trained) and, with statistics, mean and variance (running statistics, batch normalization's); statistics=False for group, instance and layer normalization.
     """
-    def __init__(self, feature_channels: typing.SupportsInt | typing.SupportsIndex) -> None:
+    def __init__(self, feature_channels: typing.SupportsInt | typing.SupportsIndex, statistics: bool = True) -> None:
         ...
     def __repr__(self) -> str:
         ...
@@ -173,9 +179,14 @@ class NormalizationDescriptor:
         Channels normalized: each tensor holds one value per channel.
         """
     @property
+    def statistics(self) -> bool:
+        """
+        Whether it holds running mean and variance.
+        """
+    @property
     def tensors(self) -> list[TensorSpec]:
         """
-        What its data source supplies: gamma, beta, mean, variance.
+        What its data source supplies: gamma, beta[, mean, variance].
         """
 class Image:
     """
@@ -439,12 +450,12 @@ class BatchNormalization(FilterNode):
         How far each training step moves the running statistics toward the batch's.
         """
 class Pooling(FilterNode):
-    def __init__(self, source: typing.Any, mode: str = 'max', kernel: typing.Any = 2, stride: typing.Any = None, padding: typing.Any = 'valid', count_include_pad: bool = False, label: str = '') -> None:
+    def __init__(self, source: typing.Any, mode: str = 'max', kernel: typing.Any = 2, stride: typing.Any = None, padding: typing.Any = 'valid', count_include_pad: bool = False, dilation: typing.Any = 1, label: str = '') -> None:
         """
-        stride defaults to the kernel size.
+        stride defaults to the kernel size; dilation spreads the window's taps apart.
         """
 class Neuron(FilterNode):
-    def __init__(self, source: typing.Any, neuron: typing.Any = 'relu', a: typing.SupportsFloat | typing.SupportsIndex | None = None, b: typing.SupportsFloat | typing.SupportsIndex | None = None, label: str = '') -> None:
+    def __init__(self, source: typing.Any, neuron: typing.Any = 'relu', a: typing.SupportsFloat | typing.SupportsIndex | None = None, b: typing.SupportsFloat | typing.SupportsIndex | None = None, c: typing.SupportsFloat | typing.SupportsIndex | None = None, label: str = '') -> None:
         ...
     @property
     def neuron(self) -> NeuronDescriptor:
@@ -492,6 +503,50 @@ class Division(Arithmetic):
 class Concatenation(FilterNode):
     def __init__(self, sources: list, label: str = '') -> None:
         ...
+class ConvolutionTranspose(FilterNode):
+    """
+    The transpose (adjoint) of a convolution, which enlarges by the stride: weights is a data source of a ConvolutionDescriptor(..., transposed=True) (weights input × output/groups × kh × kw, PyTorch's layout; biases and neuron as a convolution's). padding: 'valid', 'same' (result = source × stride) or (top, bottom, left, right), cut from the result; output_padding (an int or (y, x), each below the stride) adds rows and columns after, or output_size=(h, w) picks it.
+    """
+    def __init__(self, source: typing.Any, weights: typing.Any, padding: typing.Any = 'valid', output_padding: typing.Any = 0, output_size: typing.Any = None, label: str = '') -> None:
+        ...
+    @property
+    def descriptor(self) -> ConvolutionDescriptor:
+        ...
+class Padding(FilterNode):
+    """
+    Pads each image: padding is an int, (rows, columns) or (top, bottom, left, right); mode 'zero', 'constant' (value), 'reflect' (mirrored about the edge pixel, each amount below the size) or 'edge' (the edge pixel repeated); channels=(before, after) pads channels with the constant. Negative amounts crop (constant modes).
+    """
+    def __init__(self, source: typing.Any, padding: typing.Any, mode: str = 'zero', value: typing.SupportsFloat | typing.SupportsIndex = 0.0, channels: tuple[typing.SupportsInt | typing.SupportsIndex, typing.SupportsInt | typing.SupportsIndex] = (0, 0), label: str = '') -> None:
+        ...
+class Upsampling(FilterNode):
+    """
+    Enlarges each image by integer factors scale (an int or (y, x)): mode 'nearest' repeats pixels, 'bilinear' interpolates; align_corners (bilinear) maps the corner pixels onto each other, else pixel centres scale (PyTorch's two conventions).
+    """
+    def __init__(self, source: typing.Any, scale: typing.Any = 2, mode: str = 'nearest', align_corners: bool = False, label: str = '') -> None:
+        ...
+    @property
+    def align_corners(self) -> bool:
+        ...
+    @property
+    def scale(self) -> tuple[int, int]:
+        ...
+class GroupNormalization(FilterNode):
+    """
+    y = gamma·(x − mean)/sqrt(var + epsilon) + beta, mean and var per image over each group of channels (all their pixels); gamma and beta per channel. parameters: a data source of a NormalizationDescriptor(C, statistics=False), or the channel count for an ArrayDataSource of ones and zeros. Training and inference graphs compute the same.
+    """
+    def __init__(self, source: typing.Any, groups: typing.SupportsInt | typing.SupportsIndex, parameters: typing.Any, epsilon: typing.SupportsFloat | typing.SupportsIndex = 9.999999747378752e-06, label: str = '') -> None:
+        ...
+    @property
+    def epsilon(self) -> float:
+        ...
+    @property
+    def groups(self) -> int:
+        ...
+    @property
+    def per_position(self) -> bool:
+        """
+        Whether each position is normalized over its channels (layer normalization over C).
+        """
 class RNNDescriptor:
     """
     One recurrent layer in one direction: its cell, sizes, neurons and weight data sources. Made by SingleGate, LSTM, GRU or MGU.
@@ -764,13 +819,33 @@ def Adam(learning_rate: typing.SupportsFloat | typing.SupportsIndex = 0.00100000
     """
     Adam with bias correction.
     """
+def Crop(source: typing.Any, window: typing.Any = None, channels: typing.Any = None, label: str = '') -> Padding:
+    """
+    The window (y, x, height, width) of each image (None: all of it) and channels (first, count) (None: all); the gradient puts dY back in place with zeros around it.
+    """
 def GRU(input_channels: typing.SupportsInt | typing.SupportsIndex, output_channels: typing.SupportsInt | typing.SupportsIndex, weights: typing.Any = None, input_weights: typing.Any = None, recurrent_weights: typing.Any = None, direction: str = 'forward', unit_input: bool = False, seed: typing.SupportsInt | typing.SupportsIndex = 0, label: str = '', reset_after: bool = True, gate_neuron: typing.Any = 'sigmoid', cell_neuron: typing.Any = 'tanh') -> RNNDescriptor:
     """
     Gates r, z, n. reset_after=True is the cuDNN/PyTorch formulation; False applies the reset gate to the state before the recurrent product (the original GRU, as MPS describes it).
     """
+def GlobalAveragePooling(source: typing.Any, label: str = '') -> Pooling:
+    """
+    The mean of each channel over the image: C×1×1.
+    """
+def GlobalMaxPooling(source: typing.Any, label: str = '') -> Pooling:
+    """
+    The maximum of each channel over the image: C×1×1.
+    """
+def InstanceNormalization(source: typing.Any, parameters: typing.Any, epsilon: typing.SupportsFloat | typing.SupportsIndex = 9.999999747378752e-06, label: str = '') -> GroupNormalization:
+    """
+    Each channel of each image normalized over its pixels (MPSCNNInstanceNormalization); gamma and beta per channel, as GroupNormalization takes them.
+    """
 def LSTM(input_channels: typing.SupportsInt | typing.SupportsIndex, output_channels: typing.SupportsInt | typing.SupportsIndex, weights: typing.Any = None, input_weights: typing.Any = None, recurrent_weights: typing.Any = None, direction: str = 'forward', unit_input: bool = False, seed: typing.SupportsInt | typing.SupportsIndex = 0, label: str = '', memory_weights: typing.Any = None, peephole: bool = False, gate_neuron: typing.Any = 'sigmoid', cell_neuron: typing.Any = 'tanh', cell_to_output_neuron: typing.Any = 'tanh') -> RNNDescriptor:
     """
     Gates i, f, g, o. Per-gate sources list gates in that order; memory_weights (peepholes) are for i, f and o.
+    """
+def LayerNormalization(source: typing.Any, parameters: typing.Any, epsilon: typing.SupportsFloat | typing.SupportsIndex = 9.999999747378752e-06, over: str = 'chw', label: str = '') -> GroupNormalization:
+    """
+    Each image normalized over C×H×W (over='chw', GroupNormalization with one group) or each position over its channels (over='c', as a transformer's LayerNorm over the channel axis); gamma and beta per channel.
     """
 def LogSoftMax(source: typing.Any, label: str = '') -> SoftMax:
     """

@@ -28,6 +28,7 @@ void init_core(py::module_& m);
 void init_image(py::module_& m);
 void init_data_source(py::module_& m);
 void init_nodes(py::module_& m);
+void init_layers(py::module_& m);
 void init_optimizers(py::module_& m);
 void init_losses(py::module_& m);
 void init_graph(py::module_& m);
@@ -50,6 +51,11 @@ Device to_device(const py::handle& device);
 std::pair<int, int> to_pair(const py::handle& v, const char* what);
 // Float values of any float dtype as float32, contiguous (float16 converted exactly).
 std::vector<float> to_floats(const py::array& a);
+// A normalization's parameters: a data source, or a channel count for a new ArrayDataSource
+// of a NormalizationDescriptor (with or without statistics) holding its defaults.
+std::shared_ptr<DataSource> normalization_source(const py::object& parameters, bool statistics);
+// A window node's padding: 'valid', 'same', 'full' or (top, bottom, left, right).
+Padding to_padding(const py::handle& p);
 // A source argument: an ImageNode, or a filter node standing for its result image.
 ImageNodePtr to_image_node(const py::handle& obj, const std::string& what);
 // Graphs handed to Python release the GIL while they finish and join their worker.

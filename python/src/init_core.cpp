@@ -93,16 +93,16 @@ void init_core(py::module_& m) {
       });
 
   py::class_<NeuronDescriptor>(m, "NeuronDescriptor",
-                               "An activation and its parameters a, b (None: the type's default).")
-      .def(py::init([](const std::string& type, std::optional<float> a, std::optional<float> b) {
-             return NeuronDescriptor::make(NeuronDescriptor::parse(type), a, b);
-           }),
-           py::arg("type") = "none", py::arg("a") = py::none(), py::arg("b") = py::none())
+                               "An activation and its parameters a, b, c (None: the type's default).")
+      .def(py::init([](const std::string& type, std::optional<float> a, std::optional<float> b,
+                       std::optional<float> c) { return NeuronDescriptor::make(NeuronDescriptor::parse(type), a, b, c); }),
+           py::arg("type") = "none", py::arg("a") = py::none(), py::arg("b") = py::none(), py::arg("c") = py::none())
       .def_property_readonly("type", [](const NeuronDescriptor& n) { return std::string(n.name()); })
       .def_readonly("a", &NeuronDescriptor::a)
       .def_readonly("b", &NeuronDescriptor::b)
+      .def_readonly("c", &NeuronDescriptor::c)
       .def("__repr__", [](const NeuronDescriptor& n) {
-        return cat("NeuronDescriptor('", n.name(), "', a=", n.a, ", b=", n.b, ")");
+        return cat("NeuronDescriptor('", n.name(), "', a=", n.a, ", b=", n.b, ", c=", n.c, ")");
       });
 
   py::class_<TensorSpec>(m, "TensorSpec", "One tensor a layer kind reads from its data source.")
@@ -119,9 +119,11 @@ void init_core(py::module_& m) {
       });
 
   py::class_<ConvolutionDescriptor>(m, "ConvolutionDescriptor",
-                                    "Kernel size, feature channels, stride, dilation, groups and a fused neuron.")
+                                    "Kernel size, feature channels, stride, dilation, groups and a fused neuron; "
+                                    "transposed for a ConvolutionTranspose's weights (input × output/groups × "
+                                    "kh × kw, PyTorch's layout).")
       .def(py::init([](const py::object& kernel, int in, int out, const py::object& stride,
-                       const py::object& dilation, int groups, const py::object& neuron) {
+                       const py::object& dilation, int groups, const py::object& neuron, bool transposed) {
              ConvolutionDescriptor d;
              std::tie(d.kernel_height, d.kernel_width) = to_pair(kernel, "convolution descriptor");
              std::tie(d.stride_y, d.stride_x) = to_pair(stride, "convolution descriptor");
@@ -129,6 +131,7 @@ void init_core(py::module_& m) {
              d.input_feature_channels = in;
              d.output_feature_channels = out;
              d.groups = groups;
+             d.transposed = transposed;
              if (py::isinstance<py::str>(neuron))
                d.neuron = NeuronDescriptor::make(NeuronDescriptor::parse(neuron.cast<std::string>()));
              else if (!neuron.is_none())
@@ -138,7 +141,7 @@ void init_core(py::module_& m) {
            }),
            py::arg("kernel"), py::arg("input_channels"), py::arg("output_channels"),
            py::arg("stride") = 1, py::arg("dilation") = 1, py::arg("groups") = 1,
-           py::arg("neuron") = py::none())
+           py::arg("neuron") = py::none(), py::arg("transposed") = false)
       .def_readonly("kernel_height", &ConvolutionDescriptor::kernel_height)
       .def_readonly("kernel_width", &ConvolutionDescriptor::kernel_width)
       .def_readonly("input_feature_channels", &ConvolutionDescriptor::input_feature_channels)
@@ -149,16 +152,15 @@ void init_core(py::module_& m) {
       .def_readonly("dilation_x", &ConvolutionDescriptor::dilation_x)
       .def_readonly("groups", &ConvolutionDescriptor::groups)
       .def_readonly("neuron", &ConvolutionDescriptor::neuron)
-      .def_property_readonly("weights_shape", [](const ConvolutionDescriptor& d) {
-        return py::make_tuple(d.output_feature_channels, d.input_feature_channels / d.groups,
-                              d.kernel_height, d.kernel_width);
-      })
+      .def_readonly("transposed", &ConvolutionDescriptor::transposed)
+      .def_property_readonly("weights_shape",
+                             [](const ConvolutionDescriptor& d) { return py::tuple(py::cast(tensor_specs(d)[0].shape)); })
       .def("__repr__", [](const ConvolutionDescriptor& d) {
         return cat("ConvolutionDescriptor(kernel=(", d.kernel_height, ", ", d.kernel_width,
                    "), input_channels=", d.input_feature_channels, ", output_channels=",
                    d.output_feature_channels, ", stride=(", d.stride_y, ", ", d.stride_x,
                    "), dilation=(", d.dilation_y, ", ", d.dilation_x, "), groups=", d.groups,
-                   ", neuron='", d.neuron.name(), "')");
+                   ", neuron='", d.neuron.name(), "'", d.transposed ? ", transposed=True" : "", ")");
       })
       .def_property_readonly("tensors", [](const ConvolutionDescriptor& d) { return tensor_specs(d); },
                              "What its data source supplies: weights, then biases (optional).");
@@ -183,20 +185,24 @@ void init_core(py::module_& m) {
       });
 
   py::class_<NormalizationDescriptor>(m, "NormalizationDescriptor",
-                                      "Per-channel gamma and beta (trained) and mean and variance (running "
-                                      "statistics), as batch and instance normalization read them.")
-      .def(py::init([](int channels) {
-             NormalizationDescriptor d{channels};
+                                      "Per-channel gamma and beta (trained) and, with statistics, mean and "
+                                      "variance (running statistics, batch normalization's); statistics=False "
+                                      "for group, instance and layer normalization.")
+      .def(py::init([](int channels, bool statistics) {
+             NormalizationDescriptor d{channels, statistics};
              d.validate("normalization descriptor");
              return d;
            }),
-           py::arg("feature_channels"))
+           py::arg("feature_channels"), py::arg("statistics") = true)
       .def_readonly("feature_channels", &NormalizationDescriptor::feature_channels,
                     "Channels normalized: each tensor holds one value per channel.")
+      .def_readonly("statistics", &NormalizationDescriptor::statistics,
+                    "Whether it holds running mean and variance.")
       .def_property_readonly("tensors", [](const NormalizationDescriptor& d) { return tensor_specs(d); },
-                             "What its data source supplies: gamma, beta, mean, variance.")
+                             "What its data source supplies: gamma, beta[, mean, variance].")
       .def("__repr__", [](const NormalizationDescriptor& d) {
-        return cat("NormalizationDescriptor(feature_channels=", d.feature_channels, ")");
+        return cat("NormalizationDescriptor(feature_channels=", d.feature_channels,
+                   d.statistics ? "" : ", statistics=False", ")");
       });
   m.attr("BatchNormalizationDescriptor") = m.attr("NormalizationDescriptor");  // MPS's name for the same kind
 }

@@ -12,7 +12,6 @@
 #include "ops/softmax.h"
 
 namespace nngraph::py_bind {
-namespace {
 
 Padding to_padding(const py::handle& p) {
   if (py::isinstance<py::str>(p)) return Padding::parse(p.cast<std::string>());
@@ -21,18 +20,25 @@ Padding to_padding(const py::handle& p) {
   return Padding::explicit_(v[0], v[1], v[2], v[3]);
 }
 
-
-// A data source, or a channel count for a new ArrayDataSource of that kind's defaults.
-std::shared_ptr<DataSource> normalization_source(const py::object& parameters) {
+std::shared_ptr<DataSource> normalization_source(const py::object& parameters, bool statistics) {
   if (!py::isinstance<py::int_>(parameters)) return hold_data_source(parameters);
-  const NormalizationDescriptor d{parameters.cast<int>()};
+  const NormalizationDescriptor d{parameters.cast<int>(), statistics};
   d.validate("normalization");
   return std::make_shared<ArrayDataSource>(d, std::vector<std::vector<float>>(tensor_specs(d).size()), "");
 }
 
-NeuronDescriptor to_neuron(const py::handle& n, std::optional<float> a, std::optional<float> b) {
+namespace {
+
+NeuronDescriptor to_neuron(const py::handle& n, std::optional<float> a, std::optional<float> b,
+                           std::optional<float> c) {
   if (py::isinstance<NeuronDescriptor>(n)) return n.cast<NeuronDescriptor>();
-  return NeuronDescriptor::make(NeuronDescriptor::parse(n.cast<std::string>()), a, b);
+  return NeuronDescriptor::make(NeuronDescriptor::parse(n.cast<std::string>()), a, b, c);
+}
+
+PoolingMode pooling_mode(const std::string& mode) {
+  if (mode != "max" && mode != "average")
+    fail("[", PoolingNode::kKind, "] mode must be 'max' or 'average', got '", mode, "'");
+  return mode == "max" ? PoolingMode::Max : PoolingMode::Average;
 }
 
 }  // namespace
@@ -121,7 +127,7 @@ void init_nodes(py::module_& m) {
       .def(py::init([](const py::object& src, const py::object& parameters, float epsilon, float momentum,
                        std::string label) {
              return BatchNormalizationNode::create(to_image_node(src, BatchNormalizationNode::kKind),
-                                                   normalization_source(parameters), epsilon, momentum,
+                                                   normalization_source(parameters, true), epsilon, momentum,
                                                    std::move(label));
            }),
            py::arg("source"), py::arg("parameters"), py::arg("epsilon") = 1e-5f, py::arg("momentum") = 0.1f,
@@ -137,26 +143,37 @@ void init_nodes(py::module_& m) {
   py::class_<PoolingNode, FilterNode, std::shared_ptr<PoolingNode>>(m, "Pooling")
       .def(py::init([](const py::object& src, const std::string& mode, const py::object& kernel,
                        const py::object& stride, const py::object& padding, bool count_include_pad,
-                       std::string label) {
-             if (mode != "max" && mode != "average") fail("[", PoolingNode::kKind, "] mode must be 'max' or 'average', got '", mode, "'");
+                       const py::object& dilation, std::string label) {
              auto [kh, kw] = to_pair(kernel, "pooling");
              auto [sy, sx] = stride.is_none() ? std::pair<int, int>{0, 0} : to_pair(stride, "pooling");
              if (!stride.is_none() && (sy < 1 || sx < 1)) fail("[", PoolingNode::kKind, "] stride must be >= 1");
-             return PoolingNode::create(to_image_node(src, PoolingNode::kKind),
-                                        mode == "max" ? PoolingMode::Max : PoolingMode::Average, kh, kw, sy, sx,
-                                        to_padding(padding), count_include_pad, std::move(label));
+             auto [dy, dx] = to_pair(dilation, "pooling");
+             return PoolingNode::create(to_image_node(src, PoolingNode::kKind), pooling_mode(mode), kh, kw, sy, sx,
+                                        to_padding(padding), count_include_pad, dy, dx, std::move(label));
            }),
            py::arg("source"), py::arg("mode") = "max", py::arg("kernel") = 2, py::arg("stride") = py::none(),
-           py::arg("padding") = "valid", py::arg("count_include_pad") = false, py::arg("label") = "",
-           "stride defaults to the kernel size.");
+           py::arg("padding") = "valid", py::arg("count_include_pad") = false, py::arg("dilation") = 1,
+           py::arg("label") = "",
+           "stride defaults to the kernel size; dilation spreads the window's taps apart.");
+  // Global pooling is a PoolingNode whose window is the whole image.
+  m.def("GlobalAveragePooling", [](const py::object& src, std::string label) {
+        return PoolingNode::create_global(to_image_node(src, "global_average_pooling"), PoolingMode::Average,
+                                          std::move(label));
+      },
+      py::arg("source"), py::arg("label") = "", "The mean of each channel over the image: C×1×1.");
+  m.def("GlobalMaxPooling", [](const py::object& src, std::string label) {
+        return PoolingNode::create_global(to_image_node(src, "global_max_pooling"), PoolingMode::Max, std::move(label));
+      },
+      py::arg("source"), py::arg("label") = "", "The maximum of each channel over the image: C×1×1.");
 
   py::class_<NeuronNode, FilterNode, std::shared_ptr<NeuronNode>>(m, "Neuron")
       .def(py::init([](const py::object& src, const py::object& neuron, std::optional<float> a,
-                       std::optional<float> b, std::string label) {
-             return NeuronNode::create(to_image_node(src, NeuronNode::kKind), to_neuron(neuron, a, b), std::move(label));
+                       std::optional<float> b, std::optional<float> c, std::string label) {
+             return NeuronNode::create(to_image_node(src, NeuronNode::kKind), to_neuron(neuron, a, b, c),
+                                       std::move(label));
            }),
            py::arg("source"), py::arg("neuron") = "relu", py::arg("a") = py::none(), py::arg("b") = py::none(),
-           py::arg("label") = "")
+           py::arg("c") = py::none(), py::arg("label") = "")
       .def_property_readonly("neuron", &NeuronNode::neuron);
 
   py::class_<SoftMaxNode, FilterNode, std::shared_ptr<SoftMaxNode>>(m, "SoftMax")

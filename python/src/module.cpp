@@ -10,6 +10,7 @@ PYBIND11_MODULE(_core, m) {
   init_optimizers(m);
   init_data_source(m);
   init_nodes(m);
+  init_layers(m);
   init_rnn(m);
   init_losses(m);
   init_graph(m);

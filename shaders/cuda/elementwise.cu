@@ -1,5 +1,4 @@
-// Conversions, bias + neuron epilogues, neuron gradients, dropout, pad and crop,
-// row windows.
+// Conversions, bias + neuron epilogues, neuron gradients, dropout, row windows.
 #include <cuda_fp16.h>
 
 #include "backends/math.h"
@@ -34,24 +33,6 @@ __global__ void dropout_kernel(const float* in, float* out, size_t n, float keep
   const float scale = 1.f / keep;
   NNGRAPH_GRID_LOOP(i, n) out[i] = math::dropout_keep(key, i, keep) ? in[i] * scale : 0.f;
 }
-// out (planes × oh × ow) from in (planes × h × w) placed at (top, left); outside is zero.
-__global__ void pad_kernel(const float* in, float* out, size_t total, int h, int w, int top, int left, int oh, int ow) {
-  NNGRAPH_GRID_LOOP(i, total) {
-    const int x = static_cast<int>(i % ow), y = static_cast<int>((i / ow) % oh);
-    const size_t plane = i / (static_cast<size_t>(oh) * ow);
-    const int sy = y - top, sx = x - left;
-    out[i] = (sy >= 0 && sy < h && sx >= 0 && sx < w) ? in[(plane * h + sy) * w + sx] : 0.f;
-  }
-}
-// out (planes × oh × ow) = the window of in (planes × h × w) starting at (top, left).
-__global__ void crop_kernel(const float* in, float* out, size_t total, int h, int w, int top, int left, int oh, int ow) {
-  NNGRAPH_GRID_LOOP(i, total) {
-    const int x = static_cast<int>(i % ow), y = static_cast<int>((i / ow) % oh);
-    const size_t plane = i / (static_cast<size_t>(oh) * ow);
-    out[i] = in[(plane * h + y + top) * w + x + left];
-  }
-}
-
 // Over x's elements (n, ch, y, col): col = j·kw + k lies in window j of its row; j ≥ wo is the
 // tail no window reaches.
 template <class I>
@@ -122,16 +103,6 @@ void hold(cudaStream_t s, int microseconds) {
   check_launch("hold");
 }
 
-void pad(cudaStream_t s, const float* in, float* out, int planes, int h, int w, int top, int left, int oh, int ow) {
-  const size_t total = static_cast<size_t>(planes) * oh * ow;
-  pad_kernel<<<blocks_for(total), kThreads, 0, s>>>(in, out, total, h, w, top, left, oh, ow);
-  check_launch("pad");
-}
-void crop(cudaStream_t s, const float* in, float* out, int planes, int h, int w, int top, int left, int oh, int ow) {
-  const size_t total = static_cast<size_t>(planes) * oh * ow;
-  crop_kernel<<<blocks_for(total), kThreads, 0, s>>>(in, out, total, h, w, top, left, oh, ow);
-  check_launch("crop");
-}
 
 namespace {
 void launch_windows(cudaStream_t s, const float* from, float* to, int n, int c, int h, int w, int wo, int kw,

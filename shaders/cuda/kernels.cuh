@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "nngraph/descriptors.h"
+#include "nngraph/image.h"
 #include "nngraph/optimizer.h"
 
 #include "ops/rnn.h"
@@ -59,9 +60,9 @@ struct StepLaunch {
 void store(const StepLaunch& l, uint64_t* counter, uint64_t value);
 // Keeps the stream busy for about `microseconds` (what is queued behind it then runs back to back).
 void hold(cudaStream_t s, int microseconds);
-// Zero-pads (or crops back) N·C planes: out plane = in plane with top/left offsets.
-void pad(cudaStream_t s, const float* in, float* out, int planes, int h, int w, int top, int left, int oh, int ow);
-void crop(cudaStream_t s, const float* in, float* out, int planes, int h, int w, int top, int left, int oh, int ow);
+// y (n × out) = x (n × in) padded by g (negative amounts crop) in `mode` (padding.cu).
+void padding(cudaStream_t s, PadMode mode, const PadGeometry& g, float value, const float* x, int n,
+             const ImageShape& in, float* y, const ImageShape& out);
 // The non-overlapping 1×kw windows of x's rows (n × c × h × w) as a matrix with one window of
 // every channel per row: p[((n·h + y)·wo + j)·c + ch)·kw + k] = x[n, ch, y, j·kw + k].
 // scatter_windows fills x back from p, with zeros where no window reaches.

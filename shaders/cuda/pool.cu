@@ -1,6 +1,7 @@
 // Pooling: one thread per output pixel forward; the gradient gathers, one thread per input
-// pixel, from the windows that cover it (no atomics, deterministic, same first-maximum rule
-// as the cpu backend). A folded neuron gradient multiplies by f'(x) in the same pass.
+// pixel, from the windows that cover it, or scatters from each output where windows are
+// disjoint (no atomics, deterministic, same first-maximum rule as the cpu backend). A folded
+// neuron gradient multiplies by f'(x) in the same pass.
 #include <type_traits>
 
 #include "common.cuh"
@@ -10,7 +11,24 @@
 namespace nngraph::cuda {
 namespace {
 
-__device__ inline int clamp_lo(int v) { return v < 0 ? 0 : v; }
+// f(index) for each in-bounds pixel of output (oy, ox)'s window, in scan order; returns the count.
+template <class F>
+__device__ inline int each_tap(const PoolGeometry& g, int oy, int ox, int h, int w, F f) {
+  const math::Taps ty = math::window_taps(oy, g.sy, g.pad_top, g.kh, g.dil_y, h);
+  const math::Taps tx = math::window_taps(ox, g.sx, g.pad_left, g.kw, g.dil_x, w);
+  for (int i = 0, iy = ty.first; i < ty.count; ++i, iy += g.dil_y)
+    for (int j = 0, ix = tx.first; j < tx.count; ++j, ix += g.dil_x) f(iy * w + ix);
+  return g.count_include_pad ? g.kh * g.kw : ty.count * tx.count;
+}
+
+// The first maximum of output (oy, ox)'s window, as an index into the plane.
+__device__ inline int window_argmax(const PoolGeometry& g, const float* x, int oy, int ox, int h, int w) {
+  int best = -1;
+  each_tap(g, oy, ox, h, w, [&](int p) {
+    if (best < 0 || x[p] > x[best]) best = p;
+  });
+  return best;
+}
 
 template <class I>
 __global__ void pool_kernel(bool is_max, PoolGeometry g, const float* in, float* out, I total, int h, int w, int oh,
@@ -18,16 +36,14 @@ __global__ void pool_kernel(bool is_max, PoolGeometry g, const float* in, float*
   NNGRAPH_GRID_LOOP_T(I, i, total) {
     const int ox = static_cast<int>(i % ow), oy = static_cast<int>((i / ow) % oh);
     const float* x = in + (i / (I(oh) * ow)) * h * w;
-    const int y0 = oy * g.sy - g.pad_top, x0 = ox * g.sx - g.pad_left;
-    const int ya = clamp_lo(y0), yb = min(y0 + g.kh, h), xa = clamp_lo(x0), xb = min(x0 + g.kw, w);
     float acc = is_max ? -INFINITY : 0.f;
-    for (int iy = ya; iy < yb; ++iy)
-      for (int ix = xa; ix < xb; ++ix) acc = is_max ? fmaxf(acc, x[iy * w + ix]) : acc + x[iy * w + ix];
-    const int count = g.count_include_pad ? g.kh * g.kw : (yb - ya) * (xb - xa);
+    const int count = each_tap(g, oy, ox, h, w, [&](int p) { acc = is_max ? fmaxf(acc, x[p]) : acc + x[p]; });
     out[i] = is_max ? acc : acc / static_cast<float>(count);
   }
 }
 
+// Overlapping windows: a thread per input pixel gathers from the windows holding it (tap k
+// of output o lies at o·s − pad + k·d).
 template <class I>
 __global__ void pool_gradient_kernel(bool is_max, PoolGeometry g, const float* in, const float* dy, float* dx,
                                      I total, int h, int w, int oh, int ow, AnyDerivative derivative) {
@@ -36,27 +52,42 @@ __global__ void pool_gradient_kernel(bool is_max, PoolGeometry g, const float* i
     const I plane = i / (I(h) * w);
     const float* x = in + plane * h * w;
     const float* gy = dy + plane * oh * ow;
-    // outputs whose window [o·s − pad, o·s − pad + k) holds this pixel
-    const int oy0 = max(0, (iy + g.pad_top - g.kh + g.sy) / g.sy), oy1 = min(oh - 1, (iy + g.pad_top) / g.sy);
-    const int ox0 = max(0, (ix + g.pad_left - g.kw + g.sx) / g.sx), ox1 = min(ow - 1, (ix + g.pad_left) / g.sx);
     float acc = 0.f;
-    for (int oy = oy0; oy <= oy1; ++oy)
-      for (int ox = ox0; ox <= ox1; ++ox) {
-        const int y0 = oy * g.sy - g.pad_top, x0 = ox * g.sx - g.pad_left;
-        if (iy < y0 || iy >= y0 + g.kh || ix < x0 || ix >= x0 + g.kw) continue;
-        const int ya = clamp_lo(y0), yb = min(y0 + g.kh, h), xa = clamp_lo(x0), xb = min(x0 + g.kw, w);
+    for (int ky = 0; ky < g.kh; ++ky) {
+      const int ty = iy + g.pad_top - ky * g.dil_y, oy = ty / g.sy;
+      if (ty < 0 || ty % g.sy || oy >= oh) continue;
+      for (int kx = 0; kx < g.kw; ++kx) {
+        const int tx = ix + g.pad_left - kx * g.dil_x, ox = tx / g.sx;
+        if (tx < 0 || tx % g.sx || ox >= ow) continue;
         if (is_max) {
-          int best = ya * w + xa;
-          for (int yy = ya; yy < yb; ++yy)
-            for (int xx = xa; xx < xb; ++xx)
-              if (x[yy * w + xx] > x[best]) best = yy * w + xx;
-          if (best == iy * w + ix) acc += gy[oy * ow + ox];
+          if (window_argmax(g, x, oy, ox, h, w) == iy * w + ix) acc += gy[oy * ow + ox];
         } else {
-          const int count = g.count_include_pad ? g.kh * g.kw : (yb - ya) * (xb - xa);
+          const int count = each_tap(g, oy, ox, h, w, [](int) {});
           acc += gy[oy * ow + ox] / static_cast<float>(count);
         }
       }
+    }
     dx[i] = acc * derivative(x[iy * w + ix]);
+  }
+}
+
+// Disjoint windows (global pooling among them): dx is zero but where a thread per output
+// writes its window's share, so large windows are read once, not once per pixel.
+template <class I>
+__global__ void disjoint_gradient_kernel(bool is_max, PoolGeometry g, const float* in, const float* dy, float* dx,
+                                         I total, int h, int w, int oh, int ow, AnyDerivative derivative) {
+  NNGRAPH_GRID_LOOP_T(I, i, total) {
+    const int ox = static_cast<int>(i % ow), oy = static_cast<int>((i / ow) % oh);
+    const I plane = i / (I(oh) * ow);
+    const float* x = in + plane * h * w;
+    float* gx = dx + plane * h * w;
+    if (is_max) {
+      const int best = window_argmax(g, x, oy, ox, h, w);
+      gx[best] = dy[i] * derivative(x[best]);
+    } else {
+      const float share = dy[i] / static_cast<float>(each_tap(g, oy, ox, h, w, [](int) {}));
+      each_tap(g, oy, ox, h, w, [&](int p) { gx[p] = share * derivative(x[p]); });
+    }
   }
 }
 
@@ -105,17 +136,25 @@ void pooling_gradient(cudaStream_t s, PoolingMode mode, const PoolGeometry& g, c
                       float* dx, int planes, int h, int w, int oh, int ow, const NeuronDescriptor& nd) {
   const size_t inputs = static_cast<size_t>(planes) * h * w, outputs = static_cast<size_t>(planes) * oh * ow;
   const size_t largest = std::max(inputs, outputs);
-  if (g.kh == 2 && g.kw == 2 && g.sy == 2 && g.sx == 2 && g.pad_top == 0 && g.pad_left == 0) {
+  const bool is_max = mode == PoolingMode::Max;
+  if (g.kh == 2 && g.kw == 2 && g.sy == 2 && g.sx == 2 && g.pad_top == 0 && g.pad_left == 0 && g.dil_y == 1 &&
+      g.dil_x == 1) {
     if (h != 2 * oh || w != 2 * ow) cudaMemsetAsync(dx, 0, inputs * sizeof(float), s);
     with_derivative(nd, [&](auto derivative) {
       with_index_type(largest, [&](auto i) {
-        halve_gradient_kernel<<<blocks_for(outputs), kThreads, 0, s>>>(mode == PoolingMode::Max, in, dy, dx,
+        halve_gradient_kernel<<<blocks_for(outputs), kThreads, 0, s>>>(is_max, in, dy, dx,
                                                                         decltype(i)(outputs), h, w, oh, ow, derivative);
       });
     });
+  } else if (g.disjoint()) {
+    cudaMemsetAsync(dx, 0, inputs * sizeof(float), s);
+    with_index_type(largest, [&](auto i) {
+      disjoint_gradient_kernel<<<blocks_for(outputs), kThreads, 0, s>>>(is_max, g, in, dy, dx, decltype(i)(outputs), h,
+                                                                         w, oh, ow, AnyDerivative{nd});
+    });
   } else {
     with_index_type(largest, [&](auto i) {
-      pool_gradient_kernel<<<blocks_for(inputs), kThreads, 0, s>>>(mode == PoolingMode::Max, g, in, dy, dx,
+      pool_gradient_kernel<<<blocks_for(inputs), kThreads, 0, s>>>(is_max, g, in, dy, dx,
                                                                     decltype(i)(inputs), h, w, oh, ow, AnyDerivative{nd});
     });
   }

@@ -91,72 +91,141 @@ NNGRAPH_HD inline float tanh_fast(float x) {
   return ax < 0.0625f ? series : copysignf((1.f - e) / (1.f + e), x);
 }
 
-// One struct per neuron type of NNGRAPH_NEURONS (nngraph/descriptors.h): f(a, b, x); its
-// derivative df(a, b, v) from v = f(x) where from_output(a), else from x. From the output is
-// impossible for absolute, and for leaky relu and elu with a < 0: their negative branch then
-// turns positive, so y's sign no longer tells the branch.
+// One struct per neuron type of NNGRAPH_NEURONS (nngraph/descriptors.h): f(a, b, c, x); its
+// derivative df(a, b, c, v) from v = f(x) where from_output(a), else from x. From the output
+// is impossible for a non-monotonic f (absolute, gelu, silu, hard swish), for power (its
+// base need not be monotonic in y), and for leaky relu, elu and relun with a < 0: their
+// negative branch then turns positive, so y's sign no longer tells the branch.
+#define NNGRAPH_NEURON_ARGS [[maybe_unused]] float a, [[maybe_unused]] float b, [[maybe_unused]] float c
 namespace neurons {
 struct None {
-  NNGRAPH_HD static float f(float, float, float x) { return x; }
-  NNGRAPH_HD static float df(float, float, float) { return 1.f; }
+  NNGRAPH_HD static float f(NNGRAPH_NEURON_ARGS, float x) { return x; }
+  NNGRAPH_HD static float df(NNGRAPH_NEURON_ARGS, float) { return 1.f; }
   NNGRAPH_HD static bool from_output(float) { return true; }
 };
 struct ReLU {
-  NNGRAPH_HD static float f(float, float, float x) { return relu(x); }
-  NNGRAPH_HD static float df(float, float, float v) { return v > 0.f ? 1.f : 0.f; }
+  NNGRAPH_HD static float f(NNGRAPH_NEURON_ARGS, float x) { return relu(x); }
+  NNGRAPH_HD static float df(NNGRAPH_NEURON_ARGS, float v) { return v > 0.f ? 1.f : 0.f; }
   NNGRAPH_HD static bool from_output(float) { return true; }
 };
 struct LeakyReLU {
-  NNGRAPH_HD static float f(float a, float, float x) { return leaky_relu(a, x); }
-  NNGRAPH_HD static float df(float a, float, float v) { return v > 0.f ? 1.f : a; }  // from x or (a >= 0) y
+  NNGRAPH_HD static float f(NNGRAPH_NEURON_ARGS, float x) { return leaky_relu(a, x); }
+  NNGRAPH_HD static float df(NNGRAPH_NEURON_ARGS, float v) { return v > 0.f ? 1.f : a; }  // from x or (a >= 0) y
   NNGRAPH_HD static bool from_output(float a) { return !(a < 0.f); }
 };
 struct Sigmoid {
-  NNGRAPH_HD static float f(float, float, float x) { return sigmoid(x); }
-  NNGRAPH_HD static float df(float, float, float v) { return v * (1.f - v); }
+  NNGRAPH_HD static float f(NNGRAPH_NEURON_ARGS, float x) { return sigmoid(x); }
+  NNGRAPH_HD static float df(NNGRAPH_NEURON_ARGS, float v) { return v * (1.f - v); }
   NNGRAPH_HD static bool from_output(float) { return true; }
 };
 struct HardSigmoid {
-  NNGRAPH_HD static float f(float a, float b, float x) { return hard_sigmoid(a, b, x); }
-  NNGRAPH_HD static float df(float a, float, float v) { return (v > 0.f && v < 1.f) ? a : 0.f; }
+  NNGRAPH_HD static float f(NNGRAPH_NEURON_ARGS, float x) { return hard_sigmoid(a, b, x); }
+  NNGRAPH_HD static float df(NNGRAPH_NEURON_ARGS, float v) { return (v > 0.f && v < 1.f) ? a : 0.f; }
   NNGRAPH_HD static bool from_output(float) { return true; }
 };
 struct TanH {
-  NNGRAPH_HD static float f(float a, float b, float x) { return a * tanh_fast(b * x); }
-  NNGRAPH_HD static float df(float a, float b, float v) { return a == 0.f ? 0.f : b * (a - v * v / a); }
+  NNGRAPH_HD static float f(NNGRAPH_NEURON_ARGS, float x) { return a * tanh_fast(b * x); }
+  NNGRAPH_HD static float df(NNGRAPH_NEURON_ARGS, float v) { return a == 0.f ? 0.f : b * (a - v * v / a); }
   NNGRAPH_HD static bool from_output(float) { return true; }
 };
 struct Linear {
-  NNGRAPH_HD static float f(float a, float b, float x) { return linear(a, b, x); }
-  NNGRAPH_HD static float df(float a, float, float) { return a; }
+  NNGRAPH_HD static float f(NNGRAPH_NEURON_ARGS, float x) { return linear(a, b, x); }
+  NNGRAPH_HD static float df(NNGRAPH_NEURON_ARGS, float) { return a; }
   NNGRAPH_HD static bool from_output(float) { return true; }
 };
 struct ELU {
-  NNGRAPH_HD static float f(float a, float, float x) { return x >= 0.f ? x : a * expm1f(x); }
+  NNGRAPH_HD static float f(NNGRAPH_NEURON_ARGS, float x) { return x >= 0.f ? x : a * expm1f(x); }
   // a < 0: v is x.
-  NNGRAPH_HD static float df(float a, float, float v) { return v > 0.f ? 1.f : (a < 0.f ? a * expf(v) : v + a); }
+  NNGRAPH_HD static float df(NNGRAPH_NEURON_ARGS, float v) { return v > 0.f ? 1.f : (a < 0.f ? a * expf(v) : v + a); }
   NNGRAPH_HD static bool from_output(float a) { return !(a < 0.f); }
 };
 struct SoftPlus {
-  NNGRAPH_HD static float f(float a, float b, float x) {
+  NNGRAPH_HD static float f(NNGRAPH_NEURON_ARGS, float x) {
     const float z = b * x;  // log1p(e^z) without overflow
     return a * (z > 0.f ? z + log1pf(expf(-z)) : log1pf(expf(z)));
   }
-  NNGRAPH_HD static float df(float a, float b, float v) { return a == 0.f ? 0.f : a * b * -expm1f(-v / a); }
+  NNGRAPH_HD static float df(NNGRAPH_NEURON_ARGS, float v) { return a == 0.f ? 0.f : a * b * -expm1f(-v / a); }
   NNGRAPH_HD static bool from_output(float) { return true; }
 };
 struct Absolute {
-  NNGRAPH_HD static float f(float, float, float x) { return fabsf(x); }
-  NNGRAPH_HD static float df(float, float, float v) { return v > 0.f ? 1.f : (v < 0.f ? -1.f : 0.f); }
+  NNGRAPH_HD static float f(NNGRAPH_NEURON_ARGS, float x) { return fabsf(x); }
+  NNGRAPH_HD static float df(NNGRAPH_NEURON_ARGS, float v) { return v > 0.f ? 1.f : (v < 0.f ? -1.f : 0.f); }
   NNGRAPH_HD static bool from_output(float) { return false; }
 };
+struct GELU {  // x·Φ(x), Φ the standard normal distribution
+  NNGRAPH_HD static float f(NNGRAPH_NEURON_ARGS, float x) { return 0.5f * x * erfcf(-0.70710678f * x); }
+  NNGRAPH_HD static float df(NNGRAPH_NEURON_ARGS, float x) {
+    return 0.5f * erfcf(-0.70710678f * x) + x * 0.39894228f * expf(-0.5f * x * x);
+  }
+  NNGRAPH_HD static bool from_output(float) { return false; }
+};
+struct GELUTanh {  // 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))
+  NNGRAPH_HD static float f(NNGRAPH_NEURON_ARGS, float x) {
+    return 0.5f * x * (1.f + tanh_fast(0.79788456f * (x + 0.044715f * x * x * x)));
+  }
+  NNGRAPH_HD static float df(NNGRAPH_NEURON_ARGS, float x) {
+    const float t = tanh_fast(0.79788456f * (x + 0.044715f * x * x * x));
+    return 0.5f * (1.f + t) + 0.5f * x * (1.f - t * t) * 0.79788456f * (1.f + 0.134145f * x * x);
+  }
+  NNGRAPH_HD static bool from_output(float) { return false; }
+};
+struct SiLU {  // x·σ(a·x) (swish; a = 1 is SiLU)
+  NNGRAPH_HD static float f(NNGRAPH_NEURON_ARGS, float x) { return x * sigmoid(a * x); }
+  NNGRAPH_HD static float df(NNGRAPH_NEURON_ARGS, float x) {
+    const float s = sigmoid(a * x);
+    return s * (1.f + a * x * (1.f - s));
+  }
+  NNGRAPH_HD static bool from_output(float) { return false; }
+};
+struct HardSwish {
+  NNGRAPH_HD static float f(NNGRAPH_NEURON_ARGS, float x) {
+    const float r = x + 3.f;
+    return x * (r < 0.f ? 0.f : (r > 6.f ? 6.f : r)) * (1.f / 6.f);
+  }
+  NNGRAPH_HD static float df(NNGRAPH_NEURON_ARGS, float x) {
+    return x < -3.f ? 0.f : (x > 3.f ? 1.f : (2.f * x + 3.f) * (1.f / 6.f));
+  }
+  NNGRAPH_HD static bool from_output(float) { return false; }
+};
+struct ReLUN {  // min(leaky relu, b): relu6 by default
+  NNGRAPH_HD static float f(NNGRAPH_NEURON_ARGS, float x) {
+    const float v = leaky_relu(a, x);
+    return v > b ? b : v;
+  }
+  NNGRAPH_HD static float df(NNGRAPH_NEURON_ARGS, float v) {  // v is y for a >= 0, else x
+    if (a < 0.f) return v >= 0.f ? (v < b ? 1.f : 0.f) : (a * v < b ? a : 0.f);
+    return v >= b ? 0.f : (v > 0.f ? 1.f : a);
+  }
+  NNGRAPH_HD static bool from_output(float a) { return !(a < 0.f); }
+};
+// ln c, where c = -1 stands for e.
+NNGRAPH_HD inline float log_base(float c) { return c == -1.f ? 1.f : logf(c); }
+struct Power {
+  NNGRAPH_HD static float f(NNGRAPH_NEURON_ARGS, float x) { return powf(a + b * x, c); }
+  NNGRAPH_HD static float df(NNGRAPH_NEURON_ARGS, float x) {
+    return c == 0.f ? 0.f : c * b * powf(a + b * x, c - 1.f);
+  }
+  NNGRAPH_HD static bool from_output(float) { return false; }
+};
+struct Exponential {
+  NNGRAPH_HD static float f(NNGRAPH_NEURON_ARGS, float x) { return expf((a * x + b) * log_base(c)); }
+  NNGRAPH_HD static float df(NNGRAPH_NEURON_ARGS, float v) { return a * log_base(c) * v; }
+  NNGRAPH_HD static bool from_output(float) { return true; }
+};
+struct Logarithm {
+  NNGRAPH_HD static float f(NNGRAPH_NEURON_ARGS, float x) { return logf(a * x + b) / log_base(c); }
+  // a·x + b = c^y
+  NNGRAPH_HD static float df(NNGRAPH_NEURON_ARGS, float v) { return a / (log_base(c) * expf(v * log_base(c))); }
+  NNGRAPH_HD static bool from_output(float) { return true; }
+};
 }  // namespace neurons
+#undef NNGRAPH_NEURON_ARGS
 
 // The switches over every type (macro arguments named apart from n.a and n.b).
 NNGRAPH_HD inline float neuron(const NeuronDescriptor& n, float x) {
   switch (n.type) {
-#define NNGRAPH_NEURON_F(type, name, da, db) \
-  case NeuronType::type: return neurons::type::f(n.a, n.b, x);
+#define NNGRAPH_NEURON_F(type, name, da, db, dc) \
+  case NeuronType::type: return neurons::type::f(n.a, n.b, n.c, x);
     NNGRAPH_NEURONS(NNGRAPH_NEURON_F)
 #undef NNGRAPH_NEURON_F
   }
@@ -166,7 +235,7 @@ NNGRAPH_HD inline float neuron(const NeuronDescriptor& n, float x) {
 // Whether f'(x) follows from y = f(x) alone.
 NNGRAPH_HD inline bool derivative_from_output(const NeuronDescriptor& n) {
   switch (n.type) {
-#define NNGRAPH_NEURON_FROM(type, name, da, db) \
+#define NNGRAPH_NEURON_FROM(type, name, da, db, dc) \
   case NeuronType::type: return neurons::type::from_output(n.a);
     NNGRAPH_NEURONS(NNGRAPH_NEURON_FROM)
 #undef NNGRAPH_NEURON_FROM
@@ -177,13 +246,115 @@ NNGRAPH_HD inline bool derivative_from_output(const NeuronDescriptor& n) {
 // f'(x), from y = f(x) where derivative_from_output(n), else from x.
 NNGRAPH_HD inline float neuron_derivative(const NeuronDescriptor& n, float v) {
   switch (n.type) {
-#define NNGRAPH_NEURON_DF(type, name, da, db) \
-  case NeuronType::type: return neurons::type::df(n.a, n.b, v);
+#define NNGRAPH_NEURON_DF(type, name, da, db, dc) \
+  case NeuronType::type: return neurons::type::df(n.a, n.b, n.c, v);
     NNGRAPH_NEURONS(NNGRAPH_NEURON_DF)
 #undef NNGRAPH_NEURON_DF
   }
   return 1.f;
 }
+
+// ---- windows (pooling)
+
+// The in-bounds taps of a window along one axis: output o's window starts at o·stride − pad
+// and has k taps `dilation` apart; those inside [0, n) are first, first + dilation, ...
+struct Taps {
+  int first, count;
+};
+NNGRAPH_HD inline Taps window_taps(int o, int stride, int pad, int k, int dilation, int n) {
+  const int start = o * stride - pad;
+  const int ka = start < 0 ? (-start + dilation - 1) / dilation : 0;
+  const int kb = n <= start ? 0 : (n - start + dilation - 1) / dilation;
+  const int count = (kb < k ? kb : k) - ka;
+  return {start + ka * dilation, count < 0 ? 0 : count};
+}
+
+// ---- padding along one axis of n values, `before` added before it and m in all
+
+// The source of padded coordinate t (t = output − before); -1 where the constant fills it.
+NNGRAPH_HD inline int pad_source(PadMode mode, int t, int n) {
+  if (t >= 0 && t < n) return t;
+  if (mode == PadMode::Constant) return -1;
+  if (mode == PadMode::Edge) return t < 0 ? 0 : n - 1;
+  return t < 0 ? -t : 2 * (n - 1) - t;  // reflect: each pad is below n
+}
+
+// The outputs whose source is i, as up to three ranges [lo, hi] (the gradient gathers them).
+struct Preimage {
+  int lo[3], hi[3], count = 0;
+  NNGRAPH_HD void add(int a, int b, int m) {
+    a = a < 0 ? 0 : a;
+    b = b > m - 1 ? m - 1 : b;
+    if (a <= b) {
+      lo[count] = a;
+      hi[count++] = b;
+    }
+  }
+};
+NNGRAPH_HD inline Preimage pad_preimage(PadMode mode, int i, int n, int before, int m) {
+  Preimage p;
+  if (mode == PadMode::Edge) {
+    p.add(i == 0 ? 0 : before + i, i == n - 1 ? m - 1 : before + i, m);
+  } else {
+    p.add(before + i, before + i, m);
+    if (mode == PadMode::Reflect) {
+      if (i >= 1 && i <= before) p.add(before - i, before - i, m);
+      if (i <= n - 2) p.add(before + 2 * (n - 1) - i, before + 2 * (n - 1) - i, m);
+    }
+  }
+  return p;
+}
+
+// ---- upsampling one axis of n values to m = n·scale
+
+// Output o reads (1 − w1)·x[i0] + w1·x[i1]. Bilinear: source coordinate o·(n−1)/(m−1) with
+// align_corners, else (o + ½)/scale − ½ clamped at 0 (PyTorch's two conventions).
+struct Lerp {
+  int i0, i1;
+  float w1;
+};
+NNGRAPH_HD inline Lerp upsample_source(UpsamplingMode mode, bool align_corners, int o, int n, int m) {
+  const int scale = m / n;
+  if (mode == UpsamplingMode::Nearest) return {o / scale, o / scale, 0.f};
+  float src = align_corners ? (m > 1 ? static_cast<float>(o) * (n - 1) / (m - 1) : 0.f)
+                            : (o + 0.5f) / static_cast<float>(scale) - 0.5f;
+  src = src < 0.f ? 0.f : src;
+  int i0 = static_cast<int>(src);
+  i0 = i0 > n - 1 ? n - 1 : i0;
+  return {i0, i0 + 1 < n ? i0 + 1 : n - 1, src - static_cast<float>(i0)};
+}
+// The weight of source i in output o.
+NNGRAPH_HD inline float upsample_weight(const Lerp& l, int i) {
+  return (l.i0 == i ? 1.f - l.w1 : 0.f) + (l.i1 == i ? l.w1 : 0.f);
+}
+// The outputs [first, last] that may read source i (a superset; upsample_weight tells).
+NNGRAPH_HD inline void upsample_readers(UpsamplingMode mode, bool align_corners, int i, int n, int m, int* first,
+                                        int* last) {
+  const float r = align_corners && mode == UpsamplingMode::Bilinear ? (n > 1 ? (m - 1.f) / (n - 1.f) : m) : m / n;
+  const int a = static_cast<int>((i - 1) * r) - 2, b = static_cast<int>((i + 2) * r) + 2;
+  *first = a < 0 || n == 1 ? 0 : a;
+  *last = b > m - 1 || n == 1 ? m - 1 : b;
+}
+
+// ---- group, instance and layer normalization: which values each statistic covers
+
+// Per image, `stats()` statistics: groups of channels over the whole image (group, instance
+// and layer normalization over C×H×W), or every channel at one position (per_position:
+// layer normalization over C). Statistic a reads count() values stride() apart from first().
+struct NormSpan {
+  int channels, hw, groups;
+  bool per_position;
+  NNGRAPH_HD int stats() const { return per_position ? hw : groups; }
+  NNGRAPH_HD int count() const { return per_position ? channels : channels / groups * hw; }
+  NNGRAPH_HD int stride() const { return per_position ? hw : 1; }
+  NNGRAPH_HD size_t first(int n, int a) const {
+    return per_position ? static_cast<size_t>(n) * channels * hw + a
+                        : (static_cast<size_t>(n) * channels + static_cast<size_t>(a) * (channels / groups)) * hw;
+  }
+  // The channel of value j of statistic a, and the statistic of (channel, position).
+  NNGRAPH_HD int channel(int a, int j) const { return per_position ? j : a * (channels / groups) + j / hw; }
+  NNGRAPH_HD int stat_of(int c, int p) const { return per_position ? p : c / (channels / groups); }
+};
 
 // ---- arithmetic of two images
 

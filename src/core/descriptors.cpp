@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <sstream>
 
 #include "backends/math.h"
 #include "nngraph/error.h"
@@ -12,10 +13,10 @@ namespace {
 struct NeuronInfo {
   NeuronType type;
   const char* name;
-  float a, b;  // defaults
+  float a, b, c;  // defaults
 };
 constexpr NeuronInfo kNeurons[] = {
-#define NNGRAPH_NEURON_INFO(type, name, a, b) {NeuronType::type, name, a, b},
+#define NNGRAPH_NEURON_INFO(type, name, a, b, c) {NeuronType::type, name, a, b, c},
     NNGRAPH_NEURONS(NNGRAPH_NEURON_INFO)
 #undef NNGRAPH_NEURON_INFO
 };
@@ -29,11 +30,14 @@ const NeuronInfo& info(NeuronType t) {
 }  // namespace
 
 NeuronDescriptor NeuronDescriptor::make(NeuronType type, std::optional<float> a,
-                                        std::optional<float> b) {
+                                        std::optional<float> b, std::optional<float> c) {
   const auto& i = info(type);
-  const NeuronDescriptor n{type, a.value_or(i.a), b.value_or(i.b)};
-  if (!std::isfinite(n.a) || !std::isfinite(n.b))
-    fail("[neuron] ", n.name(), " parameters must be finite, got a=", n.a, ", b=", n.b);
+  const NeuronDescriptor n{type, a.value_or(i.a), b.value_or(i.b), c.value_or(i.c)};
+  if (!std::isfinite(n.a) || !std::isfinite(n.b) || !std::isfinite(n.c))
+    fail("[neuron] ", n.name(), " parameters must be finite, got a=", n.a, ", b=", n.b, ", c=", n.c);
+  if ((type == NeuronType::Exponential || type == NeuronType::Logarithm) && n.c != -1.f &&
+      (n.c <= 0.f || n.c == 1.f))
+    fail("[neuron] ", n.name(), " base c must be positive and not 1 (or -1 for e), got ", n.c);
   return n;
 }
 
@@ -117,8 +121,9 @@ void ConvolutionDescriptor::validate(const std::string& label) const {
 }
 
 std::string ConvolutionDescriptor::str() const {
-  return cat(output_feature_channels, "×", input_feature_channels / groups, "×", kernel_height,
-             "×", kernel_width);
+  const int rows = transposed ? input_feature_channels : output_feature_channels;
+  const int per_group = (transposed ? output_feature_channels : input_feature_channels) / groups;
+  return cat(transposed ? "transposed " : "", rows, "×", per_group, "×", kernel_height, "×", kernel_width);
 }
 
 Padding Padding::parse(const std::string& mode) {
@@ -166,6 +171,14 @@ Axis resolve_axis(int in, int kernel, int stride, int dilation, PaddingMode mode
   const int padded = in + a.pad_before + a.pad_after;
   a.out = padded < span ? 0 : (padded - span) / stride + 1;
   return a;
+}
+
+std::string PadGeometry::str() const {
+  std::ostringstream o;
+  o << "(top " << top << ", bottom " << bottom << ", left " << left << ", right " << right;
+  if (front || back) o << ", channels " << front << " before, " << back << " after";
+  o << ")";
+  return o.str();
 }
 
 }  // namespace nngraph

@@ -24,11 +24,13 @@ void NormalizationDescriptor::validate(const std::string& label) const {
   if (feature_channels < 1) fail("[", label, "] feature channels must be positive, got ", feature_channels);
 }
 
-std::string NormalizationDescriptor::str() const { return cat(feature_channels, " channels"); }
+std::string NormalizationDescriptor::str() const {
+  return cat(feature_channels, " channels", statistics ? "" : " without statistics");
+}
 
 std::vector<TensorSpec> tensor_specs(const ConvolutionDescriptor& d) {
-  const int64_t o = d.output_feature_channels;
-  return {{"weights", {o, d.input_feature_channels / d.groups, d.kernel_height, d.kernel_width}},
+  const int64_t o = d.output_feature_channels, i = d.input_feature_channels;
+  return {{"weights", {d.transposed ? i : o, (d.transposed ? o : i) / d.groups, d.kernel_height, d.kernel_width}},
           {"biases", {o}, true}};
 }
 
@@ -39,10 +41,12 @@ std::vector<TensorSpec> tensor_specs(const MatrixDescriptor& d) {
 
 std::vector<TensorSpec> tensor_specs(const NormalizationDescriptor& d) {
   const std::vector<int64_t> c{d.feature_channels};
-  return {{"gamma", c, false, true, 1.f},
-          {"beta", c, false, true, 0.f},
-          {"mean", c, false, false, 0.f},
-          {"variance", c, false, false, 1.f, true}};
+  std::vector<TensorSpec> specs{{"gamma", c, false, true, 1.f}, {"beta", c, false, true, 0.f}};
+  if (d.statistics) {
+    specs.push_back({"mean", c, false, false, 0.f});
+    specs.push_back({"variance", c, false, false, 1.f, true});
+  }
+  return specs;
 }
 
 std::vector<TensorSpec> tensor_specs(const ParameterDescriptor& d) {

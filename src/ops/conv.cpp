@@ -29,6 +29,9 @@ ConvolutionNode::ConvolutionNode(ImageNodePtr source, std::shared_ptr<DataSource
   set_default_label(source_->label().empty() ? kind : source_->label());
   desc_ = descriptor_as<ConvolutionDescriptor>(*source_, this->label().empty() ? kind : this->label());
   desc_.validate(this->label().empty() ? kind : this->label());
+  if (desc_.transposed)
+    fail("[", this->label(), "] its weights are a ConvolutionTranspose's (transposed=True); a ", kind,
+         " takes output × input/groups × kh × kw");
 }
 
 std::shared_ptr<ConvolutionNode> ConvolutionNode::create(ImageNodePtr source,

@@ -28,6 +28,16 @@ struct ConvolutionGradientKernel
                     const Tensor& y, const NeuronDescriptor&, const Tensor& dx, const Tensor& dw, const Tensor& db)> {
   static constexpr const char* name = "convolution_gradient";
 };
+// y = neuron(y + b[channel]) in place (b may be empty).
+struct BiasNeuronKernel : KernelOf<void(Backend&, const Tensor& bias, const NeuronDescriptor&, const Tensor& y)> {
+  static constexpr const char* name = "bias_neuron";
+};
+// dz = dy ⊙ neuron'(y) where dz is given (y then too), and db[c] = Σ over N, H, W of dz (dy
+// without dz) where db is given.
+struct BiasNeuronGradientKernel : KernelOf<void(Backend&, const Tensor& dy, const Tensor& y, const NeuronDescriptor&,
+                                                const Tensor& dz, const Tensor& db)> {
+  static constexpr const char* name = "bias_neuron_gradient";
+};
 // y[n, o] = Σ_k x[n, k]·W[o, k] + b[o], then neuron; k runs over C·H·W of the source.
 struct FullyConnectedKernel : KernelOf<void(Backend&, const Tensor& x, const Tensor& weights, const Tensor& bias,
                                              const NeuronDescriptor&, const Tensor& y, bool tf32)> {

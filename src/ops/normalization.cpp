@@ -31,6 +31,8 @@ std::shared_ptr<BatchNormalizationNode> BatchNormalizationNode::create(ImageNode
   if (!(momentum >= 0.f && momentum <= 1.f)) fail("[", name, "] momentum must be in [0, 1], got ", momentum);
   node->desc_ = descriptor_as<NormalizationDescriptor>(*parameters, name);
   node->desc_.validate(name);
+  if (!node->desc_.statistics)
+    fail("[", name, "] keeps running statistics: its NormalizationDescriptor needs statistics=True");
   node->source_ = std::move(parameters);
   node->epsilon_ = epsilon;
   node->momentum_ = momentum;

@@ -7,16 +7,20 @@ namespace nngraph {
 
 std::shared_ptr<PoolingNode> PoolingNode::create(ImageNodePtr source, PoolingMode mode, int kh,
                                                  int kw, int sy, int sx, Padding padding,
-                                                 bool count_include_pad, std::string label) {
+                                                 bool count_include_pad, int dil_y, int dil_x, std::string label) {
   std::shared_ptr<PoolingNode> node(new PoolingNode(std::move(source), std::move(label)));
   node->set_default_label(mode == PoolingMode::Max ? "max_pooling" : "average_pooling");
   if (kh < 1 || kw < 1) fail("[", node->label(), "] kernel must be at least 1×1, got ", kh, "×", kw);
   if (sy < 0 || sx < 0) fail("[", node->label(), "] stride must be >= 1 (0: the kernel size)");
+  if (dil_y < 1 || dil_x < 1) fail("[", node->label(), "] dilation must be >= 1, got ", dil_y, "×", dil_x);
+  const int span_y = (kh - 1) * dil_y + 1, span_x = (kw - 1) * dil_x + 1;
   if (padding.mode == PaddingMode::Explicit &&
-      (padding.top >= kh || padding.bottom >= kh || padding.left >= kw || padding.right >= kw))
+      (padding.top >= span_y || padding.bottom >= span_y || padding.left >= span_x || padding.right >= span_x))
     fail("[", node->label(), "] explicit padding ", padding.str(), " must be smaller than the ",
-         kh, "×", kw, " kernel");
+         span_y, "×", span_x, " window");
   node->mode_ = mode;
+  node->dil_y_ = dil_y;
+  node->dil_x_ = dil_x;
   node->kh_ = kh;
   node->kw_ = kw;
   node->sy_ = sy ? sy : kh;
@@ -26,20 +30,30 @@ std::shared_ptr<PoolingNode> PoolingNode::create(ImageNodePtr source, PoolingMod
   return node;
 }
 
+std::shared_ptr<PoolingNode> PoolingNode::create_global(ImageNodePtr source, PoolingMode mode, std::string label) {
+  std::shared_ptr<PoolingNode> node(new PoolingNode(std::move(source), std::move(label)));
+  node->set_default_label(mode == PoolingMode::Max ? "global_max_pooling" : "global_average_pooling");
+  node->mode_ = mode;
+  node->global_ = true;
+  return node;
+}
+
 ImageShape PoolingNode::infer(const std::vector<ImageShape>& s) const {
   const ImageShape& in = s[0];
-  const Axis y = resolve_axis(in.h, kh_, sy_, 1, padding_.mode, padding_.top, padding_.bottom);
-  const Axis x = resolve_axis(in.w, kw_, sx_, 1, padding_.mode, padding_.left, padding_.right);
+  if (global_) return {in.c, 1, 1};
+  const Axis y = resolve_axis(in.h, kh_, sy_, dil_y_, padding_.mode, padding_.top, padding_.bottom);
+  const Axis x = resolve_axis(in.w, kw_, sx_, dil_x_, padding_.mode, padding_.left, padding_.right);
   if (y.out < 1 || x.out < 1)
-    fail("[", label(), "] ", kh_, "×", kw_, " window does not fit a ", in.h, "×", in.w,
-         " source with padding ", padding_.str());
+    fail("[", label(), "] ", kh_, "×", kw_, " window", dil_y_ * dil_x_ > 1 ? " (dilated)" : "", " does not fit a ",
+         in.h, "×", in.w, " source with padding ", padding_.str());
   return {in.c, y.out, x.out};
 }
 
 PoolGeometry PoolingNode::geometry(const ImageShape& in) const {
-  const Axis y = resolve_axis(in.h, kh_, sy_, 1, padding_.mode, padding_.top, padding_.bottom);
-  const Axis x = resolve_axis(in.w, kw_, sx_, 1, padding_.mode, padding_.left, padding_.right);
-  return PoolGeometry{kh_, kw_, sy_, sx_, y.pad_before, x.pad_before, count_include_pad_};
+  if (global_) return PoolGeometry{in.h, in.w, in.h, in.w, 0, 0, false};
+  const Axis y = resolve_axis(in.h, kh_, sy_, dil_y_, padding_.mode, padding_.top, padding_.bottom);
+  const Axis x = resolve_axis(in.w, kw_, sx_, dil_x_, padding_.mode, padding_.left, padding_.right);
+  return PoolGeometry{kh_, kw_, sy_, sx_, y.pad_before, x.pad_before, count_include_pad_, dil_y_, dil_x_};
 }
 
 void PoolingNode::encode(const EncodeArgs& a) const {

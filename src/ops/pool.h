@@ -7,9 +7,13 @@ namespace nngraph {
 
 enum class PoolingMode { Max, Average };
 
+// Window kh×kw whose taps lie dil_y, dil_x apart (dilated pooling), at strides sy, sx.
 struct PoolGeometry {
   int kh, kw, sy, sx, pad_top, pad_left;
   bool count_include_pad;
+  int dil_y = 1, dil_x = 1;
+  // No two windows share a pixel.
+  bool disjoint() const { return sy >= (kh - 1) * dil_y + 1 && sx >= (kw - 1) * dil_x + 1; }
 };
 
 struct PoolingKernel : KernelOf<void(Backend&, PoolingMode, const PoolGeometry&, const Tensor& x, const Tensor& y)> {
@@ -26,10 +30,13 @@ class PoolingNode : public FilterNode {
  public:
   static constexpr const char* kKind = "pooling";
   // stride 0 means stride = kernel. Average pooling divides by the in-bounds count unless
-  // count_include_pad.
+  // count_include_pad. Dilation spreads the window's taps (MPSCNNDilatedPoolingMax).
   static std::shared_ptr<PoolingNode> create(ImageNodePtr source, PoolingMode mode, int kernel_height,
                                              int kernel_width, int stride_y, int stride_x, Padding padding,
-                                             bool count_include_pad = false, std::string label = "");
+                                             bool count_include_pad = false, int dilation_y = 1,
+                                             int dilation_x = 1, std::string label = "");
+  // One window over each whole image: C×1×1 (global average or max pooling).
+  static std::shared_ptr<PoolingNode> create_global(ImageNodePtr source, PoolingMode mode, std::string label = "");
   ImageShape infer(const std::vector<ImageShape>& sources) const override;
   void encode(const EncodeArgs& args) const override;
   PoolingMode mode() const { return mode_; }
@@ -41,7 +48,8 @@ class PoolingNode : public FilterNode {
  private:
   PoolingNode(ImageNodePtr source, std::string label) : FilterNode({std::move(source)}, std::move(label), kKind) {}
   PoolingMode mode_ = PoolingMode::Max;
-  int kh_ = 2, kw_ = 2, sy_ = 2, sx_ = 2;
+  int kh_ = 2, kw_ = 2, sy_ = 2, sx_ = 2, dil_y_ = 1, dil_x_ = 1;
+  bool global_ = false;
   Padding padding_;
   bool count_include_pad_ = false;
 };

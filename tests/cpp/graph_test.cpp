@@ -103,7 +103,7 @@ TEST(GraphBuild, ErrorsNameTheNode) {
     EXPECT_STREQ(e.what(), "[conv1] source has 3 feature channels, weights expect 1");
   }
   auto p = PoolingNode::create(std::make_shared<ImageNode>(ImageShape{1, 1, 1}), PoolingMode::Max, 2, 2, 0, 0,
-                               Padding{}, false, "pool");
+                               Padding{}, false, 1, 1, "pool");
   EXPECT_THROW(Graph({p->result_image()}), InvalidInput);
 }
 

@@ -1,5 +1,7 @@
 """Plain numpy references for every forward op, computed in float64."""
 
+import math
+
 import numpy as np
 
 
@@ -50,17 +52,18 @@ def fully_connected(x, w, b):
     return out.reshape(n, -1, 1, 1)
 
 
-def pooling(x, mode, kernel, stride, padding="valid", count_include_pad=False):
+def pooling(x, mode, kernel, stride, padding="valid", count_include_pad=False, dilation=(1, 1)):
     n, c, h, w = x.shape
-    ho, pt, pb = resolve(h, kernel[0], stride[0], 1, padding, 0)
-    wo, pl, pr = resolve(w, kernel[1], stride[1], 1, padding, 1)
+    ho, pt, pb = resolve(h, kernel[0], stride[0], dilation[0], padding, 0)
+    wo, pl, pr = resolve(w, kernel[1], stride[1], dilation[1], padding, 1)
     xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pt, pb), (pl, pr)),
                 constant_values=np.nan)
     out = np.zeros((n, c, ho, wo))
     for oy in range(ho):
         for ox in range(wo):
-            win = xp[:, :, oy * stride[0]:oy * stride[0] + kernel[0],
-                     ox * stride[1]:ox * stride[1] + kernel[1]]
+            y0, x0 = oy * stride[0], ox * stride[1]
+            win = xp[:, :, y0:y0 + (kernel[0] - 1) * dilation[0] + 1:dilation[0],
+                     x0:x0 + (kernel[1] - 1) * dilation[1] + 1:dilation[1]]
             if mode == "max":
                 out[:, :, oy, ox] = np.nanmax(win, axis=(2, 3))
             elif count_include_pad:
@@ -70,13 +73,18 @@ def pooling(x, mode, kernel, stride, padding="valid", count_include_pad=False):
     return out
 
 
-def neuron(x, kind, a=None, b=None):
+def neuron(x, kind, a=None, b=None, c=None):
     x = x.astype(np.float64)
-    defaults = {"leaky_relu": (0.01, 0), "hard_sigmoid": (0.2, 0.5), "tanh": (1, 1),
-                "linear": (1, 0), "elu": (1, 0), "softplus": (1, 1)}
-    da, db = defaults.get(kind, (0, 0))
+    erf = np.vectorize(math.erf)
+    defaults = {"leaky_relu": (0.01, 0, 0), "hard_sigmoid": (0.2, 0.5, 0), "tanh": (1, 1, 0),
+                "linear": (1, 0, 0), "elu": (1, 0, 0), "softplus": (1, 1, 0), "silu": (1, 0, 0),
+                "relun": (0, 6, 0), "power": (0, 1, 2), "exponential": (1, 0, -1),
+                "logarithm": (1, 0, -1)}
+    da, db, dc = defaults.get(kind, (0, 0, 0))
     a = da if a is None else a
     b = db if b is None else b
+    c = dc if c is None else c
+    ln_c = 1.0 if c == -1 else np.log(c) if c > 0 else None
     return {
         "none": lambda: x,
         "relu": lambda: np.maximum(x, 0),
@@ -88,6 +96,14 @@ def neuron(x, kind, a=None, b=None):
         "elu": lambda: np.where(x >= 0, x, a * np.expm1(x)),
         "softplus": lambda: a * np.logaddexp(0, b * x),
         "absolute": lambda: np.abs(x),
+        "gelu": lambda: 0.5 * x * (1 + erf(x / np.sqrt(2))),
+        "gelu_tanh": lambda: 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x**3))),
+        "silu": lambda: x / (1 + np.exp(-a * x)),
+        "hard_swish": lambda: x * np.clip(x + 3, 0, 6) / 6,
+        "relun": lambda: np.minimum(np.where(x >= 0, x, a * x), b),
+        "power": lambda: (a + b * x) ** c,
+        "exponential": lambda: np.exp((a * x + b) * ln_c),
+        "logarithm": lambda: np.log(a * x + b) / ln_c,
     }[kind]()
 
 

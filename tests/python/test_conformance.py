@@ -21,6 +21,17 @@ def norm_tensors(c, seed=3):
         "mean": rng.standard_normal(c), "variance": rng.uniform(0.5, 2, c)})
 
 
+def affine(c, seed=3):
+    rng = np.random.default_rng(seed)
+    return ng.ArrayDataSource(ng.NormalizationDescriptor(c, statistics=False),
+                              tensors={"gamma": rng.uniform(0.5, 1.5, c), "beta": rng.standard_normal(c)})
+
+
+def transposed_weights():
+    d = ng.ConvolutionDescriptor(3, 4, 6, stride=2, groups=2, neuron="sigmoid", transposed=True)
+    return ng.ArrayDataSource(d, seed=5, tensors={"biases": np.linspace(-1, 1, 6)})
+
+
 def forward_and_gradients(node, dy):
     """The node's result and the gradient of each of its sources, for upstream gradient dy."""
     return [node.result_image] + [g.result_image for g in node.gradient_filters(dy)]
@@ -54,8 +65,13 @@ CASES = {
     "FullyConnected": (lambda s: forward_and_gradients(
         ng.FullyConnected(s["x"], conv_weights(4, 3, 5, 5, 2, "sigmoid")), s["dy"]),
         image_feeds((3, 3, 5, 5), (3, 4, 1, 1))),
-    "Pooling": (lambda s: forward_and_gradients(ng.Pooling(s["x"], "max", kernel=3, stride=2, padding="same"), s["dy"]),
-                image_feeds((2, 3, 7, 6), (2, 3, 4, 3))),
+    "Pooling": (lambda s: forward_and_gradients(ng.Pooling(s["x"], "max", kernel=3, stride=2, padding="same"), s["dy"])
+                + forward_and_gradients(ng.Pooling(s["x"], "average", kernel=2, stride=2, dilation=2,
+                                                    padding="same"), s["dy"])
+                + forward_and_gradients(ng.GlobalMaxPooling(s["x"]), s["g"])
+                + forward_and_gradients(ng.GlobalAveragePooling(s["x"]), s["g"]),
+                lambda rng: {"x": rng.standard_normal((2, 3, 7, 6)), "dy": rng.standard_normal((2, 3, 4, 3)),
+                             "g": rng.standard_normal((2, 3, 1, 1))}),
     "Neuron": (lambda s: forward_and_gradients(ng.Neuron(s["x"], "elu", a=0.7), s["dy"]),
                image_feeds((2, 3, 4, 5), (2, 3, 4, 5))),
     "SoftMax": (lambda s: forward_and_gradients(ng.SoftMax(s["x"]), s["dy"])
@@ -81,6 +97,25 @@ CASES = {
                                                                      "relu"), s["dy"])
                            + forward_and_gradients(ng.BatchNormalization(s["x"], norm_tensors(3)), s["dy"]),
                            image_feeds((3, 3, 5, 7), (3, 3, 5, 7))),
+    "Padding": (lambda s: forward_and_gradients(ng.Padding(s["x"], (2, 1, 0, 3), mode="reflect"), s["dy"])
+                + forward_and_gradients(ng.Padding(s["x"], (1, 2, 3, 0), mode="edge"), s["dy"])
+                + forward_and_gradients(ng.Padding(s["x"], (-1, 4, 2, 1), mode="constant", value=0.5,
+                                                   channels=(1, -1)), s["dy"])
+                + forward_and_gradients(ng.Crop(s["x"], window=(1, 0, 3, 5), channels=(1, 1)), s["crop"]),
+                lambda rng: {"x": rng.standard_normal((2, 2, 5, 6)), "dy": rng.standard_normal((2, 2, 8, 9)),
+                             "crop": rng.standard_normal((2, 1, 3, 5))}),
+    "Upsampling": (lambda s: forward_and_gradients(ng.Upsampling(s["x"], (2, 3)), s["dy"])
+                   + forward_and_gradients(ng.Upsampling(s["x"], (2, 3), mode="bilinear"), s["dy"])
+                   + forward_and_gradients(ng.Upsampling(s["x"], (2, 3), mode="bilinear", align_corners=True),
+                                           s["dy"]),
+                   image_feeds((2, 3, 4, 5), (2, 3, 8, 15))),
+    "ConvolutionTranspose": (lambda s: forward_and_gradients(
+        ng.ConvolutionTranspose(s["x"], transposed_weights(), padding=(1, 0, 1, 1), output_padding=1), s["dy"]),
+        image_feeds((2, 4, 5, 4), (2, 6, 11, 8))),
+    "GroupNormalization": (lambda s: forward_and_gradients(ng.GroupNormalization(s["x"], 2, affine(4)), s["dy"])
+                           + forward_and_gradients(ng.InstanceNormalization(s["x"], affine(4)), s["dy"])
+                           + forward_and_gradients(ng.LayerNormalization(s["x"], affine(4), over="c"), s["dy"]),
+                           image_feeds((3, 4, 5, 6), (3, 4, 5, 6))),
     "Loss": (loss_build, lambda rng: {"x": rng.standard_normal((3, 4, 2, 2))}),
 }
 
@@ -92,6 +127,9 @@ TRAINABLE = {
     "FullyConnected": (lambda x: ng.FullyConnected(x, conv_weights(4, 3, 5, 5, 2, "sigmoid")), (3, 3, 5, 5)),
     "RNN": (lambda x: ng.RNN(x, [ng.LSTM(3, 4, seed=5), ng.GRU(4, 2, seed=6)]), (2, 3, 1, 7)),
     "BatchNormalization": (lambda x: ng.Neuron(ng.BatchNormalization(x, norm_tensors(3)), "tanh"), (4, 3, 5, 6)),
+    "ConvolutionTranspose": (lambda x: ng.ConvolutionTranspose(x, transposed_weights(), padding="same"), (2, 4, 5, 4)),
+    "GroupNormalization": (lambda x: ng.LayerNormalization(ng.GroupNormalization(x, 2, affine(4)), affine(4, 4),
+                                                           over="c"), (3, 4, 5, 6)),
 }
 
 

@@ -121,22 +121,29 @@ def test_pooling_gradients(device, rng, mode, kernel, stride, padding, include):
     check(dx, numeric_grad(lambda v: (fwd(v) * r).sum(), x))
 
 
-NEURONS = [("relu", None, None), ("leaky_relu", 0.2, None), ("sigmoid", None, None),
-           ("hard_sigmoid", None, None), ("tanh", 1.5, 0.8), ("linear", 2.0, 0.5), ("elu", 0.7, None),
-           ("softplus", 1.5, 2.0), ("absolute", None, None),
-           ("leaky_relu", -0.5, None), ("elu", -0.5, None)]  # a < 0: y's sign no longer tells x's
+NEURONS = [("relu", None, None, None), ("leaky_relu", 0.2, None, None), ("sigmoid", None, None, None),
+           ("hard_sigmoid", None, None, None), ("tanh", 1.5, 0.8, None), ("linear", 2.0, 0.5, None),
+           ("elu", 0.7, None, None), ("softplus", 1.5, 2.0, None), ("absolute", None, None, None),
+           ("gelu", None, None, None), ("gelu_tanh", None, None, None), ("silu", None, None, None),
+           ("silu", 1.7, None, None), ("hard_swish", None, None, None), ("relun", 0.1, 1.5, None),
+           ("power", 2.0, 1.0, 3.0), ("power", 3.0, 1.0, 0.5), ("exponential", 0.7, 0.2, 2.0),
+           ("exponential", None, None, None), ("logarithm", 1.0, 4.0, 10.0), ("logarithm", 2.0, 5.0, None),
+           # a < 0: y's sign no longer tells x's
+           ("leaky_relu", -0.5, None, None), ("elu", -0.5, None, None), ("relun", -0.3, 2.0, None)]
 
 
-@pytest.mark.parametrize("kind,a,b", NEURONS)
-def test_neuron_gradients(device, rng, kind, a, b):
+@pytest.mark.parametrize("kind,a,b,c", NEURONS)
+def test_neuron_gradients(device, rng, kind, a, b, c):
     x = rng.standard_normal((2, 3, 4, 5))
     x = np.where(np.abs(x) < 0.05, 0.3, x)  # away from kinks at 0
     if kind == "hard_sigmoid":  # and from the clamps at ±2.5
         x = np.where(np.abs(np.abs(x) - 2.5) < 0.05, 1.0, x)
+    if kind == "relun":  # and from the clamp at b
+        x = np.where(np.abs(x - b) < 0.05, 1.0, x)
     x = x.astype(np.float32)
     r = rng.standard_normal(x.shape).astype(np.float32)
-    [dx] = input_gradient(lambda s: ng.Neuron(s, kind, a=a, b=b), x, r, device)
-    check(dx, numeric_grad(lambda v: (ref.neuron(v, kind, a, b) * r).sum(), x))
+    [dx] = input_gradient(lambda s: ng.Neuron(s, kind, a=a, b=b, c=c), x, r, device)
+    check(dx, numeric_grad(lambda v: (ref.neuron(v, kind, a, b, c) * r).sum(), x))
 
 
 @pytest.mark.parametrize("kind,folds", [("relu", True), ("sigmoid", True), ("absolute", False)])

@@ -107,17 +107,31 @@ def test_pooling(device, rng, mode, kernel, stride, padding, include, shape):
     np.testing.assert_allclose(run(node, x, device), want, **TOL)
 
 
-NEURONS = [("relu", None, None), ("leaky_relu", 0.3, None), ("sigmoid", None, None),
-           ("hard_sigmoid", None, None), ("hard_sigmoid", 0.5, 0.1), ("tanh", None, None),
-           ("tanh", 1.7, 0.66), ("linear", 2.0, -0.5), ("elu", 0.8, None),
-           ("softplus", None, None), ("softplus", 2.0, 3.0), ("absolute", None, None)]
+NEURONS = [("relu", None, None, None), ("leaky_relu", 0.3, None, None), ("sigmoid", None, None, None),
+           ("hard_sigmoid", None, None, None), ("hard_sigmoid", 0.5, 0.1, None), ("tanh", None, None, None),
+           ("tanh", 1.7, 0.66, None), ("linear", 2.0, -0.5, None), ("elu", 0.8, None, None),
+           ("softplus", None, None, None), ("softplus", 2.0, 3.0, None), ("absolute", None, None, None),
+           ("gelu", None, None, None), ("gelu_tanh", None, None, None), ("silu", None, None, None),
+           ("silu", 1.7, None, None), ("hard_swish", None, None, None), ("relun", None, None, None),
+           ("relun", 0.1, 2.0, None), ("power", None, None, None), ("power", 12.0, 1.0, 0.5),
+           ("power", 0.5, -1.0, 3.0), ("exponential", None, None, None), ("exponential", 0.5, 0.1, 2.0),
+           ("logarithm", 1.0, 12.0, None), ("logarithm", 2.0, 30.0, 10.0)]
 
 
-@pytest.mark.parametrize("kind,a,b", NEURONS)
-def test_neuron(device, rng, kind, a, b):
+@pytest.mark.parametrize("kind,a,b,c", NEURONS)
+def test_neuron(device, rng, kind, a, b, c):
     x = (3 * rng.standard_normal((3, 5, 7, 3))).astype(np.float32)
-    got = run(ng.Neuron(ng.ImageNode(), kind, a=a, b=b), x, device)
-    np.testing.assert_allclose(got, ref.neuron(x, kind, a, b), **TOL)
+    got = run(ng.Neuron(ng.ImageNode(), kind, a=a, b=b, c=c), x, device)
+    np.testing.assert_allclose(got, ref.neuron(x, kind, a, b, c), **TOL)
+
+
+def test_neuron_defaults_and_bad_base():
+    assert (ng.NeuronDescriptor("relun").b, ng.NeuronDescriptor("power").c) == (6.0, 2.0)
+    assert ng.NeuronDescriptor("exponential").c == -1.0  # the base e, as in MPS
+    for kind in ("exponential", "logarithm"):
+        for c in (0.0, 1.0, -2.0):
+            with pytest.raises(ng.InvalidInputError, match=f"{kind} base c must be positive"):
+                ng.NeuronDescriptor(kind, c=c)
 
 
 @pytest.mark.parametrize("log", [False, True])

@@ -230,6 +230,39 @@ void fully_connected_gradient(Backend& b, const Tensor& x, const Tensor& w, cons
   if (dx) gemm(&pool, false, false, n, k, o, 1.f, z, o, weights, k, 0.f, dx.data_as<float>(), k);
 }
 
+void bias_neuron_pass(Backend& b, const Tensor& bias, const NeuronDescriptor& neuron, const Tensor& y) {
+  const int c = y.shape().c;
+  const size_t hw = static_cast<size_t>(y.shape().h) * y.shape().w;
+  const float* bs = bias.data_as<const float>();
+  float* v = y.data_as<float>();
+  pool_of(b).parallel_for(static_cast<size_t>(y.batch()) * c, [&](size_t first, size_t end) {
+    for (size_t p = first; p < end; ++p) bias_neuron(v + p * hw, hw, bs ? bs + p % c : nullptr, neuron);
+  });
+}
+
+void bias_neuron_gradient(Backend& b, const Tensor& dy, const Tensor& y, const NeuronDescriptor& neuron,
+                          const Tensor& dz, const Tensor& db) {
+  const int n = dy.batch(), c = dy.shape().c;
+  const size_t hw = static_cast<size_t>(dy.shape().h) * dy.shape().w;
+  const float* g = dy.data_as<const float>();
+  float* z = dz.data_as<float>();
+  float* sums = db.data_as<float>();
+  pool_of(b).parallel_for(static_cast<size_t>(c), [&](size_t first, size_t end) {
+    for (size_t ch = first; ch < end; ++ch) {
+      double sum = 0;
+      for (int i = 0; i < n; ++i) {
+        const size_t off = (static_cast<size_t>(i) * c + ch) * hw;
+        if (z) neuron_derivative(g + off, y.data_as<const float>() + off, z + off, hw, neuron);
+        const float* v = z ? z + off : g + off;
+        for (size_t q = 0; q < hw; ++q) sum += v[q];
+      }
+      if (sums) sums[ch] = static_cast<float>(sum);
+    }
+  });
+}
+
+NNGRAPH_KERNEL(BiasNeuronKernel, CPU, bias_neuron_pass);
+NNGRAPH_KERNEL(BiasNeuronGradientKernel, CPU, bias_neuron_gradient);
 NNGRAPH_KERNEL(ConvolutionKernel, CPU, convolution);
 NNGRAPH_KERNEL(ConvolutionGradientKernel, CPU, convolution_gradient);
 NNGRAPH_KERNEL(FullyConnectedKernel, CPU, fully_connected);

@@ -23,11 +23,11 @@ void map(float* x, size_t count, const float* bias, F f) {
 
 // One loop per neuron type, each with its formula inlined, so each vectorizes where it can.
 void bias_neuron(float* x, size_t count, const float* bias, const NeuronDescriptor& nd) {
-  const float a = nd.a, b = nd.b;
+  const float a = nd.a, b = nd.b, c = nd.c;
   switch (nd.type) {
-#define NNGRAPH_NEURON_LOOP(type, name, da, db)                                              \
+#define NNGRAPH_NEURON_LOOP(type, name, da, db, dc)                                            \
   case NeuronType::type:                                                                    \
-    map(x, count, bias, [a, b](float v) { return math::neurons::type::f(a, b, v); }); \
+    map(x, count, bias, [a, b, c](float v) { return math::neurons::type::f(a, b, c, v); }); \
     break;
     NNGRAPH_NEURONS(NNGRAPH_NEURON_LOOP)
 #undef NNGRAPH_NEURON_LOOP

@@ -2,6 +2,7 @@
 #include <limits>
 
 #include "backends/cpu/cpu_backend.h"
+#include "backends/math.h"
 #include "ops/pool.h"
 
 namespace nngraph {
@@ -10,7 +11,8 @@ namespace {
 // 2×2 windows with stride 2 and no padding (the common down-sampling): no bounds checks,
 // and the gradient writes every input pixel once instead of zero-fill then scatter.
 bool is_halving(const PoolGeometry& g) {
-  return g.kh == 2 && g.kw == 2 && g.sy == 2 && g.sx == 2 && g.pad_top == 0 && g.pad_left == 0;
+  return g.kh == 2 && g.kw == 2 && g.sy == 2 && g.sx == 2 && g.pad_top == 0 && g.pad_left == 0 && g.dil_y == 1 &&
+         g.dil_x == 1;
 }
 
 void halve(bool max, const float* __restrict x, int w, float* __restrict y, int oh, int ow) {
@@ -53,13 +55,19 @@ void halve_gradient(bool max, const float* __restrict x, int h, int w, const flo
   }
 }
 
-// The window of output (oy, ox), clipped to the image: rows [ya, yb), columns [xa, xb).
+// The window of output (oy, ox): its in-bounds taps along each axis.
 struct Window {
-  int ya, yb, xa, xb;
+  math::Taps y, x;
   Window(const PoolGeometry& g, const ImageShape& in, int oy, int ox)
-      : ya(std::max(oy * g.sy - g.pad_top, 0)), yb(std::min(oy * g.sy - g.pad_top + g.kh, in.h)),
-        xa(std::max(ox * g.sx - g.pad_left, 0)), xb(std::min(ox * g.sx - g.pad_left + g.kw, in.w)) {}
-  int count(const PoolGeometry& g) const { return g.count_include_pad ? g.kh * g.kw : (yb - ya) * (xb - xa); }
+      : y(math::window_taps(oy, g.sy, g.pad_top, g.kh, g.dil_y, in.h)),
+        x(math::window_taps(ox, g.sx, g.pad_left, g.kw, g.dil_x, in.w)) {}
+  int count(const PoolGeometry& g) const { return g.count_include_pad ? g.kh * g.kw : y.count * x.count; }
+  // f(index) for each in-bounds pixel, in scan order.
+  template <class F>
+  void each(const PoolGeometry& g, int w, F f) const {
+    for (int i = 0, iy = y.first; i < y.count; ++i, iy += g.dil_y)
+      for (int j = 0, ix = x.first; j < x.count; ++j, ix += g.dil_x) f(iy * w + ix);
+  }
 };
 
 // Any window: zero, then each dy to its window's first maximum (the forward scan order) or
@@ -72,15 +80,14 @@ void scatter_gradient(bool max, const PoolGeometry& g, const ImageShape& is, con
       const Window win(g, is, oy, ox);
       const float v = gy[oy * os.w + ox];
       if (max) {
-        int best = win.ya * is.w + win.xa;
-        for (int iy = win.ya; iy < win.yb; ++iy)
-          for (int ix = win.xa; ix < win.xb; ++ix)
-            if (x[iy * is.w + ix] > x[best]) best = iy * is.w + ix;
-        gx[best] += v;
+        int best = -1;
+        win.each(g, is.w, [&](int p) {
+          if (best < 0 || x[p] > x[best]) best = p;
+        });
+        if (best >= 0) gx[best] += v;
       } else {
         const float share = v / static_cast<float>(win.count(g));
-        for (int iy = win.ya; iy < win.yb; ++iy)
-          for (int ix = win.xa; ix < win.xb; ++ix) gx[iy * is.w + ix] += share;
+        win.each(g, is.w, [&](int p) { gx[p] += share; });
       }
     }
 }
@@ -107,11 +114,7 @@ void pooling(Backend& backend, PoolingMode mode, const PoolGeometry& g, const Te
         for (int ox = 0; ox < os.w; ++ox) {
           const Window win(g, is, oy, ox);
           float acc = max ? -std::numeric_limits<float>::infinity() : 0.f;
-          for (int iy = win.ya; iy < win.yb; ++iy)
-            for (int ix = win.xa; ix < win.xb; ++ix) {
-              const float v = x[iy * is.w + ix];
-              acc = max ? std::max(acc, v) : acc + v;
-            }
+          win.each(g, is.w, [&](int p) { acc = max ? std::max(acc, x[p]) : acc + x[p]; });
           y[oy * os.w + ox] = max ? acc : acc / static_cast<float>(win.count(g));
         }
     }

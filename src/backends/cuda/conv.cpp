@@ -78,6 +78,11 @@ struct ConvPlan {
   // cuDNN pads symmetrically; other paddings run on an explicitly zero-padded copy.
   bool padded = false;
   int pad_top = 0, pad_left = 0, hp = 0, wp = 0;
+  // Where a source of shape `in` lies in the padded copy (hp × wp): negative amounts cut
+  // the rows and columns past the last window.
+  PadGeometry margins(const ImageShape& in) const {
+    return {0, 0, pad_top, hp - pad_top - in.h, pad_left, wp - pad_left - in.w};
+  }
 };
 
 // Per GPU: the plan of every convolution shape met.
@@ -142,10 +147,10 @@ ConvPlan& conv_plan(CudaBackend& b, const ConvGeometry& g, int n, const ImageSha
 // x as cuDNN reads it: itself, or where the plan pads explicitly a padded copy in *padded.
 const float* cudnn_input(CudaBackend& b, const ConvPlan& p, const Tensor& x, std::shared_ptr<Buffer>* padded) {
   if (!p.padded) return x.data_as<const float>();
-  const int planes = x.batch() * x.shape().c;
-  *padded = b.allocate(static_cast<size_t>(planes) * p.hp * p.wp * sizeof(float));
-  cuda::pad(b.stream(), x.data_as<const float>(), static_cast<float*>((*padded)->data()), planes, x.shape().h, x.shape().w,
-            p.pad_top, p.pad_left, p.hp, p.wp);
+  *padded = b.allocate(static_cast<size_t>(x.batch()) * x.shape().c * p.hp * p.wp * sizeof(float));
+  const ImageShape& is = x.shape();
+  cuda::padding(b.stream(), PadMode::Constant, p.margins(is), 0.f, x.data_as<const float>(), x.batch(), is,
+                static_cast<float*>((*padded)->data()), {is.c, p.hp, p.wp});
   return static_cast<const float*>((*padded)->data());
 }
 
@@ -304,8 +309,11 @@ void convolution_gradient(Backend& backend, const ConvGeometry& g, const Tensor&
     cudnn_check(cudnnConvolutionBackwardData(b.cudnn(), &one, p.w, weights, p.y, dz, p.conv, a.algo, ws->data(),
                                              a.memory, &zero, p.x, target),
                 "convolution_gradient");
-    if (p.padded)
-      cuda::crop(b.stream(), target, dx.data_as<float>(), n * is.c, p.hp, p.wp, p.pad_top, p.pad_left, is.h, is.w);
+    if (p.padded) {  // rows and columns beyond the padded copy (no window reaches them) get 0
+      const PadGeometry m = p.margins(is);
+      cuda::padding(b.stream(), PadMode::Constant, {0, 0, -m.top, -m.bottom, -m.left, -m.right}, 0.f, target, n,
+                    {is.c, p.hp, p.wp}, dx.data_as<float>(), is);
+    }
   };
   if (dw && !dx && p.weight_gradient == ConvPlan::kDirect) return direct_dw(dy.data_as<const float>(), y, db);
   const float* dz = output_gradient(b, dy, y, neuron, db, &scratch);
@@ -377,6 +385,30 @@ void fully_connected_gradient(Backend& backend, const Tensor& x, const Tensor& w
                static_cast<double>(n) * k * o, 0, 0);
 }
 
+void bias_neuron(Backend& backend, const Tensor& bias, const NeuronDescriptor& neuron, const Tensor& y) {
+  CudaBackend& b = cuda_of(backend);
+  auto lock = b.enter();
+  cuda::bias_neuron(b.stream(), y.data_as<float>(), y.count(), y.shape().c, y.shape().h * y.shape().w,
+                    bias.data_as<const float>(), neuron);
+}
+
+void bias_neuron_gradient(Backend& backend, const Tensor& dy, const Tensor& y, const NeuronDescriptor& neuron,
+                          const Tensor& dz, const Tensor& db) {
+  CudaBackend& b = cuda_of(backend);
+  auto lock = b.enter();
+  const int n = dy.batch(), c = dy.shape().c, hw = dy.shape().h * dy.shape().w;
+  if (!db) {
+    cuda::neuron_gradient(b.stream(), y.data_as<const float>(), dy.data_as<const float>(), dz.data_as<float>(),
+                          dy.count(), neuron);
+    return;
+  }
+  auto partial = b.allocate(static_cast<size_t>(c) * cuda::bias_gradient_chunks(n, c, hw) * sizeof(float));
+  cuda::bias_gradient(b.stream(), dy.data_as<const float>(), dz ? y.data_as<const float>() : nullptr,
+                      dz.data_as<float>(), neuron, db.data_as<float>(), n, c, hw, static_cast<float*>(partial->data()));
+}
+
+NNGRAPH_KERNEL(BiasNeuronKernel, CUDA, bias_neuron);
+NNGRAPH_KERNEL(BiasNeuronGradientKernel, CUDA, bias_neuron_gradient);
 NNGRAPH_KERNEL(ConvolutionKernel, CUDA, convolution);
 NNGRAPH_KERNEL(ConvolutionGradientKernel, CUDA, convolution_gradient);
 NNGRAPH_KERNEL(FullyConnectedKernel, CUDA, fully_connected);

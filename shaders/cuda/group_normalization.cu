@@ -1,0 +1,107 @@
+// Group, instance and layer normalization: a block per statistic (image, group or position)
+// sums its values twice (mean, then squared deviations) and normalizes them; the gradient's
+// block sums gamma·dy and gamma·dy·x̂ the same way; gamma's and beta's gradients take a block
+// per channel. Registered here as the cuda kernels of ops/group_normalization.h.
+#include "backends/cuda/cuda_backend.h"
+#include "common.cuh"
+#include "ops/group_normalization.h"
+
+namespace nngraph {
+namespace {
+
+using cuda::block_sum;
+using cuda::kThreads;
+
+__global__ void normalize_kernel(math::NormSpan s, float eps, const float* x, const float* gamma, const float* beta,
+                                 float* stats, float* y) {
+  const int per = s.stats(), count = s.count(), stride = s.stride();
+  const int n = blockIdx.x / per, a = blockIdx.x % per;
+  const size_t base = s.first(n, a);
+  float sum = 0.f;
+  for (int j = threadIdx.x; j < count; j += blockDim.x) sum += x[base + static_cast<size_t>(j) * stride];
+  const float mean = block_sum(sum) / count;
+  float sq = 0.f;
+  for (int j = threadIdx.x; j < count; j += blockDim.x) {
+    const float d = x[base + static_cast<size_t>(j) * stride] - mean;
+    sq += d * d;
+  }
+  const float inv = rsqrtf(block_sum(sq) / count + eps);
+  if (stats && threadIdx.x == 0) stats[2 * blockIdx.x] = mean, stats[2 * blockIdx.x + 1] = inv;
+  if (!y) return;  // a gradient pass wants the statistics alone
+  for (int j = threadIdx.x; j < count; j += blockDim.x) {
+    const size_t at = base + static_cast<size_t>(j) * stride;
+    const int c = s.channel(a, j);
+    y[at] = gamma[c] * (x[at] - mean) * inv + beta[c];
+  }
+}
+
+__global__ void input_gradient_kernel(math::NormSpan s, const float* x, const float* dy, const float* gamma,
+                                      const float* stats, float* dx) {
+  const int per = s.stats(), count = s.count(), stride = s.stride();
+  const int a = blockIdx.x % per;
+  const size_t base = s.first(blockIdx.x / per, a);
+  const float mean = stats[2 * blockIdx.x], inv = stats[2 * blockIdx.x + 1];
+  float s1 = 0.f, s2 = 0.f;
+  for (int j = threadIdx.x; j < count; j += blockDim.x) {
+    const size_t at = base + static_cast<size_t>(j) * stride;
+    const float v = gamma[s.channel(a, j)] * dy[at];
+    s1 += v;
+    s2 += v * (x[at] - mean) * inv;
+  }
+  const float m1 = block_sum(s1) / count, m2 = block_sum(s2) / count;
+  for (int j = threadIdx.x; j < count; j += blockDim.x) {
+    const size_t at = base + static_cast<size_t>(j) * stride;
+    dx[at] = inv * (gamma[s.channel(a, j)] * dy[at] - m1 - (x[at] - mean) * inv * m2);
+  }
+}
+
+__global__ void parameter_gradient_kernel(math::NormSpan s, int images, const float* x, const float* dy,
+                                          const float* stats, float* dgamma, float* dbeta) {
+  const int c = blockIdx.x, per = s.stats();
+  const size_t total = static_cast<size_t>(images) * s.hw;
+  float sg = 0.f, sb = 0.f;
+  for (size_t i = threadIdx.x; i < total; i += blockDim.x) {
+    const int n = static_cast<int>(i / s.hw), p = static_cast<int>(i % s.hw);
+    const size_t at = (static_cast<size_t>(n) * s.channels + c) * s.hw + p;
+    const size_t k = static_cast<size_t>(n) * per + s.stat_of(c, p);
+    sg += dy[at] * (x[at] - stats[2 * k]) * stats[2 * k + 1];
+    sb += dy[at];
+  }
+  sg = block_sum(sg);
+  sb = block_sum(sb);
+  if (threadIdx.x != 0) return;
+  if (dgamma) dgamma[c] = sg;
+  if (dbeta) dbeta[c] = sb;
+}
+
+void group_normalization(Backend& backend, const math::NormSpan& s, float eps, const Tensor& x, const Tensor& gamma,
+                         const Tensor& beta, const Tensor& stats, const Tensor& y) {
+  CudaBackend& b = cuda_of(backend);
+  auto lock = b.enter();
+  normalize_kernel<<<x.batch() * s.stats(), kThreads, 0, b.stream()>>>(
+      s, eps, x.data_as<const float>(), gamma.data_as<const float>(), beta.data_as<const float>(),
+      stats.data_as<float>(), y.data_as<float>());
+  cuda::check_launch("group_normalization");
+}
+
+void group_normalization_gradient(Backend& backend, const math::NormSpan& s, const Tensor& x, const Tensor& dy,
+                                  const Tensor& gamma, const Tensor& stats, const Tensor& dx, const Tensor& dgamma,
+                                  const Tensor& dbeta) {
+  CudaBackend& b = cuda_of(backend);
+  auto lock = b.enter();
+  if (dx)
+    input_gradient_kernel<<<x.batch() * s.stats(), kThreads, 0, b.stream()>>>(
+        s, x.data_as<const float>(), dy.data_as<const float>(), gamma.data_as<const float>(),
+        stats.data_as<const float>(), dx.data_as<float>());
+  if (dgamma || dbeta)
+    parameter_gradient_kernel<<<s.channels, kThreads, 0, b.stream()>>>(
+        s, x.batch(), x.data_as<const float>(), dy.data_as<const float>(), stats.data_as<const float>(),
+        dgamma.data_as<float>(), dbeta.data_as<float>());
+  cuda::check_launch("group_normalization_gradient");
+}
+
+NNGRAPH_KERNEL(GroupNormalizationKernel, CUDA, group_normalization);
+NNGRAPH_KERNEL(GroupNormalizationGradientKernel, CUDA, group_normalization_gradient);
+
+}  // namespace
+}  // namespace nngraph

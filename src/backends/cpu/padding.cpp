@@ -1,0 +1,70 @@
+// Padding and cropping on the cpu: a thread per run of (image, channel) planes.
+#include <algorithm>
+
+#include "backends/cpu/cpu_backend.h"
+#include "backends/math.h"
+#include "ops/padding.h"
+
+namespace nngraph {
+namespace {
+
+void padding(Backend& backend, PadMode mode, const PadGeometry& g, float value, const Tensor& x, const Tensor& y) {
+  const ImageShape &is = x.shape(), &os = y.shape();
+  const float* src = x.data_as<const float>();
+  float* dst = y.data_as<float>();
+  const size_t in_plane = static_cast<size_t>(is.h) * is.w, out_plane = static_cast<size_t>(os.h) * os.w;
+  pool_of(backend).parallel_for(static_cast<size_t>(y.batch()) * os.c, [&](size_t b, size_t e) {
+    for (size_t p = b; p < e; ++p) {
+      const int c = static_cast<int>(p % os.c) - g.front;
+      float* out = dst + p * out_plane;
+      if (c < 0 || c >= is.c) {
+        std::fill_n(out, out_plane, value);
+        continue;
+      }
+      const float* in = src + ((p / os.c) * is.c + c) * in_plane;
+      for (int i = 0; i < os.h; ++i) {
+        const int sy = math::pad_source(mode, i - g.top, is.h);
+        for (int j = 0; j < os.w; ++j) {
+          const int sx = math::pad_source(mode, j - g.left, is.w);
+          out[i * os.w + j] = sy < 0 || sx < 0 ? value : in[sy * is.w + sx];
+        }
+      }
+    }
+  });
+}
+
+void padding_gradient(Backend& backend, PadMode mode, const PadGeometry& g, const Tensor& dy, const Tensor& dx) {
+  const ImageShape &os = dy.shape(), &is = dx.shape();
+  const float* grad = dy.data_as<const float>();
+  float* dst = dx.data_as<float>();
+  const size_t in_plane = static_cast<size_t>(is.h) * is.w, out_plane = static_cast<size_t>(os.h) * os.w;
+  pool_of(backend).parallel_for(static_cast<size_t>(dx.batch()) * is.c, [&](size_t b, size_t e) {
+    for (size_t p = b; p < e; ++p) {
+      const int c = static_cast<int>(p % is.c) + g.front;
+      float* out = dst + p * in_plane;
+      if (c < 0 || c >= os.c) {
+        std::fill_n(out, in_plane, 0.f);
+        continue;
+      }
+      const float* gy = grad + ((p / is.c) * os.c + c) * out_plane;
+      for (int i = 0; i < is.h; ++i) {
+        const math::Preimage rows = math::pad_preimage(mode, i, is.h, g.top, os.h);
+        for (int j = 0; j < is.w; ++j) {
+          const math::Preimage cols = math::pad_preimage(mode, j, is.w, g.left, os.w);
+          float acc = 0.f;
+          for (int r = 0; r < rows.count; ++r)
+            for (int oy = rows.lo[r]; oy <= rows.hi[r]; ++oy)
+              for (int k = 0; k < cols.count; ++k)
+                for (int ox = cols.lo[k]; ox <= cols.hi[k]; ++ox) acc += gy[oy * os.w + ox];
+          out[i * is.w + j] = acc;
+        }
+      }
+    }
+  });
+}
+
+NNGRAPH_KERNEL(PaddingKernel, CPU, padding);
+NNGRAPH_KERNEL(PaddingGradientKernel, CPU, padding_gradient);
+
+}  // namespace
+}  // namespace nngraph

@@ -1,0 +1,75 @@
+// Padding and cropping: shape rules, gradient wiring and kernel dispatch.
+#include "ops/padding.h"
+
+#include <cmath>
+
+#include "nngraph/error.h"
+
+namespace nngraph {
+
+std::shared_ptr<PaddingNode> PaddingNode::create(ImageNodePtr source, PadMode mode, PadGeometry pads, float value,
+                                                 std::string label) {
+  std::shared_ptr<PaddingNode> node(new PaddingNode({std::move(source)}, std::move(label), kKind));
+  node->set_default_label("padding");
+  if (mode != PadMode::Constant) {
+    if (pads.front || pads.back) fail("[", node->label(), "] only constant padding pads channels");
+    if (pads.top < 0 || pads.bottom < 0 || pads.left < 0 || pads.right < 0)
+      fail("[", node->label(), "] negative amounts ", pads.str(), " crop, which only constant padding does");
+  }
+  if (!std::isfinite(value)) fail("[", node->label(), "] the constant must be finite, got ", value);
+  node->mode_ = mode;
+  node->pads_ = pads;
+  node->value_ = value;
+  return node;
+}
+
+std::shared_ptr<PaddingNode> PaddingNode::crop(ImageNodePtr source, CropWindow window, std::string label) {
+  std::shared_ptr<PaddingNode> node(new PaddingNode({std::move(source)}, std::move(label), kKind));
+  node->set_default_label("crop");
+  if (window.y < 0 || window.x < 0 || window.channel < 0 || window.height < 0 || window.width < 0 ||
+      window.channels < 0)
+    fail("[", node->label(), "] the window's origin and size must not be negative");
+  node->window_ = window;
+  return node;
+}
+
+PadGeometry PaddingNode::geometry(const ImageShape& in) const {
+  if (!window_) return pads_;
+  const CropWindow& w = *window_;
+  const int h = w.height ? w.height : in.h - w.y, wd = w.width ? w.width : in.w - w.x;
+  const int c = w.channels ? w.channels : in.c - w.channel;
+  return {-w.channel, -(in.c - w.channel - c), -w.y, -(in.h - w.y - h), -w.x, -(in.w - w.x - wd)};
+}
+
+ImageShape PaddingNode::infer(const std::vector<ImageShape>& s) const {
+  const ImageShape& in = s[0];
+  const PadGeometry g = geometry(in);
+  const ImageShape out{in.c + g.front + g.back, in.h + g.top + g.bottom, in.w + g.left + g.right};
+  if (window_ && (g.front > 0 || g.back > 0 || g.top > 0 || g.bottom > 0 || g.left > 0 || g.right > 0))
+    fail("[", label(), "] the window (rows ", window_->y, "+", in.h + g.top + g.bottom, ", columns ", window_->x, "+",
+         in.w + g.left + g.right, ", channels ", window_->channel, "+", in.c + g.front + g.back,
+         ") does not lie inside the ", in.str(), " source");
+  if (out.c < 1 || out.h < 1 || out.w < 1)
+    fail("[", label(), "] amounts ", g.str(), " leave nothing of the ", in.str(), " source");
+  if (mode_ == PadMode::Reflect && (g.top >= in.h || g.bottom >= in.h || g.left >= in.w || g.right >= in.w))
+    fail("[", label(), "] reflect padding ", g.str(), " must be smaller than the ", in.h, "×", in.w, " source");
+  return out;
+}
+
+void PaddingNode::encode(const EncodeArgs& a) const {
+  dispatch<PaddingKernel>(a.backend, mode_, geometry(a.sources[0]->shape()), value_, *a.sources[0], a.result);
+}
+
+std::vector<FilterNodePtr> PaddingNode::make_gradients(const ImageNodePtr& dy) {
+  return {std::make_shared<PaddingGradientNode>(dy, std::static_pointer_cast<PaddingNode>(shared_from_this()))};
+}
+
+PaddingGradientNode::PaddingGradientNode(const ImageNodePtr& dy, std::shared_ptr<PaddingNode> forward)
+    : GradientNode({dy, forward->sources()[0]}, *forward, kKind), forward_(std::move(forward)) {}
+
+void PaddingGradientNode::encode(const EncodeArgs& a) const {
+  dispatch<PaddingGradientKernel>(a.backend, forward_->mode(), forward_->geometry(a.sources[1]->shape()),
+                                  *a.sources[0], a.result);
+}
+
+}  // namespace nngraph
