@@ -45,7 +45,9 @@ class NeuronDescriptor:
         ...
     @property
     def c(self) -> float:
-        ...
+        """
+        The third parameter: power's exponent, exponential's and logarithm's base.
+        """
     @property
     def type(self) -> str:
         ...
@@ -130,7 +132,9 @@ class ConvolutionDescriptor:
         """
     @property
     def transposed(self) -> bool:
-        ...
+        """
+        Weights of a ConvolutionTranspose: input × output/groups × kh × kw.
+        """
     @property
     def weights_shape(self) -> tuple:
         ...
@@ -511,7 +515,9 @@ class ConvolutionTranspose(FilterNode):
         ...
     @property
     def descriptor(self) -> ConvolutionDescriptor:
-        ...
+        """
+        The transposed ConvolutionDescriptor its data source describes.
+        """
 class Padding(FilterNode):
     """
     Pads each image: padding is an int, (rows, columns) or (top, bottom, left, right); mode 'zero', 'constant' (value), 'reflect' (mirrored about the edge pixel, each amount below the size) or 'edge' (the edge pixel repeated); channels=(before, after) pads channels with the constant. Negative amounts crop (constant modes).
@@ -526,10 +532,14 @@ class Upsampling(FilterNode):
         ...
     @property
     def align_corners(self) -> bool:
-        ...
+        """
+        Whether bilinear upsampling maps the corner pixels onto each other.
+        """
     @property
     def scale(self) -> tuple[int, int]:
-        ...
+        """
+        The factors (y, x).
+        """
 class GroupNormalization(FilterNode):
     """
     y = gamma·(x − mean)/sqrt(var + epsilon) + beta, mean and var per image over each group of channels (all their pixels); gamma and beta per channel. parameters: a data source of a NormalizationDescriptor(C, statistics=False), or the channel count for an ArrayDataSource of ones and zeros. Training and inference graphs compute the same.
@@ -538,10 +548,14 @@ class GroupNormalization(FilterNode):
         ...
     @property
     def epsilon(self) -> float:
-        ...
+        """
+        Added to the variance before its square root.
+        """
     @property
     def groups(self) -> int:
-        ...
+        """
+        Groups of channels (the channel count for instance normalization).
+        """
     @property
     def per_position(self) -> bool:
         """

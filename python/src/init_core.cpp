@@ -100,7 +100,7 @@ void init_core(py::module_& m) {
       .def_property_readonly("type", [](const NeuronDescriptor& n) { return std::string(n.name()); })
       .def_readonly("a", &NeuronDescriptor::a)
       .def_readonly("b", &NeuronDescriptor::b)
-      .def_readonly("c", &NeuronDescriptor::c)
+      .def_readonly("c", &NeuronDescriptor::c, "The third parameter: power's exponent, exponential's and logarithm's base.")
       .def("__repr__", [](const NeuronDescriptor& n) {
         return cat("NeuronDescriptor('", n.name(), "', a=", n.a, ", b=", n.b, ", c=", n.c, ")");
       });
@@ -152,7 +152,8 @@ void init_core(py::module_& m) {
       .def_readonly("dilation_x", &ConvolutionDescriptor::dilation_x)
       .def_readonly("groups", &ConvolutionDescriptor::groups)
       .def_readonly("neuron", &ConvolutionDescriptor::neuron)
-      .def_readonly("transposed", &ConvolutionDescriptor::transposed)
+      .def_readonly("transposed", &ConvolutionDescriptor::transposed,
+                    "Weights of a ConvolutionTranspose: input × output/groups × kh × kw.")
       .def_property_readonly("weights_shape",
                              [](const ConvolutionDescriptor& d) { return py::tuple(py::cast(tensor_specs(d)[0].shape)); })
       .def("__repr__", [](const ConvolutionDescriptor& d) {

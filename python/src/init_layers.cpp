@@ -52,7 +52,8 @@ void init_layers(py::module_& m) {
            }),
            py::arg("source"), py::arg("weights"), py::arg("padding") = "valid", py::arg("output_padding") = 0,
            py::arg("output_size") = py::none(), py::arg("label") = "")
-      .def_property_readonly("descriptor", &ConvolutionTransposeNode::descriptor);
+      .def_property_readonly("descriptor", &ConvolutionTransposeNode::descriptor,
+                             "The transposed ConvolutionDescriptor its data source describes.");
 
   py::class_<PaddingNode, FilterNode, std::shared_ptr<PaddingNode>>(
       m, "Padding",
@@ -105,8 +106,11 @@ void init_layers(py::module_& m) {
            }),
            py::arg("source"), py::arg("scale") = 2, py::arg("mode") = "nearest", py::arg("align_corners") = false,
            py::arg("label") = "")
-      .def_property_readonly("scale", [](const UpsamplingNode& n) { return std::make_pair(n.scale_y(), n.scale_x()); })
-      .def_property_readonly("align_corners", &UpsamplingNode::align_corners);
+      .def_property_readonly(
+          "scale", [](const UpsamplingNode& n) { return std::make_pair(n.scale_y(), n.scale_x()); },
+          "The factors (y, x).")
+      .def_property_readonly("align_corners", &UpsamplingNode::align_corners,
+                             "Whether bilinear upsampling maps the corner pixels onto each other.");
 
   py::class_<GroupNormalizationNode, FilterNode, std::shared_ptr<GroupNormalizationNode>>(
       m, "GroupNormalization",
@@ -123,10 +127,11 @@ void init_layers(py::module_& m) {
            }),
            py::arg("source"), py::arg("groups"), py::arg("parameters"), py::arg("epsilon") = 1e-5f,
            py::arg("label") = "")
-      .def_property_readonly("groups", &GroupNormalizationNode::groups)
+      .def_property_readonly("groups", &GroupNormalizationNode::groups,
+                             "Groups of channels (the channel count for instance normalization).")
       .def_property_readonly("per_position", &GroupNormalizationNode::per_position,
                              "Whether each position is normalized over its channels (layer normalization over C).")
-      .def_property_readonly("epsilon", &GroupNormalizationNode::epsilon);
+      .def_property_readonly("epsilon", &GroupNormalizationNode::epsilon, "Added to the variance before its square root.");
   // Instance and layer normalization are GroupNormalization nodes.
   m.def(
       "InstanceNormalization",

@@ -2,7 +2,7 @@
 // input value, from the outputs whose source it is (no atomics). The formulas are
 // backends/math.h's; registered here as the cuda kernels of ops/padding.h.
 #include "backends/cuda/cuda_backend.h"
-#include "backends/math.h"
+#include "backends/geometry.h"
 #include "common.cuh"
 #include "kernels.cuh"
 #include "ops/padding.h"

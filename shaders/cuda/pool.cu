@@ -4,6 +4,7 @@
 // neuron gradient multiplies by f'(x) in the same pass.
 #include <type_traits>
 
+#include "backends/geometry.h"
 #include "common.cuh"
 #include "kernels.cuh"
 #include "ops/pool.h"
@@ -137,8 +138,7 @@ void pooling_gradient(cudaStream_t s, PoolingMode mode, const PoolGeometry& g, c
   const size_t inputs = static_cast<size_t>(planes) * h * w, outputs = static_cast<size_t>(planes) * oh * ow;
   const size_t largest = std::max(inputs, outputs);
   const bool is_max = mode == PoolingMode::Max;
-  if (g.kh == 2 && g.kw == 2 && g.sy == 2 && g.sx == 2 && g.pad_top == 0 && g.pad_left == 0 && g.dil_y == 1 &&
-      g.dil_x == 1) {
+  if (g.halves()) {
     if (h != 2 * oh || w != 2 * ow) cudaMemsetAsync(dx, 0, inputs * sizeof(float), s);
     with_derivative(nd, [&](auto derivative) {
       with_index_type(largest, [&](auto i) {

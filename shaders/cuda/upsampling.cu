@@ -2,7 +2,7 @@
 // value, from the outputs that read it (no atomics). The formulas are backends/math.h's;
 // registered here as the cuda kernels of ops/upsampling.h.
 #include "backends/cuda/cuda_backend.h"
-#include "backends/math.h"
+#include "backends/geometry.h"
 #include "common.cuh"
 #include "ops/upsampling.h"
 

@@ -1,5 +1,7 @@
 #include "backends/tensor.h"
 
+#include "nngraph/data_source.h"
+
 namespace nngraph {
 
 Tensor::Tensor(const void* data, int n, ImageShape shape, DType dtype, Layout layout)
@@ -23,6 +25,10 @@ bool Tensor::contiguous_nchw() const {
 void Tensor::refuse() const {
   fail<Unsupported>("[kernel] this kernel reads float32 NCHW, got ", dtype_name(dtype_),
                     layout_ == Layout::NHWC ? " NHWC" : " NCHW");
+}
+
+Tensor Tensor::parameter(const WeightsState* w, size_t i) {
+  return w && i < w->tensors.size() ? vector(w->tensors[i], w->counts[i]) : Tensor();
 }
 
 }  // namespace nngraph

@@ -15,6 +15,8 @@
 
 namespace nngraph {
 
+struct WeightsState;
+
 enum class Layout : uint8_t { NCHW, NHWC };
 
 class Tensor {
@@ -32,6 +34,9 @@ class Tensor {
   static Tensor vector(const std::shared_ptr<Buffer>& buffer, size_t count) {
     return buffer ? vector(buffer->data(), count) : Tensor();
   }
+  // Tensor i of a layer's parameters (or their gradients) as encode gets them, in its
+  // descriptor's order (weights, biases; gamma, beta, ...); empty where w or the tensor is.
+  static Tensor parameter(const WeightsState* w, size_t i);
   // rows × columns values, each row contiguous and `ld` values after the one before
   // (matrices, time-major sequences): rows×columns×1×1 with a row stride.
   static Tensor rows(const void* data, int rows, int columns, int64_t ld, DType dtype = DType::Float32);

@@ -10,8 +10,6 @@ const NeuronDescriptor& effective_neuron(const ConvolutionDescriptor& d, const E
   return d.neuron.type != NeuronType::None ? d.neuron : a.fused;
 }
 
-Tensor weights_of(const WeightsState* w) { return Tensor::vector(w->weights(), w->weight_count()); }
-Tensor biases_of(const WeightsState* w) { return Tensor::vector(w->biases(), w->bias_count()); }
 
 std::vector<ImageNodePtr> gradient_sources(const ImageNodePtr& dy, ConvolutionNode& f) {
   std::vector<ImageNodePtr> s{dy, f.sources()[0]};
@@ -71,7 +69,7 @@ ConvGeometry ConvolutionNode::geometry(const ImageShape& in) const {
 void ConvolutionNode::encode(const EncodeArgs& a) const {
   ConvGeometry g = geometry(a.sources[0]->shape());
   g.tf32 = a.allow_tf32;
-  dispatch<ConvolutionKernel>(a.backend, g, *a.sources[0], weights_of(a.weights), biases_of(a.weights),
+  dispatch<ConvolutionKernel>(a.backend, g, *a.sources[0], Tensor::parameter(a.weights, 0), Tensor::parameter(a.weights, 1),
                          effective_neuron(desc_, a), a.result);
 }
 
@@ -87,12 +85,12 @@ std::vector<FilterNodePtr> ConvolutionNode::make_gradients(const ImageNodePtr& d
 void ConvolutionNode::encode_gradient(const EncodeArgs& a) const {
   const Image& x = *a.sources[1];
   const Tensor y = a.sources.size() > 2 ? Tensor(*a.sources[2]) : Tensor();
-  const Tensor dw = a.gradients ? weights_of(a.gradients) : Tensor();
+  const Tensor dw = a.gradients ? Tensor::parameter(a.gradients, 0) : Tensor();
   if (a.result.empty() && !dw) return;
   ConvGeometry g = geometry(x.shape());
   g.tf32 = a.allow_tf32;
-  dispatch<ConvolutionGradientKernel>(a.backend, g, x, weights_of(a.weights), *a.sources[0], y, desc_.neuron, a.result, dw,
-                                 a.gradients ? biases_of(a.gradients) : Tensor());
+  dispatch<ConvolutionGradientKernel>(a.backend, g, x, Tensor::parameter(a.weights, 0), *a.sources[0], y, desc_.neuron, a.result, dw,
+                                 a.gradients ? Tensor::parameter(a.gradients, 1) : Tensor());
 }
 
 ConvolutionGradientNode::ConvolutionGradientNode(const ImageNodePtr& dy, std::shared_ptr<ConvolutionNode> forward)
@@ -123,16 +121,16 @@ ImageShape FullyConnectedNode::infer(const std::vector<ImageShape>& s) const {
 }
 
 void FullyConnectedNode::encode(const EncodeArgs& a) const {
-  dispatch<FullyConnectedKernel>(a.backend, *a.sources[0], weights_of(a.weights), biases_of(a.weights),
+  dispatch<FullyConnectedKernel>(a.backend, *a.sources[0], Tensor::parameter(a.weights, 0), Tensor::parameter(a.weights, 1),
                             effective_neuron(desc_, a), a.result, a.allow_tf32);
 }
 
 void FullyConnectedNode::encode_gradient(const EncodeArgs& a) const {
   const Tensor y = a.sources.size() > 2 ? Tensor(*a.sources[2]) : Tensor();
-  const Tensor dw = a.gradients ? weights_of(a.gradients) : Tensor();
+  const Tensor dw = a.gradients ? Tensor::parameter(a.gradients, 0) : Tensor();
   if (a.result.empty() && !dw) return;
-  dispatch<FullyConnectedGradientKernel>(a.backend, *a.sources[1], weights_of(a.weights), *a.sources[0], y, desc_.neuron,
-                                    a.result, dw, a.gradients ? biases_of(a.gradients) : Tensor(), a.allow_tf32);
+  dispatch<FullyConnectedGradientKernel>(a.backend, *a.sources[1], Tensor::parameter(a.weights, 0), *a.sources[0], y, desc_.neuron,
+                                    a.result, dw, a.gradients ? Tensor::parameter(a.gradients, 1) : Tensor(), a.allow_tf32);
 }
 
 }  // namespace nngraph

@@ -4,12 +4,6 @@
 #include "nngraph/error.h"
 
 namespace nngraph {
-namespace {
-
-Tensor weights_of(const WeightsState* w) { return Tensor::vector(w->weights(), w->weight_count()); }
-Tensor biases_of(const WeightsState* w) { return Tensor::vector(w->biases(), w->bias_count()); }
-
-}  // namespace
 
 std::shared_ptr<ConvolutionTransposeNode> ConvolutionTransposeNode::create(ImageNodePtr source,
                                                                            std::shared_ptr<DataSource> weights,
@@ -82,10 +76,10 @@ void ConvolutionTransposeNode::encode(const EncodeArgs& a) const {
   ConvGeometry g = geometry(x.shape());
   g.tf32 = a.allow_tf32;
   // y = Cᵀx: C's input gradient for output gradient x (y stands in for C's input, unread).
-  dispatch<ConvolutionGradientKernel>(a.backend, g, a.result, weights_of(a.weights), x, Tensor(), NeuronDescriptor{},
+  dispatch<ConvolutionGradientKernel>(a.backend, g, a.result, Tensor::parameter(a.weights, 0), x, Tensor(), NeuronDescriptor{},
                                       a.result, Tensor(), Tensor());
   const NeuronDescriptor& n = desc_.neuron.type != NeuronType::None ? desc_.neuron : a.fused;
-  const Tensor bias = biases_of(a.weights);
+  const Tensor bias = Tensor::parameter(a.weights, 1);
   if (bias || n.type != NeuronType::None) dispatch<BiasNeuronKernel>(a.backend, bias, n, a.result);
 }
 
@@ -100,8 +94,8 @@ std::vector<FilterNodePtr> ConvolutionTransposeNode::make_gradients(const ImageN
 void ConvolutionTransposeNode::encode_gradient(const EncodeArgs& a) const {
   const Image &dy = *a.sources[0], &x = *a.sources[1];
   const Tensor y = a.sources.size() > 2 ? Tensor(*a.sources[2]) : Tensor();
-  const Tensor dw = a.gradients ? weights_of(a.gradients) : Tensor();
-  const Tensor db = a.gradients ? biases_of(a.gradients) : Tensor();
+  const Tensor dw = a.gradients ? Tensor::parameter(a.gradients, 0) : Tensor();
+  const Tensor db = a.gradients ? Tensor::parameter(a.gradients, 1) : Tensor();
   if (a.result.empty() && !dw) return;
   ConvGeometry g = geometry(x.shape());
   g.tf32 = a.allow_tf32;
@@ -112,7 +106,7 @@ void ConvolutionTransposeNode::encode_gradient(const EncodeArgs& a) const {
     dz = Tensor(scratch->data(), dy.batch(), dy.shape());
   }
   if (y || db) dispatch<BiasNeuronGradientKernel>(a.backend, dy, y, desc_.neuron, y ? dz : Tensor(), db);
-  const Tensor w = weights_of(a.weights);
+  const Tensor w = Tensor::parameter(a.weights, 0);
   if (!a.result.empty()) dispatch<ConvolutionKernel>(a.backend, g, dz, w, Tensor(), NeuronDescriptor{}, a.result);
   // dW: C's weight gradient for input dz and output gradient x.
   if (dw) dispatch<ConvolutionGradientKernel>(a.backend, g, dz, w, x, Tensor(), NeuronDescriptor{}, Tensor(), dw, Tensor());

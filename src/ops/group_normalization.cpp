@@ -8,10 +8,6 @@
 namespace nngraph {
 namespace {
 
-Tensor channel_tensor(const WeightsState* w, size_t i) {
-  return w && i < w->tensors.size() ? Tensor::vector(w->tensors[i], w->counts[i]) : Tensor();
-}
-
 Tensor state_tensor(const Image* state) {
   return state && !state->empty() ? Tensor::vector(state->data(), state->batch() * state->shape().count()) : Tensor();
 }
@@ -62,8 +58,8 @@ size_t GroupNormalizationNode::state_size(const std::vector<ImageShape>& s) cons
 
 void GroupNormalizationNode::encode(const EncodeArgs& a) const {
   const Image& x = *a.sources[0];
-  dispatch<GroupNormalizationKernel>(a.backend, span(x.shape()), epsilon_, x, channel_tensor(a.weights, 0),
-                                     channel_tensor(a.weights, 1), state_tensor(a.state), a.result);
+  dispatch<GroupNormalizationKernel>(a.backend, span(x.shape()), epsilon_, x, Tensor::parameter(a.weights, 0),
+                                     Tensor::parameter(a.weights, 1), state_tensor(a.state), a.result);
 }
 
 std::vector<FilterNodePtr> GroupNormalizationNode::make_gradients(const ImageNodePtr& dy) {
@@ -80,8 +76,8 @@ void GroupNormalizationGradientNode::encode(const EncodeArgs& a) const {
   if (a.result.empty() && !a.gradients) return;
   const Image& x = *a.sources[1];
   dispatch<GroupNormalizationGradientKernel>(a.backend, forward_->span(x.shape()), x, *a.sources[0],
-                                             channel_tensor(a.weights, 0), state_tensor(a.sources[2]), a.result,
-                                             channel_tensor(a.gradients, 0), channel_tensor(a.gradients, 1));
+                                             Tensor::parameter(a.weights, 0), state_tensor(a.sources[2]), a.result,
+                                             Tensor::parameter(a.gradients, 0), Tensor::parameter(a.gradients, 1));
 }
 
 }  // namespace nngraph

@@ -2,7 +2,7 @@
 // Group, instance and layer normalization: one node (statistics per image, over groups of
 // channels or over the channels at each position), its gradient node and kernels.
 #include "backends/kernel.h"
-#include "backends/math.h"
+#include "backends/geometry.h"
 #include "ops/gradient.h"
 
 namespace nngraph {

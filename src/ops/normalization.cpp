@@ -8,11 +8,6 @@
 namespace nngraph {
 namespace {
 
-// gamma, beta, mean, variance: the order of tensor_specs(NormalizationDescriptor).
-Tensor channel_tensor(const WeightsState* w, size_t i) {
-  return w && i < w->tensors.size() ? Tensor::vector(w->tensors[i], w->counts[i]) : Tensor();
-}
-
 Tensor batch_tensor(const EncodeArgs& a, int channels) {
   return a.batch_state ? Tensor::vector(a.batch_state->data(), kBatchNormStatistics * channels) : Tensor();
 }
@@ -54,9 +49,9 @@ void BatchNormalizationNode::encode(const EncodeArgs& a) const {
   const int c = desc_.feature_channels;
   const Tensor batch = a.training ? batch_tensor(a, c) : Tensor();
   if (a.training && !batch) fail("[", label(), "] a training step gave no batch state");
-  dispatch<BatchNormalizationKernel>(a.backend, epsilon_, *a.sources[0], channel_tensor(a.weights, 0),
-                                     channel_tensor(a.weights, 1), channel_tensor(a.weights, 2),
-                                     channel_tensor(a.weights, 3), batch, a.fused, a.result);
+  dispatch<BatchNormalizationKernel>(a.backend, epsilon_, *a.sources[0], Tensor::parameter(a.weights, 0),
+                                     Tensor::parameter(a.weights, 1), Tensor::parameter(a.weights, 2),
+                                     Tensor::parameter(a.weights, 3), batch, a.fused, a.result);
 }
 
 // Runs with the weight updates; a batch of one value per channel has no unbiased variance,
@@ -66,7 +61,7 @@ void BatchNormalizationNode::encode_commit(const EncodeArgs& a) const {
   const double m = static_cast<double>(x.batch()) * x.shape().h * x.shape().w;
   dispatch<BatchNormalizationStatisticsKernel>(a.backend, momentum_, m > 1 ? static_cast<float>(m / (m - 1)) : 0.f,
                                                batch_tensor(a, desc_.feature_channels),
-                                               channel_tensor(a.weights, 2), channel_tensor(a.weights, 3));
+                                               Tensor::parameter(a.weights, 2), Tensor::parameter(a.weights, 3));
 }
 
 std::vector<FilterNodePtr> BatchNormalizationNode::make_gradients(const ImageNodePtr& dy) {
@@ -81,9 +76,9 @@ BatchNormalizationGradientNode::BatchNormalizationGradientNode(const ImageNodePt
 
 void BatchNormalizationGradientNode::encode(const EncodeArgs& a) const {
   if (a.result.empty() && !a.gradients) return;
-  dispatch<BatchNormalizationGradientKernel>(a.backend, *a.sources[1], *a.sources[0], channel_tensor(a.weights, 0),
+  dispatch<BatchNormalizationGradientKernel>(a.backend, *a.sources[1], *a.sources[0], Tensor::parameter(a.weights, 0),
                                              batch_tensor(a, forward_->feature_channels()), a.result,
-                                             channel_tensor(a.gradients, 0), channel_tensor(a.gradients, 1));
+                                             Tensor::parameter(a.gradients, 0), Tensor::parameter(a.gradients, 1));
 }
 
 }  // namespace nngraph

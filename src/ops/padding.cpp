@@ -65,11 +65,23 @@ std::vector<FilterNodePtr> PaddingNode::make_gradients(const ImageNodePtr& dy) {
 }
 
 PaddingGradientNode::PaddingGradientNode(const ImageNodePtr& dy, std::shared_ptr<PaddingNode> forward)
-    : GradientNode({dy, forward->sources()[0]}, *forward, kKind), forward_(std::move(forward)) {}
+    : GradientNode(forward->is_crop() ? std::vector<ImageNodePtr>{dy, forward->sources()[0]} : std::vector<ImageNodePtr>{dy},
+                   *forward, kKind),
+      forward_(std::move(forward)) {}
+
+ImageShape PaddingGradientNode::infer(const std::vector<ImageShape>& s) const {
+  if (forward_->is_crop()) return s[1];
+  const PadGeometry g = forward_->geometry(s[0]);  // a padding's amounts do not depend on the shape
+  const ImageShape in{s[0].c - g.front - g.back, s[0].h - g.top - g.bottom, s[0].w - g.left - g.right};
+  if (in.c < 1 || in.h < 1 || in.w < 1)
+    fail("[", label(), "] the incoming gradient's ", s[0].str(), " is smaller than the padding ", g.str());
+  return in;
+}
 
 void PaddingGradientNode::encode(const EncodeArgs& a) const {
-  dispatch<PaddingGradientKernel>(a.backend, forward_->mode(), forward_->geometry(a.sources[1]->shape()),
-                                  *a.sources[0], a.result);
+  if (a.result.empty()) return;
+  dispatch<PaddingGradientKernel>(a.backend, forward_->mode(), forward_->geometry(a.result.shape()), *a.sources[0],
+                                  a.result);
 }
 
 }  // namespace nngraph

@@ -37,6 +37,7 @@ class PaddingNode : public FilterNode {
   ImageShape infer(const std::vector<ImageShape>& sources) const override;
   void encode(const EncodeArgs& args) const override;
   PadMode mode() const { return mode_; }
+  bool is_crop() const { return window_.has_value(); }
   float value() const { return value_; }
   // The amounts for a source of this shape (a crop's window resolved).
   PadGeometry geometry(const ImageShape& in) const;
@@ -52,12 +53,12 @@ class PaddingNode : public FilterNode {
   float value_ = 0.f;
 };
 
-// Sources: dY, X (for its shape only).
+// Sources: dY, and X for a crop (for its shape only: a padding's follows from dY's).
 class PaddingGradientNode : public GradientNode {
  public:
   static constexpr const char* kKind = "padding_gradient";
   PaddingGradientNode(const ImageNodePtr& dy, std::shared_ptr<PaddingNode> forward);
-  ImageShape infer(const std::vector<ImageShape>& sources) const override { return sources[1]; }
+  ImageShape infer(const std::vector<ImageShape>& sources) const override;
   void encode(const EncodeArgs& args) const override;
 
  private:

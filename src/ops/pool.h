@@ -14,6 +14,11 @@ struct PoolGeometry {
   int dil_y = 1, dil_x = 1;
   // No two windows share a pixel.
   bool disjoint() const { return sy >= (kh - 1) * dil_y + 1 && sx >= (kw - 1) * dil_x + 1; }
+  // 2×2 windows at stride 2 without padding or dilation (the common down-sampling): each
+  // pixel lies in at most one window, with no bounds to check.
+  bool halves() const {
+    return kh == 2 && kw == 2 && sy == 2 && sx == 2 && pad_top == 0 && pad_left == 0 && dil_y == 1 && dil_x == 1;
+  }
 };
 
 struct PoolingKernel : KernelOf<void(Backend&, PoolingMode, const PoolGeometry&, const Tensor& x, const Tensor& y)> {

@@ -332,3 +332,14 @@ def test_bad_convolution_transpose():
         ng.Graph(ng.ConvolutionTranspose(ng.ImageNode(shape=(3, 5, 5)), up, label="t"))
     with pytest.raises(ng.InvalidInputError, match=r"groups=3 must divide"):
         ng.ConvolutionDescriptor(3, 6, 4, groups=3, transposed=True)
+
+
+def test_gradients_read_the_source_only_where_they_need_it():
+    """A padding's and an upsampling's dX shape follows from dY's, so X need not stay alive for
+    them; a crop's does not."""
+    def sources(node):
+        g = ng.Graph(node.gradient_filter(ng.ImageNode(label="dy")))
+        return sorted(s.label for s in g.source_image_handles)
+    assert sources(ng.Padding(ng.ImageNode(label="x"), (1, 2, 0, 3), mode="reflect")) == ["dy"]
+    assert sources(ng.Upsampling(ng.ImageNode(label="x"), 2)) == ["dy"]
+    assert sources(ng.Crop(ng.ImageNode(label="x"), window=(0, 0, 2, 2))) == ["dy", "x"]

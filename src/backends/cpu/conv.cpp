@@ -206,30 +206,6 @@ void convolution_gradient(Backend& b, const ConvGeometry& g, const Tensor& x, co
   });
 }
 
-void fully_connected_gradient(Backend& b, const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor& y,
-                              const NeuronDescriptor& neuron, const Tensor& dx, const Tensor& dwt, const Tensor& dbt,
-                              bool) {
-  ThreadPool& pool = pool_of(b);
-  const float* weights = w.data_as<const float>();
-  float* dw = dwt.data_as<float>();
-  float* db = dbt.data_as<float>();
-  const int n = x.batch(), k = static_cast<int>(x.shape().count()), o = dy.shape().c;
-  const float* z = dy.data_as<float>();
-  std::vector<float> dz;
-  if (y && neuron.type != NeuronType::None) {
-    dz.resize(static_cast<size_t>(n) * o);
-    neuron_derivative(z, y.data_as<float>(), dz.data(), dz.size(), neuron);
-    z = dz.data();
-  }
-  if (dw) gemm(&pool, true, false, o, k, n, 1.f, z, o, x.data_as<float>(), k, 0.f, dw, k);
-  if (db) {
-    std::fill_n(db, o, 0.f);
-    for (int r = 0; r < n; ++r)
-      for (int j = 0; j < o; ++j) db[j] += z[static_cast<size_t>(r) * o + j];
-  }
-  if (dx) gemm(&pool, false, false, n, k, o, 1.f, z, o, weights, k, 0.f, dx.data_as<float>(), k);
-}
-
 void bias_neuron_pass(Backend& b, const Tensor& bias, const NeuronDescriptor& neuron, const Tensor& y) {
   const int c = y.shape().c;
   const size_t hw = static_cast<size_t>(y.shape().h) * y.shape().w;
@@ -259,6 +235,24 @@ void bias_neuron_gradient(Backend& b, const Tensor& dy, const Tensor& y, const N
       if (sums) sums[ch] = static_cast<float>(sum);
     }
   });
+}
+
+void fully_connected_gradient(Backend& b, const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor& y,
+                              const NeuronDescriptor& neuron, const Tensor& dx, const Tensor& dwt, const Tensor& dbt,
+                              bool) {
+  ThreadPool& pool = pool_of(b);
+  const float* weights = w.data_as<const float>();
+  float* dw = dwt.data_as<float>();
+  float* db = dbt.data_as<float>();
+  const int n = x.batch(), k = static_cast<int>(x.shape().count()), o = dy.shape().c;
+  const float* z = dy.data_as<float>();
+  std::vector<float> dz;
+  if (y && neuron.type != NeuronType::None) dz.resize(static_cast<size_t>(n) * o);
+  const Tensor dzt = dz.empty() ? Tensor() : Tensor(dz.data(), n, dy.shape());
+  if (dzt || db) bias_neuron_gradient(b, dy, y, neuron, dzt, dbt);
+  if (dzt) z = dz.data();
+  if (dw) gemm(&pool, true, false, o, k, n, 1.f, z, o, x.data_as<float>(), k, 0.f, dw, k);
+  if (dx) gemm(&pool, false, false, n, k, o, 1.f, z, o, weights, k, 0.f, dx.data_as<float>(), k);
 }
 
 NNGRAPH_KERNEL(BiasNeuronKernel, CPU, bias_neuron_pass);

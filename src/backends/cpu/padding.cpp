@@ -2,7 +2,7 @@
 #include <algorithm>
 
 #include "backends/cpu/cpu_backend.h"
-#include "backends/math.h"
+#include "backends/geometry.h"
 #include "ops/padding.h"
 
 namespace nngraph {

@@ -2,19 +2,14 @@
 #include <limits>
 
 #include "backends/cpu/cpu_backend.h"
-#include "backends/math.h"
+#include "backends/geometry.h"
 #include "ops/pool.h"
 
 namespace nngraph {
 namespace {
 
-// 2×2 windows with stride 2 and no padding (the common down-sampling): no bounds checks,
-// and the gradient writes every input pixel once instead of zero-fill then scatter.
-bool is_halving(const PoolGeometry& g) {
-  return g.kh == 2 && g.kw == 2 && g.sy == 2 && g.sx == 2 && g.pad_top == 0 && g.pad_left == 0 && g.dil_y == 1 &&
-         g.dil_x == 1;
-}
-
+// The halving windows (PoolGeometry::halves): the gradient writes every input pixel once
+// instead of zero-fill then scatter.
 void halve(bool max, const float* __restrict x, int w, float* __restrict y, int oh, int ow) {
   for (int oy = 0; oy < oh; ++oy) {
     const float* r0 = x + static_cast<size_t>(2 * oy) * w;
@@ -100,7 +95,7 @@ void pooling(Backend& backend, PoolingMode mode, const PoolGeometry& g, const Te
   float* dst = out.data_as<float>();
   const bool max = mode == PoolingMode::Max;
   const size_t planes = static_cast<size_t>(in.batch()) * is.c;
-  if (is_halving(g)) {
+  if (g.halves()) {
     pool_of(backend).parallel_for(planes, [&](size_t b, size_t e) {
       for (size_t pl = b; pl < e; ++pl) halve(max, src + pl * is.h * is.w, is.w, dst + pl * os.h * os.w, os.h, os.w);
     });
@@ -128,7 +123,7 @@ void pooling_gradient(Backend& backend, PoolingMode mode, const PoolGeometry& g,
   const float* src = in.data_as<float>();
   const float* grad = dy.data_as<float>();
   float* dst = dx.data_as<float>();
-  const bool max = mode == PoolingMode::Max, halving = is_halving(g);
+  const bool max = mode == PoolingMode::Max, halving = g.halves();
   const size_t planes = static_cast<size_t>(in.batch()) * is.c, area = static_cast<size_t>(is.h) * is.w;
   pool_of(backend).parallel_for(planes, [&](size_t b, size_t e) {
     for (size_t pl = b; pl < e; ++pl) {

@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
-#include "backends/math.h"
+#include "backends/geometry.h"
 #include "ops/upsampling.h"
 
 namespace nngraph {

@@ -154,26 +154,31 @@ const float* cudnn_input(CudaBackend& b, const ConvPlan& p, const Tensor& x, std
   return static_cast<const float*>((*padded)->data());
 }
 
-// dz = dy ⊙ neuron'(y) in a scratch buffer (dy itself when there is no neuron) and, where
-// db is given, the bias gradient Σ dz per channel, in one pass over dy.
-const float* output_gradient(CudaBackend& b, const Tensor& dy, const Tensor& y, const NeuronDescriptor& neuron,
-                             float* db, std::shared_ptr<Buffer>* scratch) {
-  const bool act = y && neuron.type != NeuronType::None;
-  float* dz = nullptr;
-  if (act) {
-    *scratch = b.allocate(dy.bytes());
-    dz = static_cast<float*>((*scratch)->data());
-  }
+// dz = dy ⊙ neuron'(y) where dz is given and, where db is, the bias gradient Σ dz (dy
+// without dz) per channel, in one pass over dy.
+void derivative_and_bias(CudaBackend& b, const Tensor& dy, const Tensor& y, const NeuronDescriptor& neuron, float* dz,
+                         float* db) {
   const int n = dy.batch(), c = dy.shape().c, hw = dy.shape().h * dy.shape().w;
-  const float* yv = act ? y.data_as<const float>() : nullptr;
+  const float* yv = dz ? y.data_as<const float>() : nullptr;
   if (db) {
     auto partial = b.allocate(static_cast<size_t>(c) * cuda::bias_gradient_chunks(n, c, hw) * sizeof(float));
     cuda::bias_gradient(b.stream(), dy.data_as<const float>(), yv, dz, neuron, db, n, c, hw,
                         static_cast<float*>(partial->data()));
-  } else if (act) {
+  } else if (dz) {
     cuda::neuron_gradient(b.stream(), yv, dy.data_as<const float>(), dz, dy.count(), neuron);
   }
-  return act ? dz : dy.data_as<const float>();
+}
+
+// dz in a scratch buffer (dy itself when there is no neuron), and db where given.
+const float* output_gradient(CudaBackend& b, const Tensor& dy, const Tensor& y, const NeuronDescriptor& neuron,
+                             float* db, std::shared_ptr<Buffer>* scratch) {
+  float* dz = nullptr;
+  if (y && neuron.type != NeuronType::None) {
+    *scratch = b.allocate(dy.bytes());
+    dz = static_cast<float*>((*scratch)->data());
+  }
+  derivative_and_bias(b, dy, y, neuron, dz, db);
+  return dz ? dz : dy.data_as<const float>();
 }
 
 // A convolution whose 1×k windows tile each row (g.tiles_rows), as products over a matrix
@@ -396,15 +401,7 @@ void bias_neuron_gradient(Backend& backend, const Tensor& dy, const Tensor& y, c
                           const Tensor& dz, const Tensor& db) {
   CudaBackend& b = cuda_of(backend);
   auto lock = b.enter();
-  const int n = dy.batch(), c = dy.shape().c, hw = dy.shape().h * dy.shape().w;
-  if (!db) {
-    cuda::neuron_gradient(b.stream(), y.data_as<const float>(), dy.data_as<const float>(), dz.data_as<float>(),
-                          dy.count(), neuron);
-    return;
-  }
-  auto partial = b.allocate(static_cast<size_t>(c) * cuda::bias_gradient_chunks(n, c, hw) * sizeof(float));
-  cuda::bias_gradient(b.stream(), dy.data_as<const float>(), dz ? y.data_as<const float>() : nullptr,
-                      dz.data_as<float>(), neuron, db.data_as<float>(), n, c, hw, static_cast<float*>(partial->data()));
+  derivative_and_bias(b, dy, y, neuron, dz.data_as<float>(), db.data_as<float>());
 }
 
 NNGRAPH_KERNEL(BiasNeuronKernel, CUDA, bias_neuron);
