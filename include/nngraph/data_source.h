@@ -140,6 +140,8 @@ class ArrayDataSource : public DataSource {
   // A graph changed `weights` (this source's values on their device) in place, as batch
   // normalization's running statistics: the host arrays and other copies are older now.
   void changed_on_device(const WeightsState& weights);
+  // Counts the changes of the values (any device or the host): equal counts, equal values.
+  uint64_t changes() const { return changes_; }
   // A copy of what update() changes (values, optimizer state, step); calling the result puts
   // it back, for a step whose later update failed.
   std::function<void()> snapshot(const WeightsState& weights);

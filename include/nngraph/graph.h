@@ -65,7 +65,9 @@ struct MemoryPlan {
   int batch = 0;
   size_t planned_bytes = 0;  // one arena, intermediates aliased by liveness
   size_t naive_bytes = 0;    // one buffer per intermediate image
-  std::vector<std::string> steps;  // executed nodes in order ("conv1+relu" when fused)
+  // Executed nodes in order: "conv1+relu" with a folded neuron, "conv1+bn1+relu" with a folded
+  // batch normalization too.
+  std::vector<std::string> steps;
 };
 
 struct GraphSpec;

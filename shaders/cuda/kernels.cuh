@@ -43,6 +43,10 @@ void batch_norm_gradient(cudaStream_t s, const float* x, const float* dy, const 
                          float* partial, float* dx, float* dgamma, float* dbeta, int n, int c, int hw);
 void batch_norm_statistics(cudaStream_t s, float momentum, float unbias, const float* stats, float* mean, float* var,
                            int c);
+// The running statistics folded into the c output channels (`per` weights each) of a convolution.
+void batch_norm_fold(cudaStream_t s, float epsilon, const float* w, const float* bias, const float* gamma,
+                     const float* beta, const float* mean, const float* var, float* folded_w, float* folded_bias, int c,
+                     size_t per);
 // The mask comes from (seed, *step): step is read on the device, so captures see each encode's.
 void dropout(cudaStream_t s, const float* in, float* out, size_t count, float keep, uint64_t seed,
              const uint64_t* step);

@@ -151,6 +151,16 @@ __global__ void statistics_kernel(float momentum, float unbias, const float* sta
   if (unbias > 0.f) var[ch] += momentum * (stats[2 * c + ch] * unbias - var[ch]);
 }
 
+__global__ void fold_kernel(float epsilon, const float* w, const float* bias, const float* gamma, const float* beta,
+                            const float* mean, const float* var, float* fw, float* fb, int c, size_t per) {
+  NNGRAPH_GRID_LOOP_T(size_t, i, per * c) {
+    const size_t o = i / per;
+    const float scale = gamma[o] * rsqrtf(var[o] + epsilon);
+    fw[i] = w[i] * scale;
+    if (i % per == 0) fb[o] = ((bias ? bias[o] : 0.f) - mean[o]) * scale + beta[o];
+  }
+}
+
 unsigned channel_blocks(int c) { return static_cast<unsigned>((c + kThreads - 1) / kThreads); }
 
 }  // namespace
@@ -202,6 +212,15 @@ void batch_norm_statistics(cudaStream_t s, float momentum, float unbias, const f
                            int c) {
   statistics_kernel<<<channel_blocks(c), kThreads, 0, s>>>(momentum, unbias, stats, mean, var, c);
   check_launch("batch_normalization_statistics");
+}
+
+void batch_norm_fold(cudaStream_t s, float epsilon, const float* w, const float* bias, const float* gamma,
+                     const float* beta, const float* mean, const float* var, float* folded_w, float* folded_bias, int c,
+                     size_t per) {
+  const size_t count = per * c;
+  fold_kernel<<<blocks_for(count), kThreads, 0, s>>>(epsilon, w, bias, gamma, beta, mean, var, folded_w, folded_bias,
+                                                     c, per);
+  check_launch("batch_normalization_fold");
 }
 
 }  // namespace nngraph::cuda

@@ -320,10 +320,13 @@ MemoryPlan Graph::memory_plan(int batch) const {
   m.planned_bytes = plan->arena * batch * sizeof(float);
   m.naive_bytes = plan->naive * batch * sizeof(float);
   const auto& steps = impl_->structure.steps;
-  for (size_t k = 0; k < steps.size(); ++k)
-    if (!plan->passes[k])
-      m.steps.push_back(steps[k].fused.type == NeuronType::None ? steps[k].node->label()
-                                                                : steps[k].node->label() + "+" + steps[k].fused.name());
+  for (size_t k = 0; k < steps.size(); ++k) {
+    if (plan->passes[k]) continue;
+    std::string name = steps[k].node->label();
+    if (steps[k].folded) name += "+" + steps[k].folded->label();
+    if (steps[k].fused.type != NeuronType::None) name += std::string("+") + steps[k].fused.name();
+    m.steps.push_back(name);
+  }
   return m;
 }
 

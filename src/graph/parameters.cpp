@@ -1,12 +1,14 @@
 #include "graph/parameters.h"
 
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <set>
 #include <string>
 
 #include "backends/backend.h"
 #include "nngraph/error.h"
+#include "ops/normalization.h"
 
 namespace nngraph {
 namespace {
@@ -32,7 +34,9 @@ void write(Backend& b, const std::shared_ptr<Buffer>& dst, const std::vector<flo
 }  // namespace
 
 std::shared_ptr<Parameters> load_parameters(const Structure& s, Backend& backend) {
+  static std::atomic<uint64_t> loads{0};
   auto p = std::make_shared<Parameters>();
+  p->serial = ++loads;
   each_source(s, [&](const FilterNode* f, size_t, const WeightSource& ws) {
     if (auto* array = dynamic_cast<ArrayDataSource*>(ws.source)) {
       p->of[f].push_back(array->device_values(backend.device(), f->label()));
@@ -65,6 +69,38 @@ void refresh_parameters(Parameters& p, const Structure& s, Backend& backend) {
     reread[ws.source] = version;
   });
   for (const auto& [source, version] : reread) p.versions[source] = version;
+}
+
+bool FoldedParameters::refresh(const Structure& s, const Parameters& p, Backend& backend) {
+  bool allocated = false;
+  for (const Step& st : s.steps) {
+    if (!st.folded) continue;
+    const WeightsState& conv = p.of.at(st.node)[0];
+    const WeightsState& norm = p.of.at(st.folded)[0];
+    std::vector<uint64_t> stamps{p.serial};
+    for (const FilterNode* f : {st.node, st.folded}) {
+      DataSource* ds = f->weight_sources()[0].source;
+      auto* array = dynamic_cast<ArrayDataSource*>(ds);
+      stamps.push_back(array ? array->changes() : p.versions.at(ds));
+    }
+    Entry& e = entries_[st.node];
+    if (e.values.tensors.empty()) {
+      const size_t channels = norm.counts.at(0);
+      e.values.tensors = {backend.allocate(conv.weight_count() * sizeof(float)), backend.allocate(channels * sizeof(float))};
+      e.values.counts = {conv.weight_count(), channels};
+      allocated = true;
+    } else if (e.stamps == stamps) {
+      continue;
+    }
+    static_cast<const BatchNormalizationNode*>(st.folded)->fold(backend, conv, norm, e.values);
+    e.stamps = std::move(stamps);
+  }
+  return allocated;
+}
+
+const WeightsState* FoldedParameters::of(const FilterNode* conv) const {
+  auto it = entries_.find(conv);
+  return it == entries_.end() ? nullptr : &it->second.values;
 }
 
 std::vector<std::pair<const FilterNode*, size_t>> host_updates(const std::vector<const FilterNode*>& trained) {

@@ -21,6 +21,7 @@ struct Parameters {
   std::unordered_map<const FilterNode*, std::vector<WeightsState>> of;
   // Other data sources: the version() whose values the copies hold.
   std::unordered_map<const DataSource*, uint64_t> versions;
+  uint64_t serial = 0;  // distinct per load_parameters
 };
 using Gradients = std::unordered_map<const FilterNode*, std::vector<GradientState>>;
 
@@ -30,6 +31,23 @@ std::shared_ptr<Parameters> load_parameters(const Structure& s, Backend& backend
 // Brings the copies up to date where a data source changed since they were read: another
 // graph trained it, set_values replaced it, or another device holds newer values.
 void refresh_parameters(Parameters& p, const Structure& s, Backend& backend);
+
+// Inference: the parameters of each convolution step with a folded batch normalization, made
+// again whenever the convolution's or the normalization's values changed.
+class FoldedParameters {
+ public:
+  // Brings every folded copy up to date; true when it allocated one (captured steps hold the old).
+  bool refresh(const Structure& s, const Parameters& p, Backend& backend);
+  // The folded copy for a step's node; null where nothing folds into it.
+  const WeightsState* of(const FilterNode* conv) const;
+
+ private:
+  struct Entry {
+    WeightsState values;
+    std::vector<uint64_t> stamps;  // the loads and changes it was made from
+  };
+  std::unordered_map<const FilterNode*, Entry> entries_;
+};
 
 // One step's data-source updates. Built-in sources sharing a built-in optimizer are updated
 // together (one launch on cuda, part of a captured step); the others update themselves.

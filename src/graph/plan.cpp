@@ -7,6 +7,8 @@
 
 #include "nngraph/error.h"
 #include "ops/arithmetic.h"
+#include "ops/conv.h"
+#include "ops/normalization.h"
 
 namespace nngraph {
 namespace {
@@ -95,7 +97,7 @@ Structure build_structure(const std::vector<ImageNodePtr>& results, const std::v
   // other reader and the step has no folded neuron yet.
   auto fold_target = [&](int src) -> Step* {
     const int producer = step_of[src];
-    if (producer < 0 || s.root[src] != src || uses[src] != 1) return nullptr;
+    if (producer < 0 || uses[src] != 1) return nullptr;
     Step& p = s.steps[producer];
     return p.fused.type == NeuronType::None ? &p : nullptr;
   };
@@ -111,7 +113,19 @@ Structure build_structure(const std::vector<ImageNodePtr>& results, const std::v
     if (const NeuronDescriptor* neuron = f->fusable_neuron(s.training)) {
       if (Step* p = fold_target(ins[0]); p && p->node->accepts_fused_neuron()) {
         p->fused = *neuron;
-        s.root[out] = ins[0];
+        s.root[out] = s.root[ins[0]];
+        continue;
+      }
+    }
+    // Inference: a batch normalization folds into the convolution before it (no neuron of its
+    // own), whose step then also takes a neuron after the normalization.
+    if (!s.training && dynamic_cast<const BatchNormalizationNode*>(f)) {
+      Step* p = fold_target(ins[0]);
+      const auto* conv = p ? dynamic_cast<const ConvolutionNode*>(p->node) : nullptr;
+      if (conv && !p->folded && conv->descriptor().neuron.type == NeuronType::None) {
+        p->folded = f;
+        s.root[out] = s.root[ins[0]];
+        step_of[out] = step_of[ins[0]];
         continue;
       }
     }

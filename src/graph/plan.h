@@ -19,6 +19,9 @@ struct Step {
   NeuronDescriptor fused;
   bool trains_weights = false;  // a gradient step whose forward node's data sources train
   int state = -1;               // tensor of the training state it writes, when a gradient step reads it
+  // Inference: the batch normalization folded into this convolution (it computes with the
+  // folded weights and biases, and any neuron after the normalization is `fused`).
+  const FilterNode* folded = nullptr;
 };
 
 struct LossBinding {
@@ -43,8 +46,9 @@ struct Structure {
 };
 
 // Walks back from results and roots (images to compute without returning them), orders
-// nodes, numbers default labels, folds neurons into convolutions, aliases identity nodes and
-// drops steps whose results nothing needs. Throws on a result no filter produced. Forward
+// nodes, numbers default labels, folds neurons into convolutions (and, in inference, batch
+// normalizations into the convolutions before them), aliases identity nodes and drops steps
+// whose results nothing needs. Throws on a result no filter produced. Forward
 // nodes run in training mode where gradient or loss nodes are present, unless `inference`.
 Structure build_structure(const std::vector<ImageNodePtr>& results, const std::vector<ImageNodePtr>& roots,
                           bool inference = false);

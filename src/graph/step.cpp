@@ -114,6 +114,7 @@ std::vector<Image> StepRunner::run(const Plan& plan, Parameters& wm, const std::
     losses.push_back(Image::allocate({n, {1, 1, 1}, DType::Float32}, device_));
   }
   refresh_parameters(wm, s, backend_);  // another graph may have trained a shared source
+  if (folded_.refresh(s, wm, backend_)) captures_.clear();
   // Gradient buffers are made before any capture: what a capture allocates is its scratch.
   std::vector<const FilterNode*> trained;
   for (const Step& st : s.steps) {
@@ -163,8 +164,9 @@ std::vector<Image> StepRunner::run(const Plan& plan, Parameters& wm, const std::
     const Image* loss = nullptr;
     for (size_t i = 0; i < s.losses.size(); ++i)
       if (s.losses[i].node == st.node) loss = &loss_out[i];
+    const WeightsState* folded = st.folded ? folded_.of(st.node) : nullptr;
     EncodeArgs a{backend_, ins, st.output_needed ? t[st.output] : none,
-                 w == wm.of.end() ? nullptr : w->second.data(),
+                 folded ? folded : w == wm.of.end() ? nullptr : w->second.data(),
                  st.trains_weights ? gradients_.at(owner).data() : nullptr, st.fused,
                  counter, loss, options.allow_tf32, st.state >= 0 ? &t[st.state] : nullptr, s.training};
     a.batch_state = batch == batch_states_.end() ? nullptr : batch->second.get();

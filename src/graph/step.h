@@ -41,6 +41,7 @@ class StepRunner {
   Device device_;
   std::shared_ptr<Buffer> arena_;
   Gradients gradients_;
+  FoldedParameters folded_;
   std::unordered_map<const FilterNode*, std::shared_ptr<Buffer>> batch_states_;
   CaptureCache captures_;
   std::shared_ptr<Buffer> step_counter_;  // in the backend's memory: dropout reads it

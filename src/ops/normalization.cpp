@@ -64,6 +64,16 @@ void BatchNormalizationNode::encode_commit(const EncodeArgs& a) const {
                                                Tensor::parameter(a.weights, 2), Tensor::parameter(a.weights, 3));
 }
 
+void BatchNormalizationNode::fold(Backend& backend, const WeightsState& conv, const WeightsState& norm,
+                                  const WeightsState& folded) const {
+  if (folded.weight_count() != conv.weight_count() || folded.bias_count() != static_cast<size_t>(desc_.feature_channels))
+    fail("[", label(), "] folded parameters of the wrong size");
+  dispatch<BatchNormalizationFoldKernel>(backend, epsilon_, Tensor::parameter(&conv, 0), Tensor::parameter(&conv, 1),
+                                         Tensor::parameter(&norm, 0), Tensor::parameter(&norm, 1),
+                                         Tensor::parameter(&norm, 2), Tensor::parameter(&norm, 3),
+                                         Tensor::parameter(&folded, 0), Tensor::parameter(&folded, 1));
+}
+
 std::vector<FilterNodePtr> BatchNormalizationNode::make_gradients(const ImageNodePtr& dy) {
   return {std::make_shared<BatchNormalizationGradientNode>(
       dy, std::static_pointer_cast<BatchNormalizationNode>(shared_from_this()))};

@@ -33,6 +33,17 @@ struct BatchNormalizationStatisticsKernel
   static constexpr const char* name = "batch_normalization_statistics";
 };
 
+// Folds the running statistics into the convolution before (inference): per output channel o,
+// s = gamma/sqrt(var + eps), folded_weights[o] = weights[o]·s (each channel's block of
+// weights.count()/C values) and folded_bias[o] = (bias[o] − mean[o])·s + beta[o] (bias may be
+// empty: 0).
+struct BatchNormalizationFoldKernel
+    : KernelOf<void(Backend&, float epsilon, const Tensor& weights, const Tensor& bias, const Tensor& gamma,
+                    const Tensor& beta, const Tensor& mean, const Tensor& variance, const Tensor& folded_weights,
+                    const Tensor& folded_bias)> {
+  static constexpr const char* name = "batch_normalization_fold";
+};
+
 // Training graphs normalize with the batch's statistics and, once the step's checks passed,
 // move the data source's running mean and variance toward them (PyTorch's momentum
 // convention); inference graphs normalize with the running statistics.
@@ -48,6 +59,9 @@ class BatchNormalizationNode : public FilterNode {
   size_t batch_state_size(const std::vector<ImageShape>& sources) const override;
   void encode_commit(const EncodeArgs& args) const override;
   bool accepts_fused_neuron() const override { return true; }
+  // Writes into `folded` (weights and biases as `conv`'s) the convolution's parameters with
+  // this normalization's running statistics folded in.
+  void fold(Backend& backend, const WeightsState& conv, const WeightsState& norm, const WeightsState& folded) const;
   float epsilon() const { return epsilon_; }
   float momentum() const { return momentum_; }
   int feature_channels() const { return desc_.feature_channels; }

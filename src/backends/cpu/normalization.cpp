@@ -137,7 +137,27 @@ void batch_normalization_statistics(Backend&, float momentum, float unbias, cons
   }
 }
 
+void batch_normalization_fold(Backend& backend, float epsilon, const Tensor& weights, const Tensor& bias,
+                              const Tensor& gamma, const Tensor& beta, const Tensor& mean, const Tensor& variance,
+                              const Tensor& folded_weights, const Tensor& folded_bias) {
+  const size_t c = gamma.count(), per = weights.count() / c;
+  const float* w = weights.data_as<const float>();
+  const float* b = bias ? bias.data_as<const float>() : nullptr;
+  const float *g = gamma.data_as<const float>(), *be = beta.data_as<const float>();
+  const float *mu = mean.data_as<const float>(), *var = variance.data_as<const float>();
+  float* fw = folded_weights.data_as<float>();
+  float* fb = folded_bias.data_as<float>();
+  pool_of(backend).parallel_for(c, [&](size_t c0, size_t c1) {
+    for (size_t o = c0; o < c1; ++o) {
+      const float scale = g[o] / std::sqrt(var[o] + epsilon);
+      for (size_t j = 0; j < per; ++j) fw[o * per + j] = w[o * per + j] * scale;
+      fb[o] = ((b ? b[o] : 0.f) - mu[o]) * scale + be[o];
+    }
+  });
+}
+
 NNGRAPH_KERNEL(BatchNormalizationKernel, CPU, batch_normalization);
+NNGRAPH_KERNEL(BatchNormalizationFoldKernel, CPU, batch_normalization_fold);
 NNGRAPH_KERNEL(BatchNormalizationGradientKernel, CPU, batch_normalization_gradient);
 NNGRAPH_KERNEL(BatchNormalizationStatisticsKernel, CPU, batch_normalization_statistics);
 

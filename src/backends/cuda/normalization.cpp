@@ -50,7 +50,19 @@ void batch_normalization_statistics(Backend& backend, float momentum, float unbi
                               variance.data_as<float>(), static_cast<int>(mean.count()));
 }
 
+void batch_normalization_fold(Backend& backend, float epsilon, const Tensor& weights, const Tensor& bias,
+                              const Tensor& gamma, const Tensor& beta, const Tensor& mean, const Tensor& variance,
+                              const Tensor& folded_weights, const Tensor& folded_bias) {
+  CudaBackend& b = cuda_of(backend);
+  auto lock = b.enter();
+  cuda::batch_norm_fold(b.stream(), epsilon, weights.data_as<const float>(), bias ? bias.data_as<const float>() : nullptr,
+                        gamma.data_as<const float>(), beta.data_as<const float>(), mean.data_as<const float>(),
+                        variance.data_as<const float>(), folded_weights.data_as<float>(), folded_bias.data_as<float>(),
+                        static_cast<int>(gamma.count()), weights.count() / gamma.count());
+}
+
 NNGRAPH_KERNEL(BatchNormalizationKernel, CUDA, batch_normalization);
+NNGRAPH_KERNEL(BatchNormalizationFoldKernel, CUDA, batch_normalization_fold);
 NNGRAPH_KERNEL(BatchNormalizationGradientKernel, CUDA, batch_normalization_gradient);
 NNGRAPH_KERNEL(BatchNormalizationStatisticsKernel, CUDA, batch_normalization_statistics);
 
