@@ -1,4 +1,5 @@
-// Convolution as im2col + GEMM per image and group, fully connected as one GEMM.
+// Convolution as im2col + GEMM per group of a few images (so a small image still makes a
+// wide product), fully connected as one GEMM.
 #include <algorithm>
 #include <vector>
 
@@ -16,16 +17,18 @@ std::pair<int, int> inside(int off_x, int sx, int w, int wo) {
   return {lo, std::max(lo, std::min(wo, floor_div(w - 1 - off_x, sx) + 1))};
 }
 
-// Columns of one group of one image: row (c, i, j), column (oy, ox). Stride-1 rows are
-// short contiguous runs, so plain loops (which vectorize and inline) beat memmove calls.
+// Columns of one group of one image: row (c, i, j) `ld` values after the one before, column
+// (oy, ox). Stride-1 rows are short contiguous runs, so plain loops (which vectorize and
+// inline) beat memmove calls.
 void im2col(const float* __restrict in, int channels, int h, int w, const ConvGeometry& g, int ho, int wo,
-            float* __restrict col) {
+            float* __restrict cols, size_t ld) {
   for (int c = 0; c < channels; ++c)
     for (int i = 0; i < g.kh; ++i)
       for (int j = 0; j < g.kw; ++j) {
         const int off_x = j * g.dx - g.pad_left;
         const auto [lo, hi] = inside(off_x, g.sx, w, wo);
         const float* plane = in + static_cast<size_t>(c) * h * w;
+        float* col = cols + ((static_cast<size_t>(c) * g.kh + i) * g.kw + j) * ld;
         for (int oy = 0; oy < ho; ++oy, col += wo) {
           const int iy = oy * g.sy - g.pad_top + i * g.dy;
           if (iy < 0 || iy >= h) {
@@ -45,14 +48,15 @@ void im2col(const float* __restrict in, int channels, int h, int w, const ConvGe
 }
 
 // Adds each column back to the pixel it was read from (im2col's transpose).
-void col2im(const float* __restrict col, int channels, int h, int w, const ConvGeometry& g, int ho, int wo,
-            float* __restrict out) {
+void col2im(const float* __restrict cols, int channels, int h, int w, const ConvGeometry& g, int ho, int wo,
+            float* __restrict out, size_t ld) {
   for (int c = 0; c < channels; ++c)
     for (int i = 0; i < g.kh; ++i)
       for (int j = 0; j < g.kw; ++j) {
         const int off_x = j * g.dx - g.pad_left;
         const auto [lo, hi] = inside(off_x, g.sx, w, wo);
         float* plane = out + static_cast<size_t>(c) * h * w;
+        const float* col = cols + ((static_cast<size_t>(c) * g.kh + i) * g.kw + j) * ld;
         for (int oy = 0; oy < ho; ++oy, col += wo) {
           const int iy = oy * g.sy - g.pad_top + i * g.dy;
           if (iy < 0 || iy >= h) continue;
@@ -64,6 +68,12 @@ void col2im(const float* __restrict col, int channels, int h, int w, const ConvG
           }
         }
       }
+}
+
+// Images per product, of a thread's n: enough columns for an efficient GEMM where images are small.
+int images_per_product(int n, int p) {
+  constexpr int kColumns = 512;
+  return std::max(1, std::min((kColumns + p - 1) / p, n));
 }
 
 void convolution(Backend& b, const ConvGeometry& g, const Tensor& in, const Tensor& w, const Tensor& bs,
@@ -79,35 +89,48 @@ void convolution(Backend& b, const ConvGeometry& g, const Tensor& in, const Tens
                       g.pad_left == 0 && os.h == is.h && os.w == is.w;
   // One channel's row is already a wo × kw matrix: one product per channel and row.
   const bool tiled = !direct && g.tiles_rows(is, os);
-  const float* src = in.data_as<float>();
-  float* dst = out.data_as<float>();
-  // Enough images: one thread per image range; otherwise threads split each GEMM.
-  const bool by_image = n >= pool.size();
-  auto work = [&](size_t first, size_t end) {
-    ThreadPool* threads = by_image ? nullptr : &pool;
-    std::vector<float> col(direct || tiled ? 0 : static_cast<size_t>(k) * p);
-    for (size_t img = first; img < end; ++img)
-      for (int grp = 0; grp < g.groups; ++grp) {
-        const float* x = src + (img * is.c + static_cast<size_t>(grp) * cg) * is.h * is.w;
-        float* y = dst + (img * os.c + static_cast<size_t>(grp) * og) * p;
-        const float* wg = weights + static_cast<size_t>(grp) * og * k;
-        if (tiled) {
-          for (int c = 0; c < cg; ++c)
-            for (int oy = 0; oy < os.h; ++oy)
-              gemm(threads, false, true, og, os.w, g.kw, 1.f, wg + c * g.kw, k,
-                   x + (static_cast<size_t>(c) * is.h + oy) * is.w, g.kw, c ? 1.f : 0.f, y + oy * os.w, p);
-        } else {
-          if (!direct) im2col(x, cg, is.h, is.w, g, os.h, os.w, col.data());
-          gemm(threads, false, false, og, p, k, 1.f, wg, k, direct ? x : col.data(), p, 0.f, y, p);
-        }
-        for (int o = 0; o < og; ++o)
-          bias_neuron(y + static_cast<size_t>(o) * p, p, bias ? bias + grp * og + o : nullptr, neuron);
-      }
+  auto x_of = [&](int img, int grp) {
+    return in.data_as<const float>() + (static_cast<size_t>(img) * is.c + static_cast<size_t>(grp) * cg) * is.h * is.w;
   };
-  if (by_image)
-    pool.parallel_for(static_cast<size_t>(n), work);
-  else
-    work(0, static_cast<size_t>(n));
+  auto y_of = [&](int img, int grp) {
+    return out.data_as<float>() + (static_cast<size_t>(img) * os.c + static_cast<size_t>(grp) * og) * p;
+  };
+  // An equal range of images per thread where there are enough; otherwise threads split each GEMM.
+  const int chunks = n >= pool.size() ? pool.size() : 1;
+  ThreadPool* threads = chunks > 1 ? nullptr : &pool;
+  pool.parallel_for(static_cast<size_t>(chunks), [&](size_t c0, size_t c1) {
+    for (size_t chunk = c0; chunk < c1; ++chunk) {
+      const int first = static_cast<int>(n * chunk / chunks), end = static_cast<int>(n * (chunk + 1) / chunks);
+      const int per = direct || tiled ? 1 : images_per_product(end - first, p);
+      const size_t ld = static_cast<size_t>(per) * p;  // the columns of one product
+      std::vector<float> col(direct || tiled ? 0 : static_cast<size_t>(k) * ld), product(per > 1 ? og * ld : 0);
+      for (int i0 = first; i0 < end; i0 += per) {
+        const int count = std::min(per, end - i0);
+        for (int grp = 0; grp < g.groups; ++grp) {
+          const float* wg = weights + static_cast<size_t>(grp) * og * k;
+          if (tiled) {
+            for (int c = 0; c < cg; ++c)
+              for (int oy = 0; oy < os.h; ++oy)
+                gemm(threads, false, true, og, os.w, g.kw, 1.f, wg + c * g.kw, k,
+                     x_of(i0, grp) + (static_cast<size_t>(c) * is.h + oy) * is.w, g.kw, c ? 1.f : 0.f,
+                     y_of(i0, grp) + oy * os.w, p);
+          } else {
+            for (int i = 0; !direct && i < count; ++i)
+              im2col(x_of(i0 + i, grp), cg, is.h, is.w, g, os.h, os.w, col.data() + static_cast<size_t>(i) * p, ld);
+            gemm(threads, false, false, og, count * p, k, 1.f, wg, k, direct ? x_of(i0, grp) : col.data(),
+                 static_cast<int>(ld), 0.f, per > 1 ? product.data() : y_of(i0, grp), static_cast<int>(ld));
+            for (int i = 0; per > 1 && i < count; ++i)
+              for (int o = 0; o < og; ++o)
+                std::copy_n(product.data() + o * ld + static_cast<size_t>(i) * p, p, y_of(i0 + i, grp) + o * p);
+          }
+          for (int i = 0; i < count; ++i)
+            for (int o = 0; o < og; ++o)
+              bias_neuron(y_of(i0 + i, grp) + static_cast<size_t>(o) * p, p, bias ? bias + grp * og + o : nullptr,
+                          neuron);
+        }
+      }
+    }
+  });
 }
 
 void fully_connected(Backend& b, const Tensor& in, const Tensor& w, const Tensor& bs, const NeuronDescriptor& neuron,
@@ -143,25 +166,40 @@ void convolution_gradient(Backend& b, const ConvGeometry& g, const Tensor& x, co
   const size_t wcount = static_cast<size_t>(os.c) * k;
   const bool act = y && neuron.type != NeuronType::None;
   const bool tiled = g.tiles_rows(is, os);
+  auto in_of = [&](const Tensor& t, int img, int grp) {
+    return t.data_as<float>() + (static_cast<size_t>(img) * is.c + static_cast<size_t>(grp) * cg) * is.h * is.w;
+  };
+  auto out_offset = [&](int img, int grp) { return (static_cast<size_t>(img) * os.c + static_cast<size_t>(grp) * og) * p; };
   // Image ranges run in parallel, each into its own weight-gradient partial sums.
   const int chunks = std::min(n, pool.size());
   ThreadPool* inner = chunks > 1 ? nullptr : &pool;
-  std::vector<std::vector<float>> partial(chunks, std::vector<float>(dw ? wcount + os.c : 0, 0.f));
+  std::vector<std::vector<float>> partial(chunks);  // each filled by the thread that sums into it
   pool.parallel_for(static_cast<size_t>(chunks), [&](size_t c0, size_t c1) {
-    std::vector<float> col(tiled ? 0 : static_cast<size_t>(k) * p), dz(act ? static_cast<size_t>(og) * p : 0);
     for (size_t chunk = c0; chunk < c1; ++chunk) {
+      if (dw) partial[chunk].assign(wcount + os.c, 0.f);
+      const int first = static_cast<int>(n * chunk / chunks), end = static_cast<int>(n * (chunk + 1) / chunks);
+      const int per = tiled ? 1 : images_per_product(end - first, p);
+      const size_t ld = static_cast<size_t>(per) * p;  // the columns of one product
+      std::vector<float> col(tiled ? 0 : static_cast<size_t>(k) * ld), dz(act || per > 1 ? og * ld : 0);
       float* pdw = dw ? partial[chunk].data() : nullptr;
-      for (size_t img = n * chunk / chunks; img < n * (chunk + 1) / chunks; ++img) {
-        if (dx) std::fill_n(dx.data_as<float>() + img * is.count(), is.count(), 0.f);
+      for (int i0 = first; i0 < end; i0 += per) {
+        const int count = std::min(per, end - i0);
+        if (dx) std::fill_n(in_of(dx, i0, 0), static_cast<size_t>(count) * is.count(), 0.f);
         for (int grp = 0; grp < g.groups; ++grp) {
-          const size_t out_off = (img * os.c + static_cast<size_t>(grp) * og) * p;
-          const float* z = dy.data_as<float>() + out_off;
-          if (act) {
-            neuron_derivative(z, y.data_as<float>() + out_off, dz.data(), dz.size(), neuron);
+          // dz of the images side by side: og rows of count·p columns, ld apart.
+          const float* z = dy.data_as<float>() + out_offset(i0, grp);
+          if (!dz.empty()) {
+            for (int i = 0; i < count; ++i)
+              for (int o = 0; o < og; ++o) {
+                const size_t at = out_offset(i0 + i, grp) + static_cast<size_t>(o) * p;
+                float* to = dz.data() + o * ld + static_cast<size_t>(i) * p;
+                if (act)
+                  neuron_derivative(dy.data_as<float>() + at, y.data_as<float>() + at, to, p, neuron);
+                else
+                  std::copy_n(dy.data_as<float>() + at, p, to);
+              }
             z = dz.data();
           }
-          const float* xi = x.data_as<float>() + (img * is.c + static_cast<size_t>(grp) * cg) * is.h * is.w;
-          float* dxi = dx ? dx.data_as<float>() + (img * is.c + static_cast<size_t>(grp) * cg) * is.h * is.w : nullptr;
           const float* wg = weights + static_cast<size_t>(grp) * og * k;
           if (pdw) {
             float* dwg = pdw + static_cast<size_t>(grp) * og * k;
@@ -169,14 +207,16 @@ void convolution_gradient(Backend& b, const ConvGeometry& g, const Tensor& x, co
               for (int c = 0; c < cg; ++c)
                 for (int oy = 0; oy < os.h; ++oy)
                   gemm(inner, false, false, og, g.kw, os.w, 1.f, z + oy * os.w, p,
-                       xi + (static_cast<size_t>(c) * is.h + oy) * is.w, g.kw, 1.f, dwg + c * g.kw, k);
+                       in_of(x, i0, grp) + (static_cast<size_t>(c) * is.h + oy) * is.w, g.kw, 1.f, dwg + c * g.kw, k);
             } else {
-              im2col(xi, cg, is.h, is.w, g, os.h, os.w, col.data());
-              gemm(inner, false, true, og, k, p, 1.f, z, p, col.data(), p, 1.f, dwg, k);
+              for (int i = 0; i < count; ++i)
+                im2col(in_of(x, i0 + i, grp), cg, is.h, is.w, g, os.h, os.w, col.data() + static_cast<size_t>(i) * p, ld);
+              gemm(inner, false, true, og, k, count * p, 1.f, z, static_cast<int>(ld), col.data(), static_cast<int>(ld),
+                   1.f, dwg, k);
             }
             for (int o = 0; o < og; ++o) {
               double sum = 0;
-              for (int q = 0; q < p; ++q) sum += z[static_cast<size_t>(o) * p + q];
+              for (int q = 0; q < count * p; ++q) sum += z[o * ld + q];
               pdw[wcount + grp * og + o] += static_cast<float>(sum);
             }
           }
@@ -184,10 +224,12 @@ void convolution_gradient(Backend& b, const ConvGeometry& g, const Tensor& x, co
             for (int c = 0; c < cg; ++c)
               for (int oy = 0; oy < os.h; ++oy)
                 gemm(inner, true, false, os.w, g.kw, og, 1.f, z + oy * os.w, p, wg + c * g.kw, k, 0.f,
-                     dxi + (static_cast<size_t>(c) * is.h + oy) * is.w, g.kw);
+                     in_of(dx, i0, grp) + (static_cast<size_t>(c) * is.h + oy) * is.w, g.kw);
           } else if (dx) {
-            gemm(inner, true, false, k, p, og, 1.f, wg, k, z, p, 0.f, col.data(), p);
-            col2im(col.data(), cg, is.h, is.w, g, os.h, os.w, dxi);
+            gemm(inner, true, false, k, count * p, og, 1.f, wg, k, z, static_cast<int>(ld), 0.f, col.data(),
+                 static_cast<int>(ld));
+            for (int i = 0; i < count; ++i)
+              col2im(col.data() + static_cast<size_t>(i) * p, cg, is.h, is.w, g, os.h, os.w, in_of(dx, i0 + i, grp), ld);
           }
         }
       }
