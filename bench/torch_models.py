@@ -80,3 +80,35 @@ class ResidualNetwork(torch.nn.Module):
             r = L[f"s{s}_block_bn2"](L[f"s{s}_block_conv2"](r))
             x = torch.relu(x + r)
         return L["fc"](torch.flatten(torch.nn.functional.adaptive_avg_pool2d(x, 1), 1))
+
+
+class DenoisingAutoencoder(torch.nn.Module):
+    """nngraph.models.denoising_autoencoder in PyTorch; `tensors` maps its labels to
+    {tensor name: array}."""
+
+    def __init__(self, tensors: dict, widths=(16, 32, 64), channels=1):
+        super().__init__()
+        from nngraph.models import autoencoder_layers
+        self.convs, self.norms = torch.nn.ModuleDict(), torch.nn.ModuleDict()
+        for label, cin, cout, k, stride, transposed in autoencoder_layers(widths, channels):
+            kind = torch.nn.ConvTranspose2d if transposed else torch.nn.Conv2d
+            conv = kind(cin, cout, k, stride=stride, padding=1, bias=label == "out")
+            pairs = [(conv.weight, tensors[label]["weights"])]
+            if label == "out":
+                pairs.append((conv.bias, tensors[label]["biases"]))
+            else:
+                norm = torch.nn.InstanceNorm2d(cout, affine=True)
+                t = tensors[label + "_norm"]
+                pairs += [(norm.weight, t["gamma"]), (norm.bias, t["beta"])]
+                self.norms[label] = norm
+            with torch.no_grad():
+                for param, value in pairs:
+                    param.copy_(torch.from_numpy(np.ascontiguousarray(value)).reshape(param.shape))
+            self.convs[label] = conv
+
+    def forward(self, x):
+        def block(h, label):
+            return torch.relu(self.norms[label](self.convs[label](h)))
+        h = block(block(block(x, "enc1"), "enc2"), "enc3")
+        h = block(torch.nn.functional.interpolate(block(h, "dec1"), scale_factor=2, mode="nearest"), "dec2")
+        return torch.sigmoid(self.convs["out"](h))

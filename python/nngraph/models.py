@@ -1,5 +1,5 @@
-"""Ready-made networks: those of the WWDC 2018 session, and a residual network with batch
-normalization for 28×28 images."""
+"""Ready-made networks: those of the WWDC 2018 session, a residual network with batch
+normalization for 28×28 images and a denoising autoencoder."""
 
 from __future__ import annotations
 
@@ -15,14 +15,17 @@ from nngraph._core import (
     BatchNormalization,
     Convolution,
     ConvolutionDescriptor,
+    ConvolutionTranspose,
     Dropout,
     FilterNode,
     FullyConnected,
     ImageNode,
+    InstanceNormalization,
     Neuron,
     NormalizationDescriptor,
     Pooling,
     SoftMax,
+    Upsampling,
 )
 
 DIGIT_LAYERS = (  # label, kernel, input channels, output channels
@@ -151,3 +154,56 @@ def residual_network(widths=(32, 64, 128), classes: int = 10, channels: int = 1,
     h = Pooling(h, "average", side)
     logits = FullyConnected(h, sources["fc"])
     return ResidualNetwork(image, logits, SoftMax(logits, label="probabilities"), sources)
+
+
+@dataclass
+class DenoisingAutoencoder:
+    image: ImageNode  # channels × H × W, the noisy image
+    output: FilterNode  # the reconstruction, in (0, 1)
+    sources: dict  # label → ArrayDataSource, in layer order
+
+
+def autoencoder_layers(widths=(16, 32, 64), channels: int = 1) -> list[tuple]:
+    """The autoencoder's convolutions in order: (label, input channels, output channels,
+    kernel, stride, transposed). Each but "out" is followed by an instance normalization
+    labelled label + "_norm"."""
+    w0, w1, w2 = widths
+    return [("enc1", channels, w0, 3, 1, False), ("enc2", w0, w1, 3, 2, False), ("enc3", w1, w2, 3, 2, False),
+            ("dec1", w2, w1, 4, 2, True), ("dec2", w1, w0, 3, 1, False), ("out", w0, channels, 3, 1, False)]
+
+
+def denoising_autoencoder(widths=(16, 32, 64), channels: int = 1, size: int = 28, seed: int = 0,
+                          optimizer=None) -> DenoisingAutoencoder:
+    """An image-to-image network from transpose convolution, instance normalization and
+    upsampling. Encoder: 3×3 convolutions to widths[0] (stride 1), widths[1] and widths[2]
+    (stride 2, padding 1), each + instance norm + relu, down to a quarter of the side. Decoder:
+    4×4 transpose convolution (stride 2, padding 1) to widths[1] + instance norm + relu;
+    nearest 2× upsampling, 3×3 convolution to widths[0] + instance norm + relu; 3×3
+    convolution to `channels` + sigmoid, for size × size images (a multiple of 4). Convolutions before a
+    normalization have no biases (it would remove them). He-initialised, deterministic for a
+    seed; `optimizer` goes to every data source."""
+    sources = {}
+    for i, (label, cin, cout, k, stride, transposed) in enumerate(autoencoder_layers(widths, channels)):
+        desc = ConvolutionDescriptor(k, cin, cout, stride=stride, transposed=transposed)
+        sources[label] = ArrayDataSource(desc, "he", "zeros" if label == "out" else None, label=label, seed=seed + i,
+                                         optimizer=optimizer)
+        if label != "out":
+            sources[label + "_norm"] = ArrayDataSource(NormalizationDescriptor(cout, statistics=False),
+                                                       label=label + "_norm", optimizer=optimizer)
+
+    def block(h, label, upsample=False):
+        _, _, _, _, stride, transposed = next(layer for layer in autoencoder_layers(widths, channels)
+                                              if layer[0] == label)
+        if upsample:
+            h = Upsampling(h, 2, "nearest")
+        padding = (1, 1, 1, 1) if stride > 1 else "same"
+        h = (ConvolutionTranspose if transposed else Convolution)(h, sources[label], padding=padding)
+        return Neuron(InstanceNormalization(h, sources[label + "_norm"]), "relu")
+
+    if size % 4:
+        raise ValueError(f"[autoencoder] size must be a multiple of 4, got {size}")
+    image = ImageNode(shape=(channels, size, size), label="noisy")
+    h = block(block(block(image, "enc1"), "enc2"), "enc3")
+    h = block(block(h, "dec1"), "dec2", upsample=True)
+    output = Neuron(Convolution(h, sources["out"], padding="same"), "sigmoid")
+    return DenoisingAutoencoder(image, output, sources)
