@@ -17,18 +17,17 @@ std::pair<int, int> inside(int off_x, int sx, int w, int wo) {
   return {lo, std::max(lo, std::min(wo, floor_div(w - 1 - off_x, sx) + 1))};
 }
 
-// Columns of one group of one image (channel planes `plane` values apart, h·w by default): row
-// (c, i, j) `ld` values after the one before, column (oy, ox). Stride-1 rows are short
-// contiguous runs, so plain loops (which vectorize and inline) beat memmove calls.
+// Columns of one group of one image: row (c, i, j) `ld` values after the one before, column
+// (oy, ox). Stride-1 rows are short contiguous runs, so plain loops (which vectorize and
+// inline) beat memmove calls.
 void im2col(const float* __restrict in, int channels, int h, int w, const ConvGeometry& g, int ho, int wo,
-            float* __restrict cols, size_t ld, size_t plane_stride = 0) {
-  if (!plane_stride) plane_stride = static_cast<size_t>(h) * w;
+            float* __restrict cols, size_t ld) {
   for (int c = 0; c < channels; ++c)
     for (int i = 0; i < g.kh; ++i)
       for (int j = 0; j < g.kw; ++j) {
         const int off_x = j * g.dx - g.pad_left;
         const auto [lo, hi] = inside(off_x, g.sx, w, wo);
-        const float* plane = in + c * plane_stride;
+        const float* plane = in + static_cast<size_t>(c) * h * w;
         float* col = cols + ((static_cast<size_t>(c) * g.kh + i) * g.kw + j) * ld;
         for (int oy = 0; oy < ho; ++oy, col += wo) {
           const int iy = oy * g.sy - g.pad_top + i * g.dy;
@@ -167,20 +166,6 @@ void convolution_gradient(Backend& b, const ConvGeometry& g, const Tensor& x, co
   const size_t wcount = static_cast<size_t>(os.c) * k;
   const bool act = y && neuron.type != NeuronType::None;
   const bool tiled = g.tiles_rows(is, os);
-  // Stride 1, no dilation: dX is the convolution of dZ with the weights turned 180° and
-  // transposed (a product over og·kh·kw rather than og values, and no col2im).
-  const bool flip = dx && !tiled && g.sy == 1 && g.sx == 1 && g.dy == 1 && g.dx == 1;
-  const ConvGeometry back{g.kh, g.kw, 1, 1, 1, 1, g.groups, g.kh - 1 - g.pad_top, g.kw - 1 - g.pad_left};
-  const int kb = og * g.kh * g.kw, pin = is.h * is.w;
-  std::vector<float> turned(flip ? static_cast<size_t>(g.groups) * cg * kb : 0);  // [grp][c][o, i, j]
-  for (int grp = 0; flip && grp < g.groups; ++grp)
-    for (int o = 0; o < og; ++o)
-      for (int c = 0; c < cg; ++c)
-        for (int i = 0; i < g.kh; ++i)
-          for (int j = 0; j < g.kw; ++j)
-            turned[((static_cast<size_t>(grp) * cg + c) * og + o) * g.kh * g.kw + i * g.kw + j] =
-                weights[((static_cast<size_t>(grp) * og + o) * cg + c) * g.kh * g.kw + (g.kh - 1 - i) * g.kw +
-                        (g.kw - 1 - j)];
   auto in_of = [&](const Tensor& t, int img, int grp) {
     return t.data_as<float>() + (static_cast<size_t>(img) * is.c + static_cast<size_t>(grp) * cg) * is.h * is.w;
   };
@@ -195,13 +180,11 @@ void convolution_gradient(Backend& b, const ConvGeometry& g, const Tensor& x, co
       const int first = static_cast<int>(n * chunk / chunks), end = static_cast<int>(n * (chunk + 1) / chunks);
       const int per = tiled ? 1 : images_per_product(end - first, p);
       const size_t ld = static_cast<size_t>(per) * p;  // the columns of one product
-      const size_t ldb = static_cast<size_t>(per) * pin;  // the columns of one dX product
-      std::vector<float> col(tiled ? 0 : std::max(static_cast<size_t>(k) * ld, flip ? kb * ldb : 0)),
-          dz(act || per > 1 ? og * ld : 0), product(flip && per > 1 ? cg * ldb : 0);
+      std::vector<float> col(tiled ? 0 : static_cast<size_t>(k) * ld), dz(act || per > 1 ? og * ld : 0);
       float* pdw = dw ? partial[chunk].data() : nullptr;
       for (int i0 = first; i0 < end; i0 += per) {
         const int count = std::min(per, end - i0);
-        if (dx && !flip) std::fill_n(in_of(dx, i0, 0), static_cast<size_t>(count) * is.count(), 0.f);
+        if (dx) std::fill_n(in_of(dx, i0, 0), static_cast<size_t>(count) * is.count(), 0.f);
         for (int grp = 0; grp < g.groups; ++grp) {
           // dz of the images side by side: og rows of count·p columns, ld apart.
           const float* z = dy.data_as<float>() + out_offset(i0, grp);
@@ -242,18 +225,6 @@ void convolution_gradient(Backend& b, const ConvGeometry& g, const Tensor& x, co
               for (int oy = 0; oy < os.h; ++oy)
                 gemm(inner, true, false, os.w, g.kw, og, 1.f, z + oy * os.w, p, wg + c * g.kw, k, 0.f,
                      in_of(dx, i0, grp) + (static_cast<size_t>(c) * is.h + oy) * is.w, g.kw);
-          } else if (flip) {
-            const size_t ldz = dz.empty() ? static_cast<size_t>(p) : ld;  // between one image's planes
-            for (int i = 0; i < count; ++i)
-              im2col(z + static_cast<size_t>(i) * p, og, os.h, os.w, back, is.h, is.w,
-                     col.data() + static_cast<size_t>(i) * pin, ldb, ldz);
-            gemm(inner, false, false, cg, count * pin, kb, 1.f, turned.data() + static_cast<size_t>(grp) * cg * kb, kb,
-                 col.data(), static_cast<int>(ldb), 0.f, per > 1 ? product.data() : in_of(dx, i0, grp),
-                 static_cast<int>(ldb));
-            for (int i = 0; per > 1 && i < count; ++i)
-              for (int c = 0; c < cg; ++c)
-                std::copy_n(product.data() + c * ldb + static_cast<size_t>(i) * pin, pin,
-                            in_of(dx, i0 + i, grp) + static_cast<size_t>(c) * pin);
           } else if (dx) {
             gemm(inner, true, false, k, count * p, og, 1.f, wg, k, z, static_cast<int>(ld), 0.f, col.data(),
                  static_cast<int>(ld));
