@@ -16,7 +16,7 @@ import time
 import nngraph as ng
 from nngraph import schedules
 from nngraph.datasets import load_fashion_mnist
-from nngraph.examples import finish
+from nngraph.examples import finish, print_epoch
 from nngraph.models import residual_network
 
 
@@ -49,22 +49,15 @@ def main(argv=None) -> dict:
     parameters = sum(v.size for tensors in graph.parameters().values() for v in tensors.values() if v is not None)
     print(f"residual network {'/'.join(map(str, args.widths))} on {graph.device}: {parameters} parameters")
 
-    def report(epoch, logs):
-        print(f"epoch {epoch + 1}: loss {logs['loss']:.4f}, train accuracy {100 * logs['accuracy']:.2f}%, "
-              f"test accuracy {100 * logs['val_accuracy']:.2f}%, {logs['seconds']:.1f} s", flush=True)
-
     steps = args.epochs * -(-len(x_train) // args.batch_size)
     start = time.perf_counter()
     history = ng.fit(graph, (x_train, y_train), epochs=args.epochs, batch_size=args.batch_size,
-                     validation=(x_test, y_test), callbacks=[report],
+                     validation=(x_test, y_test), callbacks=[print_epoch],
                      lr_schedule=schedules.one_cycle(args.learning_rate, steps, pct_start=0.25),
                      progress=not args.quiet and sys.stderr.isatty(), seed=args.seed)
     seconds = time.perf_counter() - start
     print(f"wall time {time.perf_counter() - t0:.1f} s (data, training and evaluation)")
-    if args.checkpoint:
-        ng.save(args.checkpoint, graph)
-        print(f"saved {args.checkpoint}")
-    return finish(history, args.target, seconds)
+    return finish(history, args.target, seconds, graph=graph, checkpoint=args.checkpoint)
 
 
 if __name__ == "__main__":

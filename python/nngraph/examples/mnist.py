@@ -12,7 +12,7 @@ import time
 
 import nngraph as ng
 from nngraph.datasets import load_mnist
-from nngraph.examples import finish
+from nngraph.examples import finish, print_epoch
 from nngraph.models import digit_network
 
 
@@ -42,8 +42,7 @@ def main(argv=None) -> dict:
           f"{plan['naive_bytes'] / 2**20:.1f} MiB)")
 
     def report(epoch, logs):
-        print(f"epoch {epoch + 1}: loss {logs['loss']:.4f}, train accuracy {100 * logs['accuracy']:.2f}%, "
-              f"test accuracy {100 * logs['val_accuracy']:.2f}%, {logs['seconds']:.1f} s", flush=True)
+        print_epoch(epoch, logs)
         optimizer.learning_rate *= 0.7  # a gentle decay helps the last tenths of a percent
 
     start = time.perf_counter()
@@ -51,10 +50,7 @@ def main(argv=None) -> dict:
                      validation=(x_test, y_test), stop_at_accuracy=args.target, callbacks=[report],
                      progress=not args.quiet and sys.stderr.isatty(), seed=args.seed)  # report() prints each epoch
     seconds = time.perf_counter() - start
-    if args.checkpoint:
-        ng.save(args.checkpoint, graph)
-        print(f"saved {args.checkpoint}")
-    return finish(history, args.target, seconds)
+    return finish(history, args.target, seconds, graph=graph, checkpoint=args.checkpoint)
 
 
 if __name__ == "__main__":
