@@ -43,15 +43,15 @@ def run_torch(a) -> dict:
     torch.backends.cuda.matmul.allow_tf32 = False
     x_train, _, x_test, _ = load_fashion_mnist(a.data)
     x_train = x_train[:a.limit] if a.limit else x_train
-    noisy_test, clean_test = denoise.test_pairs(x_test, 0.4)
+    noisy_test, clean_test = denoise.noisy_test_set(x_test, denoise.SIGMA)
     cuda = a.device.startswith("cuda")
     if cuda:
         torch.cuda.reset_peak_memory_stats()
     tensors = {label: ds.tensors() for label, ds in denoising_autoencoder(seed=0).sources.items()}
     net = DenoisingAutoencoder(tensors).to(a.device)
-    opt = torch.optim.Adam(net.parameters(), lr=2e-3)
-    per_epoch = -(-len(x_train) // 128)
-    schedule = schedules.cosine(2e-3, a.epochs * per_epoch)
+    opt = torch.optim.Adam(net.parameters(), lr=denoise.LEARNING_RATE)
+    per_epoch = -(-len(x_train) // denoise.BATCH_SIZE)
+    schedule = schedules.cosine(denoise.LEARNING_RATE, a.epochs * per_epoch)
     sync = torch.cuda.synchronize if cuda else (lambda: None)
 
     def error():
@@ -61,7 +61,7 @@ def run_torch(a) -> dict:
         return float(np.mean((np.concatenate(out) - clean_test) ** 2))
 
     history, seconds, t = [], 0.0, time.perf_counter()
-    for step, (x, y) in enumerate(denoise.noisy_batches(x_train, a.epochs, 128, 0.4, 0)):
+    for step, (x, y) in enumerate(denoise.noisy_batches(x_train, a.epochs, denoise.BATCH_SIZE, denoise.SIGMA, 0)):
         for group in opt.param_groups:
             group["lr"] = schedule(step)
         opt.zero_grad(set_to_none=True)
@@ -81,7 +81,7 @@ def run_torch(a) -> dict:
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--device", default="cpu")
-    p.add_argument("--epochs", type=int, default=3)
+    p.add_argument("--epochs", type=int, default=3, help="both frameworks (the example's default)")
     p.add_argument("--data", help="folder with the four Fashion-MNIST IDX files (default: Debian's)")
     p.add_argument("--limit", type=int, help="train on the first N images only")
     p.add_argument("--threads", type=int, default=os.cpu_count())
@@ -100,8 +100,10 @@ def main():
     args += (["--data", a.data] if a.data else []) + (["--limit", str(a.limit)] if a.limit else [])
     r = {fw: measure_in_subprocess(__file__, [fw, *args]) for fw in ("nngraph", "torch")}
     n, t = r["nngraph"], r["torch"]
-    print(f"denoising autoencoder on Fashion-MNIST (noise sigma 0.4), {a.device}, exact float32, "
-          f"{platform.machine()}, torch {torch.__version__}; {a.epochs} epochs of batch 128, Adam 2e-3 cosine")
+    from nngraph.examples import denoise
+    print(f"denoising autoencoder on Fashion-MNIST (noise sigma {denoise.SIGMA}), {a.device}, exact float32, "
+          f"{platform.machine()}, torch {torch.__version__}; {a.epochs} epochs of batch {denoise.BATCH_SIZE}, "
+          f"Adam {denoise.LEARNING_RATE} cosine")
     print("| epoch | nngraph test MSE | PyTorch test MSE | ratio |")
     print("|---:|---:|---:|---:|")
     for e, (en, et) in enumerate(zip(n["history"], t["history"]), 1):

@@ -133,6 +133,17 @@ class FilterNode : public std::enable_shared_from_this<FilterNode> {
   virtual const NeuronDescriptor* fusable_neuron_gradient() const { return nullptr; }
   // Gradient producers that apply a following neuron gradient, ⊙ f'(source 1), in their pass.
   virtual bool accepts_fused_neuron_gradient() const { return false; }
+  // Inference: a node whose parameters fold into those of the node producing its source 0
+  // (batch normalization into a convolution); that node's step then computes both with the
+  // parameters fold() writes, and takes a neuron after this node.
+  virtual bool folds_into(const FilterNode& producer) const {
+    (void)producer;
+    return false;
+  }
+  // Writes into `folded` (the producer's weights and one bias per output channel) the
+  // producer's parameters with this node's (`own`) folded in.
+  virtual void fold(Backend& backend, const WeightsState& producer, const WeightsState& own,
+                    const WeightsState& folded) const;
   // Gradient and loss nodes: a graph holding one runs forward nodes in training mode.
   virtual bool is_gradient() const { return false; }
   // Gradient nodes of trainable nodes: the forward node whose weights they train.

@@ -105,6 +105,8 @@ def activity_network(classes: int = 4, channels: int = 6, length: int = 2000, st
 
 @dataclass
 class ResidualNetwork:
+    """What residual_network builds: its source, logits, probabilities and data sources."""
+
     image: ImageNode  # channels × size × size
     logits: FilterNode
     probabilities: FilterNode
@@ -158,6 +160,8 @@ def residual_network(widths=(32, 64, 128), classes: int = 10, channels: int = 1,
 
 @dataclass
 class DenoisingAutoencoder:
+    """What denoising_autoencoder builds: its source, its output and its data sources."""
+
     image: ImageNode  # channels × H × W, the noisy image
     output: FilterNode  # the reconstruction, in (0, 1)
     sources: dict  # label → ArrayDataSource, in layer order

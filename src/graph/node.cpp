@@ -42,6 +42,10 @@ std::vector<FilterNodePtr> FilterNode::make_gradients(const ImageNodePtr&) {
   fail<Unsupported>("[", label(), "] ", kind(), " has no gradient node");
 }
 
+void FilterNode::fold(Backend&, const WeightsState&, const WeightsState&, const WeightsState&) const {
+  fail<Unsupported>("[", label(), "] ", kind(), " does not fold into another node");
+}
+
 GradientNode::GradientNode(std::vector<ImageNodePtr> sources, const FilterNode& forward, const char* kind)
     : FilterNode(std::move(sources), "", kind) {
   set_default_label(forward.label() + "_gradient");

@@ -8,7 +8,6 @@
 
 #include "backends/backend.h"
 #include "nngraph/error.h"
-#include "ops/normalization.h"
 
 namespace nngraph {
 namespace {
@@ -76,7 +75,7 @@ bool FoldedParameters::refresh(const Structure& s, const Parameters& p, Backend&
   for (const Step& st : s.steps) {
     if (!st.folded) continue;
     const WeightsState& conv = p.of.at(st.node)[0];
-    const WeightsState& norm = p.of.at(st.folded)[0];
+    const WeightsState& norm = p.of.at(st.folded)[0];  // one value per output channel in each tensor
     std::vector<uint64_t> stamps{p.serial};
     for (const FilterNode* f : {st.node, st.folded}) {
       DataSource* ds = f->weight_sources()[0].source;
@@ -92,7 +91,7 @@ bool FoldedParameters::refresh(const Structure& s, const Parameters& p, Backend&
     } else if (e.stamps == stamps) {
       continue;
     }
-    static_cast<const BatchNormalizationNode*>(st.folded)->fold(backend, conv, norm, e.values);
+    st.folded->fold(backend, conv, norm, e.values);
     e.stamps = std::move(stamps);
   }
   return allocated;

@@ -32,8 +32,8 @@ std::shared_ptr<Parameters> load_parameters(const Structure& s, Backend& backend
 // graph trained it, set_values replaced it, or another device holds newer values.
 void refresh_parameters(Parameters& p, const Structure& s, Backend& backend);
 
-// Inference: the parameters of each convolution step with a folded batch normalization, made
-// again whenever the convolution's or the normalization's values changed.
+// Inference: the parameters of each step with a folded node (FilterNode::folds_into), made
+// again whenever the step's or the folded node's values changed.
 class FoldedParameters {
  public:
   // Brings every folded copy up to date; true when it allocated one (captured steps hold the old).

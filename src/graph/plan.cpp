@@ -7,8 +7,6 @@
 
 #include "nngraph/error.h"
 #include "ops/arithmetic.h"
-#include "ops/conv.h"
-#include "ops/normalization.h"
 
 namespace nngraph {
 namespace {
@@ -117,12 +115,11 @@ Structure build_structure(const std::vector<ImageNodePtr>& results, const std::v
         continue;
       }
     }
-    // Inference: a batch normalization folds into the convolution before it (no neuron of its
-    // own), whose step then also takes a neuron after the normalization.
-    if (!s.training && dynamic_cast<const BatchNormalizationNode*>(f)) {
+    // Inference: a node folds its parameters into the step computing its source (batch
+    // normalization into a convolution), which then also takes a neuron after it.
+    if (!s.training) {
       Step* p = fold_target(ins[0]);
-      const auto* conv = p ? dynamic_cast<const ConvolutionNode*>(p->node) : nullptr;
-      if (conv && !p->folded && conv->descriptor().neuron.type == NeuronType::None) {
+      if (p && !p->folded && f->folds_into(*p->node)) {
         p->folded = f;
         s.root[out] = s.root[ins[0]];
         step_of[out] = step_of[ins[0]];

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "nngraph/error.h"
+#include "ops/conv.h"
 
 namespace nngraph {
 namespace {
@@ -62,6 +63,11 @@ void BatchNormalizationNode::encode_commit(const EncodeArgs& a) const {
   dispatch<BatchNormalizationStatisticsKernel>(a.backend, momentum_, m > 1 ? static_cast<float>(m / (m - 1)) : 0.f,
                                                batch_tensor(a, desc_.feature_channels),
                                                Tensor::parameter(a.weights, 2), Tensor::parameter(a.weights, 3));
+}
+
+bool BatchNormalizationNode::folds_into(const FilterNode& producer) const {
+  const auto* conv = dynamic_cast<const ConvolutionNode*>(&producer);
+  return conv && conv->descriptor().neuron.type == NeuronType::None;
 }
 
 void BatchNormalizationNode::fold(Backend& backend, const WeightsState& conv, const WeightsState& norm,

@@ -59,9 +59,11 @@ class BatchNormalizationNode : public FilterNode {
   size_t batch_state_size(const std::vector<ImageShape>& sources) const override;
   void encode_commit(const EncodeArgs& args) const override;
   bool accepts_fused_neuron() const override { return true; }
-  // Writes into `folded` (weights and biases as `conv`'s) the convolution's parameters with
-  // this normalization's running statistics folded in.
-  void fold(Backend& backend, const WeightsState& conv, const WeightsState& norm, const WeightsState& folded) const;
+  // Into a convolution or fully connected layer without a neuron of its own: its running
+  // statistics, gamma and beta scale and shift that layer's weights and biases.
+  bool folds_into(const FilterNode& producer) const override;
+  void fold(Backend& backend, const WeightsState& conv, const WeightsState& norm,
+            const WeightsState& folded) const override;
   float epsilon() const { return epsilon_; }
   float momentum() const { return momentum_; }
   int feature_channels() const { return desc_.feature_channels; }

@@ -21,6 +21,9 @@ from nngraph import schedules
 from nngraph.datasets import load_fashion_mnist
 from nngraph.models import denoising_autoencoder
 
+# The recipe's defaults; bench/denoising_training.py trains PyTorch's twin with the same.
+SIGMA, BATCH_SIZE, LEARNING_RATE, EPOCHS = 0.4, 128, 2e-3, 3
+
 
 def noisy(images: np.ndarray, sigma: float, rng: np.random.Generator) -> np.ndarray:
     """images + N(0, sigma²) noise, clipped to [0, 1]."""
@@ -39,7 +42,7 @@ def noisy_batches(images: np.ndarray, epochs: int, batch_size: int, sigma: float
             yield noisy(clean, sigma, rng), clean
 
 
-def test_pairs(images: np.ndarray, sigma: float, seed: int = 1) -> tuple[np.ndarray, np.ndarray]:
+def noisy_test_set(images: np.ndarray, sigma: float, seed: int = 1) -> tuple[np.ndarray, np.ndarray]:
     """The test set with fixed noise: (noisy, clean)."""
     return noisy(images, sigma, np.random.default_rng(seed)), images
 
@@ -53,10 +56,10 @@ def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", help="folder with the four Fashion-MNIST IDX files (default: Debian's)")
     p.add_argument("--device", default="cpu")
-    p.add_argument("--epochs", type=int, default=3)
-    p.add_argument("--batch-size", type=int, default=128)
-    p.add_argument("--learning-rate", type=float, default=2e-3)
-    p.add_argument("--sigma", type=float, default=0.4, help="standard deviation of the noise")
+    p.add_argument("--epochs", type=int, default=EPOCHS)
+    p.add_argument("--batch-size", type=int, default=BATCH_SIZE)
+    p.add_argument("--learning-rate", type=float, default=LEARNING_RATE)
+    p.add_argument("--sigma", type=float, default=SIGMA, help="standard deviation of the noise")
     p.add_argument("--limit", type=int, help="train on the first N images only (a quick look)")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
@@ -65,7 +68,7 @@ def main(argv=None) -> dict:
     x_train, _, x_test, _ = load_fashion_mnist(args.data)
     if args.limit:
         x_train = x_train[:args.limit]
-    noisy_test, clean_test = test_pairs(x_test, args.sigma)
+    noisy_test, clean_test = noisy_test_set(x_test, args.sigma)
     optimizer = ng.Adam(learning_rate=args.learning_rate)
     net = denoising_autoencoder(seed=args.seed, optimizer=optimizer)
     loss = ng.Loss(net.output, ng.LossDescriptor("mean_squared_error", "mean"))
