@@ -1,0 +1,356 @@
+// Stride-1 convolutions on zero-padded frames (see conv_frame.h): register-tiled products
+// whose rows are read in place from the frame, so there is no im2col and no GEMM packing.
+#include "backends/cpu/conv_frame.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "backends/cpu/cpu_backend.h"
+
+namespace nngraph {
+namespace {
+
+// One vector register of floats; every tile shape below keeps its accumulators in registers.
+#if defined(__AVX512F__)
+constexpr int V = 16;
+#elif defined(__AVX__)
+constexpr int V = 8;
+#else
+constexpr int V = 4;
+#endif
+typedef float vf __attribute__((vector_size(V * sizeof(float)), aligned(alignof(float)), may_alias));
+inline vf load(const float* p) { return *reinterpret_cast<const vf*>(p); }
+inline void store(float* p, vf v) { *reinterpret_cast<vf*>(p) = v; }
+// s − 0 is s exactly (0 + s is not, for −0), so this compiles to a bare broadcast.
+inline vf splat(float s) { return s - vf{}; }
+
+int round_up(int v, int m) { return (v + m - 1) / m * m; }
+
+// c[m][0, NV·V) = Σ_t a[t][m] · x[off[t] + column]: MR outputs at NV·V consecutive positions.
+template <int MR, int NV>
+void product_tile(int terms, const float* __restrict a, const float* x, const int* __restrict off,
+                  float* __restrict c) {
+  vf acc[MR][NV];
+#pragma GCC unroll 8
+  for (int m = 0; m < MR; ++m)
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) acc[m][v] = vf{};
+  for (int t = 0; t < terms; ++t, a += MR) {
+    const float* b = x + off[t];
+    vf bv[NV];
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) bv[v] = load(b + v * V);
+#pragma GCC unroll 8
+    for (int m = 0; m < MR; ++m) {
+      const vf am = splat(a[m]);
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v) acc[m][v] += am * bv[v];
+    }
+  }
+#pragma GCC unroll 8
+  for (int m = 0; m < MR; ++m)
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) store(c + (m * NV + v) * V, acc[m][v]);
+}
+
+// ct[t][0, NVO·V) += Σ over images and q < positions of x[off[t] + q] · z[q][·]: vectors run
+// along the outputs, so no horizontal sums are needed.
+template <int NK, int NVO>
+void gradient_tile(int images, int positions, const float* z, size_t z_image, int ldz, const float* x,
+                   size_t x_image, const int* __restrict off, float* __restrict ct, int ldc) {
+  vf acc[NK][NVO];
+#pragma GCC unroll 24
+  for (int k = 0; k < NK; ++k)
+#pragma GCC unroll 8
+    for (int v = 0; v < NVO; ++v) acc[k][v] = vf{};
+  for (int i = 0; i < images; ++i, z += z_image, x += x_image) {
+    const float* zq = z;
+    for (int q = 0; q < positions; ++q, zq += ldz) {
+      vf zv[NVO];
+#pragma GCC unroll 8
+      for (int v = 0; v < NVO; ++v) zv[v] = load(zq + v * V);
+#pragma GCC unroll 24
+      for (int k = 0; k < NK; ++k) {
+        const vf b = splat(x[off[k] + q]);
+#pragma GCC unroll 8
+        for (int v = 0; v < NVO; ++v) acc[k][v] += b * zv[v];
+      }
+    }
+  }
+#pragma GCC unroll 24
+  for (int k = 0; k < NK; ++k)
+#pragma GCC unroll 8
+    for (int v = 0; v < NVO; ++v) store(ct + k * ldc + v * V, load(ct + k * ldc + v * V) + acc[k][v]);
+}
+
+struct ProductShape {
+  int mr, nv;
+  void (*tile)(int, const float*, const float*, const int*, float*);
+};
+struct GradientShape {
+  int nk, nvo;
+  void (*tile)(int, int, const float*, size_t, int, const float*, size_t, const int*, float*, int);
+};
+#if defined(__AVX512F__)  // 32 registers: 24 accumulators
+constexpr ProductShape kProductShapes[] = {{8, 3, product_tile<8, 3>}, {6, 4, product_tile<6, 4>},
+                                           {4, 6, product_tile<4, 6>}};
+constexpr GradientShape kGradientShapes[] = {{6, 4, gradient_tile<6, 4>}, {8, 3, gradient_tile<8, 3>},
+                                             {12, 2, gradient_tile<12, 2>}, {24, 1, gradient_tile<24, 1>}};
+#else  // 16 registers: 12 accumulators
+constexpr ProductShape kProductShapes[] = {{4, 3, product_tile<4, 3>}, {6, 2, product_tile<6, 2>},
+                                           {2, 6, product_tile<2, 6>}};
+constexpr GradientShape kGradientShapes[] = {{4, 3, gradient_tile<4, 3>}, {6, 2, gradient_tile<6, 2>},
+                                             {12, 1, gradient_tile<12, 1>}};
+#endif
+
+// The shape that pads an m × n tiling least (the first of equals).
+template <typename Shape, size_t N>
+const Shape& least_padded(const Shape (&shapes)[N], int m, int n, int Shape::*rows, int Shape::*vectors) {
+  const Shape* best = &shapes[0];
+  for (const Shape& s : shapes) {
+    const auto area = [&](const Shape& t) {
+      return static_cast<long>(round_up(m, t.*rows)) * round_up(n, t.*vectors * V);
+    };
+    if (area(s) < area(*best)) best = &s;
+  }
+  return *best;
+}
+
+// A zero-padded copy of an image's channels, h × w each, with the image's (0, 0) at (top, left).
+// Rows and columns that fall outside are never read by any output, so they are left out.
+struct Frame {
+  int h, w, top, left;
+  size_t size() const { return static_cast<size_t>(h) * w; }
+  void fill(const float* src, int channels, int sh, int sw, float* dst) const {
+    const int y0 = std::max(0, -top), y1 = std::min(sh, h - top);
+    const int x0 = std::max(0, -left), x1 = std::min(sw, w - left);
+    for (int c = 0; c < channels; ++c, src += static_cast<size_t>(sh) * sw, dst += size()) {
+      std::fill_n(dst, size(), 0.f);
+      for (int y = y0; x0 < x1 && y < y1; ++y)
+        std::copy(src + y * sw + x0, src + y * sw + x1, dst + static_cast<size_t>(y + top) * w + x0 + left);
+    }
+  }
+};
+
+// Per group, out[m] = Σ_t a[m][t] · frame[off[t] + q] at the frame positions q = row·pitch +
+// column (column < cols), into planes of rows × cols.
+class FrameProduct {
+ public:
+  FrameProduct(int groups, int m, int terms, int rows, int cols, int pitch)
+      : shape_(least_padded(kProductShapes, m, rows * pitch, &ProductShape::mr, &ProductShape::nv)),
+        m_(m), terms_(terms), rows_(rows), cols_(cols), pitch_(pitch), nr_(shape_.nv * V),
+        tiles_((rows * pitch + nr_ - 1) / nr_), off(terms),
+        packed_(static_cast<size_t>(groups) * blocks() * terms * shape_.mr, 0.f) {}
+  int blocks() const { return (m_ + shape_.mr - 1) / shape_.mr; }
+  int block_rows() const { return shape_.mr; }
+  size_t tile_floats() const { return static_cast<size_t>(shape_.mr) * nr_; }
+  // Floats of frame the product reads: the offsets' reach plus the last tile's overrun.
+  size_t extent() const { return *std::max_element(off.begin(), off.end()) + static_cast<size_t>(tiles_) * nr_; }
+  void set(int grp, int m, int t, float v) {
+    packed_[((static_cast<size_t>(grp) * blocks() + m / shape_.mr) * terms_ + t) * shape_.mr + m % shape_.mr] = v;
+  }
+  // Rows [block·mr, block·mr + mr) of group grp's product.
+  void run(int grp, int block, const float* frame, float* out, float* tile) const {
+    const float* a = packed_.data() + (static_cast<size_t>(grp) * blocks() + block) * terms_ * shape_.mr;
+    const int positions = rows_ * pitch_;
+    for (int t = 0; t < tiles_; ++t) {
+      shape_.tile(terms_, a, frame + static_cast<size_t>(t) * nr_, off.data(), tile);
+      const int q0 = t * nr_, q1 = std::min(positions, q0 + nr_);
+      for (int r = 0; r < shape_.mr && block * shape_.mr + r < m_; ++r) {
+        float* plane = out + static_cast<size_t>(block * shape_.mr + r) * rows_ * cols_;
+        const float* from = tile + r * nr_;
+        for (int row = q0 / pitch_; row * pitch_ < q1; ++row) {
+          const int lo = std::max(q0, row * pitch_), hi = std::min(q1, row * pitch_ + cols_);
+          for (int q = lo; q < hi; ++q) plane[row * cols_ + q - row * pitch_] = from[q - q0];
+        }
+      }
+    }
+  }
+
+ private:
+  const ProductShape& shape_;
+  int m_, terms_, rows_, cols_, pitch_, nr_, tiles_;
+
+ public:
+  std::vector<int> off;  // each term's offset into the frame
+
+ private:
+  std::vector<float> packed_;  // [group][block][term][mr], zero past m
+};
+
+// Term (c, i, j)'s offset: channel c's frame at tap (i, j).
+void tap_offsets(const ConvGeometry& g, int channels, const Frame& f, int* off) {
+  for (int c = 0; c < channels; ++c)
+    for (int i = 0; i < g.kh; ++i)
+      for (int j = 0; j < g.kw; ++j) *off++ = static_cast<int>(c * f.size() + i * g.dy * f.w + j * g.dx);
+}
+
+}  // namespace
+
+void frame_convolution(ThreadPool& pool, const ConvGeometry& g, const Tensor& x, const Tensor& w, const Tensor& bias,
+                       const NeuronDescriptor& neuron, const Tensor& y) {
+  const auto& is = x.shape();
+  const auto& os = y.shape();
+  const int n = x.batch(), cg = is.c / g.groups, og = os.c / g.groups, k = cg * g.kh * g.kw;
+  const Frame frame{os.h + (g.kh - 1) * g.dy, os.w + (g.kw - 1) * g.dx, g.pad_top, g.pad_left};
+  FrameProduct product(g.groups, og, k, os.h, os.w, frame.w);
+  tap_offsets(g, cg, frame, product.off.data());
+  const float* weights = w.data_as<const float>();
+  for (int grp = 0; grp < g.groups; ++grp)
+    for (int o = 0; o < og; ++o)
+      for (int t = 0; t < k; ++t) product.set(grp, o, t, weights[(static_cast<size_t>(grp) * og + o) * k + t]);
+  const float* bs = bias.data_as<const float>();
+  const size_t plane = static_cast<size_t>(os.h) * os.w;
+  // Work units are (group, block of output rows); a small batch splits each image's units.
+  const int blocks = product.blocks(), units = g.groups * blocks;
+  const int parts = n >= pool.size() ? 1 : std::min(units, (pool.size() + n - 1) / n);
+  pool.parallel_for(static_cast<size_t>(n) * parts, [&](size_t first, size_t end) {
+    std::vector<float> buffer(product.extent(), 0.f), tile(product.tile_floats());
+    long framed = -1;
+    for (size_t item = first; item < end; ++item) {
+      const int img = static_cast<int>(item / parts), part = static_cast<int>(item % parts);
+      for (int u = units * part / parts; u < units * (part + 1) / parts; ++u) {
+        const int grp = u / blocks, block = u % blocks;
+        if (const long key = static_cast<long>(img) * g.groups + grp; key != framed) {
+          frame.fill(x.data_as<const float>() + (static_cast<size_t>(img) * is.c + static_cast<size_t>(grp) * cg) * is.h * is.w,
+                     cg, is.h, is.w, buffer.data());
+          framed = key;
+        }
+        float* out = y.data_as<float>() + (static_cast<size_t>(img) * os.c + static_cast<size_t>(grp) * og) * plane;
+        product.run(grp, block, buffer.data(), out, tile.data());
+        for (int o = block * product.block_rows(); o < std::min(og, (block + 1) * product.block_rows()); ++o)
+          bias_neuron(out + o * plane, plane, bs ? bs + grp * og + o : nullptr, neuron);
+      }
+    }
+  });
+}
+
+void frame_convolution_gradient(ThreadPool& pool, const ConvGeometry& g, const Tensor& x, const Tensor& w,
+                                const Tensor& dy, const Tensor& y, const NeuronDescriptor& neuron, const Tensor& dx,
+                                const Tensor& dwt, const Tensor& dbt) {
+  const auto& is = x.shape();
+  const auto& os = dy.shape();
+  const int n = x.batch(), cg = is.c / g.groups, og = os.c / g.groups, taps = g.kh * g.kw, k = cg * taps;
+  const size_t in_plane = static_cast<size_t>(is.h) * is.w, out_plane = static_cast<size_t>(os.h) * os.w;
+  const bool act = y && neuron.type != NeuronType::None;
+  float* dw = dwt.data_as<float>();
+  float* db = dbt.data_as<float>();
+
+  // dw[o][t] = Σ over positions q of the input's frame at off[t] + q times dz[o] at q, summed
+  // as its transpose ct[t][o] with dz laid out position-major (zero at the dropped columns).
+  const Frame xf{os.h + (g.kh - 1) * g.dy, os.w + (g.kw - 1) * g.dx, g.pad_top, g.pad_left};
+  const GradientShape& gs = least_padded(kGradientShapes, k, og, &GradientShape::nk, &GradientShape::nvo);
+  const int kpad = round_up(k, gs.nk), ldz = round_up(og, gs.nvo * V), positions = os.h * xf.w;
+  std::vector<int> xoff(kpad, 0);
+  tap_offsets(g, cg, xf, xoff.data());
+  const size_t x_extent = *std::max_element(xoff.begin(), xoff.end()) + static_cast<size_t>(positions);
+  const size_t z_floats = static_cast<size_t>(positions) * ldz;
+
+  // dx is the forward product of dz's frame with the weights turned 180° and their input and
+  // output channels swapped.
+  const Frame zf{is.h + (g.kh - 1) * g.dy, is.w + (g.kw - 1) * g.dx, (g.kh - 1) * g.dy - g.pad_top,
+                 (g.kw - 1) * g.dx - g.pad_left};
+  FrameProduct back(g.groups, cg, og * taps, is.h, is.w, zf.w);
+  tap_offsets(g, og, zf, back.off.data());
+  if (dx) {
+    const float* weights = w.data_as<const float>();
+    for (int grp = 0; grp < g.groups; ++grp)
+      for (int o = 0; o < og; ++o)
+        for (int c = 0; c < cg; ++c)
+          for (int t = 0; t < taps; ++t)
+            back.set(grp, c, o * taps + taps - 1 - t, weights[((static_cast<size_t>(grp) * og + o) * cg + c) * taps + t]);
+  }
+  const size_t z_extent = back.extent();
+
+  // Units per group: weight-gradient blocks of terms, then blocks of input-gradient rows.
+  const int kblocks = dw ? kpad / gs.nk : 0, xblocks = dx ? back.blocks() : 0;
+  const int per_group = std::max(kblocks + xblocks, 1);  // one, to sum db, where there is nothing else
+  const int units = g.groups * per_group, threads = pool.size();
+  // Images go together (several small ones per call amortize the tile's final sums) when there
+  // are enough for every thread; otherwise each image's units are split between parts.
+  const int together = n >= threads ? std::clamp((256 + positions - 1) / positions, 1, n / threads) : 1;
+  const int image_blocks = (n + together - 1) / together;
+  const int parts = n >= threads ? 1 : std::max(1, std::min(units, (threads + n - 1) / n));
+  const size_t items = static_cast<size_t>(image_blocks) * parts;
+  const int chunks = static_cast<int>(std::min<size_t>(items, threads));
+  const size_t partial_floats = static_cast<size_t>(g.groups) * kpad * ldz + os.c;
+  std::vector<std::vector<float>> partial(chunks);  // each zeroed and filled by its own thread
+
+  pool.parallel_for(static_cast<size_t>(chunks), [&](size_t c0, size_t c1) {
+    for (size_t chunk = c0; chunk < c1; ++chunk) {
+      std::vector<float>& sums = partial[chunk];
+      sums.assign(dw || db ? partial_floats : 0, 0.f);
+      std::vector<float> xbuf(dw ? together * x_extent : 0, 0.f), zt(dw ? together * z_floats : 0, 0.f);
+      std::vector<float> zbuf(dx ? together * z_extent : 0, 0.f), dz(act ? og * out_plane : 0);
+      std::vector<float> tile(back.tile_floats());
+      for (size_t item = items * chunk / chunks; item < items * (chunk + 1) / chunks; ++item) {
+        const int first = static_cast<int>(item / parts) * together, part = static_cast<int>(item % parts);
+        const int count = std::min(together, n - first), u0 = units * part / parts, u1 = units * (part + 1) / parts;
+        int framed = -1;
+        for (int u = u0; u < u1; ++u) {
+          const int grp = u / per_group, unit = u % per_group;
+          if (grp != framed) {
+            // dz of each image, its position-major copy, its frame, and db's sums (by the part
+            // holding the group's first unit).
+            const bool bias_here = db && u0 <= grp * per_group;
+            for (int i = 0; i < count; ++i) {
+              const size_t at = (static_cast<size_t>(first + i) * os.c + static_cast<size_t>(grp) * og) * out_plane;
+              const float* z = dy.data_as<const float>() + at;
+              if (act) {
+                neuron_derivative(z, y.data_as<const float>() + at, dz.data(), og * out_plane, neuron);
+                z = dz.data();
+              }
+              if (dw) {
+                xf.fill(x.data_as<const float>() + (static_cast<size_t>(first + i) * is.c + static_cast<size_t>(grp) * cg) * in_plane,
+                        cg, is.h, is.w, xbuf.data() + i * x_extent);
+                float* to = zt.data() + i * z_floats;
+                for (int o = 0; o < og; ++o)
+                  for (int oy = 0; oy < os.h; ++oy)
+                    for (int ox = 0; ox < os.w; ++ox) to[static_cast<size_t>(oy * xf.w + ox) * ldz + o] = z[o * out_plane + oy * os.w + ox];
+              }
+              if (dx) zf.fill(z, og, os.h, os.w, zbuf.data() + i * z_extent);
+              for (int o = 0; bias_here && o < og; ++o) {
+                double s = 0;
+                for (size_t q = 0; q < out_plane; ++q) s += z[o * out_plane + q];
+                sums[partial_floats - os.c + grp * og + o] += static_cast<float>(s);
+              }
+            }
+            framed = grp;
+          }
+          if (unit < kblocks) {
+            float* ct = sums.data() + (static_cast<size_t>(grp) * kpad + unit * gs.nk) * ldz;
+            for (int o = 0; o < ldz; o += gs.nvo * V)
+              gs.tile(count, positions, zt.data() + o, z_floats, ldz, xbuf.data(), x_extent, xoff.data() + unit * gs.nk,
+                      ct + o, ldz);
+          } else if (dx) {
+            for (int i = 0; i < count; ++i)
+              back.run(grp, unit - kblocks, zbuf.data() + i * z_extent,
+                       dx.data_as<float>() + (static_cast<size_t>(first + i) * is.c + static_cast<size_t>(grp) * cg) * in_plane,
+                       tile.data());
+          }
+        }
+      }
+    }
+  });
+  if (!dw && !db) return;
+  pool.parallel_for(static_cast<size_t>(g.groups) * k + 1, [&](size_t first, size_t end) {
+    for (size_t r = first; r < end; ++r) {
+      if (r == static_cast<size_t>(g.groups) * k) {  // the bias row
+        for (int o = 0; db && o < os.c; ++o) {
+          float s = 0.f;
+          for (const auto& part : partial) s += part[partial_floats - os.c + o];
+          db[o] = s;
+        }
+        continue;
+      }
+      const size_t grp = r / k, t = r % k;
+      for (int o = 0; dw && o < og; ++o) {
+        float s = 0.f;
+        for (const auto& part : partial) s += part[(grp * kpad + t) * ldz + o];
+        dw[(grp * og + o) * k + t] = s;
+      }
+    }
+  });
+}
+
+}  // namespace nngraph
