@@ -3,6 +3,7 @@
 #include "backends/cpu/conv_frame.h"
 
 #include <algorithm>
+#include <memory>
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
@@ -139,19 +140,29 @@ class FrameProduct {
   FrameProduct(int groups, int m, int terms, int rows, int cols, int pitch)
       : shape_(least_padded(kProductShapes, m, rows * pitch, &ProductShape::mr, &ProductShape::nv)),
         m_(m), terms_(terms), rows_(rows), cols_(cols), pitch_(pitch), nr_(shape_.nv * V),
-        tiles_((rows * pitch + nr_ - 1) / nr_), off(terms),
-        packed_(static_cast<size_t>(groups) * blocks() * terms * shape_.mr, 0.f) {}
+        tiles_((rows * pitch + nr_ - 1) / nr_), groups_(groups), off(terms) {}
   int blocks() const { return (m_ + shape_.mr - 1) / shape_.mr; }
   int block_rows() const { return shape_.mr; }
   size_t tile_floats() const { return static_cast<size_t>(shape_.mr) * nr_; }
   // Floats of frame the product reads: the offsets' reach plus the last tile's overrun.
   size_t extent() const { return *std::max_element(off.begin(), off.end()) + static_cast<size_t>(tiles_) * nr_; }
-  void set(int grp, int m, int t, float v) {
-    packed_[((static_cast<size_t>(grp) * blocks() + m / shape_.mr) * terms_ + t) * shape_.mr + m % shape_.mr] = v;
+  // Packs a[m][t] = value(grp, m, t) for every group, block by block across the pool.
+  template <typename Value>
+  void pack(ThreadPool& pool, Value value) {
+    const size_t block_floats = static_cast<size_t>(terms_) * shape_.mr;
+    packed_.reset(new float[groups_ * blocks() * block_floats]);  // every value is written below
+    pool.parallel_for(static_cast<size_t>(groups_) * blocks(), [&](size_t first, size_t end) {
+      for (size_t gb = first; gb < end; ++gb) {
+        const int grp = static_cast<int>(gb / blocks()), m0 = static_cast<int>(gb % blocks()) * shape_.mr;
+        float* a = packed_.get() + gb * block_floats;
+        for (int t = 0; t < terms_; ++t, a += shape_.mr)
+          for (int r = 0; r < shape_.mr; ++r) a[r] = m0 + r < m_ ? value(grp, m0 + r, t) : 0.f;
+      }
+    });
   }
   // Rows [block·mr, block·mr + mr) of group grp's product.
   void run(int grp, int block, const float* frame, float* out, float* tile) const {
-    const float* a = packed_.data() + (static_cast<size_t>(grp) * blocks() + block) * terms_ * shape_.mr;
+    const float* a = packed_.get() + (static_cast<size_t>(grp) * blocks() + block) * terms_ * shape_.mr;
     const int positions = rows_ * pitch_;
     for (int t = 0; t < tiles_; ++t) {
       shape_.tile(terms_, a, frame + static_cast<size_t>(t) * nr_, off.data(), tile);
@@ -169,13 +180,13 @@ class FrameProduct {
 
  private:
   const ProductShape& shape_;
-  int m_, terms_, rows_, cols_, pitch_, nr_, tiles_;
+  int m_, terms_, rows_, cols_, pitch_, nr_, tiles_, groups_;
 
  public:
   std::vector<int> off;  // each term's offset into the frame
 
  private:
-  std::vector<float> packed_;  // [group][block][term][mr], zero past m
+  std::unique_ptr<float[]> packed_;  // [group][block][term][mr], zero past m
 };
 
 // Term (c, i, j)'s offset: channel c's frame at tap (i, j).
@@ -196,14 +207,12 @@ void frame_convolution(ThreadPool& pool, const ConvGeometry& g, const Tensor& x,
   FrameProduct product(g.groups, og, k, os.h, os.w, frame.w);
   tap_offsets(g, cg, frame, product.off.data());
   const float* weights = w.data_as<const float>();
-  for (int grp = 0; grp < g.groups; ++grp)
-    for (int o = 0; o < og; ++o)
-      for (int t = 0; t < k; ++t) product.set(grp, o, t, weights[(static_cast<size_t>(grp) * og + o) * k + t]);
+  product.pack(pool, [&](int grp, int o, int t) { return weights[(static_cast<size_t>(grp) * og + o) * k + t]; });
   const float* bs = bias.data_as<const float>();
   const size_t plane = static_cast<size_t>(os.h) * os.w;
   // Work units are (group, block of output rows); a small batch splits each image's units.
   const int blocks = product.blocks(), units = g.groups * blocks;
-  const int parts = n >= pool.size() ? 1 : std::min(units, (pool.size() + n - 1) / n);
+  const int parts = n >= pool.size() ? 1 : std::min(units, pool.size() / n);
   pool.parallel_for(static_cast<size_t>(n) * parts, [&](size_t first, size_t end) {
     std::vector<float> buffer(product.extent(), 0.f), tile(product.tile_floats());
     long framed = -1;
@@ -254,11 +263,10 @@ void frame_convolution_gradient(ThreadPool& pool, const ConvGeometry& g, const T
   tap_offsets(g, og, zf, back.off.data());
   if (dx) {
     const float* weights = w.data_as<const float>();
-    for (int grp = 0; grp < g.groups; ++grp)
-      for (int o = 0; o < og; ++o)
-        for (int c = 0; c < cg; ++c)
-          for (int t = 0; t < taps; ++t)
-            back.set(grp, c, o * taps + taps - 1 - t, weights[((static_cast<size_t>(grp) * og + o) * cg + c) * taps + t]);
+    back.pack(pool, [&](int grp, int c, int t) {
+      const int o = t / taps, turned = taps - 1 - t % taps;
+      return weights[((static_cast<size_t>(grp) * og + o) * cg + c) * taps + turned];
+    });
   }
   const size_t z_extent = back.extent();
 
@@ -266,13 +274,11 @@ void frame_convolution_gradient(ThreadPool& pool, const ConvGeometry& g, const T
   const int kblocks = dw ? kpad / gs.nk : 0, xblocks = dx ? back.blocks() : 0;
   const int per_group = std::max(kblocks + xblocks, 1);  // one, to sum db, where there is nothing else
   const int units = g.groups * per_group, threads = pool.size();
-  // Images go together (several small ones per call amortize the tile's final sums) when there
-  // are enough for every thread; otherwise each image's units are split between parts.
-  const int together = n >= threads ? std::clamp((256 + positions - 1) / positions, 1, n / threads) : 1;
-  const int image_blocks = (n + together - 1) / together;
-  const int parts = n >= threads ? 1 : std::max(1, std::min(units, (threads + n - 1) / n));
-  const size_t items = static_cast<size_t>(image_blocks) * parts;
-  const int chunks = static_cast<int>(std::min<size_t>(items, threads));
+  // With an image or more per thread, each chunk takes a range of images, several small ones
+  // per call (to amortize the tile's final sums); otherwise each image's units are split.
+  const int parts = n >= threads ? 1 : std::min(units, threads / n);
+  const int chunks = n >= threads ? threads : n * parts;
+  const int together = n >= threads ? std::clamp((256 + positions - 1) / positions, 1, (n + threads - 1) / threads) : 1;
   const size_t partial_floats = static_cast<size_t>(g.groups) * kpad * ldz + os.c;
   std::vector<std::vector<float>> partial(chunks);  // each zeroed and filled by its own thread
 
@@ -283,9 +289,11 @@ void frame_convolution_gradient(ThreadPool& pool, const ConvGeometry& g, const T
       std::vector<float> xbuf(dw ? together * x_extent : 0, 0.f), zt(dw ? together * z_floats : 0, 0.f);
       std::vector<float> zbuf(dx ? together * z_extent : 0, 0.f), dz(act ? og * out_plane : 0);
       std::vector<float> tile(back.tile_floats());
-      for (size_t item = items * chunk / chunks; item < items * (chunk + 1) / chunks; ++item) {
-        const int first = static_cast<int>(item / parts) * together, part = static_cast<int>(item % parts);
-        const int count = std::min(together, n - first), u0 = units * part / parts, u1 = units * (part + 1) / parts;
+      const int part = static_cast<int>(chunk) % parts, u0 = units * part / parts, u1 = units * (part + 1) / parts;
+      const int i0 = parts > 1 ? static_cast<int>(chunk) / parts : static_cast<int>(n * chunk / chunks);
+      const int i1 = parts > 1 ? i0 + 1 : static_cast<int>(n * (chunk + 1) / chunks);
+      for (int first = i0; first < i1; first += together) {
+        const int count = std::min(together, i1 - first);
         int framed = -1;
         for (int u = u0; u < u1; ++u) {
           const int grp = u / per_group, unit = u % per_group;
@@ -304,9 +312,12 @@ void frame_convolution_gradient(ThreadPool& pool, const ConvGeometry& g, const T
                 xf.fill(x.data_as<const float>() + (static_cast<size_t>(first + i) * is.c + static_cast<size_t>(grp) * cg) * in_plane,
                         cg, is.h, is.w, xbuf.data() + i * x_extent);
                 float* to = zt.data() + i * z_floats;
-                for (int o = 0; o < og; ++o)
-                  for (int oy = 0; oy < os.h; ++oy)
-                    for (int ox = 0; ox < os.w; ++ox) to[static_cast<size_t>(oy * xf.w + ox) * ldz + o] = z[o * out_plane + oy * os.w + ox];
+                for (int oy = 0; oy < os.h; ++oy)
+                  for (int ox = 0; ox < os.w; ++ox) {
+                    float* row = to + static_cast<size_t>(oy * xf.w + ox) * ldz;
+                    const float* from = z + oy * os.w + ox;
+                    for (int o = 0; o < og; ++o) row[o] = from[o * out_plane];
+                  }
               }
               if (dx) zf.fill(z, og, os.h, os.w, zbuf.data() + i * z_extent);
               for (int o = 0; bias_here && o < og; ++o) {
