@@ -1,5 +1,7 @@
 // Optimizer updates: the per-parameter rule from backends/math.h, one loop per kind (a
 // template argument) so each loop vectorizes; the update is memory-bound over every parameter.
+#include <algorithm>
+
 #include "backends/cpu/cpu_backend.h"
 #include "backends/math.h"
 #include "ops/optimizer.h"
@@ -25,18 +27,23 @@ struct Loop {
   }
 };
 
-// One tensor after the other, each split over the pool.
+// All tensors' values as one range split over the pool: small tensors (biases, batch-norm
+// parameters) would otherwise each wake every thread for a few values.
 void optimizer(Backend& backend, const OptimizerStep& s, const std::vector<TensorUpdate>& tensors) {
   std::vector<float> dummy(1);
-  for (const TensorUpdate& t : tensors) {
-    OptimizerStep one = s;
-    one.step = t.step;
-    const math::UpdateConstants k(one);
-    auto slot = [&](size_t i) { return t.slots[i] ? t.slots[i] : dummy.data(); };
-    pool_of(backend).parallel_for(t.count, [&](size_t b, size_t e) {
-      math::dispatch_update(one, Loop{k, t.values, slot(0), slot(1), slot(2), t.gradient, b, e});
-    });
-  }
+  std::vector<size_t> start(tensors.size() + 1, 0);
+  for (size_t i = 0; i < tensors.size(); ++i) start[i + 1] = start[i] + tensors[i].count;
+  pool_of(backend).parallel_for(start.back(), [&](size_t b, size_t e) {
+    for (size_t i = std::upper_bound(start.begin(), start.end(), b) - start.begin() - 1; i < tensors.size() && start[i] < e;
+         ++i) {
+      const TensorUpdate& t = tensors[i];
+      OptimizerStep one = s;
+      one.step = t.step;
+      auto slot = [&](size_t j) { return t.slots[j] ? t.slots[j] : dummy.data(); };
+      const size_t lo = std::max(b, start[i]) - start[i], hi = std::min(e, start[i + 1]) - start[i];
+      math::dispatch_update(one, Loop{math::UpdateConstants(one), t.values, slot(0), slot(1), slot(2), t.gradient, lo, hi});
+    }
+  });
 }
 
 NNGRAPH_KERNEL(OptimizerKernel, CPU, optimizer);
