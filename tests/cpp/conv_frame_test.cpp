@@ -3,9 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <random>
 #include <vector>
 
+#include "random_values.h"
 #include "backends/cpu/conv_frame.h"
 
 using namespace nngraph;
@@ -18,14 +18,6 @@ struct FrameCase {
 };
 
 void PrintTo(const FrameCase& c, std::ostream* os) { *os << c.name; }
-
-std::vector<float> random_values(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(-1.f, 1.f);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(rng);
-  return v;
-}
 
 // Calls f(img, o, oy, ox, input index, weight index) for every in-bounds term of the convolution.
 template <typename F>

@@ -3,10 +3,10 @@
 
 #include <atomic>
 #include <cmath>
-#include <random>
 #include <thread>
 #include <vector>
 
+#include "random_values.h"
 #include "backends/cpu/cpu_backend.h"
 #include "nngraph/nodes.h"
 #include "ops/arithmetic.h"
@@ -23,14 +23,6 @@
 using namespace nngraph;
 
 namespace {
-
-std::vector<float> random_values(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(-1.f, 1.f);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(rng);
-  return v;
-}
 
 Image image_of(int n, ImageShape s, const std::vector<float>& v) {
   Image img = Image::allocate({n, s, DType::Float32}, Device());
