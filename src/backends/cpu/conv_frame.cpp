@@ -133,19 +133,29 @@ struct Frame {
   }
 };
 
-// Per group, out[m] = Σ_t a[m][t] · frame[off[t] + q] at the frame positions q = row·pitch +
-// column (column < cols), into planes of rows × cols.
+// Term (c, i, j)'s offset: channel c's frame at tap (i, j).
+void tap_offsets(const ConvGeometry& g, int channels, const Frame& f, int* off) {
+  for (int c = 0; c < channels; ++c)
+    for (int i = 0; i < g.kh; ++i)
+      for (int j = 0; j < g.kw; ++j) *off++ = static_cast<int>(c * f.size() + i * g.dy * f.w + j * g.dx);
+}
+
+// Per group, out[m] = Σ_t a[m][t] · frame[off[t] + q] over the terms t = (channel, tap) of
+// `channels` frames, at the positions q = row·pitch + column (column < cols), into planes of
+// rows × cols.
 class FrameProduct {
  public:
-  FrameProduct(int groups, int m, int terms, int rows, int cols, int pitch)
-      : shape_(least_padded(kProductShapes, m, rows * pitch, &ProductShape::mr, &ProductShape::nv)),
-        m_(m), terms_(terms), rows_(rows), cols_(cols), pitch_(pitch), nr_(shape_.nv * V),
-        tiles_((rows * pitch + nr_ - 1) / nr_), groups_(groups), off(terms) {}
+  FrameProduct(const ConvGeometry& g, int m, int channels, const Frame& f, int rows, int cols)
+      : shape_(least_padded(kProductShapes, m, rows * f.w, &ProductShape::mr, &ProductShape::nv)),
+        m_(m), terms_(channels * g.kh * g.kw), rows_(rows), cols_(cols), pitch_(f.w), nr_(shape_.nv * V),
+        tiles_((rows * f.w + nr_ - 1) / nr_), groups_(g.groups), off_(terms_) {
+    tap_offsets(g, channels, f, off_.data());
+  }
   int blocks() const { return (m_ + shape_.mr - 1) / shape_.mr; }
   int block_rows() const { return shape_.mr; }
   size_t tile_floats() const { return static_cast<size_t>(shape_.mr) * nr_; }
   // Floats of frame the product reads: the offsets' reach plus the last tile's overrun.
-  size_t extent() const { return *std::max_element(off.begin(), off.end()) + static_cast<size_t>(tiles_) * nr_; }
+  size_t extent() const { return *std::max_element(off_.begin(), off_.end()) + static_cast<size_t>(tiles_) * nr_; }
   // Packs a[m][t] = value(grp, m, t) for every group, block by block across the pool.
   template <typename Value>
   void pack(ThreadPool& pool, Value value) {
@@ -165,7 +175,7 @@ class FrameProduct {
     const float* a = packed_.get() + (static_cast<size_t>(grp) * blocks() + block) * terms_ * shape_.mr;
     const int positions = rows_ * pitch_;
     for (int t = 0; t < tiles_; ++t) {
-      shape_.tile(terms_, a, frame + static_cast<size_t>(t) * nr_, off.data(), tile);
+      shape_.tile(terms_, a, frame + static_cast<size_t>(t) * nr_, off_.data(), tile);
       const int q0 = t * nr_, q1 = std::min(positions, q0 + nr_);
       for (int r = 0; r < shape_.mr && block * shape_.mr + r < m_; ++r) {
         float* plane = out + static_cast<size_t>(block * shape_.mr + r) * rows_ * cols_;
@@ -181,20 +191,9 @@ class FrameProduct {
  private:
   const ProductShape& shape_;
   int m_, terms_, rows_, cols_, pitch_, nr_, tiles_, groups_;
-
- public:
-  std::vector<int> off;  // each term's offset into the frame
-
- private:
+  std::vector<int> off_;             // each term's offset into the frame
   std::unique_ptr<float[]> packed_;  // [group][block][term][mr], zero past m
 };
-
-// Term (c, i, j)'s offset: channel c's frame at tap (i, j).
-void tap_offsets(const ConvGeometry& g, int channels, const Frame& f, int* off) {
-  for (int c = 0; c < channels; ++c)
-    for (int i = 0; i < g.kh; ++i)
-      for (int j = 0; j < g.kw; ++j) *off++ = static_cast<int>(c * f.size() + i * g.dy * f.w + j * g.dx);
-}
 
 }  // namespace
 
@@ -204,8 +203,7 @@ void frame_convolution(ThreadPool& pool, const ConvGeometry& g, const Tensor& x,
   const auto& os = y.shape();
   const int n = x.batch(), cg = is.c / g.groups, og = os.c / g.groups, k = cg * g.kh * g.kw;
   const Frame frame{os.h + (g.kh - 1) * g.dy, os.w + (g.kw - 1) * g.dx, g.pad_top, g.pad_left};
-  FrameProduct product(g.groups, og, k, os.h, os.w, frame.w);
-  tap_offsets(g, cg, frame, product.off.data());
+  FrameProduct product(g, og, cg, frame, os.h, os.w);
   const float* weights = w.data_as<const float>();
   product.pack(pool, [&](int grp, int o, int t) { return weights[(static_cast<size_t>(grp) * og + o) * k + t]; });
   const float* bs = bias.data_as<const float>();
@@ -259,8 +257,7 @@ void frame_convolution_gradient(ThreadPool& pool, const ConvGeometry& g, const T
   // output channels swapped.
   const Frame zf{is.h + (g.kh - 1) * g.dy, is.w + (g.kw - 1) * g.dx, (g.kh - 1) * g.dy - g.pad_top,
                  (g.kw - 1) * g.dx - g.pad_left};
-  FrameProduct back(g.groups, cg, og * taps, is.h, is.w, zf.w);
-  tap_offsets(g, og, zf, back.off.data());
+  FrameProduct back(g, cg, og, zf, is.h, is.w);
   if (dx) {
     const float* weights = w.data_as<const float>();
     back.pack(pool, [&](int grp, int c, int t) {
@@ -279,7 +276,7 @@ void frame_convolution_gradient(ThreadPool& pool, const ConvGeometry& g, const T
   const int parts = n >= threads ? 1 : std::min(units, threads / n);
   const int chunks = n >= threads ? threads : n * parts;
   const int together = n >= threads ? std::clamp((256 + positions - 1) / positions, 1, (n + threads - 1) / threads) : 1;
-  const size_t partial_floats = static_cast<size_t>(g.groups) * kpad * ldz + os.c;
+  const size_t partial_floats = (dw ? static_cast<size_t>(g.groups) * kpad * ldz : 0) + os.c;
   std::vector<std::vector<float>> partial(chunks);  // each zeroed and filled by its own thread
 
   pool.parallel_for(static_cast<size_t>(chunks), [&](size_t c0, size_t c1) {
