@@ -3,6 +3,18 @@
 import sys
 
 
+def add_fit_arguments(parser) -> None:
+    """Adds the options every fit-based example takes: --checkpoint, --seed and --quiet."""
+    parser.add_argument("--checkpoint", help="save the trained weights and optimizer state here (.npz)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--quiet", action="store_true", help="no progress bar on a terminal")
+
+
+def show_progress(args) -> bool:
+    """Whether fit draws its progress bar: on a terminal, unless --quiet."""
+    return not args.quiet and sys.stderr.isatty()
+
+
 def print_epoch(epoch: int, logs: dict) -> None:
     """A fit callback: one line per epoch with the loss, train and test accuracy and seconds."""
     print(f"epoch {epoch + 1}: loss {logs['loss']:.4f}, train accuracy {100 * logs['accuracy']:.2f}%, "

@@ -10,13 +10,12 @@ given with --data."""
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 
 import nngraph as ng
 from nngraph import schedules
 from nngraph.datasets import load_fashion_mnist
-from nngraph.examples import finish, print_epoch
+from nngraph.examples import add_fit_arguments, finish, print_epoch, show_progress
 from nngraph.models import residual_network
 
 
@@ -30,9 +29,7 @@ def main(argv=None) -> dict:
     p.add_argument("--widths", type=int, nargs=3, default=(16, 32, 64), help="channels of the three stages")
     p.add_argument("--target", type=float, default=0.93, help="the test accuracy to reach")
     p.add_argument("--limit", type=int, help="train on the first N images only (a quick look)")
-    p.add_argument("--checkpoint", help="save the trained weights and optimizer state here (.npz)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--quiet", action="store_true", help="no progress bar on a terminal")
+    add_fit_arguments(p)
     args = p.parse_args(argv)
 
     t0 = time.perf_counter()
@@ -54,7 +51,7 @@ def main(argv=None) -> dict:
     history = ng.fit(graph, (x_train, y_train), epochs=args.epochs, batch_size=args.batch_size,
                      validation=(x_test, y_test), callbacks=[print_epoch],
                      lr_schedule=schedules.one_cycle(args.learning_rate, steps, pct_start=0.25),
-                     progress=not args.quiet and sys.stderr.isatty(), seed=args.seed)
+                     progress=show_progress(args), seed=args.seed)
     seconds = time.perf_counter() - start
     print(f"wall time {time.perf_counter() - t0:.1f} s (data, training and evaluation)")
     return finish(history, args.target, seconds, graph=graph, checkpoint=args.checkpoint)

@@ -7,12 +7,11 @@ or a folder of the four standard IDX files given with --data."""
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 
 import nngraph as ng
 from nngraph.datasets import load_mnist
-from nngraph.examples import finish, print_epoch
+from nngraph.examples import add_fit_arguments, finish, print_epoch, show_progress
 from nngraph.models import digit_network
 
 
@@ -24,9 +23,7 @@ def main(argv=None) -> dict:
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--learning-rate", type=float, default=1e-3)
     p.add_argument("--target", type=float, default=0.99, help="stop once the test accuracy reaches this")
-    p.add_argument("--checkpoint", help="save the trained weights and optimizer state here (.npz)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--quiet", action="store_true", help="no progress bar on a terminal")
+    add_fit_arguments(p)
     args = p.parse_args(argv)
 
     t0 = time.perf_counter()
@@ -48,7 +45,7 @@ def main(argv=None) -> dict:
     start = time.perf_counter()
     history = ng.fit(graph, (x_train, y_train), epochs=args.epochs, batch_size=args.batch_size,
                      validation=(x_test, y_test), stop_at_accuracy=args.target, callbacks=[report],
-                     progress=not args.quiet and sys.stderr.isatty(), seed=args.seed)  # report() prints each epoch
+                     progress=show_progress(args), seed=args.seed)  # report() prints each epoch
     seconds = time.perf_counter() - start
     return finish(history, args.target, seconds, graph=graph, checkpoint=args.checkpoint)
 
