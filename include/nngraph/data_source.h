@@ -31,6 +31,10 @@ struct WeightsView {
 struct WeightsState {
   std::vector<std::shared_ptr<Buffer>> tensors;
   std::vector<size_t> counts;  // 0 where the buffer is null
+  // Per tensor where some is not float32 (a half graph's copies of its product operands);
+  // empty: all float32.
+  std::vector<DType> dtypes;
+  DType dtype(size_t i) const { return i < dtypes.size() ? dtypes[i] : DType::Float32; }
   // Convolution and matrix kinds: weights, then biases (null without).
   const std::shared_ptr<Buffer>& weights() const { return tensors.at(0); }
   std::shared_ptr<Buffer> biases() const { return tensors.size() > 1 ? tensors[1] : nullptr; }

@@ -74,12 +74,17 @@ struct GraphSpec;
 
 class Graph {
  public:
-  Graph(std::vector<ImageNodePtr> results, Device device = Device(), int max_in_flight = 2);
+  // `format`: the dtype of the images between nodes (MPSNNGraph's format). A half format
+  // computes in it where the device does (cuda), with float32 parameter masters, statistics
+  // and losses; elsewhere the images stay float32.
+  Graph(std::vector<ImageNodePtr> results, Device device = Device(), int max_in_flight = 2,
+        DType format = DType::Float32);
   // Forward nodes (training mode), the loss, every gradient node, then one data-source update
   // per trainable node. Results: the loss's source image. `optimizer` goes to every
   // ArrayDataSource that has none.
   static std::shared_ptr<Graph> training(const std::shared_ptr<LossNode>& loss, Device device = Device(),
-                                         int max_in_flight = 2, std::shared_ptr<Optimizer> optimizer = nullptr);
+                                         int max_in_flight = 2, std::shared_ptr<Optimizer> optimizer = nullptr,
+                                         DType format = DType::Float32);
   // Inference over this graph's results that reads this graph's weight buffers in place.
   std::shared_ptr<Graph> inference() const;
   // Of a training graph: its forward nodes in inference mode and its loss nodes, taking labels
@@ -92,6 +97,9 @@ class Graph {
 
   const Device& device() const;
   int max_in_flight() const;
+  // The format it was made with, and the dtype its images are stored in on its device.
+  DType format() const;
+  DType storage() const;
   // Source image handles in the order encode() takes them.
   const std::vector<ImageNodePtr>& sources() const;
   const std::vector<ImageNodePtr>& results() const;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "nngraph/device.h"
+#include "nngraph/dtype.h"
 
 namespace nngraph {
 
@@ -36,14 +37,18 @@ struct OptimizerStep {
 };
 
 // One parameter tensor of a batched update: its values, gradient, state vectors (null when
-// unused) and the step count of the data source it belongs to. Float32 whatever the graph
-// computes in: the values optimizers update are the master copies.
+// unused) and the step count of the data source it belongs to. The values and state are
+// float32 whatever the graph computes in (they are the master copies); a half graph's
+// gradient is in its storage dtype, and the update writes the graph's half copy too.
 struct TensorUpdate {
   float* values;
-  const float* gradient;
+  const void* gradient;
   float* slots[3];
   size_t count;
   int64_t step;
+  DType gradient_dtype = DType::Float32;
+  void* copy = nullptr;  // the values again, in copy_dtype
+  DType copy_dtype = DType::Float32;
 };
 
 class Optimizer {

@@ -18,6 +18,9 @@ struct TensorSpec {
   bool trained = true;         // the optimizer updates it; running statistics are not
   float fill = 0.f;            // its value where a source does not give one
   bool non_negative = false;   // a variance: no value below zero
+  // A matrix-product operand (convolution weights): a graph computing in half precision
+  // reads a half copy of it and writes its gradient in half.
+  bool operand = false;
   size_t count() const;
 };
 

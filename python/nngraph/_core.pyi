@@ -200,8 +200,10 @@ class Image:
         ...
     def __repr__(self) -> str:
         ...
-    def astype(self, arg0: str) -> Image:
-        ...
+    def astype(self, dtype: str) -> Image:
+        """
+        The images converted to float32, float16 or bfloat16 (a new image on the same device).
+        """
     def numpy(self, layout: str = 'NCHW') -> numpy.ndarray:
         """
         The images as a numpy array (a view on cpu).
@@ -689,9 +691,9 @@ class Loss(FilterNode):
     """
     def __init__(self, source: typing.Any, descriptor: typing.Any = 'softmax_cross_entropy', label: str = '') -> None:
         ...
-    def training_graph(self, device: typing.Any = 'cpu', optimizer: typing.Any = None, max_in_flight: typing.SupportsInt | typing.SupportsIndex = 2, check_numerics: bool = False) -> Graph:
+    def training_graph(self, device: typing.Any = 'cpu', optimizer: typing.Any = None, max_in_flight: typing.SupportsInt | typing.SupportsIndex = 2, check_numerics: bool = False, format: str = 'float32') -> Graph:
         """
-        Every gradient node at once, wired to the forward nodes; data sources update after each step.
+        Every gradient node at once, wired to the forward nodes; data sources update after each step. format: the images' dtype between nodes (float32, float16, bfloat16); parameters keep float32 masters that the optimizers update.
         """
     @property
     def descriptor(self) -> LossDescriptor:
@@ -751,11 +753,11 @@ class Graph:
             image. Shapes are known once declared on the source nodes or after a first run.
         """
     @staticmethod
-    def training(loss: Loss, device: typing.Any = 'cpu', optimizer: typing.Any = None, max_in_flight: typing.SupportsInt | typing.SupportsIndex = 2, check_numerics: bool = False) -> Graph:
+    def training(loss: Loss, device: typing.Any = 'cpu', optimizer: typing.Any = None, max_in_flight: typing.SupportsInt | typing.SupportsIndex = 2, check_numerics: bool = False, format: str = 'float32') -> Graph:
         """
         The training graph of a loss node (see Loss.training_graph).
         """
-    def __init__(self, result: typing.Any, device: typing.Any = 'cpu', max_in_flight: typing.SupportsInt | typing.SupportsIndex = 2) -> None:
+    def __init__(self, result: typing.Any, device: typing.Any = 'cpu', max_in_flight: typing.SupportsInt | typing.SupportsIndex = 2, format: str = 'float32') -> None:
         ...
     def _summary_rows(self) -> list:
         """
@@ -810,6 +812,11 @@ class Graph:
     def device(self) -> Device:
         ...
     @property
+    def format(self) -> str:
+        """
+        The images' dtype between nodes it was made with: float32, float16 or bfloat16.
+        """
+    @property
     def is_training(self) -> bool:
         ...
     @property
@@ -829,6 +836,11 @@ class Graph:
     @property
     def source_image_handles(self) -> list[ImageNode]:
         ...
+    @property
+    def storage(self) -> str:
+        """
+        The dtype those images are stored and computed in on its device (cpu: float32).
+        """
 def Adam(learning_rate: typing.SupportsFloat | typing.SupportsIndex = 0.0010000000474974513, beta1: typing.SupportsFloat | typing.SupportsIndex = 0.8999999761581421, beta2: typing.SupportsFloat | typing.SupportsIndex = 0.9990000128746033, epsilon: typing.SupportsFloat | typing.SupportsIndex = 9.99999993922529e-09, amsgrad: bool = False, gradient_rescale: typing.SupportsFloat | typing.SupportsIndex = 1.0, clip_min: typing.SupportsFloat | typing.SupportsIndex | None = None, clip_max: typing.SupportsFloat | typing.SupportsIndex | None = None, regularization: str = 'none', regularization_scale: typing.SupportsFloat | typing.SupportsIndex = 0.0) -> BuiltinOptimizer:
     """
     Adam with bias correction.

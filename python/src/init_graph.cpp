@@ -174,8 +174,10 @@ std::shared_ptr<Graph> python_owned(std::shared_ptr<Graph> graph) {
 namespace {
 
 std::shared_ptr<Graph> training_graph(const std::shared_ptr<LossNode>& loss, const py::object& device,
-                                      const py::object& optimizer, int max_in_flight, bool check_numerics) {
-  auto g = Graph::training(loss, to_device(device), max_in_flight, hold_python<Optimizer>(optimizer, "Optimizer"));
+                                      const py::object& optimizer, int max_in_flight, bool check_numerics,
+                                      const std::string& format) {
+  auto g = Graph::training(loss, to_device(device), max_in_flight, hold_python<Optimizer>(optimizer, "Optimizer"),
+                           dtype_named(format.c_str(), "graph"));
   g->set_check_numerics(check_numerics);
   auto owned = python_owned(std::move(g));
   std::string frozen;  // sources the given optimizer cannot reach
@@ -218,11 +220,17 @@ void init_graph(py::module_& m) {
       m, "Graph",
       "Compiled graph from result image(s): orders nodes, infers shapes, fuses neurons into "
       "convolutions, plans one arena for intermediates and loads weights from data sources.")
-      .def(py::init([](const py::object& result, const py::object& device, int max_in_flight) {
-             return python_owned(std::make_shared<Graph>(to_results(result), to_device(device), max_in_flight));
+      .def(py::init([](const py::object& result, const py::object& device, int max_in_flight,
+                       const std::string& format) {
+             return python_owned(std::make_shared<Graph>(to_results(result), to_device(device), max_in_flight,
+                                                         dtype_named(format.c_str(), "graph")));
            }),
-           py::arg("result"), py::arg("device") = "cpu", py::arg("max_in_flight") = 2)
+           py::arg("result"), py::arg("device") = "cpu", py::arg("max_in_flight") = 2, py::arg("format") = "float32")
       .def_property_readonly("device", &Graph::device)
+      .def_property_readonly("format", [](const Graph& g) { return std::string(dtype_name(g.format())); },
+                             "The images' dtype between nodes it was made with: float32, float16 or bfloat16.")
+      .def_property_readonly("storage", [](const Graph& g) { return std::string(dtype_name(g.storage())); },
+                             "The dtype those images are stored and computed in on its device (cpu: float32).")
       .def_property_readonly("max_in_flight", &Graph::max_in_flight)
       .def_property_readonly("source_image_handles", &Graph::sources)
       .def_property_readonly("result_images", &Graph::results)
@@ -245,7 +253,8 @@ void init_graph(py::module_& m) {
                     "relative error); off (the default): exact float32.")
       .def_static("training", &training_graph,
            py::arg("loss"), py::arg("device") = "cpu", py::arg("optimizer") = py::none(), py::arg("max_in_flight") = 2,
-           py::arg("check_numerics") = false, "The training graph of a loss node (see Loss.training_graph).")
+           py::arg("check_numerics") = false, py::arg("format") = "float32",
+           "The training graph of a loss node (see Loss.training_graph).")
       .def("inference", [](const Graph& g) { return python_owned(g.inference()); },
            "An inference graph over this graph's results, reading its (trained) weights in place.")
       .def("evaluation", [](const Graph& g) { return python_owned(g.evaluation()); },
@@ -311,8 +320,10 @@ void init_graph(py::module_& m) {
   // Registered here, after Graph, so signatures name the Python types.
   py::reinterpret_borrow<py::class_<LossNode, FilterNode, std::shared_ptr<LossNode>>>(m.attr("Loss"))
       .def("training_graph", &training_graph, py::arg("device") = "cpu", py::arg("optimizer") = py::none(),
-           py::arg("max_in_flight") = 2, py::arg("check_numerics") = false,
-           "Every gradient node at once, wired to the forward nodes; data sources update after each step.");
+           py::arg("max_in_flight") = 2, py::arg("check_numerics") = false, py::arg("format") = "float32",
+           "Every gradient node at once, wired to the forward nodes; data sources update after each step. "
+           "format: the images' dtype between nodes (float32, float16, bfloat16); parameters keep float32 "
+           "masters that the optimizers update.");
 }
 
 }  // namespace nngraph::py_bind

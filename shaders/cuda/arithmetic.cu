@@ -19,25 +19,30 @@ struct Extent {
 };
 Extent extent_of(const Tensor& t) { return {t.batch(), t.shape().c, t.shape().h, t.shape().w}; }
 
-__global__ void same_shape_kernel(ArithmeticOp op, const float* a, const float* b, float* y, size_t count) {
-  NNGRAPH_GRID_LOOP(i, count) y[i] = math::arithmetic(op, a[i], b[i]);
+using cuda::ld;
+using cuda::st;
+
+template <class T>
+__global__ void same_shape_kernel(ArithmeticOp op, const T* a, const T* b, T* y, size_t count) {
+  NNGRAPH_GRID_LOOP(i, count) y[i] = st<T>(math::arithmetic(op, ld(a[i]), ld(b[i])));
 }
 
-__global__ void broadcast_kernel(ArithmeticOp op, const float* a, math::Broadcast ba, const float* b,
-                                 math::Broadcast bb, float* y, Extent e, size_t count) {
+template <class T>
+__global__ void broadcast_kernel(ArithmeticOp op, const T* a, math::Broadcast ba, const T* b, math::Broadcast bb, T* y,
+                                 Extent e, size_t count) {
   NNGRAPH_GRID_LOOP(i, count) {
     const int x = static_cast<int>(i % e.w), r = static_cast<int>(i / e.w % e.h);
     const int c = static_cast<int>(i / (static_cast<size_t>(e.w) * e.h) % e.c);
     const int n = static_cast<int>(i / (static_cast<size_t>(e.w) * e.h * e.c));
-    y[i] = math::arithmetic(op, a[ba.at(n, c, r, x)], b[bb.at(n, c, r, x)]);
+    y[i] = st<T>(math::arithmetic(op, ld(a[ba.at(n, c, r, x)]), ld(b[bb.at(n, c, r, x)])));
   }
 }
 
 // One block per dx element: its threads sum dy ⊙ ∂ over the result positions that read it.
 // `span` holds, per axis, how many result indices map to one operand index (1 or the extent).
-__global__ void gradient_kernel(ArithmeticOp op, int operand, const float* a, math::Broadcast ba, const float* b,
-                                math::Broadcast bb, const float* dy, Extent out, Extent own, Extent span,
-                                float* dx) {
+template <class T>
+__global__ void gradient_kernel(ArithmeticOp op, int operand, const T* a, math::Broadcast ba, const T* b,
+                                math::Broadcast bb, const T* dy, Extent out, Extent own, Extent span, T* dx) {
   const size_t i = blockIdx.x;
   const int x0 = static_cast<int>(i % own.w), r0 = static_cast<int>(i / own.w % own.h);
   const int c0 = static_cast<int>(i / (static_cast<size_t>(own.w) * own.h) % own.c);
@@ -50,7 +55,7 @@ __global__ void gradient_kernel(ArithmeticOp op, int operand, const float* a, ma
     const int c = span.c > 1 ? static_cast<int>(k / (span.w * span.h) % span.c) : c0;
     const int n = span.n > 1 ? static_cast<int>(k / (static_cast<long long>(span.w) * span.h * span.c)) : n0;
     const size_t j = ((static_cast<size_t>(n) * out.c + c) * out.h + r) * out.w + x;
-    sum += dy[j] * math::arithmetic_partial(op, operand, a[ba.at(n, c, r, x)], b[bb.at(n, c, r, x)]);
+    sum += ld(dy[j]) * math::arithmetic_partial(op, operand, ld(a[ba.at(n, c, r, x)]), ld(b[bb.at(n, c, r, x)]));
   }
   __shared__ float partial[kThreads];
   partial[threadIdx.x] = sum;
@@ -59,18 +64,18 @@ __global__ void gradient_kernel(ArithmeticOp op, int operand, const float* a, ma
     if (threadIdx.x < half) partial[threadIdx.x] += partial[threadIdx.x + half];
     __syncthreads();
   }
-  if (threadIdx.x == 0) dx[i] = partial[0];
+  if (threadIdx.x == 0) dx[i] = st<T>(partial[0]);
 }
 
 // dx has the result's shape: one thread per element.
-__global__ void pointwise_gradient_kernel(ArithmeticOp op, int operand, const float* a, math::Broadcast ba,
-                                          const float* b, math::Broadcast bb, const float* dy, Extent e, float* dx,
-                                          size_t count) {
+template <class T>
+__global__ void pointwise_gradient_kernel(ArithmeticOp op, int operand, const T* a, math::Broadcast ba, const T* b,
+                                          math::Broadcast bb, const T* dy, Extent e, T* dx, size_t count) {
   NNGRAPH_GRID_LOOP(i, count) {
     const int x = static_cast<int>(i % e.w), r = static_cast<int>(i / e.w % e.h);
     const int c = static_cast<int>(i / (static_cast<size_t>(e.w) * e.h) % e.c);
     const int n = static_cast<int>(i / (static_cast<size_t>(e.w) * e.h * e.c));
-    dx[i] = dy[i] * math::arithmetic_partial(op, operand, a[ba.at(n, c, r, x)], b[bb.at(n, c, r, x)]);
+    dx[i] = st<T>(ld(dy[i]) * math::arithmetic_partial(op, operand, ld(a[ba.at(n, c, r, x)]), ld(b[bb.at(n, c, r, x)])));
   }
 }
 
@@ -78,14 +83,16 @@ void arithmetic(Backend& backend, ArithmeticOp op, const Tensor& a, const Tensor
   CudaBackend& cb = cuda_of(backend);
   auto lock = cb.enter();
   const size_t count = y.count();
-  if (a.count() == count && b.count() == count)
-    same_shape_kernel<<<blocks_for(count), kThreads, 0, cb.stream()>>>(op, a.data_as<const float>(),
-                                                                       b.data_as<const float>(), y.data_as<float>(),
-                                                                       count);
-  else
-    broadcast_kernel<<<blocks_for(count), kThreads, 0, cb.stream()>>>(
-        op, a.data_as<const float>(), broadcast(a), b.data_as<const float>(), broadcast(b), y.data_as<float>(),
-        extent_of(y), count);
+  cuda::with_storage(y.dtype(), [&](auto z) {
+    using T = decltype(z);
+    if (a.count() == count && b.count() == count)
+      same_shape_kernel<<<blocks_for(count), kThreads, 0, cb.stream()>>>(op, a.data_as<const T>(), b.data_as<const T>(),
+                                                                         y.data_as<T>(), count);
+    else
+      broadcast_kernel<<<blocks_for(count), kThreads, 0, cb.stream()>>>(op, a.data_as<const T>(), broadcast(a),
+                                                                        b.data_as<const T>(), broadcast(b),
+                                                                        y.data_as<T>(), extent_of(y), count);
+  });
   cuda::check_launch("arithmetic");
 }
 
@@ -94,17 +101,20 @@ void arithmetic_gradient(Backend& backend, ArithmeticOp op, int operand, const T
   CudaBackend& cb = cuda_of(backend);
   auto lock = cb.enter();
   const Extent out = extent_of(dy), own = extent_of(dx);
-  if (dx.count() == dy.count()) {
-    pointwise_gradient_kernel<<<blocks_for(dy.count()), kThreads, 0, cb.stream()>>>(
-        op, operand, a.data_as<const float>(), broadcast(a), b.data_as<const float>(), broadcast(b),
-        dy.data_as<const float>(), out, dx.data_as<float>(), dy.count());
-  } else {
-    auto span = [](int mine, int theirs) { return mine == 1 ? theirs : 1; };
-    const Extent s{span(own.n, out.n), span(own.c, out.c), span(own.h, out.h), span(own.w, out.w)};
-    gradient_kernel<<<static_cast<unsigned>(dx.count()), kThreads, 0, cb.stream()>>>(
-        op, operand, a.data_as<const float>(), broadcast(a), b.data_as<const float>(), broadcast(b),
-        dy.data_as<const float>(), out, own, s, dx.data_as<float>());
-  }
+  cuda::with_storage(dy.dtype(), [&](auto z) {
+    using T = decltype(z);
+    if (dx.count() == dy.count()) {
+      pointwise_gradient_kernel<<<blocks_for(dy.count()), kThreads, 0, cb.stream()>>>(
+          op, operand, a.data_as<const T>(), broadcast(a), b.data_as<const T>(), broadcast(b), dy.data_as<const T>(),
+          out, dx.data_as<T>(), dy.count());
+    } else {
+      auto span = [](int mine, int theirs) { return mine == 1 ? theirs : 1; };
+      const Extent s{span(own.n, out.n), span(own.c, out.c), span(own.h, out.h), span(own.w, out.w)};
+      gradient_kernel<<<static_cast<unsigned>(dx.count()), kThreads, 0, cb.stream()>>>(
+          op, operand, a.data_as<const T>(), broadcast(a), b.data_as<const T>(), broadcast(b), dy.data_as<const T>(),
+          out, own, s, dx.data_as<T>());
+    }
+  });
   cuda::check_launch("arithmetic_gradient");
 }
 

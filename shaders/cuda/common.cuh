@@ -13,6 +13,19 @@ namespace nngraph::cuda {
 
 constexpr int kThreads = 256;
 
+// Explicit instantiations of a launcher template: X(T) for each storage type.
+#define NNGRAPH_STORAGE_TYPES(X) X(float) X(__half) X(__nv_bfloat16)
+
+// A stored value as float, and a float as storage type T (round to nearest even).
+template <class T>
+__device__ __forceinline__ float ld(T v) {
+  return static_cast<float>(v);
+}
+template <class T>
+__device__ __forceinline__ T st(float v) {
+  return static_cast<T>(v);
+}
+
 // Blocks for a grid-stride loop over `count` items (bounded: the loop covers the rest).
 inline unsigned blocks_for(size_t count) {
   return static_cast<unsigned>(std::max<size_t>(1, std::min<size_t>((count + kThreads - 1) / kThreads, 65535 * 8)));

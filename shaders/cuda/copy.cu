@@ -14,8 +14,8 @@ __global__ void add_rows_kernel(float* dst, int dst_ld, const float* src, int sr
   }
 }
 
-template <class I>
-__global__ void permute_kernel(const float* in, float* out, I o1, I o2, I s0, I s1, I s2, I total) {
+template <class T, class I>
+__global__ void permute_kernel(const T* in, T* out, I o1, I o2, I s0, I s1, I s2, I total) {
   NNGRAPH_GRID_LOOP_T(I, i, total) {
     const I c = i % o2, b = (i / o2) % o1, a = i / (o2 * o1);
     out[i] = in[a * s0 + b * s1 + c * s2];
@@ -66,7 +66,8 @@ void add_rows(cudaStream_t s, float* dst, int dst_ld, const float* src, int src_
   check_launch("copy_rows");
 }
 
-void permute(cudaStream_t s, const float* in, float* out, const int dims[3], const int perm[3]) {
+template <class T>
+void permute(cudaStream_t s, const T* in, T* out, const int dims[3], const int perm[3]) {
   const size_t stride[3] = {size_t(dims[1]) * dims[2], size_t(dims[2]), 1};
   const size_t total = size_t(dims[0]) * dims[1] * dims[2];
   with_index_type(total, [&](auto i) {
@@ -76,5 +77,9 @@ void permute(cudaStream_t s, const float* in, float* out, const int dims[3], con
   });
   check_launch("permute");
 }
+
+#define INSTANTIATE(T) template void permute(cudaStream_t, const T*, T*, const int[3], const int[3]);
+NNGRAPH_STORAGE_TYPES(INSTANTIATE)
+#undef INSTANTIATE
 
 }  // namespace nngraph::cuda

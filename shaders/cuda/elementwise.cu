@@ -1,6 +1,4 @@
 // Conversions, bias + neuron epilogues, neuron gradients, dropout, row windows.
-#include <cuda_fp16.h>
-
 #include "backends/math.h"
 #include "common.cuh"
 #include "kernels.cuh"
@@ -8,35 +6,35 @@
 namespace nngraph::cuda {
 namespace {
 
-__global__ void f32_to_f16_kernel(const float* in, __half* out, size_t n) {
-  NNGRAPH_GRID_LOOP(i, n) out[i] = __float2half_rn(in[i]);
+template <class From, class To>
+__global__ void cast_kernel(const From* in, To* out, size_t n) {
+  NNGRAPH_GRID_LOOP(i, n) out[i] = st<To>(ld(in[i]));
 }
-__global__ void f16_to_f32_kernel(const __half* in, float* out, size_t n) {
-  NNGRAPH_GRID_LOOP(i, n) out[i] = __half2float(in[i]);
-}
-template <class I, class F>
-__global__ void bias_neuron_kernel(float* x, I n, unsigned channels, unsigned hw, const float* bias, F neuron) {
+template <class T, class I, class F>
+__global__ void bias_neuron_kernel(T* x, I n, unsigned channels, unsigned hw, const float* bias, F neuron) {
   NNGRAPH_GRID_LOOP_T(I, i, n) {
     const float b = bias ? bias[(i / hw) % channels] : 0.f;
-    x[i] = neuron(x[i] + b);
+    x[i] = st<T>(neuron(ld(x[i]) + b));
   }
 }
-__global__ void neuron_kernel(const float* in, float* out, size_t n, NeuronDescriptor nd) {
-  NNGRAPH_GRID_LOOP(i, n) out[i] = math::neuron(nd, in[i]);
+template <class T>
+__global__ void neuron_kernel(const T* in, T* out, size_t n, NeuronDescriptor nd) {
+  NNGRAPH_GRID_LOOP(i, n) out[i] = st<T>(math::neuron(nd, ld(in[i])));
 }
-template <class D>
-__global__ void neuron_gradient_kernel(const float* v, const float* dy, float* dx, size_t n, D derivative) {
-  NNGRAPH_GRID_LOOP(i, n) dx[i] = dy[i] * derivative(v[i]);
+template <class T, class D>
+__global__ void neuron_gradient_kernel(const T* v, const T* dy, T* dx, size_t n, D derivative) {
+  NNGRAPH_GRID_LOOP(i, n) dx[i] = st<T>(ld(dy[i]) * derivative(ld(v[i])));
 }
-__global__ void dropout_kernel(const float* in, float* out, size_t n, float keep, uint64_t seed, const uint64_t* step) {
+template <class T>
+__global__ void dropout_kernel(const T* in, T* out, size_t n, float keep, uint64_t seed, const uint64_t* step) {
   const uint64_t key = math::dropout_key(seed, *step);
   const float scale = 1.f / keep;
-  NNGRAPH_GRID_LOOP(i, n) out[i] = math::dropout_keep(key, i, keep) ? in[i] * scale : 0.f;
+  NNGRAPH_GRID_LOOP(i, n) out[i] = st<T>(math::dropout_keep(key, i, keep) ? ld(in[i]) * scale : 0.f);
 }
 // Over x's elements (n, ch, y, col): col = j·kw + k lies in window j of its row; j ≥ wo is the
 // tail no window reaches.
-template <class I>
-__global__ void windows_kernel(const float* from, float* to, I total, unsigned c, unsigned h, unsigned w,
+template <class T, class I>
+__global__ void windows_kernel(const T* from, T* to, I total, unsigned c, unsigned h, unsigned w,
                                unsigned wo, unsigned kw, bool gather) {
   NNGRAPH_GRID_LOOP_T(I, i, total) {
     const unsigned col = i % w, y = (i / w) % h, ch = (i / w / h) % c;
@@ -46,22 +44,25 @@ __global__ void windows_kernel(const float* from, float* to, I total, unsigned c
     if (gather) {
       if (j < wo) to[p] = from[i];
     } else {
-      to[i] = j < wo ? from[p] : 0.f;
+      to[i] = j < wo ? from[p] : st<T>(0.f);
     }
   }
 }
 
 }  // namespace
 
-void f32_to_f16(cudaStream_t s, const float* in, void* out, size_t n) {
-  f32_to_f16_kernel<<<blocks_for(n), kThreads, 0, s>>>(in, static_cast<__half*>(out), n);
+void cast(cudaStream_t s, const void* in, DType from, void* out, DType to, size_t n) {
+  with_storage(from, [&](auto f) {
+    with_storage(to, [&](auto t) {
+      using From = decltype(f);
+      using To = decltype(t);
+      cast_kernel<<<blocks_for(n), kThreads, 0, s>>>(static_cast<const From*>(in), static_cast<To*>(out), n);
+    });
+  });
   check_launch("convert");
 }
-void f16_to_f32(cudaStream_t s, const void* in, float* out, size_t n) {
-  f16_to_f32_kernel<<<blocks_for(n), kThreads, 0, s>>>(static_cast<const __half*>(in), out, n);
-  check_launch("convert");
-}
-void bias_neuron(cudaStream_t s, float* x, size_t n, int channels, int hw, const float* bias, const NeuronDescriptor& nd) {
+template <class T>
+void bias_neuron(cudaStream_t s, T* x, size_t n, int channels, int hw, const float* bias, const NeuronDescriptor& nd) {
   if (!bias && nd.type == NeuronType::None) return;
   with_index_type(n, [&](auto i) {
     with_neuron(nd, [&](auto neuron) {
@@ -70,17 +71,20 @@ void bias_neuron(cudaStream_t s, float* x, size_t n, int channels, int hw, const
   });
   check_launch("bias_neuron");
 }
-void neuron(cudaStream_t s, const float* in, float* out, size_t n, const NeuronDescriptor& nd) {
+template <class T>
+void neuron(cudaStream_t s, const T* in, T* out, size_t n, const NeuronDescriptor& nd) {
   neuron_kernel<<<blocks_for(n), kThreads, 0, s>>>(in, out, n, nd);
   check_launch("neuron");
 }
-void neuron_gradient(cudaStream_t s, const float* v, const float* dy, float* dx, size_t n, const NeuronDescriptor& nd) {
+template <class T>
+void neuron_gradient(cudaStream_t s, const T* v, const T* dy, T* dx, size_t n, const NeuronDescriptor& nd) {
   with_derivative(nd, [&](auto derivative) {
     neuron_gradient_kernel<<<blocks_for(n), kThreads, 0, s>>>(v, dy, dx, n, derivative);
   });
   check_launch("neuron_gradient");
 }
-void dropout(cudaStream_t s, const float* in, float* out, size_t n, float keep, uint64_t seed, const uint64_t* step) {
+template <class T>
+void dropout(cudaStream_t s, const T* in, T* out, size_t n, float keep, uint64_t seed, const uint64_t* step) {
   dropout_kernel<<<blocks_for(n), kThreads, 0, s>>>(in, out, n, keep, seed, step);
   check_launch("dropout");
 }
@@ -105,7 +109,8 @@ void hold(cudaStream_t s, int microseconds) {
 
 
 namespace {
-void launch_windows(cudaStream_t s, const float* from, float* to, int n, int c, int h, int w, int wo, int kw,
+template <class T>
+void launch_windows(cudaStream_t s, const T* from, T* to, int n, int c, int h, int w, int wo, int kw,
                     bool gather) {
   const size_t total = static_cast<size_t>(n) * c * h * w;
   with_index_type(total, [&](auto i) {
@@ -115,11 +120,23 @@ void launch_windows(cudaStream_t s, const float* from, float* to, int n, int c, 
 }
 }  // namespace
 
-void gather_windows(cudaStream_t s, const float* x, float* p, int n, int c, int h, int w, int wo, int kw) {
+template <class T>
+void gather_windows(cudaStream_t s, const T* x, T* p, int n, int c, int h, int w, int wo, int kw) {
   launch_windows(s, x, p, n, c, h, w, wo, kw, true);
 }
-void scatter_windows(cudaStream_t s, const float* p, float* x, int n, int c, int h, int w, int wo, int kw) {
+template <class T>
+void scatter_windows(cudaStream_t s, const T* p, T* x, int n, int c, int h, int w, int wo, int kw) {
   launch_windows(s, p, x, n, c, h, w, wo, kw, false);
 }
+
+#define INSTANTIATE(T)                                                                                          \
+  template void bias_neuron(cudaStream_t, T*, size_t, int, int, const float*, const NeuronDescriptor&);       \
+  template void neuron(cudaStream_t, const T*, T*, size_t, const NeuronDescriptor&);                          \
+  template void neuron_gradient(cudaStream_t, const T*, const T*, T*, size_t, const NeuronDescriptor&);       \
+  template void dropout(cudaStream_t, const T*, T*, size_t, float, uint64_t, const uint64_t*);                \
+  template void gather_windows(cudaStream_t, const T*, T*, int, int, int, int, int, int);                     \
+  template void scatter_windows(cudaStream_t, const T*, T*, int, int, int, int, int, int);
+NNGRAPH_STORAGE_TYPES(INSTANTIATE)
+#undef INSTANTIATE
 
 }  // namespace nngraph::cuda

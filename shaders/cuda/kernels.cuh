@@ -1,5 +1,7 @@
 #pragma once
 // Launchers for our own CUDA kernels; each enqueues on `s` and checks the launch.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -16,6 +18,15 @@
 namespace nngraph {
 struct PoolGeometry;
 enum class PoolingMode;
+
+template <>
+struct DTypeOf<__half> {
+  static constexpr DType value = DType::Float16;
+};
+template <>
+struct DTypeOf<__nv_bfloat16> {
+  static constexpr DType value = DType::BFloat16;
+};
 }  // namespace nngraph
 
 namespace nngraph::cuda {
@@ -23,24 +34,41 @@ namespace nngraph::cuda {
 // Throws DeviceError naming `what` if the last launch failed.
 void check_launch(const char* what);
 
-void f32_to_f16(cudaStream_t s, const float* in, void* out, size_t count);
-void f16_to_f32(cudaStream_t s, const void* in, float* out, size_t count);
+// Calls f(T{}) with the storage type T of `t`: kernels of images (T) compute in float and
+// take their parameters, statistics and losses in float32 whatever T is.
+template <class F>
+void with_storage(DType t, F&& f) {
+  if (t == DType::Float16)
+    f(__half{});
+  else if (t == DType::BFloat16)
+    f(__nv_bfloat16{});
+  else
+    f(float{});
+}
+// Each launcher below that is a template is instantiated for the three storage types.
+
+// out = in converted (any pair of storage types).
+void cast(cudaStream_t s, const void* in, DType from, void* out, DType to, size_t count);
 // x[i] = neuron(x[i] + bias[(i / hw) % channels]) (bias may be null).
-void bias_neuron(cudaStream_t s, float* x, size_t count, int channels, int hw, const float* bias,
+template <class T>
+void bias_neuron(cudaStream_t s, T* x, size_t count, int channels, int hw, const float* bias,
                  const NeuronDescriptor& neuron);
-void neuron(cudaStream_t s, const float* in, float* out, size_t count, const NeuronDescriptor& neuron);
-void neuron_gradient(cudaStream_t s, const float* v, const float* dy, float* dx, size_t count,
-                     const NeuronDescriptor& neuron);
+template <class T>
+void neuron(cudaStream_t s, const T* in, T* out, size_t count, const NeuronDescriptor& neuron);
+template <class T>
+void neuron_gradient(cudaStream_t s, const T* v, const T* dy, T* dx, size_t count, const NeuronDescriptor& neuron);
 // Batch normalization, NCHW. With stats (5·c floats: mean, inverse deviation, variance, two
 // sums) the batch's statistics are computed into it and used; without, mean and var. partial
 // holds 2·c·batch_norm_chunks(n, c, hw) floats.
 int batch_norm_chunks(int n, int c, int hw);
-void batch_norm_forward(cudaStream_t s, const float* x, const float* gamma, const float* beta, const float* mean,
+template <class T>
+void batch_norm_forward(cudaStream_t s, const T* x, const float* gamma, const float* beta, const float* mean,
                         const float* var, float* stats, float* partial, float epsilon, const NeuronDescriptor& neuron,
-                        float* y, int n, int c, int hw);
+                        T* y, int n, int c, int hw);
 // dgamma and dbeta are written; dx (may be null) from them.
-void batch_norm_gradient(cudaStream_t s, const float* x, const float* dy, const float* gamma, const float* stats,
-                         float* partial, float* dx, float* dgamma, float* dbeta, int n, int c, int hw);
+template <class T>
+void batch_norm_gradient(cudaStream_t s, const T* x, const T* dy, const float* gamma, const float* stats,
+                         float* partial, T* dx, float* dgamma, float* dbeta, int n, int c, int hw);
 void batch_norm_statistics(cudaStream_t s, float momentum, float unbias, const float* stats, float* mean, float* var,
                            int c);
 // The running statistics folded into the c output channels (`per` weights each) of a convolution.
@@ -48,8 +76,8 @@ void batch_norm_fold(cudaStream_t s, float epsilon, const float* w, const float*
                      const float* beta, const float* mean, const float* var, float* folded_w, float* folded_bias, int c,
                      size_t per);
 // The mask comes from (seed, *step): step is read on the device, so captures see each encode's.
-void dropout(cudaStream_t s, const float* in, float* out, size_t count, float keep, uint64_t seed,
-             const uint64_t* step);
+template <class T>
+void dropout(cudaStream_t s, const T* in, T* out, size_t count, float keep, uint64_t seed, const uint64_t* step);
 // Where a launch whose arguments change from step to step goes (the step counter, the copies
 // into and out of a captured step's buffers, the optimizer update): onto the stream, or where
 // `redirect` is given, to it (CudaBackend: while capturing, launched and its node kept; while
@@ -65,25 +93,34 @@ void store(const StepLaunch& l, uint64_t* counter, uint64_t value);
 // Keeps the stream busy for about `microseconds` (what is queued behind it then runs back to back).
 void hold(cudaStream_t s, int microseconds);
 // y (n × out) = x (n × in) padded by g (negative amounts crop) in `mode` (padding.cu).
-void padding(cudaStream_t s, PadMode mode, const PadGeometry& g, float value, const float* x, int n,
-             const ImageShape& in, float* y, const ImageShape& out);
+template <class T>
+void padding(cudaStream_t s, PadMode mode, const PadGeometry& g, float value, const T* x, int n,
+             const ImageShape& in, T* y, const ImageShape& out);
 // The non-overlapping 1×kw windows of x's rows (n × c × h × w) as a matrix with one window of
 // every channel per row: p[((n·h + y)·wo + j)·c + ch)·kw + k] = x[n, ch, y, j·kw + k].
 // scatter_windows fills x back from p, with zeros where no window reaches.
-void gather_windows(cudaStream_t s, const float* x, float* p, int n, int c, int h, int w, int wo, int kw);
-void scatter_windows(cudaStream_t s, const float* p, float* x, int n, int c, int h, int w, int wo, int kw);
+template <class T>
+void gather_windows(cudaStream_t s, const T* x, T* p, int n, int c, int h, int w, int wo, int kw);
+template <class T>
+void scatter_windows(cudaStream_t s, const T* p, T* x, int n, int c, int h, int w, int wo, int kw);
 
-void pooling(cudaStream_t s, PoolingMode mode, const PoolGeometry& g, const float* in, float* out, int planes,
-             int h, int w, int oh, int ow);
+template <class T>
+void pooling(cudaStream_t s, PoolingMode mode, const PoolGeometry& g, const T* in, T* out, int planes, int h, int w,
+             int oh, int ow);
 // dx ⊙ nd'(x) when nd is set (a folded neuron gradient; x that neuron's output).
-void pooling_gradient(cudaStream_t s, PoolingMode mode, const PoolGeometry& g, const float* in, const float* dy,
-                      float* dx, int planes, int h, int w, int oh, int ow, const NeuronDescriptor& nd);
+template <class T>
+void pooling_gradient(cudaStream_t s, PoolingMode mode, const PoolGeometry& g, const T* in, const T* dy, T* dx,
+                      int planes, int h, int w, int oh, int ow, const NeuronDescriptor& nd);
 
-void softmax(cudaStream_t s, bool log, const float* in, float* out, int n, int c, int hw);
-void softmax_gradient(cudaStream_t s, bool log, const float* y, const float* dy, float* dx, int n, int c, int hw);
+template <class T>
+void softmax(cudaStream_t s, bool log, const T* in, T* out, int n, int c, int hw);
+template <class T>
+void softmax_gradient(cudaStream_t s, bool log, const T* y, const T* dy, T* dx, int n, int c, int hw);
 
-void loss(cudaStream_t s, const LossDescriptor& d, double scale, const float* x, const float* labels,
-          const float* weights, float* gradient, float* losses, int n, int c, int hw);
+// Scores x and their gradient in T; labels, label weights and losses in float32.
+template <class T>
+void loss(cudaStream_t s, const LossDescriptor& d, double scale, const T* x, const float* labels,
+          const float* weights, T* gradient, float* losses, int n, int c, int hw);
 
 // Many tensors under one rule, each with its own step count: one launch per 16 tensors.
 void optimizer_steps(const StepLaunch& l, const OptimizerStep& step, const TensorUpdate* tensors, size_t n);
@@ -91,8 +128,9 @@ void optimizer_steps(const StepLaunch& l, const OptimizerStep& step, const Tenso
 // db[c] = Σ over n and the hw pixels of dz[n, c, pixel], where dz = dy·f'(y) is also stored
 // when dz is given (else dz is dy); `partial` holds c · bias_gradient_chunks(n, c, hw) floats.
 // Each partial sum goes to a row of `partial` and column_totals adds the rows.
-void bias_gradient(cudaStream_t s, const float* dy, const float* y, float* dz, const NeuronDescriptor& nd, float* db,
-                   int n, int c, int hw, float* partial);
+template <class T>
+void bias_gradient(cudaStream_t s, const T* dy, const T* y, T* dz, const NeuronDescriptor& nd, float* db, int n, int c,
+                   int hw, float* partial);
 int bias_gradient_chunks(int n, int c, int hw);
 // Σ over the rows of partial (rows × width), rows in a fixed order: columns [0, split) to a,
 // the rest to b (skipped where b is null).
@@ -148,7 +186,8 @@ void thin_product(cudaStream_t s, bool ta, bool tb, int m, int n, int k, const f
 // Copies (copy.cu). dst[r·dst_ld + c] += src[r·src_ld + c] for rows × columns.
 void add_rows(cudaStream_t s, float* dst, int dst_ld, const float* src, int src_ld, int rows, int columns);
 // out = in (d0 × d1 × d2) with its axes reordered: out axis k is in axis perm[k].
-void permute(cudaStream_t s, const float* in, float* out, const int dims[3], const int perm[3]);
+template <class T>
+void permute(cudaStream_t s, const T* in, T* out, const int dims[3], const int perm[3]);
 
 // dst (rows × cols, row stride dst_ld) = src (row stride src_ld), or zeros where src is null.
 struct Block {
@@ -173,6 +212,6 @@ void rnn_gradient(const RNNDevice& d, const RNNLayerGeometry& g, const RNNLayerW
                   const RNNLayerGradients& dw);
 
 // *flag = 1 if any value is NaN or infinite (flag zeroed first).
-void any_nonfinite(cudaStream_t s, const float* data, size_t count, int* flag);
+void any_nonfinite(cudaStream_t s, const void* data, DType dtype, size_t count, int* flag);
 
 }  // namespace nngraph::cuda

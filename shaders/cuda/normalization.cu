@@ -7,30 +7,33 @@ namespace nngraph::cuda {
 namespace {
 
 // The two per-channel sums each pass needs, of a value pair per element.
+template <class T>
 struct MomentTerms {  // forward: (x − shift) and its square; shift is the channel's first value
-  const float* x;
+  const T* x;
   __device__ float2 operator()(size_t at, float shift) const {
-    const float d = x[at] - shift;
+    const float d = ld(x[at]) - shift;
     return {d, d * d};
   }
 };
+template <class T>
 struct GradientTerms {  // backward: dy and dy·(x − mean)
-  const float* x;
-  const float* dy;
+  const T* x;
+  const T* dy;
   __device__ float2 operator()(size_t at, float mean) const {
-    const float g = dy[at];
-    return {g, g * (x[at] - mean)};
+    const float g = ld(dy[at]);
+    return {g, g * (ld(x[at]) - mean)};
   }
 };
 
 // The forward shift, or the backward mean, of channel ch.
-__device__ float centre_of(const float* x, const float* stats, int ch, int hw, bool forward) {
-  return forward ? x[static_cast<size_t>(ch) * hw] : stats[ch];
+template <class T>
+__device__ float centre_of(const T* x, const float* stats, int ch, int hw, bool forward) {
+  return forward ? ld(x[static_cast<size_t>(ch) * hw]) : stats[ch];
 }
 
 // Stage 1, planes: block (channel, chunk) sums over its images' planes of that channel.
-template <class T>
-__global__ void plane_partial_kernel(T terms, const float* x, const float* stats, bool forward, float* partial, int n,
+template <class Terms, class T>
+__global__ void plane_partial_kernel(Terms terms, const T* x, const float* stats, bool forward, float* partial, int n,
                                      int c, int hw, int chunks) {
   const int ch = blockIdx.x, chunk = blockIdx.y;
   const float centre = centre_of(x, stats, ch, hw, forward);
@@ -55,8 +58,8 @@ __global__ void plane_partial_kernel(T terms, const float* x, const float* stats
 
 // Stage 1, one value per plane (after a fully connected layer): a thread per channel over a
 // chunk of rows, coalesced across channels.
-template <class T>
-__global__ void column_partial_kernel(T terms, const float* x, const float* stats, bool forward, float* partial, int n,
+template <class Terms, class T>
+__global__ void column_partial_kernel(Terms terms, const T* x, const float* stats, bool forward, float* partial, int n,
                                       int c, int chunks) {
   const int ch = blockIdx.x * blockDim.x + threadIdx.x, chunk = blockIdx.y;
   if (ch >= c) return;
@@ -73,8 +76,8 @@ __global__ void column_partial_kernel(T terms, const float* x, const float* stat
   partial[2 * (static_cast<size_t>(chunk) * c + ch) + 1] = b;
 }
 
-template <class T>
-void partial_sums(cudaStream_t s, T terms, const float* x, const float* stats, bool forward, float* partial, int n,
+template <class Terms, class T>
+void partial_sums(cudaStream_t s, Terms terms, const T* x, const float* stats, bool forward, float* partial, int n,
                   int c, int hw, int chunks) {
   if (hw == 1)
     column_partial_kernel<<<dim3((c + kThreads - 1) / kThreads, chunks), kThreads, 0, s>>>(terms, x, stats, forward,
@@ -94,7 +97,8 @@ __device__ double2 channel_totals(const float* partial, int chunks, int c, int c
 }
 
 // Stage 2, forward: mean, 1/sqrt(var + eps) and var per channel.
-__global__ void moments_kernel(const float* x, const float* partial, int chunks, int c, int hw, double count,
+template <class T>
+__global__ void moments_kernel(const T* x, const float* partial, int chunks, int c, int hw, double count,
                                float epsilon, float* stats) {
   const int ch = blockIdx.x * blockDim.x + threadIdx.x;
   if (ch >= c) return;
@@ -102,7 +106,7 @@ __global__ void moments_kernel(const float* x, const float* partial, int chunks,
   const double a = t.x, b = t.y;
   const double d = a / count;  // mean − shift
   const double var = fmax(b / count - d * d, 0.0);
-  stats[ch] = static_cast<float>(x[static_cast<size_t>(ch) * hw] + d);
+  stats[ch] = static_cast<float>(ld(x[static_cast<size_t>(ch) * hw]) + d);
   stats[c + ch] = static_cast<float>(1.0 / sqrt(var + epsilon));
   stats[2 * c + ch] = static_cast<float>(var);
 }
@@ -119,8 +123,8 @@ __global__ void gradient_totals_kernel(const float* partial, int chunks, int c, 
 
 // y = neuron(x·scale + shift); scale and shift per channel from the batch statistics or the
 // running ones.
-template <class I, class F>
-__global__ void normalize_kernel(const float* x, float* y, I count, unsigned c, unsigned hw, const float* gamma,
+template <class T, class I, class F>
+__global__ void normalize_kernel(const T* x, T* y, I count, unsigned c, unsigned hw, const float* gamma,
                                  const float* beta, const float* mean, const float* var, const float* stats,
                                  float epsilon, F neuron) {
   NNGRAPH_GRID_LOOP_T(I, i, count) {
@@ -128,19 +132,19 @@ __global__ void normalize_kernel(const float* x, float* y, I count, unsigned c, 
     const float inv = stats ? stats[c + ch] : rsqrtf(var[ch] + epsilon);
     const float mu = stats ? stats[ch] : mean[ch];
     const float scale = gamma[ch] * inv;
-    y[i] = neuron(x[i] * scale + (beta[ch] - mu * scale));
+    y[i] = st<T>(neuron(ld(x[i]) * scale + (beta[ch] - mu * scale)));
   }
 }
 
 // dx = k·dy + kx·(x − mean) + k0 per channel (BatchNormalizationGradientKernel's formula).
-template <class I>
-__global__ void input_gradient_kernel(const float* x, const float* dy, float* dx, I count, unsigned c, unsigned hw,
+template <class T, class I>
+__global__ void input_gradient_kernel(const T* x, const T* dy, T* dx, I count, unsigned c, unsigned hw,
                                       const float* gamma, const float* stats, const float* dgamma, const float* dbeta,
                                       float inv_count) {
   NNGRAPH_GRID_LOOP_T(I, i, count) {
     const unsigned ch = static_cast<unsigned>((i / hw) % c);
     const float inv = stats[c + ch], k = gamma[ch] * inv;
-    dx[i] = k * (dy[i] - (dbeta[ch] + (x[i] - stats[ch]) * inv * dgamma[ch]) * inv_count);
+    dx[i] = st<T>(k * (ld(dy[i]) - (dbeta[ch] + (ld(x[i]) - stats[ch]) * inv * dgamma[ch]) * inv_count));
   }
 }
 
@@ -171,12 +175,13 @@ int batch_norm_chunks(int n, int c, int hw) {
   return std::max(1, std::min({n, want, 1024}));
 }
 
-void batch_norm_forward(cudaStream_t s, const float* x, const float* gamma, const float* beta, const float* mean,
+template <class T>
+void batch_norm_forward(cudaStream_t s, const T* x, const float* gamma, const float* beta, const float* mean,
                         const float* var, float* stats, float* partial, float epsilon, const NeuronDescriptor& nd,
-                        float* y, int n, int c, int hw) {
+                        T* y, int n, int c, int hw) {
   if (stats) {
     const int chunks = batch_norm_chunks(n, c, hw);
-    partial_sums(s, MomentTerms{x}, x, stats, true, partial, n, c, hw, chunks);
+    partial_sums(s, MomentTerms<T>{x}, x, stats, true, partial, n, c, hw, chunks);
     moments_kernel<<<channel_blocks(c), kThreads, 0, s>>>(x, partial, chunks, c, hw, static_cast<double>(n) * hw,
                                                           epsilon, stats);
   }
@@ -191,10 +196,11 @@ void batch_norm_forward(cudaStream_t s, const float* x, const float* gamma, cons
   check_launch("batch_normalization");
 }
 
-void batch_norm_gradient(cudaStream_t s, const float* x, const float* dy, const float* gamma, const float* stats,
-                         float* partial, float* dx, float* dgamma, float* dbeta, int n, int c, int hw) {
+template <class T>
+void batch_norm_gradient(cudaStream_t s, const T* x, const T* dy, const float* gamma, const float* stats,
+                         float* partial, T* dx, float* dgamma, float* dbeta, int n, int c, int hw) {
   const int chunks = batch_norm_chunks(n, c, hw);
-  partial_sums(s, GradientTerms{x, dy}, x, stats, false, partial, n, c, hw, chunks);
+  partial_sums(s, GradientTerms<T>{x, dy}, x, stats, false, partial, n, c, hw, chunks);
   gradient_totals_kernel<<<channel_blocks(c), kThreads, 0, s>>>(partial, chunks, c, stats, dgamma, dbeta);
   if (dx) {
     const size_t count = static_cast<size_t>(n) * c * hw;
@@ -207,6 +213,14 @@ void batch_norm_gradient(cudaStream_t s, const float* x, const float* dy, const 
   }
   check_launch("batch_normalization_gradient");
 }
+
+#define INSTANTIATE(T)                                                                                           \
+  template void batch_norm_forward(cudaStream_t, const T*, const float*, const float*, const float*, const float*, \
+                                   float*, float*, float, const NeuronDescriptor&, T*, int, int, int);              \
+  template void batch_norm_gradient(cudaStream_t, const T*, const T*, const float*, const float*, float*, T*, float*, \
+                                    float*, int, int, int);
+NNGRAPH_STORAGE_TYPES(INSTANTIATE)
+#undef INSTANTIATE
 
 void batch_norm_statistics(cudaStream_t s, float momentum, float unbias, const float* stats, float* mean, float* var,
                            int c) {

@@ -13,7 +13,9 @@ constexpr int kMaxTensors = 16;
 struct MultiUpdate {
   math::UpdateConstants k[kMaxTensors];
   float* w[kMaxTensors];
-  const float* g[kMaxTensors];
+  const void* g[kMaxTensors];
+  void* copy[kMaxTensors];          // a half graph's copy of w, written with it (else null)
+  DType g_dtype[kMaxTensors], copy_dtype[kMaxTensors];
   float* s0[kMaxTensors];
   float* s1[kMaxTensors];
   float* s2[kMaxTensors];
@@ -41,14 +43,44 @@ __device__ void update_four(const math::UpdateConstants& k, float4* w, const flo
   if (use2) *s2 = c;
 }
 
+// Values one at a time: a half gradient read, the copy written.
+template <OptimizerKind K, bool Slot, bool AmsGrad, class G, class C>
+__device__ void update_each(const math::UpdateConstants& k, float* w, const G* g, float* s0, float* s1, float* s2,
+                            C* copy, size_t first, size_t stride, size_t count) {
+  for (size_t i = first; i < count; i += stride) {
+    math::update<K, Slot, AmsGrad>(k, w[i], ld(g[i]), s0 + i, s1 + i, s2 + i);
+    if (copy) copy[i] = st<C>(w[i]);
+  }
+}
+
+template <OptimizerKind K, bool Slot, bool AmsGrad, class G>
+__device__ void update_typed(const MultiUpdate& m, int t, size_t first, size_t stride) {
+  const G* g = static_cast<const G*>(m.g[t]);
+  if (m.copy_dtype[t] == DType::BFloat16)
+    update_each<K, Slot, AmsGrad>(m.k[t], m.w[t], g, m.s0[t], m.s1[t], m.s2[t],
+                                  static_cast<__nv_bfloat16*>(m.copy[t]), first, stride, m.count[t]);
+  else
+    update_each<K, Slot, AmsGrad>(m.k[t], m.w[t], g, m.s0[t], m.s1[t], m.s2[t], static_cast<__half*>(m.copy[t]),
+                                  first, stride, m.count[t]);
+}
+
 template <OptimizerKind K, bool Slot, bool AmsGrad>
 __global__ void multi_update_kernel(MultiUpdate m) {
   int t = 0;
   while (t + 1 < m.n && blockIdx.x >= m.first_block[t + 1]) ++t;
   const size_t local = blockIdx.x - m.first_block[t], blocks = m.first_block[t + 1] - m.first_block[t];
   const size_t first = local * blockDim.x + threadIdx.x, stride = blocks * blockDim.x;
+  if (m.copy[t] || m.g_dtype[t] != DType::Float32) {  // a half graph's tensor
+    if (m.g_dtype[t] == DType::BFloat16)
+      update_typed<K, Slot, AmsGrad, __nv_bfloat16>(m, t, first, stride);
+    else if (m.g_dtype[t] == DType::Float16)
+      update_typed<K, Slot, AmsGrad, __half>(m, t, first, stride);
+    else
+      update_typed<K, Slot, AmsGrad, float>(m, t, first, stride);
+    return;
+  }
   float* w = m.w[t];
-  const float* g = m.g[t];
+  const float* g = static_cast<const float*>(m.g[t]);
   float *s0 = m.s0[t], *s1 = m.s1[t], *s2 = m.s2[t];
   size_t start = 0;
   const auto bits = reinterpret_cast<uintptr_t>(w) | reinterpret_cast<uintptr_t>(g) |
@@ -87,6 +119,9 @@ void optimizer_steps(const StepLaunch& l, const OptimizerStep& step, const Tenso
       m.k[i] = math::UpdateConstants(one);
       m.w[i] = t.values;
       m.g[i] = t.gradient;
+      m.g_dtype[i] = t.gradient_dtype;
+      m.copy[i] = t.copy;
+      m.copy_dtype[i] = t.copy_dtype;
       // Slots a rule does not use point at the values and are never read.
       m.s0[i] = t.slots[0] ? t.slots[0] : t.values;
       m.s1[i] = t.slots[1] ? t.slots[1] : t.values;

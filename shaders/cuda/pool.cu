@@ -23,36 +23,36 @@ __device__ inline int each_tap(const PoolGeometry& g, int oy, int ox, int h, int
 }
 
 // The first maximum of output (oy, ox)'s window, as an index into the plane.
-__device__ inline int window_argmax(const PoolGeometry& g, const float* x, int oy, int ox, int h, int w) {
+template <class T>
+__device__ inline int window_argmax(const PoolGeometry& g, const T* x, int oy, int ox, int h, int w) {
   int best = -1;
   each_tap(g, oy, ox, h, w, [&](int p) {
-    if (best < 0 || x[p] > x[best]) best = p;
+    if (best < 0 || ld(x[p]) > ld(x[best])) best = p;
   });
   return best;
 }
 
-template <class I>
-__global__ void pool_kernel(bool is_max, PoolGeometry g, const float* in, float* out, I total, int h, int w, int oh,
-                            int ow) {
+template <class T, class I>
+__global__ void pool_kernel(bool is_max, PoolGeometry g, const T* in, T* out, I total, int h, int w, int oh, int ow) {
   NNGRAPH_GRID_LOOP_T(I, i, total) {
     const int ox = static_cast<int>(i % ow), oy = static_cast<int>((i / ow) % oh);
-    const float* x = in + (i / (I(oh) * ow)) * h * w;
+    const T* x = in + (i / (I(oh) * ow)) * h * w;
     float acc = is_max ? -INFINITY : 0.f;
-    const int count = each_tap(g, oy, ox, h, w, [&](int p) { acc = is_max ? fmaxf(acc, x[p]) : acc + x[p]; });
-    out[i] = is_max ? acc : acc / static_cast<float>(count);
+    const int count = each_tap(g, oy, ox, h, w, [&](int p) { acc = is_max ? fmaxf(acc, ld(x[p])) : acc + ld(x[p]); });
+    out[i] = st<T>(is_max ? acc : acc / static_cast<float>(count));
   }
 }
 
 // Overlapping windows: a thread per input pixel gathers from the windows holding it (tap k
 // of output o lies at o·s − pad + k·d).
-template <class I>
-__global__ void pool_gradient_kernel(bool is_max, PoolGeometry g, const float* in, const float* dy, float* dx,
-                                     I total, int h, int w, int oh, int ow, AnyDerivative derivative) {
+template <class T, class I>
+__global__ void pool_gradient_kernel(bool is_max, PoolGeometry g, const T* in, const T* dy, T* dx, I total, int h,
+                                     int w, int oh, int ow, AnyDerivative derivative) {
   NNGRAPH_GRID_LOOP_T(I, i, total) {
     const int ix = static_cast<int>(i % w), iy = static_cast<int>((i / w) % h);
     const I plane = i / (I(h) * w);
-    const float* x = in + plane * h * w;
-    const float* gy = dy + plane * oh * ow;
+    const T* x = in + plane * h * w;
+    const T* gy = dy + plane * oh * ow;
     float acc = 0.f;
     for (int ky = 0; ky < g.kh; ++ky) {
       const int ty = iy + g.pad_top - ky * g.dil_y, oy = ty / g.sy;
@@ -61,50 +61,50 @@ __global__ void pool_gradient_kernel(bool is_max, PoolGeometry g, const float* i
         const int tx = ix + g.pad_left - kx * g.dil_x, ox = tx / g.sx;
         if (tx < 0 || tx % g.sx || ox >= ow) continue;
         if (is_max) {
-          if (window_argmax(g, x, oy, ox, h, w) == iy * w + ix) acc += gy[oy * ow + ox];
+          if (window_argmax(g, x, oy, ox, h, w) == iy * w + ix) acc += ld(gy[oy * ow + ox]);
         } else {
           const int count = each_tap(g, oy, ox, h, w, [](int) {});
-          acc += gy[oy * ow + ox] / static_cast<float>(count);
+          acc += ld(gy[oy * ow + ox]) / static_cast<float>(count);
         }
       }
     }
-    dx[i] = acc * derivative(x[iy * w + ix]);
+    dx[i] = st<T>(acc * derivative(ld(x[iy * w + ix])));
   }
 }
 
 // Disjoint windows (global pooling among them): dx is zero but where a thread per output
 // writes its window's share, so large windows are read once, not once per pixel.
-template <class I>
-__global__ void disjoint_gradient_kernel(bool is_max, PoolGeometry g, const float* in, const float* dy, float* dx,
-                                         I total, int h, int w, int oh, int ow, AnyDerivative derivative) {
+template <class T, class I>
+__global__ void disjoint_gradient_kernel(bool is_max, PoolGeometry g, const T* in, const T* dy, T* dx, I total, int h,
+                                         int w, int oh, int ow, AnyDerivative derivative) {
   NNGRAPH_GRID_LOOP_T(I, i, total) {
     const int ox = static_cast<int>(i % ow), oy = static_cast<int>((i / ow) % oh);
     const I plane = i / (I(oh) * ow);
-    const float* x = in + plane * h * w;
-    float* gx = dx + plane * h * w;
+    const T* x = in + plane * h * w;
+    T* gx = dx + plane * h * w;
     if (is_max) {
       const int best = window_argmax(g, x, oy, ox, h, w);
-      gx[best] = dy[i] * derivative(x[best]);
+      gx[best] = st<T>(ld(dy[i]) * derivative(ld(x[best])));
     } else {
-      const float share = dy[i] / static_cast<float>(each_tap(g, oy, ox, h, w, [](int) {}));
-      each_tap(g, oy, ox, h, w, [&](int p) { gx[p] = share * derivative(x[p]); });
+      const float share = ld(dy[i]) / static_cast<float>(each_tap(g, oy, ox, h, w, [](int) {}));
+      each_tap(g, oy, ox, h, w, [&](int p) { gx[p] = st<T>(share * derivative(ld(x[p]))); });
     }
   }
 }
 
 // 2×2 windows, stride 2, no padding: each input pixel lies in one window, so a thread per
 // output writes its four pixels (no gather, no zero fill but for an uncovered odd edge).
-template <class I, class D>
-__global__ void halve_gradient_kernel(bool is_max, const float* in, const float* dy, float* dx, I total, int h, int w,
-                                      int oh, int ow, D derivative) {
+template <class T, class I, class D>
+__global__ void halve_gradient_kernel(bool is_max, const T* in, const T* dy, T* dx, I total, int h, int w, int oh,
+                                      int ow, D derivative) {
   NNGRAPH_GRID_LOOP_T(I, i, total) {
     const int ox = static_cast<int>(i % ow), oy = static_cast<int>((i / ow) % oh);
     const I plane = i / (I(oh) * ow);
     const I o0 = (plane * h + 2 * oy) * w + 2 * ox, o1 = o0 + w;
-    const float g = dy[i];
+    const float g = ld(dy[i]);
     const bool read = is_max || !std::is_same_v<D, NoDerivative>;  // average alone needs no x
-    const float a = read ? in[o0] : 0.f, b = read ? in[o0 + 1] : 0.f;
-    const float c = read ? in[o1] : 0.f, d = read ? in[o1 + 1] : 0.f;
+    const float a = read ? ld(in[o0]) : 0.f, b = read ? ld(in[o0 + 1]) : 0.f;
+    const float c = read ? ld(in[o1]) : 0.f, d = read ? ld(in[o1 + 1]) : 0.f;
     float ga = 0.25f * g, gb = ga, gc = ga, gd = ga;
     if (is_max) {  // the first maximum in scan order, as everywhere
       const float m = fmaxf(fmaxf(a, b), fmaxf(c, d));
@@ -114,17 +114,18 @@ __global__ void halve_gradient_kernel(bool is_max, const float* in, const float*
       gc = tc ? g : 0.f;
       gd = (ta || tb || tc) ? 0.f : g;
     }
-    dx[o0] = ga * derivative(a);
-    dx[o0 + 1] = gb * derivative(b);
-    dx[o1] = gc * derivative(c);
-    dx[o1 + 1] = gd * derivative(d);
+    dx[o0] = st<T>(ga * derivative(a));
+    dx[o0 + 1] = st<T>(gb * derivative(b));
+    dx[o1] = st<T>(gc * derivative(c));
+    dx[o1 + 1] = st<T>(gd * derivative(d));
   }
 }
 
 }  // namespace
 
-void pooling(cudaStream_t s, PoolingMode mode, const PoolGeometry& g, const float* in, float* out, int planes, int h,
-             int w, int oh, int ow) {
+template <class T>
+void pooling(cudaStream_t s, PoolingMode mode, const PoolGeometry& g, const T* in, T* out, int planes, int h, int w,
+             int oh, int ow) {
   const size_t total = static_cast<size_t>(planes) * oh * ow, inputs = static_cast<size_t>(planes) * h * w;
   with_index_type(std::max(total, inputs), [&](auto i) {
     pool_kernel<<<blocks_for(total), kThreads, 0, s>>>(mode == PoolingMode::Max, g, in, out, decltype(i)(total), h, w,
@@ -133,13 +134,14 @@ void pooling(cudaStream_t s, PoolingMode mode, const PoolGeometry& g, const floa
   check_launch("pooling");
 }
 
-void pooling_gradient(cudaStream_t s, PoolingMode mode, const PoolGeometry& g, const float* in, const float* dy,
-                      float* dx, int planes, int h, int w, int oh, int ow, const NeuronDescriptor& nd) {
+template <class T>
+void pooling_gradient(cudaStream_t s, PoolingMode mode, const PoolGeometry& g, const T* in, const T* dy, T* dx,
+                      int planes, int h, int w, int oh, int ow, const NeuronDescriptor& nd) {
   const size_t inputs = static_cast<size_t>(planes) * h * w, outputs = static_cast<size_t>(planes) * oh * ow;
   const size_t largest = std::max(inputs, outputs);
   const bool is_max = mode == PoolingMode::Max;
   if (g.halves()) {
-    if (h != 2 * oh || w != 2 * ow) cudaMemsetAsync(dx, 0, inputs * sizeof(float), s);
+    if (h != 2 * oh || w != 2 * ow) cudaMemsetAsync(dx, 0, inputs * sizeof(T), s);
     with_derivative(nd, [&](auto derivative) {
       with_index_type(largest, [&](auto i) {
         halve_gradient_kernel<<<blocks_for(outputs), kThreads, 0, s>>>(is_max, in, dy, dx,
@@ -147,7 +149,7 @@ void pooling_gradient(cudaStream_t s, PoolingMode mode, const PoolGeometry& g, c
       });
     });
   } else if (g.disjoint()) {
-    cudaMemsetAsync(dx, 0, inputs * sizeof(float), s);
+    cudaMemsetAsync(dx, 0, inputs * sizeof(T), s);
     with_index_type(largest, [&](auto i) {
       disjoint_gradient_kernel<<<blocks_for(outputs), kThreads, 0, s>>>(is_max, g, in, dy, dx, decltype(i)(outputs), h,
                                                                          w, oh, ow, AnyDerivative{nd});
@@ -160,5 +162,12 @@ void pooling_gradient(cudaStream_t s, PoolingMode mode, const PoolGeometry& g, c
   }
   check_launch("pooling_gradient");
 }
+
+#define INSTANTIATE(T)                                                                                       \
+  template void pooling(cudaStream_t, PoolingMode, const PoolGeometry&, const T*, T*, int, int, int, int, int); \
+  template void pooling_gradient(cudaStream_t, PoolingMode, const PoolGeometry&, const T*, const T*, T*, int, int, \
+                                 int, int, int, const NeuronDescriptor&);
+NNGRAPH_STORAGE_TYPES(INSTANTIATE)
+#undef INSTANTIATE
 
 }  // namespace nngraph::cuda

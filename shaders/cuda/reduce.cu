@@ -7,9 +7,9 @@ namespace {
 
 // Stage 1, planes (hw > 1): block (channel, chunk) walks its images' planes of that channel.
 // With dz given, each value is dy·f'(y) and is stored as it is summed: one pass over dy.
-template <class D>
-__global__ void bias_partial_kernel(const float* dy, const float* y, float* dz, D derivative, float* partial, int n,
-                                    int c, int hw, int chunks) {
+template <class T, class D>
+__global__ void bias_partial_kernel(const T* dy, const T* y, T* dz, D derivative, float* partial, int n, int c, int hw,
+                                    int chunks) {
   const int ch = blockIdx.x, chunk = blockIdx.y;
   const int n0 = static_cast<int>(static_cast<long>(n) * chunk / chunks);
   const int n1 = static_cast<int>(static_cast<long>(n) * (chunk + 1) / chunks);
@@ -19,8 +19,8 @@ __global__ void bias_partial_kernel(const float* dy, const float* y, float* dz, 
   for (unsigned i = threadIdx.x; i < count; i += blockDim.x) {
     const unsigned img = i / hw;
     const size_t at = (static_cast<size_t>(n0 + img) * c + ch) * hw + (i - img * hw);
-    float v = dy[at];
-    if (dz) dz[at] = v *= derivative(y[at]);
+    float v = ld(dy[at]);
+    if (dz) dz[at] = st<T>(v *= derivative(ld(y[at])));
     sum += v;
   }
   sum = block_sum(sum);
@@ -29,9 +29,9 @@ __global__ void bias_partial_kernel(const float* dy, const float* y, float* dz, 
 
 // Stage 1, one pixel per plane (fully connected): a thread per channel over a chunk of rows,
 // coalesced across channels.
-template <class D>
-__global__ void column_partial_kernel(const float* dy, const float* y, float* dz, D derivative, float* partial, int n,
-                                      int c, int chunks) {
+template <class T, class D>
+__global__ void column_partial_kernel(const T* dy, const T* y, T* dz, D derivative, float* partial, int n, int c,
+                                      int chunks) {
   const int ch = blockIdx.x * blockDim.x + threadIdx.x, chunk = blockIdx.y;
   if (ch >= c) return;
   const int r0 = static_cast<int>(static_cast<long>(n) * chunk / chunks);
@@ -39,8 +39,8 @@ __global__ void column_partial_kernel(const float* dy, const float* y, float* dz
   float sum = 0.f;
   for (int r = r0; r < r1; ++r) {
     const size_t at = static_cast<size_t>(r) * c + ch;
-    float v = dy[at];
-    if (dz) dz[at] = v *= derivative(y[at]);
+    float v = ld(dy[at]);
+    if (dz) dz[at] = st<T>(v *= derivative(ld(y[at])));
     sum += v;
   }
   partial[static_cast<size_t>(chunk) * c + ch] = sum;
@@ -65,14 +65,16 @@ __global__ void column_totals_kernel(const float* partial, int rows, int width, 
     b[i - split] = sum;
 }
 
-__global__ void nonfinite_kernel(const float* data, size_t n, int* flag) {
-  NNGRAPH_GRID_LOOP(i, n) if (!isfinite(data[i])) *flag = 1;
+template <class T>
+__global__ void nonfinite_kernel(const T* data, size_t n, int* flag) {
+  NNGRAPH_GRID_LOOP(i, n) if (!isfinite(ld(data[i]))) *flag = 1;
 }
 
 }  // namespace
 
-void bias_gradient(cudaStream_t s, const float* dy, const float* y, float* dz, const NeuronDescriptor& nd, float* db,
-                   int n, int c, int hw, float* partial) {
+template <class T>
+void bias_gradient(cudaStream_t s, const T* dy, const T* y, T* dz, const NeuronDescriptor& nd, float* db, int n, int c,
+                   int hw, float* partial) {
   const int chunks = bias_gradient_chunks(n, c, hw);
   float* sums = chunks == 1 ? db : partial;  // one chunk: its sums are the totals
   with_derivative(nd, [&](auto derivative) {
@@ -86,6 +88,12 @@ void bias_gradient(cudaStream_t s, const float* dy, const float* y, float* dz, c
   check_launch("bias_gradient");
 }
 
+#define INSTANTIATE(T)                                                                                       \
+  template void bias_gradient(cudaStream_t, const T*, const T*, T*, const NeuronDescriptor&, float*, int, int, int, \
+                              float*);
+NNGRAPH_STORAGE_TYPES(INSTANTIATE)
+#undef INSTANTIATE
+
 void column_totals(cudaStream_t s, const float* partial, int rows, int width, int split, float* a, float* b) {
   column_totals_kernel<<<(width + 31) / 32, dim3(32, 8), 0, s>>>(partial, rows, width, split, a, b);
 }
@@ -96,9 +104,12 @@ int bias_gradient_chunks(int n, int c, int hw) {
   return std::max(1, std::min({n, want, 1024}));
 }
 
-void any_nonfinite(cudaStream_t s, const float* data, size_t count, int* flag) {
+void any_nonfinite(cudaStream_t s, const void* data, DType dtype, size_t count, int* flag) {
   cudaMemsetAsync(flag, 0, sizeof(int), s);
-  nonfinite_kernel<<<blocks_for(count), kThreads, 0, s>>>(data, count, flag);
+  with_storage(dtype, [&](auto z) {
+    using T = decltype(z);
+    nonfinite_kernel<<<blocks_for(count), kThreads, 0, s>>>(static_cast<const T*>(data), count, flag);
+  });
   check_launch("check_numerics");
 }
 

@@ -68,7 +68,9 @@ class Backend {
   virtual void replay(const std::shared_ptr<void>& captured, const std::function<void()>& varying);
   // *counter = value in the order of queued work (counter in this backend's memory).
   virtual void store(uint64_t* counter, uint64_t value) { *counter = value; }
-
+  // The dtype a graph of format `format` stores its images between nodes in: the format
+  // where the backend computes in it, else float32.
+  virtual DType storage_for(DType format) const { return format; }
 };
 
 // The backend serving a device; raises Unsupported when it is not built or present.

@@ -334,32 +334,37 @@ NNGRAPH_HD inline double loss_element(const LossDescriptor& d, double x, double 
 // One channel's term of softmax / categorical cross-entropy or KL divergence, for score x and
 // (smoothed) label l; lse and lsum, softmax cross-entropy's log-sum-exp of the pixel's scores
 // and sum of its labels, are unused by the others. Writes gs·d/dx into *g.
+// G: the gradient's storage type (float, or a cuda half type).
+template <class G>
 NNGRAPH_HD inline double channel_term(const LossDescriptor& d, double x, double l, double lse, double lsum, double gs,
-                                      float* g) {
+                                      G* g) {
   if (d.type == LossType::SoftMaxCrossEntropy) {
-    *g = static_cast<float>(gs * (exp(x - lse) * lsum - l));
+    *g = static_cast<G>(static_cast<float>(gs * (exp(x - lse) * lsum - l)));
     return -l * (x - lse);
   }
   const double q = fmax(x, static_cast<double>(d.epsilon));
-  *g = static_cast<float>(gs * -l / q);
+  *g = static_cast<G>(static_cast<float>(gs * -l / q));
   if (d.type == LossType::CategoricalCrossEntropy) return -l * log(q);
   return l > 0 ? l * (log(l) - log(q)) : 0.0;
 }
 
 // Those losses at one pixel: channels are `stride` apart. Writes gs·d/dx into g; returns the pixel's loss.
-NNGRAPH_HD inline double loss_channels(const LossDescriptor& d, const float* x, const float* lab, size_t stride,
-                                       int c, double gs, float* g) {
+// X and G: the scores' and gradient's storage type.
+template <class X, class G>
+NNGRAPH_HD inline double loss_channels(const LossDescriptor& d, const X* x, const float* lab, size_t stride, int c,
+                                       double gs, G* g) {
   double lse = 0, lsum = 0;
   if (d.type == LossType::SoftMaxCrossEntropy) {
     double mx = -INFINITY, z = 0;
-    for (int ch = 0; ch < c; ++ch) mx = fmax(mx, static_cast<double>(x[ch * stride]));
-    for (int ch = 0; ch < c; ++ch) z += exp(x[ch * stride] - mx);
+    for (int ch = 0; ch < c; ++ch) mx = fmax(mx, static_cast<double>(static_cast<float>(x[ch * stride])));
+    for (int ch = 0; ch < c; ++ch) z += exp(static_cast<float>(x[ch * stride]) - mx);
     lse = mx + log(z);
     for (int ch = 0; ch < c; ++ch) lsum += smoothed(d, lab[ch * stride], c);
   }
   double total = 0;
   for (int ch = 0; ch < c; ++ch)
-    total += channel_term(d, x[ch * stride], smoothed(d, lab[ch * stride], c), lse, lsum, gs, g + ch * stride);
+    total += channel_term(d, static_cast<float>(x[ch * stride]), smoothed(d, lab[ch * stride], c), lse, lsum, gs,
+                          g + ch * stride);
   return total;
 }
 

@@ -22,13 +22,14 @@ bool Tensor::contiguous_nchw() const {
   return strides_ == std::array<int64_t, 4>{c * h * w, h * w, w, 1};
 }
 
-void Tensor::refuse() const {
-  fail<Unsupported>("[kernel] this kernel reads float32 NCHW, got ", dtype_name(dtype_),
+void Tensor::refuse(DType want) const {
+  fail<Unsupported>("[kernel] this kernel reads ", dtype_name(want), " NCHW, got ", dtype_name(dtype_),
                     layout_ == Layout::NHWC ? " NHWC" : " NCHW");
 }
 
 Tensor Tensor::parameter(const WeightsState* w, size_t i) {
-  return w && i < w->tensors.size() ? vector(w->tensors[i], w->counts[i]) : Tensor();
+  if (!w || i >= w->tensors.size() || !w->tensors[i]) return Tensor();
+  return vector(w->tensors[i]->data(), w->counts[i], w->dtype(i));
 }
 
 }  // namespace nngraph

@@ -1,7 +1,7 @@
 #pragma once
 // What a kernel reads and writes: a typed, strided N×C×H×W view of device memory. Kernels
-// take these, so a dtype or a layout is added per kernel: a kernel that reads only float32
-// NCHW says so through data_as<float>(), which refuses the rest. The two kernels that take
+// take these, so a dtype or a layout is added per kernel: a kernel reads its storage type T
+// (float, or a cuda half type) in NCHW through data_as<T>(), which refuses the rest. The two kernels that take
 // bundles of buffers say their type once: a recurrent layer (RNNLayerGeometry::dtype) and an
 // optimizer batch (float32 by design: master values and their state stay float32).
 #include <array>
@@ -53,23 +53,23 @@ class Tensor {
   size_t bytes() const { return count() * dtype_size(dtype_); }
   bool contiguous_nchw() const;
   void* data() const { return data_; }
-  // The values as T, for kernels written for float32 NCHW: Unsupported for any other view.
+  // The values as T, contiguous NCHW: Unsupported for any other view.
   template <class T>
   T* data_as() const {
-    static_assert(std::is_same_v<std::remove_const_t<T>, float>, "typed access is float32 for now");
-    if (data_ && (dtype_ != DType::Float32 || !contiguous_nchw())) refuse();
+    constexpr DType want = DTypeOf<std::remove_const_t<T>>::value;
+    if (data_ && (dtype_ != want || !contiguous_nchw())) refuse(want);
     return static_cast<T*>(data_);
   }
   // The same for a rows() view, whose rows are strides()[0] apart.
   template <class T>
   T* rows_as() const {
-    static_assert(std::is_same_v<std::remove_const_t<T>, float>, "typed access is float32 for now");
-    if (data_ && (dtype_ != DType::Float32 || strides_[1] != 1 || shape_.h * shape_.w != 1)) refuse();
+    constexpr DType want = DTypeOf<std::remove_const_t<T>>::value;
+    if (data_ && (dtype_ != want || strides_[1] != 1 || shape_.h * shape_.w != 1)) refuse(want);
     return static_cast<T*>(data_);
   }
 
  private:
-  [[noreturn]] void refuse() const;
+  [[noreturn]] void refuse(DType want) const;
   void* data_ = nullptr;
   int n_ = 0;
   ImageShape shape_;

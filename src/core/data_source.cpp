@@ -201,7 +201,7 @@ bool ArrayDataSource::update(const GradientState& gradient, WeightsState& w) {
     std::vector<float*> slots;
     for (float* p : t.slots)
       if (p) slots.push_back(p);
-    optimizer_->apply(device, t.values, t.gradient, slots, t.count, t.step);
+    optimizer_->apply(device, t.values, static_cast<const float*>(t.gradient), slots, t.count, t.step);
   }
   return true;
 }
@@ -258,8 +258,8 @@ std::vector<TensorUpdate> ArrayDataSource::prepare_update(const GradientState& g
   std::vector<TensorUpdate> out;
   for (size_t i = 0; i < specs_.size(); ++i) {
     if (!slotted(i) || i >= gradient.tensors.size() || !gradient.tensors[i]) continue;
-    TensorUpdate t{static_cast<float*>(w.tensors[i]->data()), static_cast<const float*>(gradient.tensors[i]->data()),
-                   {}, w.counts[i], state_.step};
+    TensorUpdate t{static_cast<float*>(w.tensors[i]->data()), gradient.tensors[i]->data(), {}, w.counts[i],
+                   state_.step, gradient.dtype(i)};
     for (size_t j = 0; j < state_.slots[i].size() && j < 3; ++j) t.slots[j] = static_cast<float*>(state_.slots[i][j]->data());
     out.push_back(t);
   }

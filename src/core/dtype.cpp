@@ -2,10 +2,21 @@
 
 #include <cmath>
 #include <cstring>
+#include <string>
+
+#include "nngraph/error.h"
 
 namespace nngraph {
 
-const char* dtype_name(DType t) { return t == DType::Float32 ? "float32" : "float16"; }
+const char* dtype_name(DType t) {
+  return t == DType::Float32 ? "float32" : t == DType::Float16 ? "float16" : "bfloat16";
+}
+
+DType dtype_named(const char* name, const char* what) {
+  for (DType t : {DType::Float32, DType::Float16, DType::BFloat16})
+    if (std::string(name) == dtype_name(t)) return t;
+  fail("[", what, "] dtype must be float32, float16 or bfloat16, got '", name, "'");
+}
 
 uint16_t float_to_half(float f) {
   uint32_t x;
@@ -49,18 +60,44 @@ float half_to_float(uint16_t h) {
   return f;
 }
 
+uint16_t float_to_bfloat16(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);  // quiet NaN
+  x += 0x7fffu + ((x >> 16) & 1u);  // round to nearest even; a carry rolls into the exponent
+  return static_cast<uint16_t>(x >> 16);
+}
+
+float bfloat16_to_float(uint16_t h) {
+  const uint32_t x = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &x, 4);
+  return f;
+}
+
+namespace {
+
+float to_float(const void* src, DType from, size_t i) {
+  if (from == DType::Float32) return static_cast<const float*>(src)[i];
+  const uint16_t h = static_cast<const uint16_t*>(src)[i];
+  return from == DType::Float16 ? half_to_float(h) : bfloat16_to_float(h);
+}
+
+void from_float(float v, void* dst, DType to, size_t i) {
+  if (to == DType::Float32)
+    static_cast<float*>(dst)[i] = v;
+  else
+    static_cast<uint16_t*>(dst)[i] = to == DType::Float16 ? float_to_half(v) : float_to_bfloat16(v);
+}
+
+}  // namespace
+
 void convert_host(const void* src, DType from, void* dst, DType to, size_t count) {
   if (from == to) {
     std::memcpy(dst, src, count * dtype_size(from));
-  } else if (from == DType::Float16) {
-    auto* s = static_cast<const uint16_t*>(src);
-    auto* d = static_cast<float*>(dst);
-    for (size_t i = 0; i < count; ++i) d[i] = half_to_float(s[i]);
-  } else {
-    auto* s = static_cast<const float*>(src);
-    auto* d = static_cast<uint16_t*>(dst);
-    for (size_t i = 0; i < count; ++i) d[i] = float_to_half(s[i]);
+    return;
   }
+  for (size_t i = 0; i < count; ++i) from_float(to_float(src, from, i), dst, to, i);
 }
 
 }  // namespace nngraph

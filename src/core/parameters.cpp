@@ -30,8 +30,9 @@ std::string NormalizationDescriptor::str() const {
 
 std::vector<TensorSpec> tensor_specs(const ConvolutionDescriptor& d) {
   const int64_t o = d.output_feature_channels, i = d.input_feature_channels;
-  return {{"weights", {d.transposed ? i : o, (d.transposed ? o : i) / d.groups, d.kernel_height, d.kernel_width}},
-          {"biases", {o}, true}};
+  TensorSpec weights{"weights", {d.transposed ? i : o, (d.transposed ? o : i) / d.groups, d.kernel_height, d.kernel_width}};
+  weights.operand = true;
+  return {weights, {"biases", {o}, true}};
 }
 
 std::vector<TensorSpec> tensor_specs(const MatrixDescriptor& d) {

@@ -4,9 +4,9 @@
 
 namespace nngraph {
 
-Replay& CaptureCache::replay_for(const Plan& plan, int n, const void* arena, const Parameters& wm, bool tf32,
+Replay& CaptureCache::replay_for(const Plan& plan, int n, const void* arena, const Parameters& wm, int variant,
                                  const std::vector<Image>& sources, size_t losses) {
-  auto key = std::make_tuple(&plan, n, arena, &wm, tf32);
+  auto key = std::make_tuple(&plan, n, arena, &wm, variant);
   auto found = replays_.find(key);
   if (found != replays_.end()) return found->second;
   // Made whole before it is kept: a failed allocation leaves no replay without its buffers.

@@ -1,6 +1,6 @@
 #pragma once
-// The step-capture cache: a step recorded once per plan, batch, arena, parameters and tf32
-// setting, then replayed (backends that capture), with fixed buffers for its sources and
+// The step-capture cache: a step recorded once per plan, batch, arena, parameters and
+// variant (the tf32 setting, the sources' dtype), then replayed (backends that capture), with fixed buffers for its sources and
 // losses; and the unit label weights most steps share.
 #include <map>
 #include <memory>
@@ -25,7 +25,7 @@ class CaptureCache {
  public:
   explicit CaptureCache(Device device) : device_(device) {}
   // The replay of a step with these sources and `losses` loss nodes, made (uncaptured) on first use.
-  Replay& replay_for(const Plan& plan, int n, const void* arena, const Parameters& wm, bool tf32,
+  Replay& replay_for(const Plan& plan, int n, const void* arena, const Parameters& wm, int variant,
                      const std::vector<Image>& sources, size_t losses);
   // Every replay points at an arena that is about to go.
   void clear() { replays_.clear(); }
@@ -37,7 +37,7 @@ class CaptureCache {
 
  private:
   Device device_;
-  std::map<std::tuple<const Plan*, int, const void*, const Parameters*, bool>, Replay> replays_;
+  std::map<std::tuple<const Plan*, int, const void*, const Parameters*, int>, Replay> replays_;
   std::map<int, Image> unit_weights_;
 };
 

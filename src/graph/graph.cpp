@@ -20,12 +20,14 @@ struct GraphSpec {
   std::shared_ptr<Parameters> shared_weights;  // null: load from data sources
   std::vector<ImageNodePtr> loss_results;      // training graphs: what evaluation() computes besides results
   bool inference = false;                      // forward nodes in inference mode even beside loss nodes
+  DType format = DType::Float32;               // of the images between nodes (MPSNNGraph's format)
 };
 
 struct Graph::Impl {
   Device device;
   Backend& backend;
   int max_in_flight;
+  DType format, storage;
   std::vector<ImageNodePtr> results, roots;  // own every node the structure points at
   std::vector<ImageNodePtr> loss_results;
   std::vector<ArrayDataSource*> array_sources;  // of the nodes, each once
@@ -40,8 +42,9 @@ struct Graph::Impl {
 
   explicit Impl(const GraphSpec& spec)
       : device(spec.device), backend(backend_for(spec.device)), max_in_flight(spec.max_in_flight),
-        results(spec.results), roots(spec.roots), loss_results(spec.loss_results),
-        structure(build_structure(results, roots, spec.inference)), runner(structure, backend, device),
+        format(spec.format), storage(backend.storage_for(spec.format)), results(spec.results), roots(spec.roots), loss_results(spec.loss_results),
+        structure(build_structure(results, roots, spec.inference)),
+        runner(structure, backend, device, storage),
         executor(spec.max_in_flight) {
     for (int i : structure.image_sources) image_sources.push_back(structure.sources[i]);
   }
@@ -57,7 +60,7 @@ struct Graph::Impl {
       std::vector<ImageShape> shapes(structure.sources.size(), ImageShape{1, 1, 1});
       for (size_t i = 0; i < images.size(); ++i) shapes[structure.image_sources[i]] = images[i];
       try {
-        slot = std::make_shared<const Plan>(make_plan(structure, shapes));
+        slot = std::make_shared<const Plan>(make_plan(structure, shapes, storage));
       } catch (...) {
         plans.erase(key);
         throw;
@@ -70,8 +73,8 @@ struct Graph::Impl {
   Executor executor;  // last: destroyed first, so queued work finishes while the rest exists
 };
 
-Graph::Graph(std::vector<ImageNodePtr> results, Device device, int max_in_flight)
-    : Graph(GraphSpec{std::move(results), {}, device, max_in_flight, nullptr, {}, false}) {}
+Graph::Graph(std::vector<ImageNodePtr> results, Device device, int max_in_flight, DType format)
+    : Graph(GraphSpec{std::move(results), {}, device, max_in_flight, nullptr, {}, false, format}) {}
 
 Graph::Graph(GraphSpec spec) {
   if (spec.max_in_flight < 1) fail("[graph] max_in_flight must be >= 1, got ", spec.max_in_flight);
@@ -87,7 +90,7 @@ Graph::Graph(GraphSpec spec) {
 }
 
 std::shared_ptr<Graph> Graph::training(const std::shared_ptr<LossNode>& loss, Device device, int max_in_flight,
-                                       std::shared_ptr<Optimizer> optimizer) {
+                                       std::shared_ptr<Optimizer> optimizer, DType format) {
   if (!loss) fail("[graph] training needs a loss node");
   const Structure forward = build_structure({loss->sources()[0]}, {});
   for (const FilterNode* f : forward.order)
@@ -101,7 +104,7 @@ std::shared_ptr<Graph> Graph::training(const std::shared_ptr<LossNode>& loss, De
       }
     }
   return std::make_shared<Graph>(GraphSpec{{loss->sources()[0]}, build_gradient_pass(loss), device, max_in_flight,
-                                           nullptr, {loss->result_image()}, false});
+                                           nullptr, {loss->result_image()}, false, format});
 }
 
 std::shared_ptr<Graph> Graph::inference() const {
@@ -110,7 +113,8 @@ std::shared_ptr<Graph> Graph::inference() const {
     std::lock_guard<std::mutex> lock(impl_->mutex);
     weights = impl_->weights;
   }
-  return std::make_shared<Graph>(GraphSpec{impl_->results, {}, impl_->device, impl_->max_in_flight, weights, {}, false});
+  return std::make_shared<Graph>(
+      GraphSpec{impl_->results, {}, impl_->device, impl_->max_in_flight, weights, {}, false, impl_->format});
 }
 
 std::shared_ptr<Graph> Graph::evaluation() const {
@@ -121,13 +125,15 @@ std::shared_ptr<Graph> Graph::evaluation() const {
     weights = impl_->weights;
   }
   return std::make_shared<Graph>(GraphSpec{impl_->results, impl_->loss_results, impl_->device, impl_->max_in_flight,
-                                           weights, {}, true});
+                                           weights, {}, true, impl_->format});
 }
 
 Graph::~Graph() = default;
 
 const Device& Graph::device() const { return impl_->device; }
 int Graph::max_in_flight() const { return impl_->max_in_flight; }
+DType Graph::format() const { return impl_->format; }
+DType Graph::storage() const { return impl_->storage; }
 const std::vector<ImageNodePtr>& Graph::sources() const { return impl_->image_sources; }
 const std::vector<ImageNodePtr>& Graph::results() const { return impl_->results; }
 bool Graph::is_training() const { return impl_->structure.training; }
@@ -317,8 +323,8 @@ MemoryPlan Graph::memory_plan(int batch) const {
   auto plan = impl_->plan_for(shapes);
   MemoryPlan m;
   m.batch = batch;
-  m.planned_bytes = plan->arena * batch * sizeof(float);
-  m.naive_bytes = plan->naive * batch * sizeof(float);
+  m.planned_bytes = plan->arena * batch;
+  m.naive_bytes = plan->naive * batch;
   const auto& steps = impl_->structure.steps;
   for (size_t k = 0; k < steps.size(); ++k) {
     if (plan->passes[k]) continue;

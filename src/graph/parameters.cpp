@@ -8,6 +8,7 @@
 
 #include "backends/backend.h"
 #include "nngraph/error.h"
+#include "ops/cast.h"
 
 namespace nngraph {
 namespace {
@@ -93,6 +94,7 @@ bool FoldedParameters::refresh(const Structure& s, const Parameters& p, Backend&
     }
     st.folded->fold(backend, conv, norm, e.values);
     e.stamps = std::move(stamps);
+    ++e.folds;
   }
   return allocated;
 }
@@ -100,6 +102,77 @@ bool FoldedParameters::refresh(const Structure& s, const Parameters& p, Backend&
 const WeightsState* FoldedParameters::of(const FilterNode* conv) const {
   auto it = entries_.find(conv);
   return it == entries_.end() ? nullptr : &it->second.values;
+}
+
+uint64_t FoldedParameters::folds(const FilterNode* conv) const {
+  auto it = entries_.find(conv);
+  return it == entries_.end() ? 0 : it->second.folds;
+}
+
+const std::shared_ptr<Buffer>& ParameterCopies::copy_of(const std::shared_ptr<Buffer>& master, size_t count,
+                                                        Stamp stamp, const ArrayDataSource* source,
+                                                        Backend& backend, bool* allocated) {
+  Copy& c = copies_[master->data()];
+  if (!c.buffer) {
+    c.buffer = backend.allocate(count * dtype_size(storage_));
+    *allocated = true;
+  } else if (c.stamp == stamp) {
+    return c.buffer;
+  }
+  dispatch<CastKernel>(backend, Tensor::vector(master->data(), count), Tensor::vector(c.buffer->data(), count, storage_));
+  c.stamp = stamp;
+  c.source = source;
+  return c.buffer;
+}
+
+WeightsState ParameterCopies::with_copies(const WeightsState& w, const std::vector<TensorSpec>& specs, Stamp stamp,
+                                          const ArrayDataSource* source, Backend& backend, bool* allocated) {
+  WeightsState out = w;
+  out.dtypes.assign(w.tensors.size(), DType::Float32);
+  for (size_t t = 0; t < w.tensors.size() && t < specs.size(); ++t) {
+    if (!specs[t].operand || !w.tensors[t]) continue;
+    out.tensors[t] = copy_of(w.tensors[t], w.counts[t], stamp, source, backend, allocated);
+    out.dtypes[t] = storage_;
+  }
+  return out;
+}
+
+bool ParameterCopies::refresh(const Structure& s, const Parameters& p, const FoldedParameters& folded,
+                              Backend& backend) {
+  bool allocated = false;
+  each_source(s, [&](const FilterNode* f, size_t i, const WeightSource& ws) {
+    auto* array = dynamic_cast<ArrayDataSource*>(ws.source);
+    const uint64_t stamp = array ? array->changes() : p.versions.at(ws.source);
+    auto& node = nodes_[f];
+    node.resize(p.of.at(f).size());
+    node[i] = with_copies(p.of.at(f)[i], tensor_specs(ws.descriptor), {p.serial, stamp}, array, backend, &allocated);
+  });
+  for (const Step& st : s.steps)
+    if (const WeightsState* w = st.folded ? folded.of(st.node) : nullptr)
+      folded_[st.node] = with_copies(*w, tensor_specs(st.node->weight_sources()[0].descriptor),
+                                     {p.serial, folded.folds(st.node)}, nullptr, backend, &allocated);
+  return allocated;
+}
+
+const std::vector<WeightsState>* ParameterCopies::of(const FilterNode* node) const {
+  auto it = nodes_.find(node);
+  return it == nodes_.end() ? nullptr : &it->second;
+}
+
+const WeightsState* ParameterCopies::folded(const FilterNode* conv) const {
+  auto it = folded_.find(conv);
+  return it == folded_.end() ? nullptr : &it->second;
+}
+
+void ParameterCopies::attach(std::vector<TensorUpdate>& tensors) {
+  for (TensorUpdate& t : tensors) {
+    auto it = copies_.find(t.values);
+    if (it == copies_.end()) continue;
+    t.copy = it->second.buffer->data();
+    t.copy_dtype = storage_;
+    // prepare_update counted this update's change already
+    if (it->second.source) it->second.stamp.second = it->second.source->changes();
+  }
 }
 
 std::vector<std::pair<const FilterNode*, size_t>> host_updates(const std::vector<const FilterNode*>& trained) {

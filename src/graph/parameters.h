@@ -40,13 +40,52 @@ class FoldedParameters {
   bool refresh(const Structure& s, const Parameters& p, Backend& backend);
   // The folded copy for a step's node; null where nothing folds into it.
   const WeightsState* of(const FilterNode* conv) const;
+  // Counts the folds of that copy (0: none).
+  uint64_t folds(const FilterNode* conv) const;
 
  private:
   struct Entry {
     WeightsState values;
     std::vector<uint64_t> stamps;  // the loads and changes it was made from
+    uint64_t folds = 0;
   };
   std::unordered_map<const FilterNode*, Entry> entries_;
+};
+
+// A graph computing in half precision: copies in its storage dtype of the product operands
+// (TensorSpec::operand) of its parameters, folded ones included, which its kernels read in
+// place of the float32 masters. A copy is cast again when its master changed, except where
+// the optimizer that changed it wrote the copy too (fused with the update).
+class ParameterCopies {
+ public:
+  explicit ParameterCopies(DType storage) : storage_(storage) {}
+  DType storage() const { return storage_; }
+  // Brings every copy up to date; true when it allocated one (captured steps hold the old).
+  bool refresh(const Structure& s, const Parameters& p, const FoldedParameters& folded, Backend& backend);
+  // A node's parameters (one per source) with the copies in place of their masters; null
+  // where none has a copy.
+  const std::vector<WeightsState>* of(const FilterNode* node) const;
+  // The same for a folded copy.
+  const WeightsState* folded(const FilterNode* conv) const;
+  // The tensors' copies for their optimizer to write, which makes those copies current.
+  void attach(std::vector<TensorUpdate>& tensors);
+
+ private:
+  using Stamp = std::pair<uint64_t, uint64_t>;  // the parameters' load, the master's value count
+  struct Copy {
+    std::shared_ptr<Buffer> buffer;
+    Stamp stamp;  // the master's when cast (or written)
+    const ArrayDataSource* source = nullptr;  // whose changes() counts the master's values
+  };
+  // The copy of `master`, cast again where `stamp` moved; sets *allocated when it made one.
+  const std::shared_ptr<Buffer>& copy_of(const std::shared_ptr<Buffer>& master, size_t count, Stamp stamp,
+                                         const ArrayDataSource* source, Backend& backend, bool* allocated);
+  WeightsState with_copies(const WeightsState& w, const std::vector<TensorSpec>& specs, Stamp stamp,
+                           const ArrayDataSource* source, Backend& backend, bool* allocated);
+  DType storage_;
+  std::unordered_map<const void*, Copy> copies_;  // by the master's data
+  std::unordered_map<const FilterNode*, std::vector<WeightsState>> nodes_;
+  std::unordered_map<const FilterNode*, WeightsState> folded_;
 };
 
 // One step's data-source updates. Built-in sources sharing a built-in optimizer are updated

@@ -192,8 +192,16 @@ std::vector<ImageNodePtr> build_gradient_pass(const std::shared_ptr<LossNode>& l
   return roots;
 }
 
-Plan make_plan(const Structure& s, const std::vector<ImageShape>& source_shapes) {
+DType Plan::dtype(const Structure& s, size_t t) const {
+  const bool image_source = std::find(s.image_sources.begin(), s.image_sources.end(), static_cast<int>(t)) !=
+                            s.image_sources.end();
+  if (t < s.sources.size() ? !image_source : t >= s.sources.size() + s.order.size()) return DType::Float32;
+  return storage;
+}
+
+Plan make_plan(const Structure& s, const std::vector<ImageShape>& source_shapes, DType storage) {
   Plan p;
+  p.storage = storage;
   p.shapes.resize(s.tensor_count());
   std::copy(source_shapes.begin(), source_shapes.end(), p.shapes.begin());
   const size_t n_src = s.sources.size();
@@ -206,7 +214,7 @@ Plan make_plan(const Structure& s, const std::vector<ImageShape>& source_shapes)
     std::vector<ImageShape> ins;
     for (int t : s.node_inputs[i]) ins.push_back(p.shapes[t]);
     p.shapes[n_src + i] = s.order[i]->infer(ins);
-    p.naive += p.shapes[n_src + i].count();
+    p.naive += p.shapes[n_src + i].count() * dtype_size(storage);
     if (states.count(s.state_of(i))) p.shapes[s.state_of(i)] = {static_cast<int>(s.order[i]->state_size(ins)), 1, 1};
   }
   // Steps that pass their source through for these shapes alias it instead (tensor ids only
@@ -236,9 +244,13 @@ Plan make_plan(const Structure& s, const std::vector<ImageShape>& source_shapes)
   for (int i = 0; i < n_steps; ++i)  // a step that passes its source through reads nothing
     for (int t : p.passes[i] ? std::vector<int>{} : s.steps[i].inputs) last[p.root[t]] = std::max(last[p.root[t]], i);
   for (int t : s.results) last[p.root[t]] = n_steps;
-  auto padded = [&](int t) { return (p.shapes[t].count() + 15) / 16 * 16; };  // 64-byte aligned
+  if (storage != DType::Float32)  // cast in before the first step
+    for (int t : s.image_sources) def[t] = 0;
+  auto padded = [&](int t) {  // 64-byte aligned
+    return (p.shapes[t].count() * dtype_size(p.dtype(s, t)) + 63) / 64 * 64;
+  };
   std::vector<int> arena;
-  for (size_t t = n_src; t < s.tensor_count(); ++t)
+  for (size_t t = 0; t < s.tensor_count(); ++t)
     if (def[t] >= 0 && p.shapes[t].count()) arena.push_back(static_cast<int>(t));
   std::stable_sort(arena.begin(), arena.end(), [&](int a, int b) { return padded(a) > padded(b); });
   // Greedy first fit, largest first, among tensors whose lifetimes overlap.

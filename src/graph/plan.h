@@ -57,18 +57,23 @@ Structure build_structure(const std::vector<ImageNodePtr>& results, const std::v
 std::vector<ImageNodePtr> build_gradient_pass(const std::shared_ptr<LossNode>& loss);
 
 struct Plan {
+  DType storage = DType::Float32;  // of every image between nodes; states, labels and losses are float32
   std::vector<ImageShape> shapes;  // per tensor
   std::vector<int> root;           // the structure's, with the aliases of steps that pass through
   std::vector<bool> passes;        // per step: its result is its source 0 for these shapes (no kernel)
-  std::vector<size_t> offset;      // per root tensor, floats per image in the arena
-  std::vector<bool> in_arena;      // per tensor: some step writes it
+  std::vector<size_t> offset;      // per root tensor, bytes per image in the arena
+  // Per tensor: in the arena, written by a step or, for an image source the graph stores in
+  // another dtype than float32, by the cast of the source at the start of the step.
+  std::vector<bool> in_arena;
   std::vector<size_t> batch_state; // per step: floats of its batch state (training forward steps)
-  size_t arena = 0;                // floats per image
-  size_t naive = 0;                // floats per image with one buffer per filter result
+  size_t arena = 0;                // bytes per image
+  size_t naive = 0;                // bytes per image with one buffer per filter result
+  // The dtype tensor t is stored in.
+  DType dtype(const Structure& s, size_t t) const;
 };
 
 // Infers every shape (errors name the node; label states take their loss source's shape)
-// and places intermediates in one arena.
-Plan make_plan(const Structure& s, const std::vector<ImageShape>& source_shapes);
+// and places intermediates, stored as `storage`, in one arena.
+Plan make_plan(const Structure& s, const std::vector<ImageShape>& source_shapes, DType storage = DType::Float32);
 
 }  // namespace nngraph

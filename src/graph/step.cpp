@@ -48,8 +48,10 @@ std::vector<GradientState>& StepRunner::gradients_for(const FilterNode* forward,
       GradientState& g = gs[i];
       for (size_t t = 0; t < ws[i].tensors.size(); ++t) {
         const bool trained = specs[t].trained && ws[i].tensors[t];  // statistics and absent tensors have none
-        g.tensors.push_back(trained ? backend_.allocate(ws[i].counts[t] * sizeof(float)) : nullptr);
+        const DType dtype = specs[t].operand ? copies_.storage() : DType::Float32;
+        g.tensors.push_back(trained ? backend_.allocate(ws[i].counts[t] * dtype_size(dtype)) : nullptr);
         g.counts.push_back(trained ? ws[i].counts[t] : 0);
+        g.dtypes.push_back(dtype);
       }
     }
   }
@@ -63,8 +65,23 @@ void StepRunner::check_finite(const std::vector<Image>& losses, const std::vecto
   for (const FilterNode* f : trained)
     for (const GradientState& g : gradients_.at(f))
       for (size_t t = 0; t < g.tensors.size(); ++t)
-        if (g.tensors[t] && !dispatch<AllFiniteKernel>(backend_, Tensor::vector(g.tensors[t], g.counts[t])))
+        if (g.tensors[t] && !dispatch<AllFiniteKernel>(backend_, Tensor::parameter(&g, t)))
           fail<DeviceError>("[", f->label(), "] weight gradient is NaN or infinite; no weights were updated");
+}
+
+Gradients StepRunner::float_gradients(const std::vector<std::pair<const FilterNode*, size_t>>& others) {
+  Gradients out = gradients_;
+  for (const auto& [f, i] : others) {
+    GradientState& g = out.at(f)[i];
+    for (size_t t = 0; t < g.tensors.size(); ++t) {
+      if (!g.tensors[t] || g.dtype(t) == DType::Float32) continue;
+      auto wide = backend_.allocate(g.counts[t] * sizeof(float));
+      dispatch<CastKernel>(backend_, Tensor::parameter(&g, t), Tensor::vector(wide->data(), g.counts[t]));
+      g.tensors[t] = std::move(wide);
+    }
+    g.dtypes.clear();
+  }
+  return out;
 }
 
 void StepRunner::make_batch_states(const Plan& plan) {
@@ -91,7 +108,7 @@ std::vector<Image> StepRunner::run(const Plan& plan, Parameters& wm, const std::
                                    Options options, std::vector<Image>& losses) {
   int n = 0;  // a source of one image may broadcast along the batch
   for (const Image& img : src) n = std::max(n, img.batch());
-  const size_t need = plan.arena * n * sizeof(float);
+  const size_t need = plan.arena * n;
   if (!arena_ || arena_->bytes() < need) {
     arena_.reset();  // free the old arena before taking a larger one
     captures_.clear();
@@ -103,11 +120,14 @@ std::vector<Image> StepRunner::run(const Plan& plan, Parameters& wm, const std::
   // Sources in tensor order: images, then each loss's labels and weights.
   std::vector<Image> sources(s.sources.size());
   bool all_half = true, all_float = true;
+  const bool half_graph = plan.storage != DType::Float32;  // casts its image sources into the arena
   for (size_t i = 0; i < src.size(); ++i) {
     all_half = all_half && src[i].dtype() == DType::Float16;
     all_float = all_float && src[i].dtype() == DType::Float32;
-    sources[s.image_sources[i]] = src[i].dtype() == DType::Float32 ? src[i] : src[i].converted(DType::Float32);
+    sources[s.image_sources[i]] = half_graph || src[i].dtype() == DType::Float32 ? src[i] : src[i].converted(DType::Float32);
   }
+  // Results come back as float16 when every source is, else as float32.
+  const DType result_dtype = all_half ? DType::Float16 : DType::Float32;
   for (size_t i = 0; i < s.losses.size(); ++i) {
     sources[s.losses[i].labels] = labels[i].labels;
     sources[s.losses[i].weights] = labels[i].weights.empty() ? captures_.ones(n) : labels[i].weights;
@@ -115,6 +135,7 @@ std::vector<Image> StepRunner::run(const Plan& plan, Parameters& wm, const std::
   }
   refresh_parameters(wm, s, backend_);  // another graph may have trained a shared source
   if (folded_.refresh(s, wm, backend_)) captures_.clear();
+  if (half_graph && copies_.refresh(s, wm, folded_, backend_)) captures_.clear();
   // Gradient buffers are made before any capture: what a capture allocates is its scratch.
   std::vector<const FilterNode*> trained;
   for (const Step& st : s.steps) {
@@ -126,8 +147,10 @@ std::vector<Image> StepRunner::run(const Plan& plan, Parameters& wm, const std::
   make_batch_states(plan);
   Profile profile(backend_);
   // A step whose sources update themselves on the host is not captured: it must undo them on failure.
-  Replay* r = backend_.can_capture() && all_float && !options.check_numerics && !profile.on() && others.empty()
-                  ? &captures_.replay_for(plan, n, arena_->data(), wm, options.allow_tf32, sources, s.losses.size())
+  Replay* r = backend_.can_capture() && (all_float || (half_graph && all_half)) && !options.check_numerics &&
+                      !profile.on() && others.empty()
+                  ? &captures_.replay_for(plan, n, arena_->data(), wm, options.allow_tf32 + 2 * all_half, sources,
+                                          s.losses.size())
                   : nullptr;
   std::vector<Image> t(s.tensor_count());
   std::vector<Backend::Copy> copies_in, copies_out;  // into the replay's buffers; out of them and the arena
@@ -142,16 +165,21 @@ std::vector<Image> StepRunner::run(const Plan& plan, Parameters& wm, const std::
   }
   const std::vector<Image>& loss_out = r ? r->losses : losses;
   const size_t n_src = s.sources.size();
-  for (size_t i = n_src; i < t.size(); ++i)
-    if (plan.root[i] == static_cast<int>(i) && plan.in_arena[i])
-      t[i] = Image({n, plan.shapes[i], DType::Float32}, arena_, plan.offset[i] * n * sizeof(float));
+  std::vector<std::pair<Image, Image>> casts_in;  // a half graph's sources into the arena
+  for (size_t i = 0; i < t.size(); ++i) {
+    if (plan.root[i] != static_cast<int>(i) || !plan.in_arena[i]) continue;
+    const int batch = i < n_src ? t[i].batch() : n;
+    Image slot({batch, plan.shapes[i], plan.dtype(s, i)}, arena_, plan.offset[i] * n);
+    if (i < n_src) casts_in.push_back({t[i], slot});
+    t[i] = slot;
+  }
   for (size_t i = n_src; i < t.size(); ++i)
     if (plan.root[i] != static_cast<int>(i)) t[i] = t[plan.root[i]];
   for (size_t i = 0; r && i < losses.size(); ++i)
     copies_out.push_back({losses[i].data(), r->losses[i].data(), losses[i].descriptor().bytes()});
   std::vector<Image> out;
   for (int res : s.results) {
-    if (all_half) continue;  // converted after the step
+    if (t[res].dtype() != result_dtype) continue;  // converted after the step
     out.push_back(Image::allocate(t[res].descriptor(), device_));
     copies_out.push_back({out.back().data(), t[res].data(), t[res].descriptor().bytes()});
   }
@@ -164,19 +192,27 @@ std::vector<Image> StepRunner::run(const Plan& plan, Parameters& wm, const std::
     const Image* loss = nullptr;
     for (size_t i = 0; i < s.losses.size(); ++i)
       if (s.losses[i].node == st.node) loss = &loss_out[i];
-    const WeightsState* folded = st.folded ? folded_.of(st.node) : nullptr;
+    const WeightsState* folded = !st.folded ? nullptr : half_graph ? copies_.folded(st.node) : folded_.of(st.node);
+    const std::vector<WeightsState>* copied = half_graph ? copies_.of(owner) : nullptr;
     EncodeArgs a{backend_, ins, st.output_needed ? t[st.output] : none,
-                 folded ? folded : w == wm.of.end() ? nullptr : w->second.data(),
+                 folded ? folded : copied ? copied->data() : w == wm.of.end() ? nullptr : w->second.data(),
                  st.trains_weights ? gradients_.at(owner).data() : nullptr, st.fused,
                  counter, loss, options.allow_tf32, st.state >= 0 ? &t[st.state] : nullptr, s.training};
     a.batch_state = batch == batch_states_.end() ? nullptr : batch->second.get();
     return a;
   };
   auto run = [&] {
+    for (const auto& [from, to] : casts_in) dispatch<CastKernel>(backend_, from, to);
     for (size_t k = 0; k < s.steps.size(); ++k) {
       if (plan.passes[k]) continue;
       std::vector<const Image*> ins;
-      s.steps[k].node->encode(args_of(s.steps[k], ins));
+      try {
+        s.steps[k].node->encode(args_of(s.steps[k], ins));
+      } catch (const Unsupported& e) {  // a kernel without this dtype or layout: name the node
+        const std::string what = e.what(), generic = "[kernel] ";
+        if (what.rfind(generic, 0) != 0) throw;
+        fail<Unsupported>("[", s.steps[k].node->label(), "] ", what.substr(generic.size()));
+      }
       profile.mark(s.steps[k].node->label());
     }
   };
@@ -201,9 +237,16 @@ std::vector<Image> StepRunner::run(const Plan& plan, Parameters& wm, const std::
       // goes first, then the host updates, all or nothing, so a failure in either leaves every
       // weight and step count as it was.
       if (!updates) prepare_slots(trained, wm);
-      apply_host_updates(others, wm, gradients_);
+      if (half_graph && !others.empty()) {
+        Gradients wide = float_gradients(others);
+        apply_host_updates(others, wm, wide);
+      } else {
+        apply_host_updates(others, wm, gradients_);
+      }
       commit();
       if (!updates) updates = prepare_builtin(trained, wm, gradients_, rates);
+      if (half_graph)
+        for (auto& b : updates->batches) copies_.attach(b.tensors);
     }
     for (const auto& b : updates->batches) b.optimizer->apply_all(device_, b.tensors, b.descriptor);
     profile.mark("updates");
@@ -213,6 +256,8 @@ std::vector<Image> StepRunner::run(const Plan& plan, Parameters& wm, const std::
     whole(true);
   } else {
     updates = prepare_builtin(trained, wm, gradients_, rates);
+    if (half_graph)
+      for (auto& b : updates->batches) copies_.attach(b.tensors);
     bool ran = false;
     try {
       if (!r->captured) {
@@ -229,8 +274,13 @@ std::vector<Image> StepRunner::run(const Plan& plan, Parameters& wm, const std::
     if (!ran) whole(true);
   }
   note_commits(wm);
-  if (all_half)
-    for (int res : s.results) out.push_back(t[res].converted(DType::Float16));
+  for (size_t i = 0, k = 0; i < s.results.size(); ++i) {  // in the results' order
+    const Image& res = t[s.results[i]];
+    if (res.dtype() == result_dtype)
+      ++k;
+    else
+      out.insert(out.begin() + k++, res.converted(result_dtype));
+  }
   return out;
 }
 

@@ -18,8 +18,9 @@ class Backend;
 
 class StepRunner {
  public:
-  StepRunner(const Structure& structure, Backend& backend, Device device)
-      : structure_(structure), backend_(backend), device_(device), captures_(device) {}
+  // `storage`: of the images between nodes (Plan::storage), and of the parameter copies.
+  StepRunner(const Structure& structure, Backend& backend, Device device, DType storage)
+      : structure_(structure), backend_(backend), device_(device), copies_(storage), captures_(device) {}
   struct Options {
     bool check_numerics = false, allow_tf32 = false;
   };
@@ -35,6 +36,8 @@ class StepRunner {
   void make_batch_states(const Plan& plan);
   // Marks the parameters that commits changed on the device as newer than other copies.
   void note_commits(Parameters& wm) const;
+  // The gradients host updates read: float32 (a half graph's half ones cast).
+  Gradients float_gradients(const std::vector<std::pair<const FilterNode*, size_t>>& others);
 
   const Structure& structure_;
   Backend& backend_;
@@ -42,6 +45,7 @@ class StepRunner {
   std::shared_ptr<Buffer> arena_;
   Gradients gradients_;
   FoldedParameters folded_;
+  ParameterCopies copies_;
   std::unordered_map<const FilterNode*, std::shared_ptr<Buffer>> batch_states_;
   CaptureCache captures_;
   std::shared_ptr<Buffer> step_counter_;  // in the backend's memory: dropout reads it

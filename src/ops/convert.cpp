@@ -7,27 +7,27 @@
 namespace nngraph {
 namespace {
 
-// N images of C×P values (P = H·W) into rows of stride `ld`, in `layout` order.
-void to_rows(Backend& b, DataLayout layout, const float* in, float* out, int ld, int n, int c, int p) {
+// N images of C×P values (P = H·W) of dtype `t` into rows of stride `ld`, in `layout` order.
+void to_rows(Backend& b, DataLayout layout, DType dt, const void* in, void* out, int ld, int n, int c, int p) {
   const int k = c * p;
-  const Tensor x = Tensor::rows(in, n, k, k), y = Tensor::rows(out, n, k, ld);
+  const Tensor x = Tensor::rows(in, n, k, k, dt), y = Tensor::rows(out, n, k, ld, dt);
   if (layout == DataLayout::FeatureChannelsHeightWidth) return dispatch<CopyRowsKernel>(b, y, x, false);
   const int dims[3] = {n, c, p}, perm[3] = {0, 2, 1};
   if (ld == k) return dispatch<PermuteKernel>(b, x, y, dims, perm);
-  auto tmp = b.allocate(size_t(n) * k * sizeof(float));
-  const Tensor t = Tensor::rows(tmp->data(), n, k, k);
+  auto tmp = b.allocate(size_t(n) * k * dtype_size(dt));
+  const Tensor t = Tensor::rows(tmp->data(), n, k, k, dt);
   dispatch<PermuteKernel>(b, x, t, dims, perm);
   dispatch<CopyRowsKernel>(b, y, t, false);
 }
 
-void from_rows(Backend& b, DataLayout layout, const float* in, int ld, float* out, int n, int c, int p) {
+void from_rows(Backend& b, DataLayout layout, DType dt, const void* in, int ld, void* out, int n, int c, int p) {
   const int k = c * p;
-  const Tensor x = Tensor::rows(in, n, k, ld), y = Tensor::rows(out, n, k, k);
+  const Tensor x = Tensor::rows(in, n, k, ld, dt), y = Tensor::rows(out, n, k, k, dt);
   if (layout == DataLayout::FeatureChannelsHeightWidth) return dispatch<CopyRowsKernel>(b, y, x, false);
   const int dims[3] = {n, p, c}, perm[3] = {0, 2, 1};
   if (ld == k) return dispatch<PermuteKernel>(b, x, y, dims, perm);
-  auto tmp = b.allocate(size_t(n) * k * sizeof(float));
-  const Tensor t = Tensor::rows(tmp->data(), n, k, k);
+  auto tmp = b.allocate(size_t(n) * k * dtype_size(dt));
+  const Tensor t = Tensor::rows(tmp->data(), n, k, k, dt);
   dispatch<CopyRowsKernel>(b, t, x, false);
   dispatch<PermuteKernel>(b, t, y, dims, perm);
 }
@@ -48,9 +48,9 @@ void convert_images(Backend& b, DataLayout layout, bool to_rows_, const Image& i
   const ImageShape& img = to_rows_ ? in.shape() : out.shape();
   const int n = in.batch(), c = img.c, p = img.h * img.w;
   if (to_rows_)
-    to_rows(b, layout, in.data_as<float>(), out.data_as<float>(), c * p, n, c, p);
+    to_rows(b, layout, in.dtype(), in.data(), out.data(), c * p, n, c, p);
   else
-    from_rows(b, layout, in.data_as<float>(), c * p, out.data_as<float>(), n, c, p);
+    from_rows(b, layout, in.dtype(), in.data(), c * p, out.data(), n, c, p);
 }
 
 // Gradient of either converter: the other conversion. Sources: dY, X (for its shape).
@@ -79,15 +79,15 @@ DataLayout parse_data_layout(const std::string& name) {
 void image_copy_to_matrix(DataLayout layout, const Image& source, const Matrix& destination) {
   check_pair("image_copy_to_matrix", source, destination);
   const ImageShape& s = source.shape();
-  to_rows(backend_for(source.device()), layout, source.data_as<float>(), destination.data_as<float>(),
+  to_rows(backend_for(source.device()), layout, DType::Float32, source.data(), destination.data(),
           destination.row_stride(), source.batch(), s.c, s.h * s.w);
 }
 
 void matrix_copy_to_image(DataLayout layout, const Matrix& source, const Image& destination) {
   check_pair("matrix_copy_to_image", destination, source);
   const ImageShape& s = destination.shape();
-  from_rows(backend_for(source.device()), layout, source.data_as<float>(), source.row_stride(),
-            destination.data_as<float>(), destination.batch(), s.c, s.h * s.w);
+  from_rows(backend_for(source.device()), layout, DType::Float32, source.data(), source.row_stride(),
+            destination.data(), destination.batch(), s.c, s.h * s.w);
 }
 
 ConvertNode::ConvertNode(ImageNodePtr source, std::string label, const char* kind, DataLayout layout, bool to_rows)

@@ -34,6 +34,41 @@ TEST(DType, HalfRoundTripsEveryFiniteValue) {
   }
 }
 
+TEST(DType, BFloat16KnownValues) {
+  EXPECT_EQ(float_to_bfloat16(1.f), 0x3f80);
+  EXPECT_EQ(float_to_bfloat16(-2.f), 0xc000);
+  EXPECT_EQ(float_to_bfloat16(1.f + std::ldexp(1.f, -8)), 0x3f80);      // tie → even (down)
+  EXPECT_EQ(float_to_bfloat16(1.f + 3 * std::ldexp(1.f, -8)), 0x3f82);  // tie → even (up)
+  EXPECT_EQ(float_to_bfloat16(1.f + 5 * std::ldexp(1.f, -9)), 0x3f81);  // above the tie
+  EXPECT_EQ(float_to_bfloat16(std::numeric_limits<float>::max()), 0x7f80);  // rounds to inf
+  EXPECT_TRUE(std::isnan(bfloat16_to_float(float_to_bfloat16(std::numeric_limits<float>::quiet_NaN()))));
+  EXPECT_FLOAT_EQ(bfloat16_to_float(0x3eab), 0.333984375f);
+  EXPECT_EQ(dtype_named("bfloat16", "t"), DType::BFloat16);
+  EXPECT_THROW(dtype_named("float64", "t"), InvalidInput);
+}
+
+TEST(DType, BFloat16RoundTripsEveryFiniteValue) {
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    const auto v = static_cast<uint16_t>(h);
+    if (((v >> 7) & 0xff) == 0xff) continue;  // inf / nan
+    ASSERT_EQ(float_to_bfloat16(bfloat16_to_float(v)), v) << h;
+  }
+}
+
+TEST(DType, ConvertsBetweenEveryPair) {
+  const std::vector<float> v{0.1f, -3.5f, 1000.25f, 1e-3f};
+  for (DType a : {DType::Float32, DType::Float16, DType::BFloat16})
+    for (DType b : {DType::Float32, DType::Float16, DType::BFloat16}) {
+      std::vector<unsigned char> x(v.size() * dtype_size(a)), y(v.size() * dtype_size(b));
+      std::vector<float> back(v.size());
+      convert_host(v.data(), DType::Float32, x.data(), a, v.size());
+      convert_host(x.data(), a, y.data(), b, v.size());
+      convert_host(y.data(), b, back.data(), DType::Float32, v.size());
+      const float tolerance = a == DType::BFloat16 || b == DType::BFloat16 ? 1.f / 128 : a == b && a == DType::Float32 ? 0.f : 1.f / 1024;
+      for (size_t i = 0; i < v.size(); ++i) EXPECT_NEAR(back[i], v[i], std::fabs(v[i]) * tolerance) << dtype_name(a) << "→" << dtype_name(b);
+    }
+}
+
 TEST(Descriptors, PaddingRules) {
   Axis a = resolve_axis(28, 5, 1, 1, PaddingMode::Same, 0, 0);
   EXPECT_EQ(a.out, 28);

@@ -23,6 +23,8 @@ class CpuBackend : public Backend {
   void copy(void* dst, const void* src, size_t bytes) override;
   MemoryStats memory_stats() override { return {current_, peak_}; }
   void reset_peak_memory() override { peak_ = current_.load(); }
+  // Computes in float32: half formats are storage at the graph's edges only.
+  DType storage_for(DType) const override { return DType::Float32; }
   void release(void* p, size_t bytes);
 
   ThreadPool& pool() { return pool_; }

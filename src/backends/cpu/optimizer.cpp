@@ -37,11 +37,13 @@ void optimizer(Backend& backend, const OptimizerStep& s, const std::vector<Tenso
     for (size_t i = std::upper_bound(start.begin(), start.end(), b) - start.begin() - 1; i < tensors.size() && start[i] < e;
          ++i) {
       const TensorUpdate& t = tensors[i];
+      if (t.gradient_dtype != DType::Float32 || t.copy)
+        fail<Unsupported>("[optimizer] the cpu backend updates float32 gradients only");
       OptimizerStep one = s;
       one.step = t.step;
       auto slot = [&](size_t j) { return t.slots[j] ? t.slots[j] : dummy.data(); };
       const size_t lo = std::max(b, start[i]) - start[i], hi = std::min(e, start[i + 1]) - start[i];
-      math::dispatch_update(one, Loop{math::UpdateConstants(one), t.values, slot(0), slot(1), slot(2), t.gradient, lo, hi});
+      math::dispatch_update(one, Loop{math::UpdateConstants(one), t.values, slot(0), slot(1), slot(2), static_cast<const float*>(t.gradient), lo, hi});
     }
   });
 }

@@ -7,6 +7,7 @@
 #include <functional>
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "backends/cuda/cuda_backend.h"
@@ -92,9 +93,16 @@ struct ConvPlans : CudaBackend::OpState {
 
 using Candidates = CudaBackend::Candidates;
 
-ConvPlan& conv_plan(CudaBackend& b, const ConvGeometry& g, int n, const ImageShape& in, const ImageShape& out) {
+cudnnDataType_t cudnn_type(DType t) {
+  return t == DType::Float16 ? CUDNN_DATA_HALF : t == DType::BFloat16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
+}
+
+// `t`: the images' and weights' dtype; half ones accumulate in float32.
+ConvPlan& conv_plan(CudaBackend& b, const ConvGeometry& g, int n, const ImageShape& in, const ImageShape& out,
+                    DType t) {
   const std::vector<int> key{n, in.c, in.h, in.w, out.c, out.h, out.w, g.kh, g.kw, g.sy, g.sx,
-                             g.dy, g.dx, g.groups, g.pad_top, g.pad_left, g.tf32};
+                             g.dy, g.dx, g.groups, g.pad_top, g.pad_left, g.tf32, static_cast<int>(t)};
+  const cudnnDataType_t type = cudnn_type(t);
   auto& slot = b.op_state<ConvPlans>().of[key];
   if (slot) return *slot;
   auto p = std::make_unique<ConvPlan>();
@@ -102,12 +110,11 @@ ConvPlan& conv_plan(CudaBackend& b, const ConvGeometry& g, int n, const ImageSha
   cudnn_check(cudnnCreateTensorDescriptor(p->y.out()), "convolution");
   cudnn_check(cudnnCreateFilterDescriptor(p->w.out()), "convolution");
   cudnn_check(cudnnCreateConvolutionDescriptor(p->conv.out()), "convolution");
-  cudnn_check(cudnnSetFilter4dDescriptor(p->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, out.c, in.c / g.groups, g.kh,
-                                         g.kw), "convolution");
-  cudnn_check(cudnnSetTensor4dDescriptor(p->y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n, out.c, out.h, out.w),
+  cudnn_check(cudnnSetFilter4dDescriptor(p->w, type, CUDNN_TENSOR_NCHW, out.c, in.c / g.groups, g.kh, g.kw),
               "convolution");
+  cudnn_check(cudnnSetTensor4dDescriptor(p->y, CUDNN_TENSOR_NCHW, type, n, out.c, out.h, out.w), "convolution");
   auto describe = [&](int h, int w, int pt, int pl) {
-    cudnn_check(cudnnSetTensor4dDescriptor(p->x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n, in.c, h, w), "convolution");
+    cudnn_check(cudnnSetTensor4dDescriptor(p->x, CUDNN_TENSOR_NCHW, type, n, in.c, h, w), "convolution");
     cudnn_check(cudnnSetConvolution2dDescriptor(p->conv, pt, pl, g.sy, g.sx, g.dy, g.dx, CUDNN_CROSS_CORRELATION,
                                                 CUDNN_DATA_FLOAT), "convolution");
     int on, oc, oh, ow;
@@ -115,8 +122,9 @@ ConvPlan& conv_plan(CudaBackend& b, const ConvGeometry& g, int n, const ImageSha
     return oh == out.h && ow == out.w;
   };
   cudnn_check(cudnnSetConvolutionGroupCount(p->conv, g.groups), "convolution");
-  // FMA: exact float32; default math lets float32 run on tf32 tensor cores.
-  cudnn_check(cudnnSetConvolutionMathType(p->conv, g.tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH), "convolution");
+  // FMA: exact float32; default math lets float32 run on tf32 tensor cores, half on half ones.
+  const bool fma = t == DType::Float32 && !g.tf32;
+  cudnn_check(cudnnSetConvolutionMathType(p->conv, fma ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH), "convolution");
   if (!describe(in.h, in.w, g.pad_top, g.pad_left)) {
     p->padded = true;
     p->pad_top = g.pad_top;
@@ -145,40 +153,43 @@ ConvPlan& conv_plan(CudaBackend& b, const ConvGeometry& g, int n, const ImageSha
 }
 
 // x as cuDNN reads it: itself, or where the plan pads explicitly a padded copy in *padded.
-const float* cudnn_input(CudaBackend& b, const ConvPlan& p, const Tensor& x, std::shared_ptr<Buffer>* padded) {
-  if (!p.padded) return x.data_as<const float>();
-  *padded = b.allocate(static_cast<size_t>(x.batch()) * x.shape().c * p.hp * p.wp * sizeof(float));
+template <class T>
+const T* cudnn_input(CudaBackend& b, const ConvPlan& p, const Tensor& x, std::shared_ptr<Buffer>* padded) {
+  if (!p.padded) return x.data_as<const T>();
+  *padded = b.allocate(static_cast<size_t>(x.batch()) * x.shape().c * p.hp * p.wp * sizeof(T));
   const ImageShape& is = x.shape();
-  cuda::padding(b.stream(), PadMode::Constant, p.margins(is), 0.f, x.data_as<const float>(), x.batch(), is,
-                static_cast<float*>((*padded)->data()), {is.c, p.hp, p.wp});
-  return static_cast<const float*>((*padded)->data());
+  cuda::padding(b.stream(), PadMode::Constant, p.margins(is), 0.f, x.data_as<const T>(), x.batch(), is,
+                static_cast<T*>((*padded)->data()), {is.c, p.hp, p.wp});
+  return static_cast<const T*>((*padded)->data());
 }
 
 // dz = dy ⊙ neuron'(y) where dz is given and, where db is, the bias gradient Σ dz (dy
 // without dz) per channel, in one pass over dy.
-void derivative_and_bias(CudaBackend& b, const Tensor& dy, const Tensor& y, const NeuronDescriptor& neuron, float* dz,
+template <class T>
+void derivative_and_bias(CudaBackend& b, const Tensor& dy, const Tensor& y, const NeuronDescriptor& neuron, T* dz,
                          float* db) {
   const int n = dy.batch(), c = dy.shape().c, hw = dy.shape().h * dy.shape().w;
-  const float* yv = dz ? y.data_as<const float>() : nullptr;
+  const T* yv = dz ? y.data_as<const T>() : nullptr;
   if (db) {
     auto partial = b.allocate(static_cast<size_t>(c) * cuda::bias_gradient_chunks(n, c, hw) * sizeof(float));
-    cuda::bias_gradient(b.stream(), dy.data_as<const float>(), yv, dz, neuron, db, n, c, hw,
+    cuda::bias_gradient(b.stream(), dy.data_as<const T>(), yv, dz, neuron, db, n, c, hw,
                         static_cast<float*>(partial->data()));
   } else if (dz) {
-    cuda::neuron_gradient(b.stream(), yv, dy.data_as<const float>(), dz, dy.count(), neuron);
+    cuda::neuron_gradient(b.stream(), yv, dy.data_as<const T>(), dz, dy.count(), neuron);
   }
 }
 
 // dz in a scratch buffer (dy itself when there is no neuron), and db where given.
-const float* output_gradient(CudaBackend& b, const Tensor& dy, const Tensor& y, const NeuronDescriptor& neuron,
-                             float* db, std::shared_ptr<Buffer>* scratch) {
-  float* dz = nullptr;
+template <class T>
+const T* output_gradient(CudaBackend& b, const Tensor& dy, const Tensor& y, const NeuronDescriptor& neuron, float* db,
+                         std::shared_ptr<Buffer>* scratch) {
+  T* dz = nullptr;
   if (y && neuron.type != NeuronType::None) {
     *scratch = b.allocate(dy.bytes());
-    dz = static_cast<float*>((*scratch)->data());
+    dz = static_cast<T*>((*scratch)->data());
   }
   derivative_and_bias(b, dy, y, neuron, dz, db);
-  return dz ? dz : dy.data_as<const float>();
+  return dz ? dz : dy.data_as<const T>();
 }
 
 // A convolution whose 1×k windows tile each row (g.tiles_rows), as products over a matrix
@@ -187,50 +198,57 @@ bool windowed(const ConvGeometry& g, const ImageShape& in, const ImageShape& out
   return g.groups == 1 && g.kw > 1 && g.tiles_rows(in, out);
 }
 
+template <class T>
 std::shared_ptr<Buffer> gather_windows(CudaBackend& b, const ConvGeometry& g, const Tensor& x, const ImageShape& out) {
   const auto& is = x.shape();
-  auto win = b.allocate(static_cast<size_t>(x.batch()) * is.h * out.w * is.c * g.kw * sizeof(float));
-  cuda::gather_windows(b.stream(), x.data_as<const float>(), static_cast<float*>(win->data()), x.batch(), is.c, is.h, is.w,
+  auto win = b.allocate(static_cast<size_t>(x.batch()) * is.h * out.w * is.c * g.kw * sizeof(T));
+  cuda::gather_windows(b.stream(), x.data_as<const T>(), static_cast<T*>(win->data()), x.batch(), is.c, is.h, is.w,
                        out.w, g.kw);
   return win;
 }
 
-void convolution(Backend& backend, const ConvGeometry& g, const Tensor& in, const Tensor& w, const Tensor& bs,
-                 const NeuronDescriptor& neuron, const Tensor& out) {
-  CudaBackend& b = cuda_of(backend);
-  auto lock = b.enter();
-  const float* weights = w.data_as<const float>();
+// Images and weights of storage type T; our own convolution kernels take float32 alone.
+template <class T>
+void convolution_of(CudaBackend& b, const ConvGeometry& g, const Tensor& in, const Tensor& w, const Tensor& bs,
+                    const NeuronDescriptor& neuron, const Tensor& out) {
+  constexpr DType dt = DTypeOf<T>::value;
+  const T* weights = w.data_as<const T>();
   const float* bias = bs.data_as<const float>();
   const int n = in.batch();
   const auto& os = out.shape();
   if (windowed(g, in.shape(), os)) {
     // y[image] (channels × windows) = W (channels × c·kw) · windows[image]ᵀ
     const int ck = in.shape().c * g.kw, p = os.h * os.w;
-    const auto win = gather_windows(b, g, in, os);
-    b.gemm(false, true, os.c, p, ck, weights, ck, static_cast<const float*>(win->data()), ck, out.data_as<float>(), p,
-         g.tf32, 1.f, 0.f, {n, 0, static_cast<long long>(p) * ck, static_cast<long long>(os.c) * p});
-    cuda::bias_neuron(b.stream(), out.data_as<float>(), out.count(), os.c, p, bias, neuron);
+    const auto win = gather_windows<T>(b, g, in, os);
+    const GemmBatch batch{n, 0, static_cast<long long>(p) * ck, static_cast<long long>(os.c) * p};
+    if constexpr (dt == DType::Float32)
+      b.gemm(false, true, os.c, p, ck, weights, ck, static_cast<const float*>(win->data()), ck, out.data_as<float>(),
+             p, g.tf32, 1.f, 0.f, batch);
+    else
+      b.gemm(dt, false, true, os.c, p, ck, weights, ck, win->data(), ck, out.data_as<T>(), p, 1.f, 0.f, batch);
+    cuda::bias_neuron(b.stream(), out.data_as<T>(), out.count(), os.c, p, bias, neuron);
     return;
   }
-  ConvPlan& p = conv_plan(b, g, n, in.shape(), out.shape());
+  ConvPlan& p = conv_plan(b, g, n, in.shape(), out.shape(), dt);
   const cuda::ConvShape shape = conv_shape(g, n, in.shape(), os);
-  const bool ours = g.groups == 1;  // our kernels run one group
+  const bool ours = g.groups == 1 && dt == DType::Float32;  // our kernels run one group in float32
   auto cudnn = [&](const cudnnConvolutionFwdAlgoPerf_t& a) {
     std::shared_ptr<Buffer> padded;
-    const float* x = cudnn_input(b, p, in, &padded);
+    const T* x = cudnn_input<T>(b, p, in, &padded);
     const float one = 1.f, zero = 0.f;
     const auto ws = b.workspace(a.memory);
     cudnn_check(cudnnConvolutionForward(b.cudnn(), &one, p.x, x, p.w, weights, p.conv, a.algo, ws->data(), a.memory,
                                         &zero, p.y, out.data()), "convolution");
-    cuda::bias_neuron(b.stream(), out.data_as<float>(), out.count(), os.c, os.h * os.w, bias, neuron);
+    cuda::bias_neuron(b.stream(), out.data_as<T>(), out.count(), os.c, os.h * os.w, bias, neuron);
   };
   auto direct = [&] {
-    cuda::direct_convolution(b.stream(), shape, in.data_as<const float>(), weights, bias, neuron, out.data_as<float>());
+    cuda::direct_convolution(b.stream(), shape, in.data_as<const float>(), w.data_as<const float>(), bias, neuron,
+                             out.data_as<float>());
   };
   auto tensor = [&] {
     const auto reordered = b.allocate(static_cast<size_t>(os.c) * in.shape().c * g.kh * g.kw * sizeof(float));
-    cuda::tensor_convolution(b.stream(), shape, !g.tf32, in.data_as<const float>(), weights, bias, neuron,
-                             out.data_as<float>(), static_cast<float*>(reordered->data()));
+    cuda::tensor_convolution(b.stream(), shape, !g.tf32, in.data_as<const float>(), w.data_as<const float>(), bias,
+                             neuron, out.data_as<float>(), static_cast<float*>(reordered->data()));
   };
   if (p.forward == ConvPlan::kUndecided && !b.capturing()) {
     Candidates c = algorithms(p.fwd, cudnn);
@@ -243,72 +261,90 @@ void convolution(Backend& backend, const ConvGeometry& g, const Tensor& in, cons
   cudnn(p.fwd[std::max(p.forward, 0)]);
 }
 
-void convolution_gradient(Backend& backend, const ConvGeometry& g, const Tensor& xi, const Tensor& w,
-                          const Tensor& dy, const Tensor& y, const NeuronDescriptor& neuron, const Tensor& dx,
-                          const Tensor& dwt, const Tensor& dbt) {
+void convolution(Backend& backend, const ConvGeometry& g, const Tensor& in, const Tensor& w, const Tensor& bs,
+                 const NeuronDescriptor& neuron, const Tensor& out) {
   CudaBackend& b = cuda_of(backend);
   auto lock = b.enter();
-  const float* weights = w.data_as<const float>();
-  float* dw = dwt.data_as<float>();
+  cuda::with_storage(in.dtype(), [&](auto z) { convolution_of<decltype(z)>(b, g, in, w, bs, neuron, out); });
+}
+
+template <class T>
+void convolution_gradient_of(CudaBackend& b, const ConvGeometry& g, const Tensor& xi, const Tensor& w,
+                             const Tensor& dy, const Tensor& y, const NeuronDescriptor& neuron, const Tensor& dx,
+                             const Tensor& dwt, const Tensor& dbt) {
+  constexpr DType dt = DTypeOf<T>::value;
+  const T* weights = w.data_as<const T>();
+  T* dw = dwt.data_as<T>();
   float* db = dbt.data_as<float>();
   const int n = xi.batch();
   const auto& is = xi.shape();
   const auto& os = dy.shape();
   std::shared_ptr<Buffer> scratch, padded_x, padded_dx, partial, tensor_partial;
   if (windowed(g, is, os)) {
-    const float* dz = output_gradient(b, dy, y, neuron, db, &scratch);
+    const T* dz = output_gradient<T>(b, dy, y, neuron, db, &scratch);
     const int ck = is.c * g.kw, p = os.h * os.w;
+    // Products in T: float32 ones may run on tf32 tensor cores.
+    auto product = [&](bool ta, int m, int nn, int k, const T* a, int lda, const T* bm, int ldb, T* c, int ldc,
+                       GemmBatch batch) {
+      if constexpr (dt == DType::Float32)
+        b.gemm(ta, false, m, nn, k, a, lda, bm, ldb, c, ldc, g.tf32, 1.f, 0.f, batch);
+      else
+        b.gemm(dt, ta, false, m, nn, k, a, lda, bm, ldb, c, ldc, 1.f, 0.f, batch);
+    };
     if (dw) {  // dW (channels × c·kw) = dz laid out channels × (image, window) · windows
-      const auto win = gather_windows(b, g, xi, os);
+      const auto win = gather_windows<T>(b, g, xi, os);
       auto dzt = b.allocate(dy.bytes());
       const int dims[3] = {n, os.c, p}, perm[3] = {1, 0, 2};
-      cuda::permute(b.stream(), dz, static_cast<float*>(dzt->data()), dims, perm);
-      b.gemm(false, false, os.c, ck, n * p, static_cast<const float*>(dzt->data()), n * p,
-           static_cast<const float*>(win->data()), ck, dw, ck, g.tf32);
+      cuda::permute(b.stream(), dz, static_cast<T*>(dzt->data()), dims, perm);
+      product(false, os.c, ck, n * p, static_cast<const T*>(dzt->data()), n * p, static_cast<const T*>(win->data()), ck,
+              dw, ck, {});
     }
     if (dx) {  // windows' gradient[image] (windows × c·kw) = dz[image]ᵀ · W, scattered back
-      auto dwin = b.allocate(static_cast<size_t>(n) * p * ck * sizeof(float));
-      b.gemm(true, false, p, ck, os.c, dz, p, weights, ck, static_cast<float*>(dwin->data()), ck, g.tf32, 1.f, 0.f,
-           {n, static_cast<long long>(os.c) * p, 0, static_cast<long long>(p) * ck});
-      cuda::scatter_windows(b.stream(), static_cast<const float*>(dwin->data()), dx.data_as<float>(), n, is.c, is.h,
-                            is.w, os.w, g.kw);
+      auto dwin = b.allocate(static_cast<size_t>(n) * p * ck * sizeof(T));
+      product(true, p, ck, os.c, dz, p, weights, ck, static_cast<T*>(dwin->data()), ck,
+              {n, static_cast<long long>(os.c) * p, 0, static_cast<long long>(p) * ck});
+      cuda::scatter_windows(b.stream(), static_cast<const T*>(dwin->data()), dx.data_as<T>(), n, is.c, is.h, is.w,
+                            os.w, g.kw);
     }
     return;
   }
-  ConvPlan& p = conv_plan(b, g, n, is, os);
+  ConvPlan& p = conv_plan(b, g, n, is, os, dt);
   const cuda::ConvShape shape = conv_shape(g, n, is, os);
-  const bool ours = g.groups == 1;  // our kernels run one group
+  const bool ours = g.groups == 1 && dt == DType::Float32;  // our kernels run one group in float32
   const float one = 1.f, zero = 0.f;
   // Ours applies the neuron's derivative and sums the bias gradient as it reads dy.
-  auto direct_dw = [&](const float* grad, const Tensor& out, float* bias_grad) {
+  // Ours, float32 alone (`ours`): T is float wherever they run.
+  auto as_float = [](const T* v) { return reinterpret_cast<const float*>(v); };
+  auto direct_dw = [&](const T* grad, const Tensor& out, float* bias_grad) {
     const size_t row = static_cast<size_t>(os.c) * is.c * g.kh * g.kw + os.c;
     if (!partial) partial = b.allocate(cuda::direct_weight_gradient_rows(shape) * row * sizeof(float));
-    cuda::direct_weight_gradient(b.stream(), shape, xi.data_as<const float>(), grad, out ? out.data_as<const float>() : nullptr,
-                                 neuron, dw, bias_grad, static_cast<float*>(partial->data()));
+    cuda::direct_weight_gradient(b.stream(), shape, xi.data_as<const float>(), as_float(grad),
+                                 out ? out.data_as<const float>() : nullptr, neuron, dwt.data_as<float>(), bias_grad,
+                                 static_cast<float*>(partial->data()));
   };
-  auto tensor_dw = [&](const float* dz) {
+  auto tensor_dw = [&](const T* dz) {
     const size_t floats = cuda::tensor_weight_gradient_partial(shape);
     if (floats && !tensor_partial) tensor_partial = b.allocate(floats * sizeof(float));
-    cuda::tensor_weight_gradient(b.stream(), shape, !g.tf32, xi.data_as<const float>(), dz, dw,
-                                 floats ? static_cast<float*>(tensor_partial->data()) : nullptr);
+    cuda::tensor_weight_gradient(b.stream(), shape, !g.tf32, xi.data_as<const float>(), as_float(dz),
+                                 dwt.data_as<float>(), floats ? static_cast<float*>(tensor_partial->data()) : nullptr);
   };
-  auto tensor_dx = [&](const float* dz) {
+  auto tensor_dx = [&](const T* dz) {
     const auto reordered = b.allocate(static_cast<size_t>(os.c) * is.c * g.kh * g.kw * sizeof(float));
-    cuda::tensor_input_gradient(b.stream(), shape, !g.tf32, dz, weights, dx.data_as<float>(),
-                                static_cast<float*>(reordered->data()));
+    cuda::tensor_input_gradient(b.stream(), shape, !g.tf32, as_float(dz), w.data_as<const float>(),
+                                dx.data_as<float>(), static_cast<float*>(reordered->data()));
   };
-  auto cudnn_dw = [&](const cudnnConvolutionBwdFilterAlgoPerf_t& a, const float* dz) {
-    const float* x = cudnn_input(b, p, xi, &padded_x);
+  auto cudnn_dw = [&](const cudnnConvolutionBwdFilterAlgoPerf_t& a, const T* dz) {
+    const T* x = cudnn_input<T>(b, p, xi, &padded_x);
     const auto ws = b.workspace(a.memory);
     cudnn_check(cudnnConvolutionBackwardFilter(b.cudnn(), &one, p.x, x, p.y, dz, p.conv, a.algo, ws->data(), a.memory,
                                                &zero, p.w, dw),
                 "convolution_gradient");
   };
-  auto cudnn_dx = [&](const cudnnConvolutionBwdDataAlgoPerf_t& a, const float* dz) {
-    float* target = dx.data_as<float>();
+  auto cudnn_dx = [&](const cudnnConvolutionBwdDataAlgoPerf_t& a, const T* dz) {
+    T* target = dx.data_as<T>();
     if (p.padded) {
-      padded_dx = b.allocate(static_cast<size_t>(n) * is.c * p.hp * p.wp * sizeof(float));
-      target = static_cast<float*>(padded_dx->data());
+      padded_dx = b.allocate(static_cast<size_t>(n) * is.c * p.hp * p.wp * sizeof(T));
+      target = static_cast<T*>(padded_dx->data());
     }
     const auto ws = b.workspace(a.memory);
     cudnn_check(cudnnConvolutionBackwardData(b.cudnn(), &one, p.w, weights, p.y, dz, p.conv, a.algo, ws->data(),
@@ -317,13 +353,13 @@ void convolution_gradient(Backend& backend, const ConvGeometry& g, const Tensor&
     if (p.padded) {  // rows and columns beyond the padded copy (no window reaches them) get 0
       const PadGeometry m = p.margins(is);
       cuda::padding(b.stream(), PadMode::Constant, {0, 0, -m.top, -m.bottom, -m.left, -m.right}, 0.f, target, n,
-                    {is.c, p.hp, p.wp}, dx.data_as<float>(), is);
+                    {is.c, p.hp, p.wp}, dx.data_as<T>(), is);
     }
   };
-  if (dw && !dx && p.weight_gradient == ConvPlan::kDirect) return direct_dw(dy.data_as<const float>(), y, db);
-  const float* dz = output_gradient(b, dy, y, neuron, db, &scratch);
+  if (dw && !dx && p.weight_gradient == ConvPlan::kDirect) return direct_dw(dy.data_as<const T>(), y, db);
+  const T* dz = output_gradient<T>(b, dy, y, neuron, db, &scratch);
   // Checked every call: dz's alignment is the call's, not the shape's.
-  const bool tensor_fits = ours && cuda::tensor_weight_gradient_fits(shape, dz);
+  const bool tensor_fits = ours && cuda::tensor_weight_gradient_fits(shape, as_float(dz));
   auto weight_gradient = [&] {
     if (p.weight_gradient == ConvPlan::kUndecided && !b.capturing()) {
       Candidates c = algorithms(p.bwd_filter, [&](const auto& a) { cudnn_dw(a, dz); });
@@ -361,16 +397,32 @@ void convolution_gradient(Backend& backend, const ConvGeometry& g, const Tensor&
                dx_workspace, dw_workspace);
 }
 
+void convolution_gradient(Backend& backend, const ConvGeometry& g, const Tensor& xi, const Tensor& w,
+                          const Tensor& dy, const Tensor& y, const NeuronDescriptor& neuron, const Tensor& dx,
+                          const Tensor& dwt, const Tensor& dbt) {
+  CudaBackend& b = cuda_of(backend);
+  auto lock = b.enter();
+  cuda::with_storage(dy.dtype(), [&](auto z) {
+    convolution_gradient_of<decltype(z)>(b, g, xi, w, dy, y, neuron, dx, dwt, dbt);
+  });
+}
+
 
 void fully_connected(Backend& backend, const Tensor& in, const Tensor& w, const Tensor& bs,
                      const NeuronDescriptor& neuron, const Tensor& out, bool tf32) {
   CudaBackend& b = cuda_of(backend);
   auto lock = b.enter();
-  const float* weights = w.data_as<const float>();
   const float* bias = bs.data_as<const float>();
   const int n = in.batch(), k = static_cast<int>(in.shape().count()), o = out.shape().c;
-  b.gemm(false, true, n, o, k, in.data_as<const float>(), k, weights, k, out.data_as<float>(), o, tf32);
-  cuda::bias_neuron(b.stream(), out.data_as<float>(), out.count(), o, 1, bias, neuron);
+  cuda::with_storage(in.dtype(), [&](auto z) {
+    using T = decltype(z);
+    if constexpr (std::is_same_v<T, float>)
+      b.gemm(false, true, n, o, k, in.data_as<const float>(), k, w.data_as<const float>(), k, out.data_as<float>(), o,
+             tf32);
+    else
+      b.gemm(in.dtype(), false, true, n, o, k, in.data_as<const T>(), k, w.data_as<const T>(), k, out.data_as<T>(), o);
+    cuda::bias_neuron(b.stream(), out.data_as<T>(), out.count(), o, 1, bias, neuron);
+  });
 }
 
 void fully_connected_gradient(Backend& backend, const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor& y,
@@ -378,30 +430,43 @@ void fully_connected_gradient(Backend& backend, const Tensor& x, const Tensor& w
                               bool tf32) {
   CudaBackend& b = cuda_of(backend);
   auto lock = b.enter();
-  const float* weights = w.data_as<const float>();
-  float* dw = dwt.data_as<float>();
   float* db = dbt.data_as<float>();
   const int n = x.batch(), k = static_cast<int>(x.shape().count()), o = dy.shape().c;
-  std::shared_ptr<Buffer> scratch;
-  const float* dz = output_gradient(b, dy, y, neuron, db, &scratch);
-  auto weight_gradient = [&] { b.gemm(true, false, o, k, n, dz, o, x.data_as<const float>(), k, dw, k, tf32); };
-  auto input_gradient = [&] { b.gemm(false, false, n, k, o, dz, o, weights, k, dx.data_as<float>(), k, tf32); };
-  b.side_by_side(dx ? input_gradient : std::function<void()>(), dw ? weight_gradient : std::function<void()>(),
-               static_cast<double>(n) * k * o, 0, 0);
+  cuda::with_storage(dy.dtype(), [&](auto z) {
+    using T = decltype(z);
+    std::shared_ptr<Buffer> scratch;
+    const T* dz = output_gradient<T>(b, dy, y, neuron, db, &scratch);
+    auto product = [&](bool ta, int m, int nn, int kk, const T* a, int lda, const T* bm, int ldb, T* c, int ldc) {
+      if constexpr (std::is_same_v<T, float>)
+        b.gemm(ta, false, m, nn, kk, a, lda, bm, ldb, c, ldc, tf32);
+      else
+        b.gemm(dy.dtype(), ta, false, m, nn, kk, a, lda, bm, ldb, c, ldc);
+    };
+    auto weight_gradient = [&] { product(true, o, k, n, dz, o, x.data_as<const T>(), k, dwt.data_as<T>(), k); };
+    auto input_gradient = [&] { product(false, n, k, o, dz, o, w.data_as<const T>(), k, dx.data_as<T>(), k); };
+    b.side_by_side(dx ? input_gradient : std::function<void()>(), dwt ? weight_gradient : std::function<void()>(),
+                   static_cast<double>(n) * k * o, 0, 0);
+  });
 }
 
 void bias_neuron(Backend& backend, const Tensor& bias, const NeuronDescriptor& neuron, const Tensor& y) {
   CudaBackend& b = cuda_of(backend);
   auto lock = b.enter();
-  cuda::bias_neuron(b.stream(), y.data_as<float>(), y.count(), y.shape().c, y.shape().h * y.shape().w,
-                    bias.data_as<const float>(), neuron);
+  cuda::with_storage(y.dtype(), [&](auto z) {
+    using T = decltype(z);
+    cuda::bias_neuron(b.stream(), y.data_as<T>(), y.count(), y.shape().c, y.shape().h * y.shape().w,
+                      bias.data_as<const float>(), neuron);
+  });
 }
 
 void bias_neuron_gradient(Backend& backend, const Tensor& dy, const Tensor& y, const NeuronDescriptor& neuron,
                           const Tensor& dz, const Tensor& db) {
   CudaBackend& b = cuda_of(backend);
   auto lock = b.enter();
-  derivative_and_bias(b, dy, y, neuron, dz.data_as<float>(), db.data_as<float>());
+  cuda::with_storage(dy.dtype(), [&](auto z) {
+    using T = decltype(z);
+    derivative_and_bias<T>(b, dy, y, neuron, dz.data_as<T>(), db.data_as<float>());
+  });
 }
 
 NNGRAPH_KERNEL(BiasNeuronKernel, CUDA, bias_neuron);

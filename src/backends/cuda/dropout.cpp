@@ -9,7 +9,10 @@ namespace {
 void dropout(Backend& backend, float keep, uint64_t seed, const uint64_t* step, const Tensor& in, const Tensor& out) {
   CudaBackend& b = cuda_of(backend);
   auto lock = b.enter();
-  cuda::dropout(b.stream(), in.data_as<const float>(), out.data_as<float>(), in.count(), keep, seed, step);
+  cuda::with_storage(in.dtype(), [&](auto z) {
+    using T = decltype(z);
+    cuda::dropout(b.stream(), in.data_as<const T>(), out.data_as<T>(), in.count(), keep, seed, step);
+  });
 }
 
 NNGRAPH_KERNEL(DropoutKernel, CUDA, dropout);

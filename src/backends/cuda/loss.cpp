@@ -11,9 +11,12 @@ void loss(Backend& backend, const LossDescriptor& d, double scale, const Tensor&
   CudaBackend& b = cuda_of(backend);
   auto lock = b.enter();
   const auto& s = x.shape();
-  cuda::loss(b.stream(), d, scale, x.data_as<const float>(), labels.data_as<const float>(),
-             weights.data_as<const float>(), gradient.data_as<float>(), losses.data_as<float>(), x.batch(), s.c,
-             s.h * s.w);
+  cuda::with_storage(x.dtype(), [&](auto z) {
+    using T = decltype(z);
+    cuda::loss(b.stream(), d, scale, x.data_as<const T>(), labels.data_as<const float>(),
+               weights.data_as<const float>(), gradient.data_as<T>(), losses.data_as<float>(), x.batch(), s.c,
+               s.h * s.w);
+  });
 }
 
 NNGRAPH_KERNEL(LossKernel, CUDA, loss);

@@ -22,11 +22,14 @@ void batch_normalization(Backend& backend, float epsilon, const Tensor& x, const
   auto lock = b.enter();
   const Planes p(x);
   const auto partial = batch ? p.partial(b) : nullptr;
-  cuda::batch_norm_forward(b.stream(), x.data_as<const float>(), gamma.data_as<const float>(),
-                           beta.data_as<const float>(), mean.data_as<const float>(), variance.data_as<const float>(),
-                           batch ? batch.data_as<float>() : nullptr,
-                           partial ? static_cast<float*>(partial->data()) : nullptr, epsilon, neuron,
-                           y.data_as<float>(), p.n, p.c, p.hw);
+  cuda::with_storage(x.dtype(), [&](auto z) {
+    using T = decltype(z);
+    cuda::batch_norm_forward(b.stream(), x.data_as<const T>(), gamma.data_as<const float>(),
+                             beta.data_as<const float>(), mean.data_as<const float>(),
+                             variance.data_as<const float>(), batch ? batch.data_as<float>() : nullptr,
+                             partial ? static_cast<float*>(partial->data()) : nullptr, epsilon, neuron, y.data_as<T>(),
+                             p.n, p.c, p.hw);
+  });
 }
 
 void batch_normalization_gradient(Backend& backend, const Tensor& x, const Tensor& dy, const Tensor& gamma,
@@ -36,10 +39,13 @@ void batch_normalization_gradient(Backend& backend, const Tensor& x, const Tenso
   const Planes p(x);
   const auto partial = p.partial(b);
   float* stats = batch.data_as<float>();
-  cuda::batch_norm_gradient(b.stream(), x.data_as<const float>(), dy.data_as<const float>(),
-                            gamma.data_as<const float>(), stats, static_cast<float*>(partial->data()),
-                            dx ? dx.data_as<float>() : nullptr, dgamma ? dgamma.data_as<float>() : stats + 3 * p.c,
-                            dbeta ? dbeta.data_as<float>() : stats + 4 * p.c, p.n, p.c, p.hw);
+  cuda::with_storage(x.dtype(), [&](auto z) {
+    using T = decltype(z);
+    cuda::batch_norm_gradient(b.stream(), x.data_as<const T>(), dy.data_as<const T>(), gamma.data_as<const float>(),
+                              stats, static_cast<float*>(partial->data()), dx ? dx.data_as<T>() : nullptr,
+                              dgamma ? dgamma.data_as<float>() : stats + 3 * p.c,
+                              dbeta ? dbeta.data_as<float>() : stats + 4 * p.c, p.n, p.c, p.hw);
+  });
 }
 
 void batch_normalization_statistics(Backend& backend, float momentum, float unbias, const Tensor& batch,

@@ -10,8 +10,11 @@ void pooling(Backend& backend, PoolingMode mode, const PoolGeometry& g, const Te
   CudaBackend& b = cuda_of(backend);
   auto lock = b.enter();
   const auto& is = in.shape();
-  cuda::pooling(b.stream(), mode, g, in.data_as<const float>(), out.data_as<float>(), in.batch() * is.c, is.h, is.w,
-                out.shape().h, out.shape().w);
+  cuda::with_storage(in.dtype(), [&](auto z) {
+    using T = decltype(z);
+    cuda::pooling(b.stream(), mode, g, in.data_as<const T>(), out.data_as<T>(), in.batch() * is.c, is.h, is.w,
+                  out.shape().h, out.shape().w);
+  });
 }
 
 void pooling_gradient(Backend& backend, PoolingMode mode, const PoolGeometry& g, const Tensor& x, const Tensor& dy,
@@ -19,8 +22,11 @@ void pooling_gradient(Backend& backend, PoolingMode mode, const PoolGeometry& g,
   CudaBackend& b = cuda_of(backend);
   auto lock = b.enter();
   const auto& is = x.shape();
-  cuda::pooling_gradient(b.stream(), mode, g, x.data_as<const float>(), dy.data_as<const float>(),
-                         dx.data_as<float>(), x.batch() * is.c, is.h, is.w, dy.shape().h, dy.shape().w, neuron);
+  cuda::with_storage(x.dtype(), [&](auto z) {
+    using T = decltype(z);
+    cuda::pooling_gradient(b.stream(), mode, g, x.data_as<const T>(), dy.data_as<const T>(), dx.data_as<T>(),
+                           x.batch() * is.c, is.h, is.w, dy.shape().h, dy.shape().w, neuron);
+  });
 }
 
 NNGRAPH_KERNEL(PoolingKernel, CUDA, pooling);

@@ -10,15 +10,21 @@ void softmax(Backend& backend, bool log, const Tensor& in, const Tensor& out) {
   CudaBackend& b = cuda_of(backend);
   auto lock = b.enter();
   const auto& s = in.shape();
-  cuda::softmax(b.stream(), log, in.data_as<const float>(), out.data_as<float>(), in.batch(), s.c, s.h * s.w);
+  cuda::with_storage(in.dtype(), [&](auto z) {
+    using T = decltype(z);
+    cuda::softmax(b.stream(), log, in.data_as<const T>(), out.data_as<T>(), in.batch(), s.c, s.h * s.w);
+  });
 }
 
 void softmax_gradient(Backend& backend, bool log, const Tensor& y, const Tensor& dy, const Tensor& dx) {
   CudaBackend& b = cuda_of(backend);
   auto lock = b.enter();
   const auto& s = y.shape();
-  cuda::softmax_gradient(b.stream(), log, y.data_as<const float>(), dy.data_as<const float>(), dx.data_as<float>(),
-                         y.batch(), s.c, s.h * s.w);
+  cuda::with_storage(y.dtype(), [&](auto z) {
+    using T = decltype(z);
+    cuda::softmax_gradient(b.stream(), log, y.data_as<const T>(), dy.data_as<const T>(), dx.data_as<T>(), y.batch(),
+                           s.c, s.h * s.w);
+  });
 }
 
 NNGRAPH_KERNEL(SoftMaxKernel, CUDA, softmax);

@@ -76,4 +76,22 @@ void CudaBackend::gemm(bool ta, bool tb, int m, int n, int k, const float* a, in
   cublas();  // undecided while capturing, or the one chosen does not fit these operands
 }
 
+void CudaBackend::gemm(DType t, bool ta, bool tb, int m, int n, int k, const void* a, int lda, const void* b, int ldb,
+                       void* c, int ldc, float alpha, float beta, GemmBatch batch) {
+  if (t == DType::Float32)
+    return gemm(ta, tb, m, n, k, static_cast<const float*>(a), lda, static_cast<const float*>(b), ldb,
+                static_cast<float*>(c), ldc, false, alpha, beta, batch);
+  const auto oa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, ob = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cudaDataType type = t == DType::Float16 ? CUDA_R_16F : CUDA_R_16BF;
+  if (batch.count == 1)
+    cublas_check(cublasGemmEx(cublas_, ob, oa, n, m, k, &alpha, b, type, ldb, a, type, lda, &beta, c, type, ldc,
+                              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                 "gemm");
+  else
+    cublas_check(cublasGemmStridedBatchedEx(cublas_, ob, oa, n, m, k, &alpha, b, type, ldb, batch.b, a, type, lda,
+                                            batch.a, &beta, c, type, ldc, batch.c, batch.count, CUBLAS_COMPUTE_32F,
+                                            CUBLAS_GEMM_DEFAULT),
+                 "gemm");
+}
+
 }  // namespace nngraph
