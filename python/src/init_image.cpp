@@ -104,7 +104,8 @@ Image image_from_array(const py::handle& obj, Layout layout, const Device& devic
 }
 
 py::array image_to_array(const Image& image, Layout layout) {
-  if (image.dtype() == DType::BFloat16) return image_to_array(image.converted(DType::Float32), layout);  // numpy has none
+  // numpy has no bfloat16
+  if (image.dtype() == DType::BFloat16) return image_to_array(image.converted(DType::Float32), layout);
   const auto& d = image.descriptor();
   std::vector<py::ssize_t> shape{d.n, d.shape.c, d.shape.h, d.shape.w};
   py::array out;
@@ -148,7 +149,8 @@ void init_image(py::module_& m) {
            py::arg("array"), py::arg("layout") = "NCHW", py::arg("device") = "cpu")
       .def("numpy", [](const Image& i, const std::string& layout) { return image_to_array(i, parse_layout(layout)); },
            py::arg("layout") = "NCHW", "The images as a numpy array (a view on cpu).")
-      .def("astype", [](const Image& i, const std::string& dtype) { return i.converted(dtype_named(dtype.c_str(), "image")); },
+      .def("astype",
+           [](const Image& i, const std::string& dtype) { return i.converted(dtype_named(dtype.c_str(), "image")); },
            py::arg("dtype"), "The images converted to float32, float16 or bfloat16 (a new image on the same device).")
       .def_property_readonly("shape", [](const Image& i) {
         return py::make_tuple(i.batch(), i.shape().c, i.shape().h, i.shape().w);

@@ -22,7 +22,8 @@ __global__ void pad_kernel(PadMode mode, PadGeometry g, float value, const T* x,
     const I plane = i / (I(out.w) * out.h);
     const int c = static_cast<int>(plane % out.c) - g.front;
     const int sy = math::pad_source(mode, r - g.top, in.h), sx = math::pad_source(mode, j - g.left, in.w);
-    y[i] = c < 0 || c >= in.c || sy < 0 || sx < 0 ? st<T>(value) : x[((plane / out.c * in.c + c) * in.h + sy) * in.w + sx];
+    const bool outside = c < 0 || c >= in.c || sy < 0 || sx < 0;
+    y[i] = outside ? st<T>(value) : x[((plane / out.c * in.c + c) * in.h + sy) * in.w + sx];
   }
 }
 

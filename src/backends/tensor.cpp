@@ -23,8 +23,8 @@ bool Tensor::contiguous_nchw() const {
 }
 
 void Tensor::refuse(DType want) const {
-  fail<Unsupported>("[kernel] this kernel reads ", dtype_name(want), " NCHW, got ", dtype_name(dtype_),
-                    layout_ == Layout::NHWC ? " NHWC" : " NCHW");
+  throw KernelRefusal(cat("this kernel reads ", dtype_name(want), " NCHW, got ", dtype_name(dtype_),
+                           layout_ == Layout::NHWC ? " NHWC" : " NCHW"));
 }
 
 Tensor Tensor::parameter(const WeightsState* w, size_t i) {

@@ -1,13 +1,15 @@
 #pragma once
 // What a kernel reads and writes: a typed, strided N×C×H×W view of device memory. Kernels
 // take these, so a dtype or a layout is added per kernel: a kernel reads its storage type T
-// (float, or a cuda half type) in NCHW through data_as<T>(), which refuses the rest. The two kernels that take
+// (float, or a cuda half type) in NCHW through data_as<T>(), which refuses the rest
+// (KernelRefusal). The two kernels that take
 // bundles of buffers say their type once: a recurrent layer (RNNLayerGeometry::dtype) and an
 // optimizer batch (float32 by design: master values and their state stay float32).
 #include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <type_traits>
 
 #include "nngraph/error.h"
@@ -16,6 +18,17 @@
 namespace nngraph {
 
 struct WeightsState;
+
+// A kernel given a dtype or layout it does not read. Its message starts "[kernel]"; a graph
+// running a node names the node instead (reason() is the message without that start).
+class KernelRefusal : public Unsupported {
+ public:
+  explicit KernelRefusal(const std::string& reason) : Unsupported("[kernel] " + reason), reason_(reason) {}
+  const std::string& reason() const { return reason_; }
+
+ private:
+  std::string reason_;
+};
 
 enum class Layout : uint8_t { NCHW, NHWC };
 

@@ -1,7 +1,7 @@
 #pragma once
 // The step-capture cache: a step recorded once per plan, batch, arena, parameters and
-// variant (the tf32 setting, the sources' dtype), then replayed (backends that capture), with fixed buffers for its sources and
-// losses; and the unit label weights most steps share.
+// variant (the tf32 setting, the sources' dtype), then replayed (backends that capture),
+// with fixed buffers for its sources and losses; and the unit label weights most steps share.
 #include <map>
 #include <memory>
 #include <tuple>

@@ -42,7 +42,8 @@ struct Graph::Impl {
 
   explicit Impl(const GraphSpec& spec)
       : device(spec.device), backend(backend_for(spec.device)), max_in_flight(spec.max_in_flight),
-        format(spec.format), storage(backend.storage_for(spec.format)), results(spec.results), roots(spec.roots), loss_results(spec.loss_results),
+        format(spec.format), storage(backend.storage_for(spec.format)), results(spec.results), roots(spec.roots),
+        loss_results(spec.loss_results),
         structure(build_structure(results, roots, spec.inference)),
         runner(structure, backend, device, storage),
         executor(spec.max_in_flight) {

@@ -109,49 +109,49 @@ uint64_t FoldedParameters::folds(const FilterNode* conv) const {
   return it == entries_.end() ? 0 : it->second.folds;
 }
 
-const std::shared_ptr<Buffer>& ParameterCopies::copy_of(const std::shared_ptr<Buffer>& master, size_t count,
-                                                        Stamp stamp, const ArrayDataSource* source,
-                                                        Backend& backend, bool* allocated) {
-  Copy& c = copies_[master->data()];
-  if (!c.buffer) {
-    c.buffer = backend.allocate(count * dtype_size(storage_));
-    *allocated = true;
-  } else if (c.stamp == stamp) {
-    return c.buffer;
-  }
-  dispatch<CastKernel>(backend, Tensor::vector(master->data(), count), Tensor::vector(c.buffer->data(), count, storage_));
-  c.stamp = stamp;
-  c.source = source;
-  return c.buffer;
-}
-
-WeightsState ParameterCopies::with_copies(const WeightsState& w, const std::vector<TensorSpec>& specs, Stamp stamp,
-                                          const ArrayDataSource* source, Backend& backend, bool* allocated) {
+WeightsState ParameterCopies::with_copies(const WeightsState& w, const std::vector<TensorSpec>& specs,
+                                          const DataSource* source, const FilterNode* folded, Backend& backend) {
   WeightsState out = w;
   out.dtypes.assign(w.tensors.size(), DType::Float32);
   for (size_t t = 0; t < w.tensors.size() && t < specs.size(); ++t) {
     if (!specs[t].operand || !w.tensors[t]) continue;
-    out.tensors[t] = copy_of(w.tensors[t], w.counts[t], stamp, source, backend, allocated);
+    Copy& c = copies_[w.tensors[t]->data()];
+    if (!c.buffer) c = {w.tensors[t], backend.allocate(w.counts[t] * dtype_size(storage_)), w.counts[t], source, folded};
+    out.tensors[t] = c.buffer;
     out.dtypes[t] = storage_;
   }
   return out;
 }
 
-bool ParameterCopies::refresh(const Structure& s, const Parameters& p, const FoldedParameters& folded,
-                              Backend& backend) {
-  bool allocated = false;
+void ParameterCopies::make(const Structure& s, const Parameters& p, const FoldedParameters& folded,
+                           Backend& backend) {
+  copies_.clear();
+  nodes_.clear();
+  folded_.clear();
   each_source(s, [&](const FilterNode* f, size_t i, const WeightSource& ws) {
-    auto* array = dynamic_cast<ArrayDataSource*>(ws.source);
-    const uint64_t stamp = array ? array->changes() : p.versions.at(ws.source);
     auto& node = nodes_[f];
     node.resize(p.of.at(f).size());
-    node[i] = with_copies(p.of.at(f)[i], tensor_specs(ws.descriptor), {p.serial, stamp}, array, backend, &allocated);
+    node[i] = with_copies(p.of.at(f)[i], tensor_specs(ws.descriptor), ws.source, nullptr, backend);
   });
   for (const Step& st : s.steps)
     if (const WeightsState* w = st.folded ? folded.of(st.node) : nullptr)
-      folded_[st.node] = with_copies(*w, tensor_specs(st.node->weight_sources()[0].descriptor),
-                                     {p.serial, folded.folds(st.node)}, nullptr, backend, &allocated);
-  return allocated;
+      folded_[st.node] = with_copies(*w, tensor_specs(st.node->weight_sources()[0].descriptor), nullptr, st.node, backend);
+  serial_ = p.serial;
+}
+
+bool ParameterCopies::refresh(const Structure& s, const Parameters& p, const FoldedParameters& folded,
+                              Backend& backend) {
+  const bool fresh = serial_ != p.serial;
+  if (fresh) make(s, p, folded, backend);
+  for (auto& [master, c] : copies_) {
+    const auto* array = dynamic_cast<const ArrayDataSource*>(c.source);
+    const uint64_t stamp = c.folded ? folded.folds(c.folded) : array ? array->changes() : p.versions.at(c.source);
+    if (c.cast && c.stamp == stamp) continue;
+    dispatch<CastKernel>(backend, Tensor::vector(master, c.count), Tensor::vector(c.buffer->data(), c.count, storage_));
+    c.stamp = stamp;
+    c.cast = true;
+  }
+  return fresh;
 }
 
 const std::vector<WeightsState>* ParameterCopies::of(const FilterNode* node) const {
@@ -168,10 +168,11 @@ void ParameterCopies::attach(std::vector<TensorUpdate>& tensors) {
   for (TensorUpdate& t : tensors) {
     auto it = copies_.find(t.values);
     if (it == copies_.end()) continue;
-    t.copy = it->second.buffer->data();
+    Copy& c = it->second;
+    t.copy = c.buffer->data();
     t.copy_dtype = storage_;
-    // prepare_update counted this update's change already
-    if (it->second.source) it->second.stamp.second = it->second.source->changes();
+    // The update's change is counted already (prepare_update): the copy written with it is current.
+    if (const auto* array = dynamic_cast<const ArrayDataSource*>(c.source)) c.stamp = array->changes();
   }
 }
 

@@ -60,7 +60,8 @@ class ParameterCopies {
  public:
   explicit ParameterCopies(DType storage) : storage_(storage) {}
   DType storage() const { return storage_; }
-  // Brings every copy up to date; true when it allocated one (captured steps hold the old).
+  // Brings every copy up to date (made anew for each load of the parameters); true when it
+  // allocated (captured steps hold the old).
   bool refresh(const Structure& s, const Parameters& p, const FoldedParameters& folded, Backend& backend);
   // A node's parameters (one per source) with the copies in place of their masters; null
   // where none has a copy.
@@ -71,18 +72,20 @@ class ParameterCopies {
   void attach(std::vector<TensorUpdate>& tensors);
 
  private:
-  using Stamp = std::pair<uint64_t, uint64_t>;  // the parameters' load, the master's value count
   struct Copy {
-    std::shared_ptr<Buffer> buffer;
-    Stamp stamp;  // the master's when cast (or written)
-    const ArrayDataSource* source = nullptr;  // whose changes() counts the master's values
+    std::shared_ptr<Buffer> master, buffer;
+    size_t count = 0;
+    const DataSource* source = nullptr;   // whose values the master holds; null for a folded one
+    const FilterNode* folded = nullptr;   // the convolution a folded master belongs to
+    uint64_t stamp = 0;                   // the master's value count when cast (or written)
+    bool cast = false;                    // cast at least once
   };
-  // The copy of `master`, cast again where `stamp` moved; sets *allocated when it made one.
-  const std::shared_ptr<Buffer>& copy_of(const std::shared_ptr<Buffer>& master, size_t count, Stamp stamp,
-                                         const ArrayDataSource* source, Backend& backend, bool* allocated);
-  WeightsState with_copies(const WeightsState& w, const std::vector<TensorSpec>& specs, Stamp stamp,
-                           const ArrayDataSource* source, Backend& backend, bool* allocated);
+  // Every copy and the parameters that use them, for the load `serial`.
+  void make(const Structure& s, const Parameters& p, const FoldedParameters& folded, Backend& backend);
+  WeightsState with_copies(const WeightsState& w, const std::vector<TensorSpec>& specs, const DataSource* source,
+                           const FilterNode* folded, Backend& backend);
   DType storage_;
+  uint64_t serial_ = 0;  // the load the copies are of
   std::unordered_map<const void*, Copy> copies_;  // by the master's data
   std::unordered_map<const FilterNode*, std::vector<WeightsState>> nodes_;
   std::unordered_map<const FilterNode*, WeightsState> folded_;

@@ -192,17 +192,13 @@ std::vector<ImageNodePtr> build_gradient_pass(const std::shared_ptr<LossNode>& l
   return roots;
 }
 
-DType Plan::dtype(const Structure& s, size_t t) const {
-  const bool image_source = std::find(s.image_sources.begin(), s.image_sources.end(), static_cast<int>(t)) !=
-                            s.image_sources.end();
-  if (t < s.sources.size() ? !image_source : t >= s.sources.size() + s.order.size()) return DType::Float32;
-  return storage;
-}
-
 Plan make_plan(const Structure& s, const std::vector<ImageShape>& source_shapes, DType storage) {
   Plan p;
   p.storage = storage;
   p.shapes.resize(s.tensor_count());
+  p.dtypes.assign(s.tensor_count(), DType::Float32);  // label sources and states
+  for (int t : s.image_sources) p.dtypes[t] = storage;
+  std::fill_n(p.dtypes.begin() + s.sources.size(), s.order.size(), storage);
   std::copy(source_shapes.begin(), source_shapes.end(), p.shapes.begin());
   const size_t n_src = s.sources.size();
   std::unordered_set<int> states;  // training states some step writes
@@ -247,7 +243,7 @@ Plan make_plan(const Structure& s, const std::vector<ImageShape>& source_shapes,
   if (storage != DType::Float32)  // cast in before the first step
     for (int t : s.image_sources) def[t] = 0;
   auto padded = [&](int t) {  // 64-byte aligned
-    return (p.shapes[t].count() * dtype_size(p.dtype(s, t)) + 63) / 64 * 64;
+    return (p.shapes[t].count() * dtype_size(p.dtypes[t]) + 63) / 64 * 64;
   };
   std::vector<int> arena;
   for (size_t t = 0; t < s.tensor_count(); ++t)

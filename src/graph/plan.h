@@ -57,8 +57,9 @@ Structure build_structure(const std::vector<ImageNodePtr>& results, const std::v
 std::vector<ImageNodePtr> build_gradient_pass(const std::shared_ptr<LossNode>& loss);
 
 struct Plan {
-  DType storage = DType::Float32;  // of every image between nodes; states, labels and losses are float32
+  DType storage = DType::Float32;  // of every image between nodes
   std::vector<ImageShape> shapes;  // per tensor
+  std::vector<DType> dtypes;       // per tensor: `storage` for images, float32 for states and labels
   std::vector<int> root;           // the structure's, with the aliases of steps that pass through
   std::vector<bool> passes;        // per step: its result is its source 0 for these shapes (no kernel)
   std::vector<size_t> offset;      // per root tensor, bytes per image in the arena
@@ -68,8 +69,6 @@ struct Plan {
   std::vector<size_t> batch_state; // per step: floats of its batch state (training forward steps)
   size_t arena = 0;                // bytes per image
   size_t naive = 0;                // bytes per image with one buffer per filter result
-  // The dtype tensor t is stored in.
-  DType dtype(const Structure& s, size_t t) const;
 };
 
 // Infers every shape (errors name the node; label states take their loss source's shape)

@@ -124,7 +124,8 @@ std::vector<Image> StepRunner::run(const Plan& plan, Parameters& wm, const std::
   for (size_t i = 0; i < src.size(); ++i) {
     all_half = all_half && src[i].dtype() == DType::Float16;
     all_float = all_float && src[i].dtype() == DType::Float32;
-    sources[s.image_sources[i]] = half_graph || src[i].dtype() == DType::Float32 ? src[i] : src[i].converted(DType::Float32);
+    const bool as_given = half_graph || src[i].dtype() == DType::Float32;
+    sources[s.image_sources[i]] = as_given ? src[i] : src[i].converted(DType::Float32);
   }
   // Results come back as float16 when every source is, else as float32.
   const DType result_dtype = all_half ? DType::Float16 : DType::Float32;
@@ -169,7 +170,7 @@ std::vector<Image> StepRunner::run(const Plan& plan, Parameters& wm, const std::
   for (size_t i = 0; i < t.size(); ++i) {
     if (plan.root[i] != static_cast<int>(i) || !plan.in_arena[i]) continue;
     const int batch = i < n_src ? t[i].batch() : n;
-    Image slot({batch, plan.shapes[i], plan.dtype(s, i)}, arena_, plan.offset[i] * n);
+    Image slot({batch, plan.shapes[i], plan.dtypes[i]}, arena_, plan.offset[i] * n);
     if (i < n_src) casts_in.push_back({t[i], slot});
     t[i] = slot;
   }
@@ -208,10 +209,8 @@ std::vector<Image> StepRunner::run(const Plan& plan, Parameters& wm, const std::
       std::vector<const Image*> ins;
       try {
         s.steps[k].node->encode(args_of(s.steps[k], ins));
-      } catch (const Unsupported& e) {  // a kernel without this dtype or layout: name the node
-        const std::string what = e.what(), generic = "[kernel] ";
-        if (what.rfind(generic, 0) != 0) throw;
-        fail<Unsupported>("[", s.steps[k].node->label(), "] ", what.substr(generic.size()));
+      } catch (const KernelRefusal& e) {  // a kernel without this dtype or layout: name the node
+        fail<Unsupported>("[", s.steps[k].node->label(), "] ", e.reason());
       }
       profile.mark(s.steps[k].node->label());
     }

@@ -118,3 +118,17 @@ def test_half_training_updates_float32_masters(device, fmt, rng):
         for part, value in tensors.items():
             assert got[label][part].dtype == np.float32  # the masters
             np.testing.assert_allclose(got[label][part], value, rtol=0, atol=0.05 if fmt == "bfloat16" else 0.01)
+
+
+@pytest.mark.parametrize("device", GPUS)
+def test_half_copies_follow_their_masters(device, rng):
+    x = rng.standard_normal((8, 1, 8, 8)).astype(np.float32)
+    net = small_network(seed=6)
+    g = ng.Graph(net, device=device, format="bfloat16")
+    g.run(x)  # copies made
+    source = g.data_sources[0]
+    source.set_weights(rng.standard_normal(source.weights().shape).astype(np.float32))
+    want = ng.Graph(net, device="cpu").run(x)
+    np.testing.assert_allclose(g.run(x), want, rtol=0.06, atol=0.06 * max(1.0, float(np.abs(want).max())))
+    g.reload_from_data_sources()  # a new load: copies made again
+    np.testing.assert_allclose(g.run(x), want, rtol=0.06, atol=0.06 * max(1.0, float(np.abs(want).max())))

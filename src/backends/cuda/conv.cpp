@@ -7,7 +7,6 @@
 #include <functional>
 #include <limits>
 #include <string>
-#include <type_traits>
 #include <vector>
 
 #include "backends/cuda/cuda_backend.h"
@@ -220,12 +219,8 @@ void convolution_of(CudaBackend& b, const ConvGeometry& g, const Tensor& in, con
     // y[image] (channels × windows) = W (channels × c·kw) · windows[image]ᵀ
     const int ck = in.shape().c * g.kw, p = os.h * os.w;
     const auto win = gather_windows<T>(b, g, in, os);
-    const GemmBatch batch{n, 0, static_cast<long long>(p) * ck, static_cast<long long>(os.c) * p};
-    if constexpr (dt == DType::Float32)
-      b.gemm(false, true, os.c, p, ck, weights, ck, static_cast<const float*>(win->data()), ck, out.data_as<float>(),
-             p, g.tf32, 1.f, 0.f, batch);
-    else
-      b.gemm(dt, false, true, os.c, p, ck, weights, ck, win->data(), ck, out.data_as<T>(), p, 1.f, 0.f, batch);
+    b.gemm(dt, false, true, os.c, p, ck, weights, ck, win->data(), ck, out.data_as<T>(), p, g.tf32, 1.f, 0.f,
+           {n, 0, static_cast<long long>(p) * ck, static_cast<long long>(os.c) * p});
     cuda::bias_neuron(b.stream(), out.data_as<T>(), out.count(), os.c, p, bias, neuron);
     return;
   }
@@ -283,26 +278,17 @@ void convolution_gradient_of(CudaBackend& b, const ConvGeometry& g, const Tensor
   if (windowed(g, is, os)) {
     const T* dz = output_gradient<T>(b, dy, y, neuron, db, &scratch);
     const int ck = is.c * g.kw, p = os.h * os.w;
-    // Products in T: float32 ones may run on tf32 tensor cores.
-    auto product = [&](bool ta, int m, int nn, int k, const T* a, int lda, const T* bm, int ldb, T* c, int ldc,
-                       GemmBatch batch) {
-      if constexpr (dt == DType::Float32)
-        b.gemm(ta, false, m, nn, k, a, lda, bm, ldb, c, ldc, g.tf32, 1.f, 0.f, batch);
-      else
-        b.gemm(dt, ta, false, m, nn, k, a, lda, bm, ldb, c, ldc, 1.f, 0.f, batch);
-    };
     if (dw) {  // dW (channels × c·kw) = dz laid out channels × (image, window) · windows
       const auto win = gather_windows<T>(b, g, xi, os);
       auto dzt = b.allocate(dy.bytes());
       const int dims[3] = {n, os.c, p}, perm[3] = {1, 0, 2};
       cuda::permute(b.stream(), dz, static_cast<T*>(dzt->data()), dims, perm);
-      product(false, os.c, ck, n * p, static_cast<const T*>(dzt->data()), n * p, static_cast<const T*>(win->data()), ck,
-              dw, ck, {});
+      b.gemm(dt, false, false, os.c, ck, n * p, dzt->data(), n * p, win->data(), ck, dw, ck, g.tf32);
     }
     if (dx) {  // windows' gradient[image] (windows × c·kw) = dz[image]ᵀ · W, scattered back
       auto dwin = b.allocate(static_cast<size_t>(n) * p * ck * sizeof(T));
-      product(true, p, ck, os.c, dz, p, weights, ck, static_cast<T*>(dwin->data()), ck,
-              {n, static_cast<long long>(os.c) * p, 0, static_cast<long long>(p) * ck});
+      b.gemm(dt, true, false, p, ck, os.c, dz, p, weights, ck, dwin->data(), ck, g.tf32, 1.f, 0.f,
+             {n, static_cast<long long>(os.c) * p, 0, static_cast<long long>(p) * ck});
       cuda::scatter_windows(b.stream(), static_cast<const T*>(dwin->data()), dx.data_as<T>(), n, is.c, is.h, is.w,
                             os.w, g.kw);
     }
@@ -416,11 +402,8 @@ void fully_connected(Backend& backend, const Tensor& in, const Tensor& w, const 
   const int n = in.batch(), k = static_cast<int>(in.shape().count()), o = out.shape().c;
   cuda::with_storage(in.dtype(), [&](auto z) {
     using T = decltype(z);
-    if constexpr (std::is_same_v<T, float>)
-      b.gemm(false, true, n, o, k, in.data_as<const float>(), k, w.data_as<const float>(), k, out.data_as<float>(), o,
-             tf32);
-    else
-      b.gemm(in.dtype(), false, true, n, o, k, in.data_as<const T>(), k, w.data_as<const T>(), k, out.data_as<T>(), o);
+    b.gemm(in.dtype(), false, true, n, o, k, in.data_as<const T>(), k, w.data_as<const T>(), k, out.data_as<T>(), o,
+           tf32);
     cuda::bias_neuron(b.stream(), out.data_as<T>(), out.count(), o, 1, bias, neuron);
   });
 }
@@ -436,14 +419,13 @@ void fully_connected_gradient(Backend& backend, const Tensor& x, const Tensor& w
     using T = decltype(z);
     std::shared_ptr<Buffer> scratch;
     const T* dz = output_gradient<T>(b, dy, y, neuron, db, &scratch);
-    auto product = [&](bool ta, int m, int nn, int kk, const T* a, int lda, const T* bm, int ldb, T* c, int ldc) {
-      if constexpr (std::is_same_v<T, float>)
-        b.gemm(ta, false, m, nn, kk, a, lda, bm, ldb, c, ldc, tf32);
-      else
-        b.gemm(dy.dtype(), ta, false, m, nn, kk, a, lda, bm, ldb, c, ldc);
+    const DType dt = dy.dtype();
+    auto weight_gradient = [&] {
+      b.gemm(dt, true, false, o, k, n, dz, o, x.data_as<const T>(), k, dwt.data_as<T>(), k, tf32);
     };
-    auto weight_gradient = [&] { product(true, o, k, n, dz, o, x.data_as<const T>(), k, dwt.data_as<T>(), k); };
-    auto input_gradient = [&] { product(false, n, k, o, dz, o, w.data_as<const T>(), k, dx.data_as<T>(), k); };
+    auto input_gradient = [&] {
+      b.gemm(dt, false, false, n, k, o, dz, o, w.data_as<const T>(), k, dx.data_as<T>(), k, tf32);
+    };
     b.side_by_side(dx ? input_gradient : std::function<void()>(), dwt ? weight_gradient : std::function<void()>(),
                    static_cast<double>(n) * k * o, 0, 0);
   });

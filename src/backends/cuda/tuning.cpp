@@ -77,10 +77,10 @@ void CudaBackend::gemm(bool ta, bool tb, int m, int n, int k, const float* a, in
 }
 
 void CudaBackend::gemm(DType t, bool ta, bool tb, int m, int n, int k, const void* a, int lda, const void* b, int ldb,
-                       void* c, int ldc, float alpha, float beta, GemmBatch batch) {
+                       void* c, int ldc, bool tf32, float alpha, float beta, GemmBatch batch) {
   if (t == DType::Float32)
     return gemm(ta, tb, m, n, k, static_cast<const float*>(a), lda, static_cast<const float*>(b), ldb,
-                static_cast<float*>(c), ldc, false, alpha, beta, batch);
+                static_cast<float*>(c), ldc, tf32, alpha, beta, batch);
   const auto oa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, ob = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cudaDataType type = t == DType::Float16 ? CUDA_R_16F : CUDA_R_16BF;
   if (batch.count == 1)
