@@ -78,7 +78,7 @@ std::vector<WeightsState> RNNMatrixLayer::views(const std::vector<Matrix>& m, co
   std::vector<WeightsState> out;
   size_t k = 0;
   for (bool bias : has_bias_) {
-    WeightsState w{{view(m[k]), nullptr}, {size_t(m[k].rows()) * m[k].columns(), 0}};
+    WeightsState w{{view(m[k]), nullptr}, {size_t(m[k].rows()) * m[k].columns(), 0}, {}};
     ++k;
     if (bias) {
       w.tensors[1] = view(m[k]);

@@ -127,7 +127,7 @@ def test_half_copies_follow_their_masters(device, rng):
     g = ng.Graph(net, device=device, format="bfloat16")
     g.run(x)  # copies made
     source = g.data_sources[0]
-    source.set_weights(rng.standard_normal(source.weights().shape).astype(np.float32))
+    source.set_weights(rng.standard_normal(source.weights().shape).astype(np.float32), source.biases())
     want = ng.Graph(net, device="cpu").run(x)
     np.testing.assert_allclose(g.run(x), want, rtol=0.06, atol=0.06 * max(1.0, float(np.abs(want).max())))
     g.reload_from_data_sources()  # a new load: copies made again
