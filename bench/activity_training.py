@@ -18,7 +18,16 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import measure_in_subprocess, measure_torch_training, median_ms, nngraph_pipelined_ms, peak_rss_mib, rss_mib  # noqa: E402
+from common import (  # noqa: E402
+    add_format_argument,
+    check_tolerance,
+    measure_in_subprocess,
+    measure_torch_training,
+    median_ms,
+    nngraph_pipelined_ms,
+    peak_rss_mib,
+    rss_mib,
+)
 
 LENGTH, STEPS, CLASSES = 2000, 20, 4
 
@@ -34,12 +43,12 @@ def batch_data(batch):
     return rng.standard_normal((batch, 6, 1, LENGTH), dtype=np.float32), rng.integers(0, CLASSES, batch)
 
 
-def run_nngraph(batch, steps, threads, device):
+def run_nngraph(batch, steps, threads, device, fmt):
     os.environ["NNGRAPH_NUM_THREADS"] = str(threads)
     import nngraph as ng
     ng.reset_peak_memory(device)
     net = network()
-    graph = ng.Loss(net.logits, "softmax_cross_entropy").training_graph(device=device)
+    graph = ng.Loss(net.logits, "softmax_cross_entropy").training_graph(device=device, format=fmt)
     x, y = batch_data(batch)
     logits = graph.inference().run(x).reshape(batch, CLASSES)
     base = rss_mib()
@@ -49,11 +58,12 @@ def run_nngraph(batch, steps, threads, device):
             "check": float(np.abs(logits).sum()), "device_mib": ng.memory_stats(device)["peak_bytes"] / 2**20}
 
 
-def run_torch(batch, steps, threads, device, captured=False):
+def run_torch(batch, steps, threads, device, fmt, captured=False):
     from torch_models import ActivityNetwork
     xn, yn = batch_data(batch)
     return measure_torch_training(lambda: ActivityNetwork(network().sources, window=LENGTH // STEPS, classes=CLASSES),
-                                  xn, yn, device, steps, warmup=3, captured=captured, threads=threads)
+                                  xn, yn, device, steps, warmup=3, captured=captured, threads=threads,
+                                  fmt=fmt)
 
 
 def main():
@@ -63,22 +73,24 @@ def main():
     p.add_argument("--threads", type=int, default=os.cpu_count())
     p.add_argument("--device", default="cpu")
     p.add_argument("--worker")
+    add_format_argument(p)
     a = p.parse_args()
     if a.worker:
-        r = (run_nngraph(a.batch, a.steps, a.threads, a.device) if a.worker == "nngraph"
-             else run_torch(a.batch, a.steps, a.threads, a.device, captured=a.worker == "torch-graph"))
+        r = (run_nngraph(a.batch, a.steps, a.threads, a.device, a.format) if a.worker == "nngraph"
+             else run_torch(a.batch, a.steps, a.threads, a.device, a.format, captured=a.worker == "torch-graph"))
         print(json.dumps(r))
         return
     import torch
     cuda = a.device.startswith("cuda")
     print(f"activity classifier training step (Adam), batch {a.batch}, 6×{LENGTH} → {STEPS} steps, {a.device}, "
-          f"{a.threads} threads, {platform.machine()}, torch {torch.__version__}; "
+          f"{a.format}, {a.threads} threads, {platform.machine()}, torch {torch.__version__}; "
           f"median of {a.steps} steps after 3 warm-up")
-    args = ["--batch", str(a.batch), "--steps", str(a.steps), "--threads", str(a.threads), "--device", a.device]
+    args = ["--batch", str(a.batch), "--steps", str(a.steps), "--threads", str(a.threads), "--device", a.device,
+            "--format", a.format]
     frameworks = ("nngraph", "torch", "torch-graph") if cuda else ("nngraph", "torch")
     r = {fw: measure_in_subprocess(__file__, [fw, *args]) for fw in frameworks}
     n, t = r["nngraph"], r["torch"]
-    assert abs(n["check"] - t["check"]) < 1e-4 * abs(t["check"]), (n, t)  # same logits before training
+    assert abs(n["check"] - t["check"]) < check_tolerance(a) * abs(t["check"]), (n, t)  # same logits before training
     if cuda:
         print("| steps | nngraph ms/step | PyTorch ms/step | ratio | PyTorch captured | ratio |"
               " peak device MiB (nngraph / PyTorch) |")

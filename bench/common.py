@@ -72,21 +72,34 @@ def measure_in_subprocess(script: str, args: list[str]) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def torch_training_step(net, opt, lossf, x, y, xn, yn, captured: bool):
+def torch_training_step(net, opt, lossf, x, y, xn, yn, captured: bool, amp=None, scaler=None):
     """A PyTorch training step that refills the device batch (x, y) from host arrays (xn, yn),
     as a training loop's data arrives, then runs forward, loss, backward and the optimizer;
-    captured: warmed up on a side stream, then the whole step recorded in one CUDA graph."""
+    captured: warmed up on a side stream, then the whole step recorded in one CUDA graph.
+    amp: the autocast dtype (None: float32); scaler: a GradScaler (float16)."""
+    import contextlib
+
     import torch
 
     def upload():
         x.copy_(torch.from_numpy(xn))
         y.copy_(torch.from_numpy(yn))
 
+    def train():
+        with torch.autocast("cuda", dtype=amp) if amp is not None else contextlib.nullcontext():
+            loss = lossf(net(x), y)
+        if scaler is None:
+            loss.backward()
+            opt.step()
+            return
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+
     def eager_step():
         upload()
         opt.zero_grad(set_to_none=True)
-        lossf(net(x), y).backward()
-        opt.step()
+        train()
 
     if not captured:
         return eager_step
@@ -99,8 +112,7 @@ def torch_training_step(net, opt, lossf, x, y, xn, yn, captured: bool):
     graph = torch.cuda.CUDAGraph()
     opt.zero_grad(set_to_none=True)
     with torch.cuda.graph(graph):
-        lossf(net(x), y).backward()
-        opt.step()
+        train()
 
     def replay():
         upload()
@@ -109,23 +121,31 @@ def torch_training_step(net, opt, lossf, x, y, xn, yn, captured: bool):
 
 
 def measure_torch_training(make_net, xn, yn, device: str, steps: int, warmup: int, captured: bool,
-                           threads: int) -> dict:
+                           threads: int, fmt: str = "float32") -> dict:
     """Median ms of torch_training_step (Adam 1e-4, cross-entropy) over `steps`, each waited for
     (and on cuda also pipelined_ms), for the module
     make_net() returns, peak memory from before its weights are made, and the sum of |logits|
-    before training (eval mode), which the caller compares with nngraph's."""
+    before training (eval mode), which the caller compares with nngraph's. fmt bfloat16 or
+    float16: PyTorch's mixed precision at its best, autocast to that dtype on channels-last
+    tensors, fused Adam, and for float16 a GradScaler (capturable with the fused Adam)."""
+    import contextlib
+
     import torch
 
     torch.set_num_threads(threads)
     if device.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats()
-    net = make_net().to(device).train()
-    opt = torch.optim.Adam(net.parameters(), lr=1e-4, capturable=captured)
+    amp = {"float32": None, "float16": torch.float16, "bfloat16": torch.bfloat16}[fmt]
+    layout = torch.channels_last if amp is not None and xn.ndim == 4 else torch.contiguous_format
+    net = make_net().to(device, memory_format=layout).train()
+    opt = torch.optim.Adam(net.parameters(), lr=1e-4, capturable=captured, fused=amp is not None)
+    scaler = torch.amp.GradScaler("cuda") if fmt == "float16" else None
     lossf = torch.nn.CrossEntropyLoss()
-    x, y = torch.from_numpy(xn).to(device), torch.from_numpy(yn).to(device)
-    step = torch_training_step(net, opt, lossf, x, y, xn, yn, captured)
-    with torch.no_grad():
-        check = float(net.eval()(x).abs().sum())
+    x = torch.from_numpy(xn).to(device).contiguous(memory_format=layout)
+    y = torch.from_numpy(yn).to(device)
+    step = torch_training_step(net, opt, lossf, x, y, xn, yn, captured, amp, scaler)
+    with torch.no_grad(), torch.autocast("cuda", dtype=amp) if amp is not None else contextlib.nullcontext():
+        check = float(net.eval()(x).float().abs().sum())
     net.train()
     base = rss_mib()
     cuda = device.startswith("cuda")
@@ -143,7 +163,8 @@ def compare_training(script: str, a, title: str, base_batch: int) -> None:
     (and on cuda PyTorch captured), each in its own process, steps scaled as base_batch/batch.
     Both must start from the same logits (checked)."""
     import torch
-    print(f"{title} training step (Adam), {a.device}{', tf32' if a.tf32 else ', exact float32'}, "
+    precision = a.format if a.format != "float32" else "tf32" if a.tf32 else "exact float32"
+    print(f"{title} training step (Adam), {a.device}, {precision}, "
           f"{a.threads} threads, {platform.machine()}, "
           f"torch {torch.__version__}; median of the steps after 2 warm-up")
     cuda = a.device.startswith("cuda")
@@ -157,12 +178,12 @@ def compare_training(script: str, a, title: str, base_batch: int) -> None:
     for batch in a.batches:
         steps = max(5, a.steps * base_batch // batch)
         args = [str(batch), "--steps", str(steps), "--threads", str(a.threads), "--device", a.device]
-        args += ["--tf32"] if a.tf32 else []
+        args += (["--tf32"] if a.tf32 else []) + ["--format", a.format]
         frameworks = ("nngraph", "torch", "torch-graph") if cuda else ("nngraph", "torch")
         r = {fw: measure_in_subprocess(script, [fw, *args]) for fw in frameworks}
         n, t = r["nngraph"], r["torch"]
-        # Same weights and data: the logits before training must agree (tf32 rounds, so 1e-2).
-        assert abs(n["check"] - t["check"]) < (1e-2 if a.tf32 else 1e-4) * abs(t["check"]), (n, t)
+        # Same weights and data: the logits before training must agree (tf32 and half round).
+        assert abs(n["check"] - t["check"]) < check_tolerance(a) * abs(t["check"]), (n, t)
         if not cuda:
             print(f"| {batch} | {n['ms']:.2f} | {t['ms']:.2f} | {n['ms'] / t['ms']:.2f} | {n['peak_mib']:.0f} "
                   f"(+{n['peak_mib'] - n['base_mib']:.0f}) / {t['peak_mib']:.0f} "
@@ -174,9 +195,20 @@ def compare_training(script: str, a, title: str, base_batch: int) -> None:
                   f"{n[key] / g[key]:.2f} | {n['device_mib']:.0f} / {t['device_mib']:.0f} |")
 
 
+def check_tolerance(a) -> float:
+    """How far the two frameworks' sums of |logits| before training may differ."""
+    return {"float16": 1e-2, "bfloat16": 5e-2}.get(a.format, 1e-2 if getattr(a, "tf32", False) else 1e-4)
+
+
+def add_format_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--format", default="float32", choices=("float32", "bfloat16", "float16"),
+                   help="cuda: nngraph's graph format against PyTorch autocast to that dtype (channels-last, "
+                        "GradScaler for float16)")
+
+
 def training_main(script: str, title: str, batches: list[int], base_batch: int, run_nngraph, run_torch) -> None:
     """The command line of a training benchmark: the table (compare_training), or with --worker
-    one measurement, run_nngraph(batch, steps, threads, device, tf32) or run_torch(...,
+    one measurement, run_nngraph(batch, steps, threads, device, tf32, fmt) or run_torch(...,
     captured), printed as one JSON line."""
     p = argparse.ArgumentParser()
     p.add_argument("--batches", type=int, nargs="+", default=batches)
@@ -185,15 +217,16 @@ def training_main(script: str, title: str, batches: list[int], base_batch: int, 
     p.add_argument("--device", default="cpu")
     p.add_argument("--tf32", action="store_true", help="cuda: both frameworks may use tf32 tensor cores")
     p.add_argument("--worker", nargs=2, metavar=("FRAMEWORK", "BATCH"))
+    add_format_argument(p)
     a = p.parse_args()
     if not a.worker:
         compare_training(script, a, title, base_batch)
         return
     fw, batch = a.worker[0], int(a.worker[1])
     if fw == "nngraph":
-        r = run_nngraph(batch, a.steps, a.threads, a.device, a.tf32)
+        r = run_nngraph(batch, a.steps, a.threads, a.device, a.tf32, a.format)
     else:
-        r = run_torch(batch, a.steps, a.threads, a.device, a.tf32, captured=fw == "torch-graph")
+        r = run_torch(batch, a.steps, a.threads, a.device, a.tf32, a.format, captured=fw == "torch-graph")
     print(json.dumps(r))
 
 

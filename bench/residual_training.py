@@ -5,7 +5,7 @@ machine, in the same run, each (framework, batch) in its own process; on cuda al
 PyTorch with the whole step captured in a CUDA graph. Every step takes its batch and labels from
 host (numpy) memory, as a training loop does, and reads nothing back.
 
-    python bench/residual_training.py [--batches 128 512] [--steps 20] [--device cpu]
+    python bench/residual_training.py [--batches 128 512] [--steps 20] [--device cpu] [--format bfloat16]
 """
 
 from __future__ import annotations
@@ -30,17 +30,18 @@ def initial_tensors():
     return {label: ds.tensors() for label, ds in residual_network().sources.items()}
 
 
-def run_nngraph(batch, steps, threads, device, tf32):
+def run_nngraph(batch, steps, threads, device, tf32, fmt):
     os.environ["NNGRAPH_NUM_THREADS"] = str(threads)
     import nngraph as ng
     from nngraph.models import residual_network
     ng.reset_peak_memory(device)
     net = residual_network(optimizer=ng.Adam(learning_rate=1e-4))
-    graph = ng.Loss(net.logits, ng.LossDescriptor("softmax_cross_entropy", "mean")).training_graph(device=device)
+    loss = ng.Loss(net.logits, ng.LossDescriptor("softmax_cross_entropy", "mean"))
+    graph = loss.training_graph(device=device, format=fmt)
     return measure_nngraph_training(graph, *batch_data(batch), steps, device, tf32)
 
 
-def run_torch(batch, steps, threads, device, tf32, captured=False):
+def run_torch(batch, steps, threads, device, tf32, fmt, captured=False):
     import torch
     from torch_models import ResidualNetwork
     torch.backends.cudnn.allow_tf32 = tf32  # PyTorch's default is True for convolutions
@@ -48,7 +49,7 @@ def run_torch(batch, steps, threads, device, tf32, captured=False):
     xn, yn = batch_data(batch)
     tensors = initial_tensors()
     return measure_torch_training(lambda: ResidualNetwork(tensors), xn, yn, device, steps, warmup=2,
-                                  captured=captured, threads=threads)
+                                  captured=captured, threads=threads, fmt=fmt)
 
 
 def main():

@@ -98,6 +98,11 @@ K descriptor_as(DataSource& source, const std::string& node) {
 struct OptimizerState {
   std::vector<std::vector<std::shared_ptr<Buffer>>> slots;
   int64_t step = 0;
+  // While a float16 graph with loss scaling updates the source: its scaling state on the
+  // device (math::LossScaleState), whose count of skipped steps was `skips_from` then.
+  // `step` counts the updates tried; those skipped since are not steps.
+  std::shared_ptr<const Buffer> scaling;
+  int64_t skips_from = 0;
 };
 
 // A data source as a node uses it: the descriptor its tensors must match.
@@ -136,7 +141,9 @@ class ArrayDataSource : public DataSource {
   bool update(const GradientState& gradient, WeightsState& weights) override;
   // update() in two halves, so a graph can apply many sources' tensors in one call: the
   // bookkeeping (state vectors, step count) and the tensors the built-in optimizer must update.
-  std::vector<TensorUpdate> prepare_update(const GradientState& gradient, WeightsState& weights);
+  // `scaling`: the loss scaling state of the float16 graph updating it (else null).
+  std::vector<TensorUpdate> prepare_update(const GradientState& gradient, WeightsState& weights,
+                                           const std::shared_ptr<const Buffer>& scaling = nullptr);
   // The optimizer's state vectors on the weights' device (the first update there), made whole
   // or not at all: the only part of an update that can fail, so a step runs it first.
   void prepare_slots(const WeightsState& weights);
@@ -172,7 +179,8 @@ class ArrayDataSource : public DataSource {
   // (for convolutions: weight slots, then bias slots), and the step count; restored state
   // replaces the current one at the next update.
   std::vector<std::vector<float>> optimizer_slots();
-  int64_t optimizer_step() const { return state_.step; }
+  // Updates made, not counting steps a float16 graph skipped (reads that count on the device).
+  int64_t optimizer_step() const;
   // Checks slots and step against the optimizer and the values, raising before any change.
   void check_optimizer_state(const std::vector<std::vector<float>>& slots, int64_t step);
   void set_optimizer_state(const std::vector<std::vector<float>>& slots, int64_t step);

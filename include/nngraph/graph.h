@@ -9,6 +9,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "nngraph/device.h"
@@ -37,9 +38,15 @@ class Handle : public std::enable_shared_from_this<Handle> {
   const std::vector<Image>& losses();
   // The reduced loss of loss node i: the value its gradient is of.
   double loss(size_t i = 0);
+  // A float16 training graph's loss scaling in this step: the scale its loss gradient was
+  // multiplied by, and whether its weight gradients overflowed so it updated nothing. 1 and
+  // false for other graphs.
+  double loss_scale();
+  bool skipped();
 
-  // Executor side.
-  void set_results(std::vector<Image> results, std::vector<Image> losses, std::vector<double> divisors);
+  // Executor side. `scaling`: the step's scale and skip flag (two float32 values), or empty.
+  void set_results(std::vector<Image> results, std::vector<Image> losses, std::vector<double> divisors,
+                   Image scaling = {});
   void set_error(std::exception_ptr error);
   void finish();
   // Where the device will have finished this encode; wait() polls it where no callback runs.
@@ -57,6 +64,9 @@ class Handle : public std::enable_shared_from_this<Handle> {
   std::shared_ptr<Fence> fence_;
   std::vector<Image> results_, losses_;
   std::vector<double> divisors_;
+  Image scaling_;
+  // The two values of scaling_ (1, 0 where empty).
+  std::pair<float, float> scaling_values();
 };
 using HandlePtr = std::shared_ptr<Handle>;
 using Callback = std::function<void(Handle&)>;
@@ -82,9 +92,10 @@ class Graph {
   // Forward nodes (training mode), the loss, every gradient node, then one data-source update
   // per trainable node. Results: the loss's source image. `optimizer` goes to every
   // ArrayDataSource that has none.
+  // `scaling`: the dynamic loss scaling a float16 format trains with.
   static std::shared_ptr<Graph> training(const std::shared_ptr<LossNode>& loss, Device device = Device(),
                                          int max_in_flight = 2, std::shared_ptr<Optimizer> optimizer = nullptr,
-                                         DType format = DType::Float32);
+                                         DType format = DType::Float32, LossScaling scaling = {});
   // Inference over this graph's results that reads this graph's weight buffers in place.
   std::shared_ptr<Graph> inference() const;
   // Of a training graph: its forward nodes in inference mode and its loss nodes, taking labels
@@ -129,6 +140,10 @@ class Graph {
   // relative error, as PyTorch's default for convolutions). Off: exact float32.
   void set_allow_tf32(bool on);
   bool allow_tf32() const;
+  // Float16 training graphs: the loss scale the next step uses and the steps skipped so far
+  // (after the work queued so far); 1 and 0 for graphs that do not scale.
+  double loss_scale() const;
+  int64_t skipped_steps() const;
 
   // Results come back as float16 when every source is float16, else float32.
   HandlePtr encode(std::vector<Image> sources, std::vector<LossLabels> labels = {}, Callback on_complete = {});

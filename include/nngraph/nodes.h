@@ -53,6 +53,9 @@ struct EncodeArgs {
   // Training graphs: the batch state of the node (or of the node a gradient node trains),
   // kept for the whole step (batch_state_size).
   const Buffer* batch_state = nullptr;
+  // Loss nodes of a float16 training graph: the loss scale their gradient is multiplied by
+  // (in the backend's memory; null: 1).
+  const float* loss_scale = nullptr;
 };
 
 class FilterNode : public std::enable_shared_from_this<FilterNode> {

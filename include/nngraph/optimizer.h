@@ -10,6 +10,10 @@
 
 namespace nngraph {
 
+namespace math {
+struct LossScaleState;
+}
+
 enum class Regularization { None, L1, L2 };
 
 // g ← clamp(gradient_rescale·g) (when clipping), then + scale·w (L2) or + scale·sign(w) (L1).
@@ -34,6 +38,10 @@ struct OptimizerStep {
   float beta1 = 0.9f, beta2 = 0.999f, epsilon = 1e-8f, decay = 0.9f;
   bool amsgrad = false;
   int64_t step = 1;  // 1 on the first update
+  // A float16 graph's loss scaling (device memory), else null: the update is skipped where it
+  // found a NaN or inf, the gradient divided by its scale, and its skipped steps left out of
+  // Adam's step count.
+  const math::LossScaleState* scaling = nullptr;
 };
 
 // One parameter tensor of a batched update: its values, gradient, state vectors (null when
@@ -63,6 +71,23 @@ class Optimizer {
                      const std::vector<float*>& slots, size_t count, int64_t step) = 0;
 };
 
+// Dynamic loss scaling of a float16 training graph (torch.amp.GradScaler's rule): the loss
+// gradient is multiplied by the scale, which starts at `initial`; a step whose weight
+// gradients hold a NaN or inf updates nothing and multiplies the scale by `backoff`; after
+// `growth_interval` clean steps in a row it is multiplied by `growth`. All on the device,
+// inside a captured step. bfloat16 and float32 graphs do not scale.
+struct LossScaling {
+  bool enabled = true;
+  float initial = 65536.f, growth = 2.f, backoff = 0.5f;
+  int growth_interval = 2000;
+  void validate() const;
+  static LossScaling off() {
+    LossScaling s;
+    s.enabled = false;
+    return s;
+  }
+};
+
 // Built-in optimizers run one backend kernel per tensor, on the device.
 class BuiltinOptimizer : public Optimizer {
  public:
@@ -72,7 +97,8 @@ class BuiltinOptimizer : public Optimizer {
              const std::vector<float*>& slots, size_t count, int64_t step) override;
   // Every tensor in one backend call (one kernel launch on cuda), with the hyper-parameters
   // `d` (the descriptor as it was when the step was encoded).
-  void apply_all(const Device& device, const std::vector<TensorUpdate>& tensors, const OptimizerDescriptor& d);
+  void apply_all(const Device& device, const std::vector<TensorUpdate>& tensors, const OptimizerDescriptor& d,
+                 const math::LossScaleState* scaling = nullptr);
   OptimizerStep& params() { return params_; }
 
  private:

@@ -9,7 +9,7 @@ from nngraph import InvalidInputError
 from nngraph import OutOfMemoryError
 from nngraph import UnsupportedError
 import typing
-__all__: list[str] = ['Adam', 'Addition', 'Arithmetic', 'ArrayDataSource', 'BatchNormalization', 'BatchNormalizationDescriptor', 'BuiltinOptimizer', 'Concatenation', 'Convolution', 'ConvolutionDescriptor', 'ConvolutionTranspose', 'Crop', 'DataSource', 'Device', 'DeviceError', 'Division', 'Dropout', 'Error', 'FilterNode', 'FullyConnected', 'GRU', 'GlobalAveragePooling', 'GlobalMaxPooling', 'Graph', 'GroupNormalization', 'Handle', 'Image', 'ImageCopyToMatrixNode', 'ImageNode', 'InstanceNormalization', 'InvalidInputError', 'LSTM', 'LayerNormalization', 'LogSoftMax', 'Loss', 'LossDescriptor', 'MGU', 'Matrix', 'MatrixCopyToImageNode', 'MatrixDescriptor', 'Multiplication', 'Neuron', 'NeuronDescriptor', 'NormalizationDescriptor', 'Optimizer', 'OutOfMemoryError', 'Padding', 'Pooling', 'RMSProp', 'RNN', 'RNNDescriptor', 'RNNMatrixLayer', 'RNNMatrixTrainingLayer', 'RNNMatrixTrainingState', 'SGD', 'SingleGate', 'SoftMax', 'Subtraction', 'TensorSpec', 'UnsupportedError', 'Upsampling', 'WeightsLayout', 'built_backends', 'device_count', 'image_copy_to_matrix', 'kernels', 'matrix_copy_to_image', 'memory_stats', 'reset_peak_memory']
+__all__: list[str] = ['Adam', 'Addition', 'Arithmetic', 'ArrayDataSource', 'BatchNormalization', 'BatchNormalizationDescriptor', 'BuiltinOptimizer', 'Concatenation', 'Convolution', 'ConvolutionDescriptor', 'ConvolutionTranspose', 'Crop', 'DataSource', 'Device', 'DeviceError', 'Division', 'Dropout', 'Error', 'FilterNode', 'FullyConnected', 'GRU', 'GlobalAveragePooling', 'GlobalMaxPooling', 'Graph', 'GroupNormalization', 'Handle', 'Image', 'ImageCopyToMatrixNode', 'ImageNode', 'InstanceNormalization', 'InvalidInputError', 'LSTM', 'LayerNormalization', 'LogSoftMax', 'Loss', 'LossDescriptor', 'LossScaling', 'MGU', 'Matrix', 'MatrixCopyToImageNode', 'MatrixDescriptor', 'Multiplication', 'Neuron', 'NeuronDescriptor', 'NormalizationDescriptor', 'Optimizer', 'OutOfMemoryError', 'Padding', 'Pooling', 'RMSProp', 'RNN', 'RNNDescriptor', 'RNNMatrixLayer', 'RNNMatrixTrainingLayer', 'RNNMatrixTrainingState', 'SGD', 'SingleGate', 'SoftMax', 'Subtraction', 'TensorSpec', 'UnsupportedError', 'Upsampling', 'WeightsLayout', 'built_backends', 'device_count', 'image_copy_to_matrix', 'kernels', 'matrix_copy_to_image', 'memory_stats', 'reset_peak_memory']
 class Device:
     """
     Where a graph runs: 'cpu', 'cuda', 'cuda:N' ('mps' reserved).
@@ -425,12 +425,17 @@ class FilterNode:
     def sources(self) -> list[ImageNode]:
         ...
 class Convolution(FilterNode):
-    def __init__(self, source: typing.Any, weights: typing.Any, padding: typing.Any = 'valid', label: str = '') -> None:
+    def __init__(self, source: typing.Any, weights: typing.Any, padding: typing.Any = 'valid', label: str = '', accumulator_precision: str = 'float') -> None:
         """
-        padding: 'valid', 'same', 'full' or (top, bottom, left, right).
+        padding: 'valid', 'same', 'full' or (top, bottom, left, right). accumulator_precision: 'float', or 'half' to accumulate in float16 in a float16 graph on cuda (MPS's FP16 accumulation: faster, less precise; float32 and bfloat16 graphs and the cpu accumulate in float32).
+        """
+    @property
+    def accumulator_precision(self) -> str:
+        """
+        'float' or 'half' (float16 graphs on cuda accumulate in float16), as constructed.
         """
 class FullyConnected(Convolution):
-    def __init__(self, source: typing.Any, weights: typing.Any, label: str = '') -> None:
+    def __init__(self, source: typing.Any, weights: typing.Any, label: str = '', accumulator_precision: str = 'float') -> None:
         ...
 class BatchNormalization(FilterNode):
     """
@@ -513,8 +518,13 @@ class ConvolutionTranspose(FilterNode):
     """
     The transpose (adjoint) of a convolution, which enlarges by the stride: weights is a data source of a ConvolutionDescriptor(..., transposed=True) (weights input × output/groups × kh × kw, PyTorch's layout; biases and neuron as a convolution's). padding: 'valid', 'same' (result = source × stride) or (top, bottom, left, right), cut from the result; output_padding (an int or (y, x), each below the stride) adds rows and columns after, or output_size=(h, w) picks it.
     """
-    def __init__(self, source: typing.Any, weights: typing.Any, padding: typing.Any = 'valid', output_padding: typing.Any = 0, output_size: typing.Any = None, label: str = '') -> None:
+    def __init__(self, source: typing.Any, weights: typing.Any, padding: typing.Any = 'valid', output_padding: typing.Any = 0, output_size: typing.Any = None, label: str = '', accumulator_precision: str = 'float') -> None:
         ...
+    @property
+    def accumulator_precision(self) -> str:
+        """
+        'float' or 'half', as Convolution's.
+        """
     @property
     def descriptor(self) -> ConvolutionDescriptor:
         """
@@ -691,12 +701,35 @@ class Loss(FilterNode):
     """
     def __init__(self, source: typing.Any, descriptor: typing.Any = 'softmax_cross_entropy', label: str = '') -> None:
         ...
-    def training_graph(self, device: typing.Any = 'cpu', optimizer: typing.Any = None, max_in_flight: typing.SupportsInt | typing.SupportsIndex = 2, check_numerics: bool = False, format: str = 'float32') -> Graph:
+    def training_graph(self, device: typing.Any = 'cpu', optimizer: typing.Any = None, max_in_flight: typing.SupportsInt | typing.SupportsIndex = 2, check_numerics: bool = False, format: str = 'float32', loss_scaling: typing.Any = None) -> Graph:
         """
-        Every gradient node at once, wired to the forward nodes; data sources update after each step. format: the images' dtype between nodes (float32, float16, bfloat16); parameters keep float32 masters that the optimizers update.
+        Every gradient node at once, wired to the forward nodes; data sources update after each step. format: the images' dtype between nodes (float32, float16, bfloat16); parameters keep float32 masters that the optimizers update. loss_scaling: a LossScaling for float16 (None: the defaults).
         """
     @property
     def descriptor(self) -> LossDescriptor:
+        ...
+class LossScaling:
+    """
+    Dynamic loss scaling of a float16 training graph (torch.amp.GradScaler's rule), on the device inside the step: the loss gradient is multiplied by the scale; a step whose weight gradients overflow updates nothing and multiplies the scale by backoff; after growth_interval clean steps it is multiplied by growth. enabled=False trains float16 unscaled. bfloat16 and float32 graphs never scale.
+    """
+    def __init__(self, *, enabled: bool = True, initial: typing.SupportsFloat | typing.SupportsIndex = 65536.0, growth: typing.SupportsFloat | typing.SupportsIndex = 2.0, backoff: typing.SupportsFloat | typing.SupportsIndex = 0.5, growth_interval: typing.SupportsInt | typing.SupportsIndex = 2000) -> None:
+        ...
+    def __repr__(self) -> str:
+        ...
+    @property
+    def backoff(self) -> float:
+        ...
+    @property
+    def enabled(self) -> bool:
+        ...
+    @property
+    def growth(self) -> float:
+        ...
+    @property
+    def growth_interval(self) -> int:
+        ...
+    @property
+    def initial(self) -> float:
         ...
 class Handle:
     """
@@ -721,6 +754,16 @@ class Handle:
     @property
     def done(self) -> bool:
         ...
+    @property
+    def loss_scale(self) -> float:
+        """
+        A float16 training step's loss scale (1.0 where the graph does not scale); waits for the step.
+        """
+    @property
+    def skipped(self) -> bool:
+        """
+        Whether this float16 training step's gradients overflowed, so it updated nothing; waits for the step.
+        """
 class Graph:
     """
     Compiled graph from result image(s): orders nodes, infers shapes, fuses neurons into convolutions, plans one arena for intermediates and loads weights from data sources.
@@ -753,7 +796,7 @@ class Graph:
             image. Shapes are known once declared on the source nodes or after a first run.
         """
     @staticmethod
-    def training(loss: Loss, device: typing.Any = 'cpu', optimizer: typing.Any = None, max_in_flight: typing.SupportsInt | typing.SupportsIndex = 2, check_numerics: bool = False, format: str = 'float32') -> Graph:
+    def training(loss: Loss, device: typing.Any = 'cpu', optimizer: typing.Any = None, max_in_flight: typing.SupportsInt | typing.SupportsIndex = 2, check_numerics: bool = False, format: str = 'float32', loss_scaling: typing.Any = None) -> Graph:
         """
         The training graph of a loss node (see Loss.training_graph).
         """
@@ -825,6 +868,11 @@ class Graph:
         Labels of the loss nodes, in the order encode() takes their labels (empty: takes none).
         """
     @property
+    def loss_scale(self) -> float:
+        """
+        Float16 training graphs: the loss scale of the next step (after the queued ones); else 1.0.
+        """
+    @property
     def max_in_flight(self) -> int:
         ...
     @property
@@ -833,6 +881,11 @@ class Graph:
     @property
     def result_images(self) -> list[ImageNode]:
         ...
+    @property
+    def skipped_steps(self) -> int:
+        """
+        Float16 training graphs: the steps skipped so far for overflowing gradients; else 0.
+        """
     @property
     def source_image_handles(self) -> list[ImageNode]:
         ...

@@ -175,9 +175,10 @@ namespace {
 
 std::shared_ptr<Graph> training_graph(const std::shared_ptr<LossNode>& loss, const py::object& device,
                                       const py::object& optimizer, int max_in_flight, bool check_numerics,
-                                      const std::string& format) {
+                                      const std::string& format, const py::object& loss_scaling) {
+  const LossScaling scaling = loss_scaling.is_none() ? LossScaling{} : loss_scaling.cast<LossScaling>();
   auto g = Graph::training(loss, to_device(device), max_in_flight, hold_python<Optimizer>(optimizer, "Optimizer"),
-                           dtype_named(format.c_str(), "graph"));
+                           dtype_named(format.c_str(), "graph"), scaling);
   g->set_check_numerics(check_numerics);
   auto owned = python_owned(std::move(g));
   std::string frozen;  // sources the given optimizer cannot reach
@@ -194,6 +195,29 @@ std::shared_ptr<Graph> training_graph(const std::shared_ptr<LossNode>& loss, con
 }  // namespace
 
 void init_graph(py::module_& m) {
+  py::class_<LossScaling>(m, "LossScaling",
+                          "Dynamic loss scaling of a float16 training graph (torch.amp.GradScaler's rule), on the "
+                          "device inside the step: the loss gradient is multiplied by the scale; a step whose "
+                          "weight gradients overflow updates nothing and multiplies the scale by backoff; after "
+                          "growth_interval clean steps it is multiplied by growth. enabled=False trains float16 "
+                          "unscaled. bfloat16 and float32 graphs never scale.")
+      .def(py::init([](bool enabled, float initial, float growth, float backoff, int growth_interval) {
+             LossScaling s{enabled, initial, growth, backoff, growth_interval};
+             s.validate();
+             return s;
+           }),
+           py::kw_only(), py::arg("enabled") = true, py::arg("initial") = 65536.f, py::arg("growth") = 2.f,
+           py::arg("backoff") = 0.5f, py::arg("growth_interval") = 2000)
+      .def_readonly("enabled", &LossScaling::enabled)
+      .def_readonly("initial", &LossScaling::initial)
+      .def_readonly("growth", &LossScaling::growth)
+      .def_readonly("backoff", &LossScaling::backoff)
+      .def_readonly("growth_interval", &LossScaling::growth_interval)
+      .def("__repr__", [](const LossScaling& s) {
+        return cat("LossScaling(enabled=", s.enabled ? "True" : "False", ", initial=", s.initial, ", growth=", s.growth,
+                   ", backoff=", s.backoff, ", growth_interval=", s.growth_interval, ")");
+      });
+
   py::class_<Handle, HandlePtr>(m, "Handle", "One encode in flight: wait(), done, result().")
       .def("wait", [](Handle& h) {
         py::gil_scoped_release release;
@@ -214,7 +238,15 @@ void init_graph(py::module_& m) {
       .def("loss", [](Handle& h, size_t i) {
         py::gil_scoped_release release;
         return h.loss(i);
-      }, py::arg("index") = 0, "The reduced loss (what the gradient is of).");
+      }, py::arg("index") = 0, "The reduced loss (what the gradient is of).")
+      .def_property_readonly("loss_scale", [](Handle& h) {
+        py::gil_scoped_release release;
+        return h.loss_scale();
+      }, "A float16 training step's loss scale (1.0 where the graph does not scale); waits for the step.")
+      .def_property_readonly("skipped", [](Handle& h) {
+        py::gil_scoped_release release;
+        return h.skipped();
+      }, "Whether this float16 training step's gradients overflowed, so it updated nothing; waits for the step.");
 
   py::class_<Graph, std::shared_ptr<Graph>>(
       m, "Graph",
@@ -251,9 +283,17 @@ void init_graph(py::module_& m) {
       .def_property("allow_tf32", &Graph::allow_tf32, &Graph::set_allow_tf32,
                     "cuda: convolutions and fully connected layers may use tf32 tensor cores (about 1e-3 "
                     "relative error); off (the default): exact float32.")
+      .def_property_readonly("loss_scale", [](const Graph& g) {
+        py::gil_scoped_release release;
+        return g.loss_scale();
+      }, "Float16 training graphs: the loss scale of the next step (after the queued ones); else 1.0.")
+      .def_property_readonly("skipped_steps", [](const Graph& g) {
+        py::gil_scoped_release release;
+        return g.skipped_steps();
+      }, "Float16 training graphs: the steps skipped so far for overflowing gradients; else 0.")
       .def_static("training", &training_graph,
            py::arg("loss"), py::arg("device") = "cpu", py::arg("optimizer") = py::none(), py::arg("max_in_flight") = 2,
-           py::arg("check_numerics") = false, py::arg("format") = "float32",
+           py::arg("check_numerics") = false, py::arg("format") = "float32", py::arg("loss_scaling") = py::none(),
            "The training graph of a loss node (see Loss.training_graph).")
       .def("inference", [](const Graph& g) { return python_owned(g.inference()); },
            "An inference graph over this graph's results, reading its (trained) weights in place.")
@@ -321,9 +361,10 @@ void init_graph(py::module_& m) {
   py::reinterpret_borrow<py::class_<LossNode, FilterNode, std::shared_ptr<LossNode>>>(m.attr("Loss"))
       .def("training_graph", &training_graph, py::arg("device") = "cpu", py::arg("optimizer") = py::none(),
            py::arg("max_in_flight") = 2, py::arg("check_numerics") = false, py::arg("format") = "float32",
+           py::arg("loss_scaling") = py::none(),
            "Every gradient node at once, wired to the forward nodes; data sources update after each step. "
            "format: the images' dtype between nodes (float32, float16, bfloat16); parameters keep float32 "
-           "masters that the optimizers update.");
+           "masters that the optimizers update. loss_scaling: a LossScaling for float16 (None: the defaults).");
 }
 
 }  // namespace nngraph::py_bind

@@ -40,18 +40,25 @@ void init_layers(py::module_& m) {
       "or (top, bottom, left, right), cut from the result; output_padding (an int or (y, x), each below "
       "the stride) adds rows and columns after, or output_size=(h, w) picks it.")
       .def(py::init([](const py::object& src, const py::object& weights, const py::object& padding,
-                       const py::object& output_padding, const py::object& output_size, std::string label) {
+                       const py::object& output_padding, const py::object& output_size, std::string label,
+                       const std::string& accumulator) {
              const auto [py_, px] = to_pair(output_padding, ConvolutionTransposeNode::kKind);
              const auto [oh, ow] = output_size.is_none() ? std::pair<int, int>{0, 0}
                                                          : to_pair(output_size, ConvolutionTransposeNode::kKind);
              if (!output_size.is_none() && (oh < 1 || ow < 1))
                fail("[", ConvolutionTransposeNode::kKind, "] output size must be positive");
-             return ConvolutionTransposeNode::create(to_image_node(src, ConvolutionTransposeNode::kKind),
-                                                     hold_data_source(weights), to_padding(padding), py_, px, oh, ow,
-                                                     std::move(label));
+             auto node = ConvolutionTransposeNode::create(to_image_node(src, ConvolutionTransposeNode::kKind),
+                                                          hold_data_source(weights), to_padding(padding), py_, px, oh,
+                                                          ow, std::move(label));
+             node->set_accumulator_precision(accumulator_named(accumulator, node->label()));
+             return node;
            }),
            py::arg("source"), py::arg("weights"), py::arg("padding") = "valid", py::arg("output_padding") = 0,
-           py::arg("output_size") = py::none(), py::arg("label") = "")
+           py::arg("output_size") = py::none(), py::arg("label") = "", py::arg("accumulator_precision") = "float")
+      .def_property_readonly(
+          "accumulator_precision",
+          [](const ConvolutionTransposeNode& n) { return accumulator_name(n.accumulator_precision()); },
+          "'float' or 'half', as Convolution's.")
       .def_property_readonly("descriptor", &ConvolutionTransposeNode::descriptor,
                              "The transposed ConvolutionDescriptor its data source describes.");
 

@@ -104,19 +104,30 @@ void init_nodes(py::module_& m) {
 
   py::class_<ConvolutionNode, FilterNode, std::shared_ptr<ConvolutionNode>>(m, "Convolution")
       .def(py::init([](const py::object& src, const py::object& weights, const py::object& padding,
-                       std::string label) {
-             return ConvolutionNode::create(to_image_node(src, ConvolutionNode::kKind), hold_data_source(weights),
-                                            to_padding(padding), std::move(label));
+                       std::string label, const std::string& accumulator) {
+             auto node = ConvolutionNode::create(to_image_node(src, ConvolutionNode::kKind), hold_data_source(weights),
+                                                 to_padding(padding), std::move(label));
+             node->set_accumulator_precision(accumulator_named(accumulator, node->label()));
+             return node;
            }),
            py::arg("source"), py::arg("weights"), py::arg("padding") = "valid", py::arg("label") = "",
-           "padding: 'valid', 'same', 'full' or (top, bottom, left, right).");
+           py::arg("accumulator_precision") = "float",
+           "padding: 'valid', 'same', 'full' or (top, bottom, left, right). accumulator_precision: 'float', or "
+           "'half' to accumulate in float16 in a float16 graph on cuda (MPS's FP16 accumulation: faster, less "
+           "precise; float32 and bfloat16 graphs and the cpu accumulate in float32).")
+      .def_property_readonly(
+          "accumulator_precision", [](const ConvolutionNode& n) { return accumulator_name(n.accumulator_precision()); },
+          "'float' or 'half' (float16 graphs on cuda accumulate in float16), as constructed.");
 
   py::class_<FullyConnectedNode, ConvolutionNode, std::shared_ptr<FullyConnectedNode>>(m, "FullyConnected")
-      .def(py::init([](const py::object& src, const py::object& weights, std::string label) {
-             return FullyConnectedNode::create(to_image_node(src, FullyConnectedNode::kKind), hold_data_source(weights),
-                                               std::move(label));
+      .def(py::init([](const py::object& src, const py::object& weights, std::string label,
+                       const std::string& accumulator) {
+             auto node = FullyConnectedNode::create(to_image_node(src, FullyConnectedNode::kKind),
+                                                    hold_data_source(weights), std::move(label));
+             node->set_accumulator_precision(accumulator_named(accumulator, node->label()));
+             return node;
            }),
-           py::arg("source"), py::arg("weights"), py::arg("label") = "");
+           py::arg("source"), py::arg("weights"), py::arg("label") = "", py::arg("accumulator_precision") = "float");
 
   py::class_<BatchNormalizationNode, FilterNode, std::shared_ptr<BatchNormalizationNode>>(
       m, "BatchNormalization",

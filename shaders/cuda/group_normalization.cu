@@ -4,6 +4,7 @@
 // per channel. Registered here as the cuda kernels of ops/group_normalization.h.
 #include "backends/cuda/cuda_backend.h"
 #include "common.cuh"
+#include "kernels.cuh"
 #include "ops/group_normalization.h"
 
 namespace nngraph {
@@ -11,18 +12,22 @@ namespace {
 
 using cuda::block_sum;
 using cuda::kThreads;
+using cuda::ld;
+using cuda::st;
 
-__global__ void normalize_kernel(math::NormSpan s, float eps, const float* x, const float* gamma, const float* beta,
-                                 float* stats, float* y) {
+// Images (x, y, dy, dx) in T; gamma, beta, statistics and parameter gradients in float32.
+template <class T>
+__global__ void normalize_kernel(math::NormSpan s, float eps, const T* x, const float* gamma, const float* beta,
+                                 float* stats, T* y) {
   const int per = s.stats(), count = s.count(), stride = s.stride();
   const int n = blockIdx.x / per, a = blockIdx.x % per;
   const size_t base = s.first(n, a);
   float sum = 0.f;
-  for (int j = threadIdx.x; j < count; j += blockDim.x) sum += x[base + static_cast<size_t>(j) * stride];
+  for (int j = threadIdx.x; j < count; j += blockDim.x) sum += ld(x[base + static_cast<size_t>(j) * stride]);
   const float mean = block_sum(sum) / count;
   float sq = 0.f;
   for (int j = threadIdx.x; j < count; j += blockDim.x) {
-    const float d = x[base + static_cast<size_t>(j) * stride] - mean;
+    const float d = ld(x[base + static_cast<size_t>(j) * stride]) - mean;
     sq += d * d;
   }
   const float inv = rsqrtf(block_sum(sq) / count + eps);
@@ -31,12 +36,13 @@ __global__ void normalize_kernel(math::NormSpan s, float eps, const float* x, co
   for (int j = threadIdx.x; j < count; j += blockDim.x) {
     const size_t at = base + static_cast<size_t>(j) * stride;
     const int c = s.channel(a, j);
-    y[at] = gamma[c] * (x[at] - mean) * inv + beta[c];
+    y[at] = st<T>(gamma[c] * (ld(x[at]) - mean) * inv + beta[c]);
   }
 }
 
-__global__ void input_gradient_kernel(math::NormSpan s, const float* x, const float* dy, const float* gamma,
-                                      const float* stats, float* dx) {
+template <class T>
+__global__ void input_gradient_kernel(math::NormSpan s, const T* x, const T* dy, const float* gamma, const float* stats,
+                                      T* dx) {
   const int per = s.stats(), count = s.count(), stride = s.stride();
   const int a = blockIdx.x % per;
   const size_t base = s.first(blockIdx.x / per, a);
@@ -44,19 +50,20 @@ __global__ void input_gradient_kernel(math::NormSpan s, const float* x, const fl
   float s1 = 0.f, s2 = 0.f;
   for (int j = threadIdx.x; j < count; j += blockDim.x) {
     const size_t at = base + static_cast<size_t>(j) * stride;
-    const float v = gamma[s.channel(a, j)] * dy[at];
+    const float v = gamma[s.channel(a, j)] * ld(dy[at]);
     s1 += v;
-    s2 += v * (x[at] - mean) * inv;
+    s2 += v * (ld(x[at]) - mean) * inv;
   }
   const float m1 = block_sum(s1) / count, m2 = block_sum(s2) / count;
   for (int j = threadIdx.x; j < count; j += blockDim.x) {
     const size_t at = base + static_cast<size_t>(j) * stride;
-    dx[at] = inv * (gamma[s.channel(a, j)] * dy[at] - m1 - (x[at] - mean) * inv * m2);
+    dx[at] = st<T>(inv * (gamma[s.channel(a, j)] * ld(dy[at]) - m1 - (ld(x[at]) - mean) * inv * m2));
   }
 }
 
-__global__ void parameter_gradient_kernel(math::NormSpan s, int images, const float* x, const float* dy,
-                                          const float* stats, float* dgamma, float* dbeta) {
+template <class T>
+__global__ void parameter_gradient_kernel(math::NormSpan s, int images, const T* x, const T* dy, const float* stats,
+                                          float* dgamma, float* dbeta) {
   const int c = blockIdx.x, per = s.stats();
   const size_t total = static_cast<size_t>(images) * s.hw;
   float sg = 0.f, sb = 0.f;
@@ -64,8 +71,9 @@ __global__ void parameter_gradient_kernel(math::NormSpan s, int images, const fl
     const int n = static_cast<int>(i / s.hw), p = static_cast<int>(i % s.hw);
     const size_t at = (static_cast<size_t>(n) * s.channels + c) * s.hw + p;
     const size_t k = static_cast<size_t>(n) * per + s.stat_of(c, p);
-    sg += dy[at] * (x[at] - stats[2 * k]) * stats[2 * k + 1];
-    sb += dy[at];
+    const float g = ld(dy[at]);
+    sg += g * (ld(x[at]) - stats[2 * k]) * stats[2 * k + 1];
+    sb += g;
   }
   sg = block_sum(sg);
   sb = block_sum(sb);
@@ -78,9 +86,12 @@ void group_normalization(Backend& backend, const math::NormSpan& s, float eps, c
                          const Tensor& beta, const Tensor& stats, const Tensor& y) {
   CudaBackend& b = cuda_of(backend);
   auto lock = b.enter();
-  normalize_kernel<<<x.batch() * s.stats(), kThreads, 0, b.stream()>>>(
-      s, eps, x.data_as<const float>(), gamma.data_as<const float>(), beta.data_as<const float>(),
-      stats.data_as<float>(), y.data_as<float>());
+  cuda::with_storage(x.dtype(), [&](auto z) {
+    using T = decltype(z);
+    normalize_kernel<<<x.batch() * s.stats(), kThreads, 0, b.stream()>>>(
+        s, eps, x.data_as<const T>(), gamma.data_as<const float>(), beta.data_as<const float>(),
+        stats.data_as<float>(), y.data_as<T>());
+  });
   cuda::check_launch("group_normalization");
 }
 
@@ -89,14 +100,17 @@ void group_normalization_gradient(Backend& backend, const math::NormSpan& s, con
                                   const Tensor& dbeta) {
   CudaBackend& b = cuda_of(backend);
   auto lock = b.enter();
-  if (dx)
-    input_gradient_kernel<<<x.batch() * s.stats(), kThreads, 0, b.stream()>>>(
-        s, x.data_as<const float>(), dy.data_as<const float>(), gamma.data_as<const float>(),
-        stats.data_as<const float>(), dx.data_as<float>());
-  if (dgamma || dbeta)
-    parameter_gradient_kernel<<<s.channels, kThreads, 0, b.stream()>>>(
-        s, x.batch(), x.data_as<const float>(), dy.data_as<const float>(), stats.data_as<const float>(),
-        dgamma.data_as<float>(), dbeta.data_as<float>());
+  cuda::with_storage(x.dtype(), [&](auto z) {
+    using T = decltype(z);
+    if (dx)
+      input_gradient_kernel<<<x.batch() * s.stats(), kThreads, 0, b.stream()>>>(
+          s, x.data_as<const T>(), dy.data_as<const T>(), gamma.data_as<const float>(), stats.data_as<const float>(),
+          dx.data_as<T>());
+    if (dgamma || dbeta)
+      parameter_gradient_kernel<<<s.channels, kThreads, 0, b.stream()>>>(
+          s, x.batch(), x.data_as<const T>(), dy.data_as<const T>(), stats.data_as<const float>(),
+          dgamma.data_as<float>(), dbeta.data_as<float>());
+  });
   cuda::check_launch("group_normalization_gradient");
 }
 

@@ -119,7 +119,7 @@ void softmax_gradient(cudaStream_t s, bool log, const T* y, const T* dy, T* dx, 
 
 // Scores x and their gradient in T; labels, label weights and losses in float32.
 template <class T>
-void loss(cudaStream_t s, const LossDescriptor& d, double scale, const T* x, const float* labels,
+void loss(cudaStream_t s, const LossDescriptor& d, double scale, const float* loss_scale, const T* x, const float* labels,
           const float* weights, T* gradient, float* losses, int n, int c, int hw);
 
 // Many tensors under one rule, each with its own step count: one launch per 16 tensors.
@@ -213,5 +213,15 @@ void rnn_gradient(const RNNDevice& d, const RNNLayerGeometry& g, const RNNLayerW
 
 // *flag = 1 if any value is NaN or infinite (flag zeroed first).
 void any_nonfinite(cudaStream_t s, const void* data, DType dtype, size_t count, int* flag);
+// *flag = 1 if any value of the tensors is NaN or infinite (flag left as it is otherwise),
+// in one launch per 32 tensors.
+struct Checked {
+  const void* data;
+  DType dtype;
+  size_t count;
+};
+void mark_nonfinite(cudaStream_t s, const std::vector<Checked>& tensors, int* flag);
+// math::advance_loss_scale on the device.
+void advance_loss_scale(cudaStream_t s, math::LossScaleState* state, const LossScaling& rule);
 
 }  // namespace nngraph::cuda

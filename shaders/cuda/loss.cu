@@ -16,7 +16,7 @@ __host__ __device__ bool over_channels(LossType t) {
 }
 
 template <class T>
-__global__ void loss_kernel(LossDescriptor d, double scale, const T* xs, const float* labels, const float* weights,
+__global__ void loss_kernel(LossDescriptor d, double scale, const float* loss_scale, const T* xs, const float* labels, const float* weights,
                             T* grads, float* losses, int c, int hw) {
   const size_t per = static_cast<size_t>(c) * hw;
   const size_t off = blockIdx.x * per;
@@ -24,7 +24,7 @@ __global__ void loss_kernel(LossDescriptor d, double scale, const T* xs, const f
   const float* lab = labels + off;
   T* g = grads + off;
   const double w = static_cast<double>(d.weight) * weights[blockIdx.x];
-  const double gs = w * scale;
+  const double gs = w * scale * (loss_scale ? *loss_scale : 1.f);
   double total = 0;
   if (over_channels(d.type)) {
     for (int p = threadIdx.x; p < hw; p += blockDim.x) total += math::loss_channels(d, x + p, lab + p, hw, c, gs, g + p);
@@ -54,7 +54,7 @@ __global__ void loss_kernel(LossDescriptor d, double scale, const T* xs, const f
 // One pixel per image (a classifier's scores): a warp per image, a lane per channel, the
 // same terms summed across the warp.
 template <class T>
-__global__ void row_loss_kernel(LossDescriptor d, double scale, const T* xs, const float* labels, const float* weights,
+__global__ void row_loss_kernel(LossDescriptor d, double scale, const float* loss_scale, const T* xs, const float* labels, const float* weights,
                                 T* grads, float* losses, int n, int c) {
   const int img = (blockIdx.x * blockDim.x + threadIdx.x) / 32, lane = threadIdx.x & 31;
   if (img >= n) return;  // the whole warp
@@ -62,6 +62,7 @@ __global__ void row_loss_kernel(LossDescriptor d, double scale, const T* xs, con
   const T* x = xs + off;
   const float* lab = labels + off;
   const double w = static_cast<double>(d.weight) * weights[img];
+  const double gs = w * scale * (loss_scale ? *loss_scale : 1.f);
   double lse = 0, lsum = 0;
   if (d.type == LossType::SoftMaxCrossEntropy) {
     double mx = -INFINITY, z = 0;
@@ -73,7 +74,7 @@ __global__ void row_loss_kernel(LossDescriptor d, double scale, const T* xs, con
   }
   double total = 0;
   for (int ch = lane; ch < c; ch += 32)
-    total += math::channel_term(d, ld(x[ch]), math::smoothed(d, lab[ch], c), lse, lsum, w * scale, grads + off + ch);
+    total += math::channel_term(d, ld(x[ch]), math::smoothed(d, lab[ch], c), lse, lsum, gs, grads + off + ch);
   total = warp_sum(total);
   if (lane == 0) losses[img] = static_cast<float>(w * total);
 }
@@ -81,18 +82,18 @@ __global__ void row_loss_kernel(LossDescriptor d, double scale, const T* xs, con
 }  // namespace
 
 template <class T>
-void loss(cudaStream_t s, const LossDescriptor& d, double scale, const T* x, const float* labels, const float* weights,
+void loss(cudaStream_t s, const LossDescriptor& d, double scale, const float* loss_scale, const T* x, const float* labels, const float* weights,
           T* gradient, float* losses, int n, int c, int hw) {
   if (over_channels(d.type) && hw == 1)
-    row_loss_kernel<<<(n * 32 + kLossThreads - 1) / kLossThreads, kLossThreads, 0, s>>>(d, scale, x, labels,
-                                                                                        weights, gradient, losses, n, c);
+    row_loss_kernel<<<(n * 32 + kLossThreads - 1) / kLossThreads, kLossThreads, 0, s>>>(
+        d, scale, loss_scale, x, labels, weights, gradient, losses, n, c);
   else
-    loss_kernel<<<n, kLossThreads, 0, s>>>(d, scale, x, labels, weights, gradient, losses, c, hw);
+    loss_kernel<<<n, kLossThreads, 0, s>>>(d, scale, loss_scale, x, labels, weights, gradient, losses, c, hw);
   check_launch("loss");
 }
 
 #define INSTANTIATE(T)                                                                                          \
-  template void loss(cudaStream_t, const LossDescriptor&, double, const T*, const float*, const float*, T*, float*, \
+  template void loss(cudaStream_t, const LossDescriptor&, double, const float*, const T*, const float*, const float*, T*, float*, \
                      int, int, int);
 NNGRAPH_STORAGE_TYPES(INSTANTIATE)
 #undef INSTANTIATE

@@ -20,8 +20,10 @@ struct MultiUpdate {
   float* s1[kMaxTensors];
   float* s2[kMaxTensors];
   size_t count[kMaxTensors];
+  int64_t step[kMaxTensors];
   unsigned first_block[kMaxTensors + 1];
   int n;
+  const math::LossScaleState* scaling;  // a float16 graph's, else null
 };
 
 // Four parameters at a time where every array of the tensor is 16-byte aligned: wide loads
@@ -54,14 +56,15 @@ __device__ void update_each(const math::UpdateConstants& k, float* w, const G* g
 }
 
 template <OptimizerKind K, bool Slot, bool AmsGrad, class G>
-__device__ void update_typed(const MultiUpdate& m, int t, size_t first, size_t stride) {
+__device__ void update_typed(const MultiUpdate& m, const math::UpdateConstants& k, int t, size_t first,
+                             size_t stride) {
   const G* g = static_cast<const G*>(m.g[t]);
   if (m.copy_dtype[t] == DType::BFloat16)
-    update_each<K, Slot, AmsGrad>(m.k[t], m.w[t], g, m.s0[t], m.s1[t], m.s2[t],
-                                  static_cast<__nv_bfloat16*>(m.copy[t]), first, stride, m.count[t]);
-  else
-    update_each<K, Slot, AmsGrad>(m.k[t], m.w[t], g, m.s0[t], m.s1[t], m.s2[t], static_cast<__half*>(m.copy[t]),
+    update_each<K, Slot, AmsGrad>(k, m.w[t], g, m.s0[t], m.s1[t], m.s2[t], static_cast<__nv_bfloat16*>(m.copy[t]),
                                   first, stride, m.count[t]);
+  else
+    update_each<K, Slot, AmsGrad>(k, m.w[t], g, m.s0[t], m.s1[t], m.s2[t], static_cast<__half*>(m.copy[t]), first,
+                                  stride, m.count[t]);
 }
 
 template <OptimizerKind K, bool Slot, bool AmsGrad>
@@ -70,13 +73,19 @@ __global__ void multi_update_kernel(MultiUpdate m) {
   while (t + 1 < m.n && blockIdx.x >= m.first_block[t + 1]) ++t;
   const size_t local = blockIdx.x - m.first_block[t], blocks = m.first_block[t + 1] - m.first_block[t];
   const size_t first = local * blockDim.x + threadIdx.x, stride = blocks * blockDim.x;
+  math::UpdateConstants k = m.k[t];
+  if (m.scaling) {  // a skipped step changes nothing; the others see the unscaled gradient
+    if (m.scaling->found) return;
+    k.pre.rescale /= m.scaling->scale;
+    if (m.scaling->skipped) k.at_step(m.step[t] - m.scaling->skipped);
+  }
   if (m.copy[t] || m.g_dtype[t] != DType::Float32) {  // a half graph's tensor
     if (m.g_dtype[t] == DType::BFloat16)
-      update_typed<K, Slot, AmsGrad, __nv_bfloat16>(m, t, first, stride);
+      update_typed<K, Slot, AmsGrad, __nv_bfloat16>(m, k, t, first, stride);
     else if (m.g_dtype[t] == DType::Float16)
-      update_typed<K, Slot, AmsGrad, __half>(m, t, first, stride);
+      update_typed<K, Slot, AmsGrad, __half>(m, k, t, first, stride);
     else
-      update_typed<K, Slot, AmsGrad, float>(m, t, first, stride);
+      update_typed<K, Slot, AmsGrad, float>(m, k, t, first, stride);
     return;
   }
   float* w = m.w[t];
@@ -88,13 +97,13 @@ __global__ void multi_update_kernel(MultiUpdate m) {
   if (bits % 16 == 0) {
     const size_t fours = m.count[t] / 4;
     for (size_t i = first; i < fours; i += stride)
-      update_four<K, Slot, AmsGrad>(m.k[t], reinterpret_cast<float4*>(w) + i, reinterpret_cast<const float4*>(g) + i,
+      update_four<K, Slot, AmsGrad>(k, reinterpret_cast<float4*>(w) + i, reinterpret_cast<const float4*>(g) + i,
                                     reinterpret_cast<float4*>(s0) + i, reinterpret_cast<float4*>(s1) + i,
                                     reinterpret_cast<float4*>(s2) + i);
     start = fours * 4;
   }
   for (size_t i = start + first; i < m.count[t]; i += stride)
-    math::update<K, Slot, AmsGrad>(m.k[t], w[i], g[i], s0 + i, s1 + i, s2 + i);
+    math::update<K, Slot, AmsGrad>(k, w[i], g[i], s0 + i, s1 + i, s2 + i);
 }
 
 struct LaunchMulti {
@@ -112,11 +121,13 @@ void optimizer_steps(const StepLaunch& l, const OptimizerStep& step, const Tenso
   for (size_t start = 0; start < n; start += kMaxTensors) {
     MultiUpdate m{};
     m.n = static_cast<int>(std::min<size_t>(kMaxTensors, n - start));
+    m.scaling = step.scaling;
     for (int i = 0; i < m.n; ++i) {
       const TensorUpdate& t = tensors[start + i];
       OptimizerStep one = step;
       one.step = t.step;
       m.k[i] = math::UpdateConstants(one);
+      m.step[i] = t.step;
       m.w[i] = t.values;
       m.g[i] = t.gradient;
       m.g_dtype[i] = t.gradient_dtype;

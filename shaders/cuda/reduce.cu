@@ -1,4 +1,8 @@
-// Reductions: bias gradients (with the fused neuron's gradient) and the numerics check.
+// Reductions: bias gradients (with the fused neuron's gradient), the numerics checks and the
+// loss scale's update.
+#include <algorithm>
+
+#include "backends/math.h"
 #include "common.cuh"
 #include "kernels.cuh"
 
@@ -70,6 +74,43 @@ __global__ void nonfinite_kernel(const T* data, size_t n, int* flag) {
   NNGRAPH_GRID_LOOP(i, n) if (!isfinite(ld(data[i]))) *flag = 1;
 }
 
+constexpr int kMaxChecked = 32;
+
+// Block b checks tensor t with first_block[t] <= b < first_block[t + 1].
+struct ManyChecked {
+  const void* data[kMaxChecked];
+  DType dtype[kMaxChecked];
+  size_t count[kMaxChecked];
+  unsigned first_block[kMaxChecked + 1];
+  int n;
+};
+
+template <class T>
+__device__ bool all_finite(const T* x, size_t first, size_t stride, size_t count) {
+  bool ok = true;
+  for (size_t i = first; i < count; i += stride) ok &= isfinite(ld(x[i]));
+  return ok;
+}
+
+__global__ void many_nonfinite_kernel(ManyChecked m, int* flag) {
+  int t = 0;
+  while (t + 1 < m.n && blockIdx.x >= m.first_block[t + 1]) ++t;
+  const size_t local = blockIdx.x - m.first_block[t], blocks = m.first_block[t + 1] - m.first_block[t];
+  const size_t first = local * blockDim.x + threadIdx.x, stride = blocks * blockDim.x;
+  bool ok;
+  if (m.dtype[t] == DType::Float16)
+    ok = all_finite(static_cast<const __half*>(m.data[t]), first, stride, m.count[t]);
+  else if (m.dtype[t] == DType::BFloat16)
+    ok = all_finite(static_cast<const __nv_bfloat16*>(m.data[t]), first, stride, m.count[t]);
+  else
+    ok = all_finite(static_cast<const float*>(m.data[t]), first, stride, m.count[t]);
+  if (!__syncthreads_and(ok) && threadIdx.x == 0) *flag = 1;
+}
+
+__global__ void advance_loss_scale_kernel(math::LossScaleState* s, float growth, float backoff, int interval) {
+  math::advance_loss_scale(*s, growth, backoff, interval);
+}
+
 }  // namespace
 
 template <class T>
@@ -102,6 +143,27 @@ int bias_gradient_chunks(int n, int c, int hw) {
   // Planes: about eight blocks per multiprocessor in all. Rows: about 16 rows per chunk.
   const int want = hw == 1 ? (n + 15) / 16 : 1024 / std::max(1, c);
   return std::max(1, std::min({n, want, 1024}));
+}
+
+void mark_nonfinite(cudaStream_t s, const std::vector<Checked>& tensors, int* flag) {
+  for (size_t start = 0; start < tensors.size(); start += kMaxChecked) {
+    ManyChecked m{};
+    m.n = static_cast<int>(std::min<size_t>(kMaxChecked, tensors.size() - start));
+    for (int i = 0; i < m.n; ++i) {
+      const Checked& c = tensors[start + i];
+      m.data[i] = c.data;
+      m.dtype[i] = c.dtype;
+      m.count[i] = c.count;
+      m.first_block[i + 1] = m.first_block[i] + std::min<unsigned>(blocks_for(c.count), 256);
+    }
+    many_nonfinite_kernel<<<m.first_block[m.n], kThreads, 0, s>>>(m, flag);
+  }
+  check_launch("loss_scale_check");
+}
+
+void advance_loss_scale(cudaStream_t s, math::LossScaleState* state, const LossScaling& rule) {
+  advance_loss_scale_kernel<<<1, 1, 0, s>>>(state, rule.growth, rule.backoff, rule.growth_interval);
+  check_launch("loss_scale_update");
 }
 
 void any_nonfinite(cudaStream_t s, const void* data, DType dtype, size_t count, int* flag) {

@@ -395,13 +395,44 @@ struct UpdateConstants {
   explicit UpdateConstants(const OptimizerStep& s)
       : pre(s.d), lr(s.d.learning_rate), mu(s.momentum), nesterov(s.nesterov ? 1.f : 0.f), b1(s.beta1),
         b2(s.beta2), eps(s.epsilon), rho(s.decay) {
-    // Adam: lr·(m/c1)/(√(v/c2) + ε) = (lr/c1)·m/(√v·(1/√c2) + ε)
-    const float c1 = 1.f - std::pow(s.beta1, static_cast<float>(s.step));
-    const float c2 = 1.f - std::pow(s.beta2, static_cast<float>(s.step));
+    at_step(s.step);
+  }
+  // Adam: lr·(m/c1)/(√(v/c2) + ε) = (lr/c1)·m/(√v·(1/√c2) + ε)
+  NNGRAPH_HD void at_step(int64_t step) {
+    const float c1 = 1.f - powf(b1, static_cast<float>(step));
+    const float c2 = 1.f - powf(b2, static_cast<float>(step));
     step_size = lr / c1;
-    inv_sqrt_c2 = 1.f / std::sqrt(c2);
+    inv_sqrt_c2 = 1.f / sqrtf(c2);
   }
 };
+
+// A float16 graph's dynamic loss scaling, in device memory (torch.amp.GradScaler's rule,
+// without a host round trip): the loss gradient is multiplied by `scale`; a check of the
+// weight gradients sets `found`; the optimizers then skip the step or divide by the scale;
+// the update kernel moves the scale and clears `found`.
+struct LossScaleState {
+  float scale = 1.f;
+  int32_t good = 0;      // clean steps since the scale last changed
+  int32_t found = 0;     // this step's weight gradients hold a NaN or inf
+  int64_t skipped = 0;   // steps skipped so far (Adam's step count leaves them out)
+  float report[2] = {};  // of the latest step: the scale it used, 1 if it was skipped
+};
+
+// The step after `s`'s check: skipped and backed off, or counted and perhaps grown.
+NNGRAPH_HD inline void advance_loss_scale(LossScaleState& s, float growth, float backoff, int interval) {
+  s.report[0] = s.scale;
+  s.report[1] = s.found ? 1.f : 0.f;
+  if (s.found) {
+    s.scale *= backoff;
+    s.good = 0;
+    ++s.skipped;
+  } else if (++s.good >= interval) {
+    const float grown = s.scale * growth;
+    if (grown <= 3.0e38f) s.scale = grown;  // stays finite
+    s.good = 0;
+  }
+  s.found = 0;
+}
 
 // One parameter's update; the kind is a template argument so loops over it vectorize.
 template <OptimizerKind K, bool Slot, bool AmsGrad = false>

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <random>
 
 #include "backends/backend.h"
+#include "backends/math.h"
 #include "nngraph/error.h"
 
 namespace nngraph {
@@ -251,15 +253,38 @@ void ArrayDataSource::changed_on_device(const WeightsState& w) {
   if (c && c->values.tensors == w.tensors) c->changes = ++changes_;
 }
 
-std::vector<TensorUpdate> ArrayDataSource::prepare_update(const GradientState& gradient, WeightsState& w) {
+namespace {
+
+int64_t skipped_steps(const Buffer& scaling) {
+  int64_t skipped = 0;
+  backend_for(scaling.device())
+      .copy_to_host(&skipped, static_cast<const char*>(scaling.data()) + offsetof(math::LossScaleState, skipped),
+                    sizeof skipped);
+  return skipped;
+}
+
+}  // namespace
+
+int64_t ArrayDataSource::optimizer_step() const {
+  return state_.scaling ? state_.step - (skipped_steps(*state_.scaling) - state_.skips_from) : state_.step;
+}
+
+std::vector<TensorUpdate> ArrayDataSource::prepare_update(const GradientState& gradient, WeightsState& w,
+                                                          const std::shared_ptr<const Buffer>& scaling) {
   prepare_slots(w);
+  if (scaling != state_.scaling) {  // another graph (or none) scales from now on
+    state_.step = optimizer_step();
+    state_.scaling = scaling;
+    state_.skips_from = scaling ? skipped_steps(*scaling) : 0;
+  }
   ++state_.step;
   changed_on_device(w);
   std::vector<TensorUpdate> out;
   for (size_t i = 0; i < specs_.size(); ++i) {
     if (!slotted(i) || i >= gradient.tensors.size() || !gradient.tensors[i]) continue;
+    // With scaling, the update subtracts the steps skipped so far (a count on the device).
     TensorUpdate t{static_cast<float*>(w.tensors[i]->data()), gradient.tensors[i]->data(), {}, w.counts[i],
-                   state_.step, gradient.dtype(i)};
+                   state_.step + state_.skips_from, gradient.dtype(i)};
     for (size_t j = 0; j < state_.slots[i].size() && j < 3; ++j) t.slots[j] = static_cast<float*>(state_.slots[i][j]->data());
     out.push_back(t);
   }

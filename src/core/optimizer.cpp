@@ -20,6 +20,13 @@ void OptimizerDescriptor::validate() const {
     fail("[optimizer] gradient_clip_min and gradient_clip_max must not be NaN");
 }
 
+void LossScaling::validate() const {
+  if (!(initial > 0.f) || !std::isfinite(initial)) fail("[loss scaling] initial must be finite and > 0, got ", initial);
+  if (!(growth >= 1.f) || !std::isfinite(growth)) fail("[loss scaling] growth must be finite and >= 1, got ", growth);
+  if (!(backoff > 0.f && backoff < 1.f)) fail("[loss scaling] backoff must be in (0, 1), got ", backoff);
+  if (growth_interval < 1) fail("[loss scaling] growth_interval must be >= 1, got ", growth_interval);
+}
+
 BuiltinOptimizer::BuiltinOptimizer(OptimizerStep params) : Optimizer(params.d), params_(params) {
   auto unit = [](float v) { return v >= 0.f && v < 1.f; };  // false for NaN
   if (!unit(params.momentum)) fail("[sgd] momentum must be in [0, 1), got ", params.momentum);
@@ -51,9 +58,10 @@ void BuiltinOptimizer::apply(const Device& device, float* values, const float* g
 }
 
 void BuiltinOptimizer::apply_all(const Device& device, const std::vector<TensorUpdate>& tensors,
-                                 const OptimizerDescriptor& d) {
+                                 const OptimizerDescriptor& d, const math::LossScaleState* scaling) {
   OptimizerStep s = params_;
   s.d = d;
+  s.scaling = scaling;
   s.d.validate();
   dispatch<OptimizerKernel>(backend_for(device), s, tensors);
 }

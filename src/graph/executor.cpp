@@ -191,11 +191,24 @@ double Handle::loss(size_t i) {
   return sum / divisors_[i];
 }
 
-void Handle::set_results(std::vector<Image> results, std::vector<Image> losses, std::vector<double> divisors) {
+std::pair<float, float> Handle::scaling_values() {
+  results();
+  if (scaling_.empty()) return {1.f, 0.f};
+  float v[2];
+  scaling_.copy_to_host(v);
+  return {v[0], v[1]};
+}
+
+double Handle::loss_scale() { return scaling_values().first; }
+bool Handle::skipped() { return scaling_values().second != 0.f; }
+
+void Handle::set_results(std::vector<Image> results, std::vector<Image> losses, std::vector<double> divisors,
+                         Image scaling) {
   std::lock_guard<std::mutex> lock(mutex_);
   results_ = std::move(results);
   losses_ = std::move(losses);
   divisors_ = std::move(divisors);
+  scaling_ = std::move(scaling);
   ready_ = true;
   cv_.notify_all();
 }

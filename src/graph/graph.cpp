@@ -21,6 +21,7 @@ struct GraphSpec {
   std::vector<ImageNodePtr> loss_results;      // training graphs: what evaluation() computes besides results
   bool inference = false;                      // forward nodes in inference mode even beside loss nodes
   DType format = DType::Float32;               // of the images between nodes (MPSNNGraph's format)
+  LossScaling scaling = LossScaling::off();    // float16 graphs of Graph::training
 };
 
 struct Graph::Impl {
@@ -45,7 +46,7 @@ struct Graph::Impl {
         format(spec.format), storage(backend.storage_for(spec.format)), results(spec.results), roots(spec.roots),
         loss_results(spec.loss_results),
         structure(build_structure(results, roots, spec.inference)),
-        runner(structure, backend, device, storage),
+        runner(structure, backend, device, storage, spec.scaling),
         executor(spec.max_in_flight) {
     for (int i : structure.image_sources) image_sources.push_back(structure.sources[i]);
   }
@@ -75,10 +76,11 @@ struct Graph::Impl {
 };
 
 Graph::Graph(std::vector<ImageNodePtr> results, Device device, int max_in_flight, DType format)
-    : Graph(GraphSpec{std::move(results), {}, device, max_in_flight, nullptr, {}, false, format}) {}
+    : Graph(GraphSpec{std::move(results), {}, device, max_in_flight, nullptr, {}, false, format, LossScaling::off()}) {}
 
 Graph::Graph(GraphSpec spec) {
   if (spec.max_in_flight < 1) fail("[graph] max_in_flight must be >= 1, got ", spec.max_in_flight);
+  spec.scaling.validate();
   impl_ = std::make_unique<Impl>(spec);
   std::vector<ImageShape> declared;
   for (const auto& s : impl_->image_sources)
@@ -91,7 +93,7 @@ Graph::Graph(GraphSpec spec) {
 }
 
 std::shared_ptr<Graph> Graph::training(const std::shared_ptr<LossNode>& loss, Device device, int max_in_flight,
-                                       std::shared_ptr<Optimizer> optimizer, DType format) {
+                                       std::shared_ptr<Optimizer> optimizer, DType format, LossScaling scaling) {
   if (!loss) fail("[graph] training needs a loss node");
   const Structure forward = build_structure({loss->sources()[0]}, {});
   for (const FilterNode* f : forward.order)
@@ -105,7 +107,7 @@ std::shared_ptr<Graph> Graph::training(const std::shared_ptr<LossNode>& loss, De
       }
     }
   return std::make_shared<Graph>(GraphSpec{{loss->sources()[0]}, build_gradient_pass(loss), device, max_in_flight,
-                                           nullptr, {loss->result_image()}, false, format});
+                                           nullptr, {loss->result_image()}, false, format, scaling});
 }
 
 std::shared_ptr<Graph> Graph::inference() const {
@@ -115,7 +117,7 @@ std::shared_ptr<Graph> Graph::inference() const {
     weights = impl_->weights;
   }
   return std::make_shared<Graph>(
-      GraphSpec{impl_->results, {}, impl_->device, impl_->max_in_flight, weights, {}, false, impl_->format});
+      GraphSpec{impl_->results, {}, impl_->device, impl_->max_in_flight, weights, {}, false, impl_->format, LossScaling::off()});
 }
 
 std::shared_ptr<Graph> Graph::evaluation() const {
@@ -126,7 +128,7 @@ std::shared_ptr<Graph> Graph::evaluation() const {
     weights = impl_->weights;
   }
   return std::make_shared<Graph>(GraphSpec{impl_->results, impl_->loss_results, impl_->device, impl_->max_in_flight,
-                                           weights, {}, true, impl_->format});
+                                           weights, {}, true, impl_->format, LossScaling::off()});
 }
 
 Graph::~Graph() = default;
@@ -142,6 +144,8 @@ void Graph::set_check_numerics(bool on) { impl_->check_numerics = on; }
 bool Graph::check_numerics() const { return impl_->check_numerics; }
 void Graph::set_allow_tf32(bool on) { impl_->allow_tf32 = on; }
 bool Graph::allow_tf32() const { return impl_->allow_tf32; }
+double Graph::loss_scale() const { return impl_->runner.loss_scale().first; }
+int64_t Graph::skipped_steps() const { return impl_->runner.loss_scale().second; }
 
 std::vector<const LossNode*> Graph::loss_nodes() const {
   std::vector<const LossNode*> out;
@@ -280,9 +284,10 @@ HandlePtr Graph::encode(std::vector<Image> sources, std::vector<LossLabels> labe
                           srcs = std::move(sources), lbls = std::move(labels), cb = std::move(on_complete)]() mutable {
     try {
       std::vector<Image> losses;
+      Image scaling;
       auto results = impl->runner.run(*plan, *weights, srcs, lbls, step, rates,
-                                      {impl->check_numerics.load(), impl->allow_tf32.load()}, losses);
-      handle->set_results(std::move(results), std::move(losses), divisors);
+                                      {impl->check_numerics.load(), impl->allow_tf32.load()}, losses, scaling);
+      handle->set_results(std::move(results), std::move(losses), divisors, std::move(scaling));
     } catch (...) {
       handle->set_error(std::current_exception());
     }

@@ -206,7 +206,7 @@ void prepare_slots(const std::vector<const FilterNode*>& trained, Parameters& p)
 }
 
 Updates prepare_builtin(const std::vector<const FilterNode*>& trained, Parameters& p, Gradients& g,
-                        const Rates& rates) {
+                        const Rates& rates, const std::shared_ptr<const Buffer>& scaling) {
   Updates u;
   for (const FilterNode* f : trained) {
     const auto sources = f->weight_sources();
@@ -219,7 +219,7 @@ Updates prepare_builtin(const std::vector<const FilterNode*>& trained, Parameter
         auto rate = std::find_if(rates.begin(), rates.end(), [&](const auto& r) { return r.first == opt; });
         batch = u.batches.insert(u.batches.end(), {opt, rate == rates.end() ? opt->descriptor : rate->second, {}});
       }
-      auto tensors = ds->prepare_update(g.at(f)[i], p.of.at(f)[i]);
+      auto tensors = ds->prepare_update(g.at(f)[i], p.of.at(f)[i], scaling);
       batch->tensors.insert(batch->tensors.end(), tensors.begin(), tensors.end());
     }
   }

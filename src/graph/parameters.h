@@ -111,9 +111,10 @@ Rates current_rates(const std::vector<ArrayDataSource*>& sources);
 // What can fail in prepare_builtin (the optimizers' state vectors on the device), done first,
 // before anything of the step changes.
 void prepare_slots(const std::vector<const FilterNode*>& trained, Parameters& p);
-// The built-in sources' tensors, their step counts advanced.
+// The built-in sources' tensors, their step counts advanced; `scaling`: the graph's loss
+// scaling state (float16), else null.
 Updates prepare_builtin(const std::vector<const FilterNode*>& trained, Parameters& p, Gradients& g,
-                        const Rates& rates);
+                        const Rates& rates, const std::shared_ptr<const Buffer>& scaling = nullptr);
 // Runs every host update; if one raises, puts back what the others changed and rethrows.
 void apply_host_updates(const std::vector<std::pair<const FilterNode*, size_t>>& others, Parameters& p,
                         Gradients& g);

@@ -4,12 +4,14 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <optional>
 #include <string>
 
 #include "backends/backend.h"
 #include "nngraph/error.h"
 #include "ops/cast.h"
+#include "ops/loss_scale.h"
 
 namespace nngraph {
 namespace {
@@ -38,6 +40,23 @@ class Profile {
 
 }  // namespace
 
+StepRunner::StepRunner(const Structure& structure, Backend& backend, Device device, DType storage,
+                       LossScaling scaling)
+    : structure_(structure), backend_(backend), device_(device), copies_(storage), captures_(device), rule_(scaling) {
+  if (storage != DType::Float16 || !structure.training || !rule_.enabled) return;
+  rule_.validate();
+  math::LossScaleState initial;
+  initial.scale = rule_.initial;
+  scaling_ = backend_.upload(sizeof initial, [&](void* p) { std::memcpy(p, &initial, sizeof initial); });
+}
+
+std::pair<float, int64_t> StepRunner::loss_scale() const {
+  if (!scaling_) return {1.f, 0};
+  math::LossScaleState s;
+  backend_.copy_to_host(&s, scaling_->data(), sizeof s);
+  return {s.scale, s.skipped};
+}
+
 std::vector<GradientState>& StepRunner::gradients_for(const FilterNode* forward, const std::vector<WeightsState>& ws) {
   auto& gs = gradients_[forward];
   if (gs.size() != ws.size()) {
@@ -56,6 +75,15 @@ std::vector<GradientState>& StepRunner::gradients_for(const FilterNode* forward,
     }
   }
   return gs;
+}
+
+void StepRunner::check_scaled(const std::vector<const FilterNode*>& trained, math::LossScaleState* state) {
+  std::vector<Tensor> all;
+  for (const FilterNode* f : trained)
+    for (const GradientState& g : gradients_.at(f))
+      for (size_t t = 0; t < g.tensors.size(); ++t)
+        if (g.tensors[t]) all.push_back(Tensor::parameter(&g, t));
+  dispatch<LossScaleCheckKernel>(backend_, all, state);
 }
 
 void StepRunner::check_finite(const std::vector<Image>& losses, const std::vector<const FilterNode*>& trained) {
@@ -105,7 +133,7 @@ void StepRunner::note_commits(Parameters& wm) const {
 
 std::vector<Image> StepRunner::run(const Plan& plan, Parameters& wm, const std::vector<Image>& src,
                                    const std::vector<LossLabels>& labels, uint64_t step, const Rates& rates,
-                                   Options options, std::vector<Image>& losses) {
+                                   Options options, std::vector<Image>& losses, Image& scaling) {
   int n = 0;  // a source of one image may broadcast along the batch
   for (const Image& img : src) n = std::max(n, img.batch());
   const size_t need = plan.arena * n;
@@ -145,6 +173,13 @@ std::vector<Image> StepRunner::run(const Plan& plan, Parameters& wm, const std::
     gradients_for(trained.back(), wm.of.at(trained.back()));
   }
   const auto others = host_updates(trained);
+  auto* scale_state = scaling_ ? static_cast<math::LossScaleState*>(scaling_->data()) : nullptr;
+  if (scale_state && !others.empty()) {
+    const auto& [f, i] = others.front();
+    fail<Unsupported>("[", f->label(), "] data source '", f->weight_sources()[i].source->label(),
+                      "' updates itself on the host, which a float16 graph's loss scaling cannot skip or "
+                      "unscale: give it a built-in optimizer, or train in bfloat16, or turn loss scaling off");
+  }
   make_batch_states(plan);
   Profile profile(backend_);
   // A step whose sources update themselves on the host is not captured: it must undo them on failure.
@@ -178,6 +213,10 @@ std::vector<Image> StepRunner::run(const Plan& plan, Parameters& wm, const std::
     if (plan.root[i] != static_cast<int>(i)) t[i] = t[plan.root[i]];
   for (size_t i = 0; r && i < losses.size(); ++i)
     copies_out.push_back({losses[i].data(), r->losses[i].data(), losses[i].descriptor().bytes()});
+  if (scale_state) {
+    scaling = Image::allocate({1, {2, 1, 1}, DType::Float32}, device_);
+    copies_out.push_back({scaling.data(), scale_state->report, sizeof scale_state->report});
+  }
   std::vector<Image> out;
   for (int res : s.results) {
     if (t[res].dtype() != result_dtype) continue;  // converted after the step
@@ -200,6 +239,7 @@ std::vector<Image> StepRunner::run(const Plan& plan, Parameters& wm, const std::
                  st.trains_weights ? gradients_.at(owner).data() : nullptr, st.fused,
                  counter, loss, options.allow_tf32, st.state >= 0 ? &t[st.state] : nullptr, s.training};
     a.batch_state = batch == batch_states_.end() ? nullptr : batch->second.get();
+    if (scale_state) a.loss_scale = &scale_state->scale;
     return a;
   };
   auto run = [&] {
@@ -226,12 +266,14 @@ std::vector<Image> StepRunner::run(const Plan& plan, Parameters& wm, const std::
   // arguments change from step to step, which re-point a captured step. Its built-in updates
   // are prepared after the nodes ran unless they were before (a replay's).
   std::optional<Updates> updates;
+  auto prepare = [&] { return prepare_builtin(trained, wm, gradients_, rates, scaling_); };
   auto whole = [&](bool nodes) {
     backend_.store(counter, step);
     if (r) backend_.copy_all(copies_in);
     if (nodes) {
       run();
-      if (options.check_numerics) check_finite(losses, trained);
+      // Loss scaling skips the updates of a step whose gradients overflowed instead.
+      if (options.check_numerics) check_finite(losses, scale_state ? std::vector<const FilterNode*>{} : trained);
       // Every gradient is ready before the first update. What can fail of the built-in updates
       // goes first, then the host updates, all or nothing, so a failure in either leaves every
       // weight and step count as it was.
@@ -243,18 +285,20 @@ std::vector<Image> StepRunner::run(const Plan& plan, Parameters& wm, const std::
         apply_host_updates(others, wm, gradients_);
       }
       commit();
-      if (!updates) updates = prepare_builtin(trained, wm, gradients_, rates);
+      if (!updates) updates = prepare();
       if (half_graph)
         for (auto& b : updates->batches) copies_.attach(b.tensors);
+      if (scale_state) check_scaled(trained, scale_state);
     }
-    for (const auto& b : updates->batches) b.optimizer->apply_all(device_, b.tensors, b.descriptor);
+    for (const auto& b : updates->batches) b.optimizer->apply_all(device_, b.tensors, b.descriptor, scale_state);
+    if (nodes && scale_state) dispatch<LossScaleUpdateKernel>(backend_, scale_state, rule_);
     profile.mark("updates");
     backend_.copy_all(copies_out);
   };
   if (!r || r->failed || (!r->captured && ++r->eager_runs <= 2)) {  // warm-up: algorithms found, buffers sized
     whole(true);
   } else {
-    updates = prepare_builtin(trained, wm, gradients_, rates);
+    updates = prepare();
     if (half_graph)
       for (auto& b : updates->batches) copies_.attach(b.tensors);
     bool ran = false;

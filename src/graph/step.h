@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "graph/capture.h"
@@ -19,19 +20,25 @@ class Backend;
 class StepRunner {
  public:
   // `storage`: of the images between nodes (Plan::storage), and of the parameter copies.
-  StepRunner(const Structure& structure, Backend& backend, Device device, DType storage)
-      : structure_(structure), backend_(backend), device_(device), copies_(storage), captures_(device) {}
+  // `scaling`: the loss scaling a float16 storage trains with.
+  StepRunner(const Structure& structure, Backend& backend, Device device, DType storage, LossScaling scaling);
   struct Options {
     bool check_numerics = false, allow_tf32 = false;
   };
-  // Returns the results; fills the per-image losses.
+  // Returns the results; fills the per-image losses and, where it scales the loss, `scaling`
+  // (the step's scale and 1 if it skipped its update, two float32 values on the device).
   std::vector<Image> run(const Plan& plan, Parameters& wm, const std::vector<Image>& src,
                          const std::vector<LossLabels>& labels, uint64_t step, const Rates& rates, Options options,
-                         std::vector<Image>& losses);
+                         std::vector<Image>& losses, Image& scaling);
+  // The loss scale of the next step and the steps skipped so far (waits for the device);
+  // 1 and 0 where the graph does not scale.
+  std::pair<float, int64_t> loss_scale() const;
 
  private:
   std::vector<GradientState>& gradients_for(const FilterNode* forward, const std::vector<WeightsState>& ws);
   void check_finite(const std::vector<Image>& losses, const std::vector<const FilterNode*>& trained);
+  // Marks the loss scaling state where a weight gradient holds a NaN or inf (no waiting).
+  void check_scaled(const std::vector<const FilterNode*>& trained, math::LossScaleState* state);
   // The batch states of the plan's nodes (made before any capture, kept across steps).
   void make_batch_states(const Plan& plan);
   // Marks the parameters that commits changed on the device as newer than other copies.
@@ -49,6 +56,8 @@ class StepRunner {
   std::unordered_map<const FilterNode*, std::shared_ptr<Buffer>> batch_states_;
   CaptureCache captures_;
   std::shared_ptr<Buffer> step_counter_;  // in the backend's memory: dropout reads it
+  LossScaling rule_;
+  std::shared_ptr<Buffer> scaling_;  // math::LossScaleState of a float16 training graph, else null
 };
 
 }  // namespace nngraph

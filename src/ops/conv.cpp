@@ -56,6 +56,14 @@ ImageShape ConvolutionNode::infer(const std::vector<ImageShape>& s) const {
   return {d.output_feature_channels, y.out, x.out};
 }
 
+AccumulatorPrecision accumulator_named(const std::string& name, const std::string& label) {
+  if (name == "float") return AccumulatorPrecision::Float;
+  if (name == "half") return AccumulatorPrecision::Half;
+  fail("[", label, "] accumulator_precision must be 'float' or 'half', got '", name, "'");
+}
+
+const char* accumulator_name(AccumulatorPrecision p) { return p == AccumulatorPrecision::Half ? "half" : "float"; }
+
 ConvGeometry ConvolutionNode::geometry(const ImageShape& in) const {
   const auto& d = desc_;
   const Axis y = resolve_axis(in.h, d.kernel_height, d.stride_y, d.dilation_y, padding_.mode,
@@ -69,6 +77,7 @@ ConvGeometry ConvolutionNode::geometry(const ImageShape& in) const {
 void ConvolutionNode::encode(const EncodeArgs& a) const {
   ConvGeometry g = geometry(a.sources[0]->shape());
   g.tf32 = a.allow_tf32;
+  g.half = accumulator_ == AccumulatorPrecision::Half;
   dispatch<ConvolutionKernel>(a.backend, g, *a.sources[0], Tensor::parameter(a.weights, 0), Tensor::parameter(a.weights, 1),
                          effective_neuron(desc_, a), a.result);
 }
@@ -89,6 +98,7 @@ void ConvolutionNode::encode_gradient(const EncodeArgs& a) const {
   if (a.result.empty() && !dw) return;
   ConvGeometry g = geometry(x.shape());
   g.tf32 = a.allow_tf32;
+  g.half = accumulator_ == AccumulatorPrecision::Half;
   dispatch<ConvolutionGradientKernel>(a.backend, g, x, Tensor::parameter(a.weights, 0), *a.sources[0], y, desc_.neuron, a.result, dw,
                                  a.gradients ? Tensor::parameter(a.gradients, 1) : Tensor());
 }
@@ -122,7 +132,8 @@ ImageShape FullyConnectedNode::infer(const std::vector<ImageShape>& s) const {
 
 void FullyConnectedNode::encode(const EncodeArgs& a) const {
   dispatch<FullyConnectedKernel>(a.backend, *a.sources[0], Tensor::parameter(a.weights, 0), Tensor::parameter(a.weights, 1),
-                            effective_neuron(desc_, a), a.result, a.allow_tf32);
+                            effective_neuron(desc_, a), a.result, a.allow_tf32,
+                                 accumulator_ == AccumulatorPrecision::Half);
 }
 
 void FullyConnectedNode::encode_gradient(const EncodeArgs& a) const {
@@ -130,7 +141,8 @@ void FullyConnectedNode::encode_gradient(const EncodeArgs& a) const {
   const Tensor dw = a.gradients ? Tensor::parameter(a.gradients, 0) : Tensor();
   if (a.result.empty() && !dw) return;
   dispatch<FullyConnectedGradientKernel>(a.backend, *a.sources[1], Tensor::parameter(a.weights, 0), *a.sources[0], y, desc_.neuron,
-                                    a.result, dw, a.gradients ? Tensor::parameter(a.gradients, 1) : Tensor(), a.allow_tf32);
+                                    a.result, dw, a.gradients ? Tensor::parameter(a.gradients, 1) : Tensor(), a.allow_tf32,
+                                         accumulator_ == AccumulatorPrecision::Half);
 }
 
 }  // namespace nngraph

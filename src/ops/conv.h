@@ -8,6 +8,7 @@ namespace nngraph {
 struct ConvGeometry {
   int kh, kw, sy, sx, dy, dx, groups, pad_top, pad_left;
   bool tf32 = false;  // cuda: tensor cores may round float32 inputs to tf32
+  bool half = false;  // cuda: float16 operands accumulate in float16 (accumulator_precision "half")
   // 1×k windows that tile each row without overlap (stride k, no padding): a product over
   // the windows reads the input in place, with no im2col.
   bool tiles_rows(const ImageShape& in, const ImageShape& out) const {
@@ -40,14 +41,23 @@ struct BiasNeuronGradientKernel : KernelOf<void(Backend&, const Tensor& dy, cons
 };
 // y[n, o] = Σ_k x[n, k]·W[o, k] + b[o], then neuron; k runs over C·H·W of the source.
 struct FullyConnectedKernel : KernelOf<void(Backend&, const Tensor& x, const Tensor& weights, const Tensor& bias,
-                                             const NeuronDescriptor&, const Tensor& y, bool tf32)> {
+                                             const NeuronDescriptor&, const Tensor& y, bool tf32, bool half)> {
   static constexpr const char* name = "fully_connected";
 };
 struct FullyConnectedGradientKernel
     : KernelOf<void(Backend&, const Tensor& x, const Tensor& weights, const Tensor& dy, const Tensor& y,
-                    const NeuronDescriptor&, const Tensor& dx, const Tensor& dw, const Tensor& db, bool tf32)> {
+                    const NeuronDescriptor&, const Tensor& dx, const Tensor& dw, const Tensor& db, bool tf32,
+                    bool half)> {
   static constexpr const char* name = "fully_connected_gradient";
 };
+
+// MPS's accumulatorPrecisionOption: Half lets a float16 graph's products accumulate in float16
+// on cuda (faster, less precise, as the seed's FP16 accumulation); float32 and bfloat16 graphs
+// and the cpu accumulate in float32 whatever is asked.
+enum class AccumulatorPrecision { Float, Half };
+// "float" or "half"; an error names `label`.
+AccumulatorPrecision accumulator_named(const std::string& name, const std::string& label);
+const char* accumulator_name(AccumulatorPrecision p);
 
 class ConvolutionNode : public FilterNode {
  public:
@@ -65,6 +75,8 @@ class ConvolutionNode : public FilterNode {
   ConvGeometry geometry(const ImageShape& in) const;
   // The gradient node's pass: x, dy and (with a descriptor neuron) y in; dx, dw and db out.
   virtual void encode_gradient(const EncodeArgs& args) const;
+  AccumulatorPrecision accumulator_precision() const { return accumulator_; }
+  void set_accumulator_precision(AccumulatorPrecision p) { accumulator_ = p; }
 
  protected:
   std::vector<FilterNodePtr> make_gradients(const ImageNodePtr& source_gradient) override;
@@ -73,6 +85,7 @@ class ConvolutionNode : public FilterNode {
   std::shared_ptr<DataSource> source_;
   ConvolutionDescriptor desc_;
   Padding padding_;
+  AccumulatorPrecision accumulator_ = AccumulatorPrecision::Float;
 };
 
 // A convolution whose kernel covers the whole source: the descriptor's kernel equals the

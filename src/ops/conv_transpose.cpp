@@ -75,6 +75,7 @@ void ConvolutionTransposeNode::encode(const EncodeArgs& a) const {
   const Image& x = *a.sources[0];
   ConvGeometry g = geometry(x.shape());
   g.tf32 = a.allow_tf32;
+  g.half = accumulator_ == AccumulatorPrecision::Half;
   // y = Cᵀx: C's input gradient for output gradient x (y stands in for C's input, unread).
   dispatch<ConvolutionGradientKernel>(a.backend, g, a.result, Tensor::parameter(a.weights, 0), x, Tensor(), NeuronDescriptor{},
                                       a.result, Tensor(), Tensor());
@@ -99,11 +100,12 @@ void ConvolutionTransposeNode::encode_gradient(const EncodeArgs& a) const {
   if (a.result.empty() && !dw) return;
   ConvGeometry g = geometry(x.shape());
   g.tf32 = a.allow_tf32;
+  g.half = accumulator_ == AccumulatorPrecision::Half;
   Tensor dz = dy;
   std::shared_ptr<Buffer> scratch;
   if (y) {  // dz = dy ⊙ f'(y), in scratch
     scratch = a.backend.allocate(Tensor(dy).bytes());
-    dz = Tensor(scratch->data(), dy.batch(), dy.shape());
+    dz = Tensor(scratch->data(), dy.batch(), dy.shape(), dy.dtype());
   }
   if (y || db) dispatch<BiasNeuronGradientKernel>(a.backend, dy, y, desc_.neuron, y ? dz : Tensor(), db);
   const Tensor w = Tensor::parameter(a.weights, 0);

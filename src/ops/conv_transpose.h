@@ -25,6 +25,8 @@ class ConvolutionTransposeNode : public FilterNode {
   ConvGeometry geometry(const ImageShape& in) const;
   // The gradient node's pass: dY, X[, Y] in; dX, dW and db out.
   void encode_gradient(const EncodeArgs& args) const;
+  AccumulatorPrecision accumulator_precision() const { return accumulator_; }
+  void set_accumulator_precision(AccumulatorPrecision p) { accumulator_ = p; }
 
  protected:
   std::vector<FilterNodePtr> make_gradients(const ImageNodePtr& source_gradient) override;
@@ -38,6 +40,7 @@ class ConvolutionTransposeNode : public FilterNode {
   ConvolutionDescriptor desc_;
   Padding padding_;
   int op_y_ = 0, op_x_ = 0, out_h_ = 0, out_w_ = 0;
+  AccumulatorPrecision accumulator_ = AccumulatorPrecision::Float;
 };
 
 // Sources: dY, X[, Y when the descriptor has a neuron].

@@ -32,8 +32,8 @@ double LossNode::reduction_divisor(int n, const ImageShape& shape) const {
 
 void LossNode::encode(const EncodeArgs& a) const {
   const Image& x = *a.sources[0];
-  dispatch<LossKernel>(a.backend, descriptor_, 1.0 / reduction_divisor(x.batch(), x.shape()), x, *a.sources[1],
-                  *a.sources[2], a.result, *a.losses);
+  dispatch<LossKernel>(a.backend, descriptor_, 1.0 / reduction_divisor(x.batch(), x.shape()), a.loss_scale, x,
+                       *a.sources[1], *a.sources[2], a.result, *a.losses);
 }
 
 std::vector<FilterNodePtr> LossNode::make_gradients(const ImageNodePtr&) {

@@ -10,8 +10,9 @@
 namespace nngraph {
 
 // Per-image losses (summed over the image, times its weight and the descriptor's) and
-// d(loss)/d(x) scaled by `scale` (the reduction's 1/divisor).
-struct LossKernel : KernelOf<void(Backend&, const LossDescriptor&, double scale, const Tensor& x,
+// d(loss)/d(x) scaled by `scale` (the reduction's 1/divisor) and by *loss_scale (a float16
+// graph's loss scaling, in the backend's memory; null: 1).
+struct LossKernel : KernelOf<void(Backend&, const LossDescriptor&, double scale, const float* loss_scale, const Tensor& x,
                                   const Tensor& labels, const Tensor& weights, const Tensor& gradient,
                                   const Tensor& losses)> {
   static constexpr const char* name = "loss";

@@ -1,5 +1,6 @@
 // The RNN graph node: an image's positions as a sequence, through a stack of recurrent layers.
 #include "nngraph/error.h"
+#include "ops/cast.h"
 #include "ops/convert.h"
 #include "ops/gradient.h"
 #include "ops/rnn.h"
@@ -22,17 +23,40 @@ namespace {
 std::shared_ptr<Buffer> floats(Backend& b, size_t count) { return b.allocate(count * sizeof(float)); }
 float* data(const std::shared_ptr<Buffer>& b) { return static_cast<float*>(b->data()); }
 
-// N × C × steps (NCHW, positions flattened) → steps × N × C, time-major.
+// The layers compute in float32 in every graph format: a half graph's images are cast at the
+// node's edges (sequences are short beside the products of their steps).
+
+// img as float32: itself, or a cast copy (held in *held).
+Tensor as_float(Backend& b, const Image& img, std::shared_ptr<Buffer>* held) {
+  if (img.dtype() == DType::Float32) return img;
+  *held = floats(b, img.descriptor().count());
+  const Tensor wide(data(*held), img.batch(), img.shape());
+  dispatch<CastKernel>(b, img, wide);
+  return wide;
+}
+
+// N × C × steps (NCHW, positions flattened) → steps × N × C, time-major, float32.
 std::shared_ptr<Buffer> to_time_major(Backend& b, const Image& img) {
   const int dims[3] = {img.batch(), img.shape().c, img.shape().h * img.shape().w}, perm[3] = {2, 0, 1};
+  std::shared_ptr<Buffer> wide;
+  const Tensor x = as_float(b, img, &wide);
   auto out = floats(b, img.descriptor().count());
-  dispatch<PermuteKernel>(b, img, Tensor::vector(data(out), img.descriptor().count()), dims, perm);
+  dispatch<PermuteKernel>(b, x, Tensor::vector(data(out), img.descriptor().count()), dims, perm);
   return out;
+}
+
+// Writes a float32 result into img (cast where img is half).
+void store_float(Backend& b, const float* values, const Image& img) {
+  dispatch<CastKernel>(b, Tensor(values, img.batch(), img.shape()), img);
 }
 
 void from_time_major(Backend& b, const float* seq, const Image& img) {
   const int dims[3] = {img.shape().h * img.shape().w, img.batch(), img.shape().c}, perm[3] = {1, 2, 0};
-  dispatch<PermuteKernel>(b, Tensor::vector(seq, img.descriptor().count()), img, dims, perm);
+  const Tensor from = Tensor::vector(seq, img.descriptor().count());
+  if (img.dtype() == DType::Float32) return dispatch<PermuteKernel>(b, from, img, dims, perm);
+  auto wide = floats(b, img.descriptor().count());
+  dispatch<PermuteKernel>(b, from, Tensor(data(wide), img.batch(), img.shape()), dims, perm);
+  store_float(b, data(wide), img);
 }
 
 // Sources: dY, X, the forward node's training state.
@@ -53,8 +77,9 @@ class RNNGradientNode : public GradientNode {
     rnn_stack::IO io;
     io.x = data(xt);
     std::shared_ptr<Buffer> dyt, dxt;
+    std::shared_ptr<Buffer> wide_dy;
     if (forward_->last_only()) {
-      io.dy_last = dy.data_as<float>();
+      io.dy_last = as_float(a.backend, dy, &wide_dy).data_as<const float>();
     } else {
       dyt = to_time_major(a.backend, dy);
       io.dy = data(dyt);
@@ -108,15 +133,19 @@ void RNNNode::encode(const EncodeArgs& a) const {
   rnn_stack::IO io;
   io.x = data(xt);
   io.for_gradient = a.state != nullptr;  // graphs keep a state only for a gradient node
-  std::shared_ptr<Buffer> yt;
-  if (last_only_) {
+  std::shared_ptr<Buffer> yt, y_last;
+  if (last_only_ && a.result.dtype() == DType::Float32) {
     io.y_last = a.result.data_as<float>();
+  } else if (last_only_) {
+    y_last = floats(a.backend, a.result.descriptor().count());
+    io.y_last = data(y_last);
   } else {
     yt = floats(a.backend, a.result.descriptor().count());
     io.y = data(yt);
   }
   rnn_stack::forward(a.backend, stack_, l, a.weights, state, io);
   if (yt) from_time_major(a.backend, data(yt), a.result);
+  if (y_last) store_float(a.backend, data(y_last), a.result);
 }
 
 std::vector<FilterNodePtr> RNNNode::make_gradients(const ImageNodePtr& dy) {

@@ -316,16 +316,16 @@ TEST_F(CudaVsCpu, FullyConnectedAndGradient) {
   auto [yc, yg] = empty(n, {o, 1, 1});
   auto wg = on_gpu(wv), bg = on_gpu(bv);
   const auto relu = NeuronDescriptor::make(NeuronType::ReLU);
-  dispatch<FullyConnectedKernel>(cpu(), xc, t(wv), t(bv), relu, yc, false);
-  dispatch<FullyConnectedKernel>(gpu(), xg, t(wg), t(bg), relu, yg, false);
+  dispatch<FullyConnectedKernel>(cpu(), xc, t(wv), t(bv), relu, yc, false, false);
+  dispatch<FullyConnectedKernel>(gpu(), xg, t(wg), t(bg), relu, yg, false, false);
   near(host(yc), host(yg));
   auto [dyc, dyg] = pair(n, {o, 1, 1}, dyv);
   auto [dxc, dxg] = empty(n, {6, 2, 2});
   std::vector<float> dwc(wv.size()), dbc(o);
   auto dwg = gpu().allocate(wv.size() * 4), dbg = gpu().allocate(o * 4);
-  dispatch<FullyConnectedGradientKernel>(cpu(), xc, t(wv), dyc, yc, relu, dxc, t(dwc), t(dbc), false);
+  dispatch<FullyConnectedGradientKernel>(cpu(), xc, t(wv), dyc, yc, relu, dxc, t(dwc), t(dbc), false, false);
   dispatch<FullyConnectedGradientKernel>(gpu(), xg, t(wg), dyg, yg, relu, dxg,
-                                 t(dwg), t(dbg), false);
+                                 t(dwg), t(dbg), false, false);
   near(host(dxc), host(dxg));
   near(dwc, host(dwg));
   near(dbc, host(dbg));
@@ -450,8 +450,8 @@ TEST_F(CudaVsCpu, LossesAndOptimizers) {
     auto [wc, wg] = pair(n, {1, 1, 1}, std::vector<float>{1.f, 0.5f, 2.f, 1.f});
     auto [gc, gg] = empty(n, {c, hw, 1});
     auto [oc, og] = empty(n, {1, 1, 1});
-    dispatch<LossKernel>(cpu(), d, 0.25, xc, lc, wc, gc, oc);
-    dispatch<LossKernel>(gpu(), d, 0.25, xg, lg, wg, gg, og);
+    dispatch<LossKernel>(cpu(), d, 0.25, nullptr, xc, lc, wc, gc, oc);
+    dispatch<LossKernel>(gpu(), d, 0.25, nullptr, xg, lg, wg, gg, og);
     near(host(oc), host(og));
     near(host(gc), host(gg));
   }

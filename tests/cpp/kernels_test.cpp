@@ -104,7 +104,7 @@ TEST(FullyConnectedKernel, MatchesDirectLoops) {
   Image out = Image::allocate({n, {o, 1, 1}, DType::Float32}, Device());
   dispatch<FullyConnectedKernel>(cpu_backend(), in, Tensor::vector(w.data(), w.size()),
                                  Tensor::vector(b.data(), b.size()), NeuronDescriptor::make(NeuronType::Sigmoid), out,
-                                 false);
+                                 false, false);
   const auto got = host(out);
   for (int r = 0; r < n; ++r)
     for (int j = 0; j < o; ++j) {

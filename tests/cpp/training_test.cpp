@@ -99,7 +99,7 @@ TEST(LossKernel, SoftmaxCrossEntropyOfUniformLogitsIsLogC) {
   for (int i = 0; i < n; ++i) lab.data_as<float>()[i * c + i] = 1.f;
   std::fill_n(w.data_as<float>(), n, 1.f);
   LossDescriptor d;
-  dispatch<LossKernel>(cpu_backend(), d, 1.0 / n, x, lab, w, grad, losses);
+  dispatch<LossKernel>(cpu_backend(), d, 1.0 / n, nullptr, x, lab, w, grad, losses);
   for (int i = 0; i < n; ++i) {
     EXPECT_NEAR(losses.data_as<float>()[i], std::log(5.0), 1e-6);
     EXPECT_NEAR(grad.data_as<float>()[i * c + i], (0.2 - 1.0) / n, 1e-6);
@@ -171,4 +171,36 @@ TEST(TrainingGraph, StepLowersTheLossAndUpdatesEveryLayer) {
   EXPECT_NE(static_cast<const float*>(c->tensor("weights").data)[0], c0[0]);
   EXPECT_EQ(c->optimizer_step(), 20);
   EXPECT_THROW(g->encode({img}, {}), InvalidInput);  // labels are required
+}
+
+TEST(LossScale, SkipsAndHalvesOnOverflowAndGrowsAfterCleanSteps) {
+  math::LossScaleState s;
+  s.scale = 1024.f;
+  for (int step = 0; step < 3; ++step) math::advance_loss_scale(s, 2.f, 0.5f, 3);
+  EXPECT_EQ(s.scale, 2048.f);  // grown after three clean steps
+  EXPECT_EQ(s.good, 0);
+  EXPECT_EQ(s.report[0], 1024.f);
+  math::advance_loss_scale(s, 2.f, 0.5f, 3);
+  s.found = 1;  // the next step's gradients overflow
+  math::advance_loss_scale(s, 2.f, 0.5f, 3);
+  EXPECT_EQ(s.scale, 1024.f);
+  EXPECT_EQ(s.report[0], 2048.f);
+  EXPECT_EQ(s.report[1], 1.f);
+  EXPECT_EQ(s.skipped, 1);
+  EXPECT_EQ(s.good, 0);  // the clean run restarts
+  EXPECT_EQ(s.found, 0);
+  s.scale = 3.0e38f;
+  for (int step = 0; step < 3; ++step) math::advance_loss_scale(s, 2.f, 0.5f, 3);
+  EXPECT_EQ(s.scale, 3.0e38f);  // stays finite
+}
+
+TEST(LossScale, AdamConstantsFollowTheStep) {
+  OptimizerStep s{OptimizerKind::Adam, OptimizerDescriptor{}};
+  s.step = 7;
+  const math::UpdateConstants seventh(s);
+  s.step = 9;
+  math::UpdateConstants k(s);
+  k.at_step(7);  // two steps skipped
+  EXPECT_EQ(k.step_size, seventh.step_size);
+  EXPECT_EQ(k.inv_sqrt_c2, seventh.inv_sqrt_c2);
 }

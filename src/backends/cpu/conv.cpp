@@ -136,7 +136,7 @@ void convolution(Backend& b, const ConvGeometry& g, const Tensor& in, const Tens
 }
 
 void fully_connected(Backend& b, const Tensor& in, const Tensor& w, const Tensor& bs, const NeuronDescriptor& neuron,
-                     const Tensor& out, bool) {
+                     const Tensor& out, bool, bool) {
   ThreadPool& pool = pool_of(b);
   const float* weights = w.data_as<const float>();
   const float* bias = bs.data_as<const float>();
@@ -284,7 +284,7 @@ void bias_neuron_gradient(Backend& b, const Tensor& dy, const Tensor& y, const N
 
 void fully_connected_gradient(Backend& b, const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor& y,
                               const NeuronDescriptor& neuron, const Tensor& dx, const Tensor& dwt, const Tensor& dbt,
-                              bool) {
+                              bool, bool) {
   ThreadPool& pool = pool_of(b);
   const float* weights = w.data_as<const float>();
   float* dw = dwt.data_as<float>();

@@ -9,7 +9,7 @@
 namespace nngraph {
 namespace {
 
-void loss(Backend& backend, const LossDescriptor& d, double scale, const Tensor& xi, const Tensor& li, const Tensor& wi,
+void loss(Backend& backend, const LossDescriptor& d, double scale, const float* loss_scale, const Tensor& xi, const Tensor& li, const Tensor& wi,
                       const Tensor& gi, const Tensor& lossi) {
   const int c = xi.shape().c;
   const size_t hw = static_cast<size_t>(xi.shape().h) * xi.shape().w, per = c * hw;
@@ -19,7 +19,7 @@ void loss(Backend& backend, const LossDescriptor& d, double scale, const Tensor&
       const float* lab = li.data_as<float>() + n * per;
       float* g = gi.data_as<float>() + n * per;
       const double w = static_cast<double>(d.weight) * wi.data_as<float>()[n];
-      const double gs = w * scale;
+      const double gs = w * scale * (loss_scale ? *loss_scale : 1.f);
       double total = 0;
       switch (d.type) {
         case LossType::SoftMaxCrossEntropy:

@@ -30,6 +30,7 @@ struct Loop {
 // All tensors' values as one range split over the pool: small tensors (biases, batch-norm
 // parameters) would otherwise each wake every thread for a few values.
 void optimizer(Backend& backend, const OptimizerStep& s, const std::vector<TensorUpdate>& tensors) {
+  if (s.scaling) fail<Unsupported>("[optimizer] the cpu backend computes in float32, without loss scaling");
   std::vector<float> dummy(1);
   std::vector<size_t> start(tensors.size() + 1, 0);
   for (size_t i = 0; i < tensors.size(); ++i) start[i + 1] = start[i] + tensors[i].count;

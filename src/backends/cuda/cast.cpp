@@ -1,7 +1,9 @@
-// Casts between storage types and the finite check on cuda (shaders/cuda/elementwise.cu, reduce.cu).
+// Casts between storage types, the finite checks and loss scaling on cuda
+// (shaders/cuda/elementwise.cu, reduce.cu).
 #include "backends/cuda/cuda_backend.h"
 #include "kernels.cuh"
 #include "ops/cast.h"
+#include "ops/loss_scale.h"
 
 namespace nngraph {
 namespace {
@@ -23,7 +25,23 @@ bool all_finite(Backend& backend, const Tensor& x) {
   return host == 0;
 }
 
+void loss_scale_check(Backend& backend, const std::vector<Tensor>& gradients, math::LossScaleState* state) {
+  CudaBackend& b = cuda_of(backend);
+  auto lock = b.enter();
+  std::vector<cuda::Checked> checked;
+  for (const Tensor& g : gradients) checked.push_back({g.data(), g.dtype(), g.count()});
+  cuda::mark_nonfinite(b.stream(), checked, &state->found);
+}
+
+void loss_scale_update(Backend& backend, math::LossScaleState* state, const LossScaling& rule) {
+  CudaBackend& b = cuda_of(backend);
+  auto lock = b.enter();
+  cuda::advance_loss_scale(b.stream(), state, rule);
+}
+
 NNGRAPH_KERNEL(CastKernel, CUDA, cast);
+NNGRAPH_KERNEL(LossScaleCheckKernel, CUDA, loss_scale_check);
+NNGRAPH_KERNEL(LossScaleUpdateKernel, CUDA, loss_scale_update);
 NNGRAPH_KERNEL(AllFiniteKernel, CUDA, all_finite);
 
 }  // namespace

@@ -96,11 +96,12 @@ cudnnDataType_t cudnn_type(DType t) {
   return t == DType::Float16 ? CUDNN_DATA_HALF : t == DType::BFloat16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
 }
 
-// `t`: the images' and weights' dtype; half ones accumulate in float32.
+// `t`: the images' and weights' dtype; half ones accumulate in float32 unless g.half (float16).
 ConvPlan& conv_plan(CudaBackend& b, const ConvGeometry& g, int n, const ImageShape& in, const ImageShape& out,
                     DType t) {
-  const std::vector<int> key{n, in.c, in.h, in.w, out.c, out.h, out.w, g.kh, g.kw, g.sy, g.sx,
-                             g.dy, g.dx, g.groups, g.pad_top, g.pad_left, g.tf32, static_cast<int>(t)};
+  const bool half = g.half && t == DType::Float16;
+  const std::vector<int> key{n,    in.c,      in.h,       in.w,   out.c, out.h, out.w, g.kh, g.kw, g.sy, g.sx,
+                             g.dy, g.dx, g.groups, g.pad_top, g.pad_left, g.tf32, static_cast<int>(t), half};
   const cudnnDataType_t type = cudnn_type(t);
   auto& slot = b.op_state<ConvPlans>().of[key];
   if (slot) return *slot;
@@ -115,7 +116,7 @@ ConvPlan& conv_plan(CudaBackend& b, const ConvGeometry& g, int n, const ImageSha
   auto describe = [&](int h, int w, int pt, int pl) {
     cudnn_check(cudnnSetTensor4dDescriptor(p->x, CUDNN_TENSOR_NCHW, type, n, in.c, h, w), "convolution");
     cudnn_check(cudnnSetConvolution2dDescriptor(p->conv, pt, pl, g.sy, g.sx, g.dy, g.dx, CUDNN_CROSS_CORRELATION,
-                                                CUDNN_DATA_FLOAT), "convolution");
+                                                half ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT), "convolution");
     int on, oc, oh, ow;
     cudnn_check(cudnnGetConvolution2dForwardOutputDim(p->conv, p->x, p->w, &on, &oc, &oh, &ow), "convolution");
     return oh == out.h && ow == out.w;
@@ -147,6 +148,17 @@ ConvPlan& conv_plan(CudaBackend& b, const ConvGeometry& g, int n, const ImageSha
         return cudnnFindConvolutionBackwardFilterAlgorithm(b.cudnn(), p->x, p->y, p->conv, p->w, max, found, perf);
       },
       "convolution_gradient");
+  // Find's sizes can fall short of what a run asks (float16 accumulation): ask for each kept one.
+  for (auto& a : p->fwd)
+    cudnn_check(cudnnGetConvolutionForwardWorkspaceSize(b.cudnn(), p->x, p->w, p->conv, p->y, a.algo, &a.memory),
+                "convolution");
+  for (auto& a : p->bwd_data)
+    cudnn_check(cudnnGetConvolutionBackwardDataWorkspaceSize(b.cudnn(), p->w, p->y, p->conv, p->x, a.algo, &a.memory),
+                "convolution_gradient");
+  for (auto& a : p->bwd_filter)
+    cudnn_check(
+        cudnnGetConvolutionBackwardFilterWorkspaceSize(b.cudnn(), p->x, p->y, p->conv, p->w, a.algo, &a.memory),
+        "convolution_gradient");
   slot = std::move(p);
   return *slot;
 }
@@ -220,7 +232,7 @@ void convolution_of(CudaBackend& b, const ConvGeometry& g, const Tensor& in, con
     const int ck = in.shape().c * g.kw, p = os.h * os.w;
     const auto win = gather_windows<T>(b, g, in, os);
     b.gemm(dt, false, true, os.c, p, ck, weights, ck, win->data(), ck, out.data_as<T>(), p, g.tf32, 1.f, 0.f,
-           {n, 0, static_cast<long long>(p) * ck, static_cast<long long>(os.c) * p});
+           {n, 0, static_cast<long long>(p) * ck, static_cast<long long>(os.c) * p}, g.half);
     cuda::bias_neuron(b.stream(), out.data_as<T>(), out.count(), os.c, p, bias, neuron);
     return;
   }
@@ -283,12 +295,13 @@ void convolution_gradient_of(CudaBackend& b, const ConvGeometry& g, const Tensor
       auto dzt = b.allocate(dy.bytes());
       const int dims[3] = {n, os.c, p}, perm[3] = {1, 0, 2};
       cuda::permute(b.stream(), dz, static_cast<T*>(dzt->data()), dims, perm);
-      b.gemm(dt, false, false, os.c, ck, n * p, dzt->data(), n * p, win->data(), ck, dw, ck, g.tf32);
+      b.gemm(dt, false, false, os.c, ck, n * p, dzt->data(), n * p, win->data(), ck, dw, ck, g.tf32, 1.f, 0.f, {},
+             g.half);
     }
     if (dx) {  // windows' gradient[image] (windows × c·kw) = dz[image]ᵀ · W, scattered back
       auto dwin = b.allocate(static_cast<size_t>(n) * p * ck * sizeof(T));
       b.gemm(dt, true, false, p, ck, os.c, dz, p, weights, ck, dwin->data(), ck, g.tf32, 1.f, 0.f,
-             {n, static_cast<long long>(os.c) * p, 0, static_cast<long long>(p) * ck});
+             {n, static_cast<long long>(os.c) * p, 0, static_cast<long long>(p) * ck}, g.half);
       cuda::scatter_windows(b.stream(), static_cast<const T*>(dwin->data()), dx.data_as<T>(), n, is.c, is.h, is.w,
                             os.w, g.kw);
     }
@@ -395,7 +408,7 @@ void convolution_gradient(Backend& backend, const ConvGeometry& g, const Tensor&
 
 
 void fully_connected(Backend& backend, const Tensor& in, const Tensor& w, const Tensor& bs,
-                     const NeuronDescriptor& neuron, const Tensor& out, bool tf32) {
+                     const NeuronDescriptor& neuron, const Tensor& out, bool tf32, bool half) {
   CudaBackend& b = cuda_of(backend);
   auto lock = b.enter();
   const float* bias = bs.data_as<const float>();
@@ -403,14 +416,14 @@ void fully_connected(Backend& backend, const Tensor& in, const Tensor& w, const 
   cuda::with_storage(in.dtype(), [&](auto z) {
     using T = decltype(z);
     b.gemm(in.dtype(), false, true, n, o, k, in.data_as<const T>(), k, w.data_as<const T>(), k, out.data_as<T>(), o,
-           tf32);
+           tf32, 1.f, 0.f, {}, half);
     cuda::bias_neuron(b.stream(), out.data_as<T>(), out.count(), o, 1, bias, neuron);
   });
 }
 
 void fully_connected_gradient(Backend& backend, const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor& y,
                               const NeuronDescriptor& neuron, const Tensor& dx, const Tensor& dwt, const Tensor& dbt,
-                              bool tf32) {
+                              bool tf32, bool half) {
   CudaBackend& b = cuda_of(backend);
   auto lock = b.enter();
   float* db = dbt.data_as<float>();
@@ -421,10 +434,10 @@ void fully_connected_gradient(Backend& backend, const Tensor& x, const Tensor& w
     const T* dz = output_gradient<T>(b, dy, y, neuron, db, &scratch);
     const DType dt = dy.dtype();
     auto weight_gradient = [&] {
-      b.gemm(dt, true, false, o, k, n, dz, o, x.data_as<const T>(), k, dwt.data_as<T>(), k, tf32);
+      b.gemm(dt, true, false, o, k, n, dz, o, x.data_as<const T>(), k, dwt.data_as<T>(), k, tf32, 1.f, 0.f, {}, half);
     };
     auto input_gradient = [&] {
-      b.gemm(dt, false, false, n, k, o, dz, o, w.data_as<const T>(), k, dx.data_as<T>(), k, tf32);
+      b.gemm(dt, false, false, n, k, o, dz, o, w.data_as<const T>(), k, dx.data_as<T>(), k, tf32, 1.f, 0.f, {}, half);
     };
     b.side_by_side(dx ? input_gradient : std::function<void()>(), dwt ? weight_gradient : std::function<void()>(),
                    static_cast<double>(n) * k * o, 0, 0);

@@ -86,9 +86,10 @@ class CudaBackend : public Backend {
   void gemm(bool ta, bool tb, int m, int n, int k, const float* a, int lda, const float* b, int ldb, float* c,
             int ldc, bool tf32, float alpha = 1.f, float beta = 0.f, GemmBatch batch = {});
   // The same product of operands of dtype `t`: float32 as above, half ones on tensor cores
-  // through cuBLAS, accumulated in float32 (tf32 then has no say).
+  // through cuBLAS, accumulated in float32 (tf32 then has no say), or float16 ones in float16
+  // where `half`.
   void gemm(DType t, bool ta, bool tb, int m, int n, int k, const void* a, int lda, const void* b, int ldb, void* c,
-            int ldc, bool tf32, float alpha = 1.f, float beta = 0.f, GemmBatch batch = {});
+            int ldc, bool tf32, float alpha = 1.f, float beta = 0.f, GemmBatch batch = {}, bool half = false);
 
   // What an op keeps per GPU (cuDNN plans, algorithm choices), made on first use and kept as
   // long as the backend. released() hears of every buffer freed, for state tied to one.

@@ -77,19 +77,25 @@ void CudaBackend::gemm(bool ta, bool tb, int m, int n, int k, const float* a, in
 }
 
 void CudaBackend::gemm(DType t, bool ta, bool tb, int m, int n, int k, const void* a, int lda, const void* b, int ldb,
-                       void* c, int ldc, bool tf32, float alpha, float beta, GemmBatch batch) {
+                       void* c, int ldc, bool tf32, float alpha, float beta, GemmBatch batch, bool half) {
   if (t == DType::Float32)
     return gemm(ta, tb, m, n, k, static_cast<const float*>(a), lda, static_cast<const float*>(b), ldb,
                 static_cast<float*>(c), ldc, tf32, alpha, beta, batch);
   const auto oa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, ob = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cudaDataType type = t == DType::Float16 ? CUDA_R_16F : CUDA_R_16BF;
+  half = half && t == DType::Float16;
+  // A float16 computation takes its scalars in float16.
+  const __half alpha16 = __float2half(alpha), beta16 = __float2half(beta);
+  const void* pa = half ? static_cast<const void*>(&alpha16) : &alpha;
+  const void* pb = half ? static_cast<const void*>(&beta16) : &beta;
+  const cublasComputeType_t compute = half ? CUBLAS_COMPUTE_16F : CUBLAS_COMPUTE_32F;
   if (batch.count == 1)
-    cublas_check(cublasGemmEx(cublas_, ob, oa, n, m, k, &alpha, b, type, ldb, a, type, lda, &beta, c, type, ldc,
-                              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+    cublas_check(cublasGemmEx(cublas_, ob, oa, n, m, k, pa, b, type, ldb, a, type, lda, pb, c, type, ldc, compute,
+                              CUBLAS_GEMM_DEFAULT),
                  "gemm");
   else
-    cublas_check(cublasGemmStridedBatchedEx(cublas_, ob, oa, n, m, k, &alpha, b, type, ldb, batch.b, a, type, lda,
-                                            batch.a, &beta, c, type, ldc, batch.c, batch.count, CUBLAS_COMPUTE_32F,
+    cublas_check(cublasGemmStridedBatchedEx(cublas_, ob, oa, n, m, k, pa, b, type, ldb, batch.b, a, type, lda,
+                                            batch.a, pb, c, type, ldc, batch.c, batch.count, compute,
                                             CUBLAS_GEMM_DEFAULT),
                  "gemm");
 }
