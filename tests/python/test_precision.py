@@ -251,10 +251,13 @@ def test_checkpoints_of_half_graphs_keep_their_format(device, rng, tmp_path):
 
 
 def trained_accuracy(device, fmt, network, train, test, epochs, batch_size, learning_rate):
+    """Validation accuracy after `epochs` of Adam with a cosine learning-rate schedule."""
     net = network()
     g = ng.Loss(net.logits, ng.LossDescriptor("softmax_cross_entropy", "mean")).training_graph(
         device=device, optimizer=ng.Adam(learning_rate=learning_rate), format=fmt)
-    history = ng.fit(g, train, epochs=epochs, batch_size=batch_size, validation=test, progress=False)
+    steps = epochs * -(-len(train[0]) // batch_size)
+    history = ng.fit(g, train, epochs=epochs, batch_size=batch_size, validation=test, progress=False,
+                     lr_schedule=ng.schedules.cosine(learning_rate, total_steps=steps))
     assert g.skipped_steps <= 20  # the first steps find the scale
     return history["val_accuracy"][-1]
 
