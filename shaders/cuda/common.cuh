@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <tuple>
 
 #include "backends/math.h"
@@ -24,6 +25,38 @@ __device__ __forceinline__ float ld(T v) {
 template <class T>
 __device__ __forceinline__ T st(float v) {
   return static_cast<T>(v);
+}
+
+// V consecutive values as floats, and back: V = 1, or kPack<T> (16 bytes, one load) where the
+// address is 16-byte aligned (packed()). Bandwidth-bound kernels read half values in packs:
+// one 2-byte load per thread leaves most of the memory's speed unused.
+template <class T>
+constexpr int kPack = 16 / sizeof(T);
+inline bool packed(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+template <int V, class T>
+__device__ __forceinline__ void load_values(const T* p, float* out) {
+  if constexpr (V == 1) {
+    out[0] = ld(*p);
+  } else {
+    static_assert(V == kPack<T>);
+    const uint4 raw = *reinterpret_cast<const uint4*>(p);
+    const T* v = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+    for (int k = 0; k < V; ++k) out[k] = ld(v[k]);
+  }
+}
+template <int V, class T>
+__device__ __forceinline__ void store_values(T* p, const float* in) {
+  if constexpr (V == 1) {
+    *p = st<T>(in[0]);
+  } else {
+    static_assert(V == kPack<T>);
+    uint4 raw;
+    T* v = reinterpret_cast<T*>(&raw);
+#pragma unroll
+    for (int k = 0; k < V; ++k) v[k] = st<T>(in[k]);
+    *reinterpret_cast<uint4*>(p) = raw;
+  }
 }
 
 // Blocks for a grid-stride loop over `count` items (bounded: the loop covers the rest).

@@ -1,29 +1,59 @@
 // Batch normalization (NCHW): per-channel sums in two stages (blocks over chunks of images,
-// then one thread per channel in double), and one elementwise pass that applies them.
+// then one thread per channel in double), and one elementwise pass that applies them. Planes
+// whose size is a multiple of a 16-byte pack are read and written a pack at a time (V values).
+#include <type_traits>
+
 #include "common.cuh"
 #include "kernels.cuh"
 
 namespace nngraph::cuda {
 namespace {
 
-// The two per-channel sums each pass needs, of a value pair per element.
+// The two per-channel sums each pass needs, of a value pair per element: add() adds the V
+// elements from `at` to a and b.
 template <class T>
 struct MomentTerms {  // forward: (x − shift) and its square; shift is the channel's first value
   const T* x;
-  __device__ float2 operator()(size_t at, float shift) const {
-    const float d = ld(x[at]) - shift;
-    return {d, d * d};
+  bool aligned() const { return packed(x); }
+  template <int V>
+  __device__ void add(size_t at, float shift, float& a, float& b) const {
+    float v[V];
+    load_values<V>(x + at, v);
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      const float d = v[k] - shift;
+      a += d;
+      b += d * d;
+    }
   }
 };
 template <class T>
 struct GradientTerms {  // backward: dy and dy·(x − mean)
   const T* x;
   const T* dy;
-  __device__ float2 operator()(size_t at, float mean) const {
-    const float g = ld(dy[at]);
-    return {g, g * (ld(x[at]) - mean)};
+  bool aligned() const { return packed(x) && packed(dy); }
+  template <int V>
+  __device__ void add(size_t at, float mean, float& a, float& b) const {
+    float v[V], g[V];
+    load_values<V>(x + at, v);
+    load_values<V>(dy + at, g);
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      a += g[k];
+      b += g[k] * (v[k] - mean);
+    }
   }
 };
+
+// f(std::integral_constant<int, V>) with V = the pack of T where hw is a multiple of it and
+// the pointers are aligned to one, else 1.
+template <class T, class F>
+void with_pack(int hw, bool aligned, F&& f) {
+  if (hw % kPack<T> == 0 && aligned)
+    f(std::integral_constant<int, kPack<T>>{});
+  else
+    f(std::integral_constant<int, 1>{});
+}
 
 // The forward shift, or the backward mean, of channel ch.
 template <class T>
@@ -32,7 +62,7 @@ __device__ float centre_of(const T* x, const float* stats, int ch, int hw, bool 
 }
 
 // Stage 1, planes: block (channel, chunk) sums over its images' planes of that channel.
-template <class Terms, class T>
+template <int V, class Terms, class T>
 __global__ void plane_partial_kernel(Terms terms, const T* x, const float* stats, bool forward, float* partial, int n,
                                      int c, int hw, int chunks) {
   const int ch = blockIdx.x, chunk = blockIdx.y;
@@ -42,11 +72,7 @@ __global__ void plane_partial_kernel(Terms terms, const T* x, const float* stats
   float a = 0.f, b = 0.f;
   for (int img = n0; img < n1; ++img) {
     const size_t base = (static_cast<size_t>(img) * c + ch) * hw;
-    for (int i = threadIdx.x; i < hw; i += blockDim.x) {
-      const float2 t = terms(base + i, centre);
-      a += t.x;
-      b += t.y;
-    }
+    for (int i = threadIdx.x * V; i < hw; i += blockDim.x * V) terms.template add<V>(base + i, centre, a, b);
   }
   a = block_sum(a);
   b = block_sum(b);
@@ -67,11 +93,7 @@ __global__ void column_partial_kernel(Terms terms, const T* x, const float* stat
   const int r0 = static_cast<int>(static_cast<long>(n) * chunk / chunks);
   const int r1 = static_cast<int>(static_cast<long>(n) * (chunk + 1) / chunks);
   float a = 0.f, b = 0.f;
-  for (int r = r0; r < r1; ++r) {
-    const float2 t = terms(static_cast<size_t>(r) * c + ch, centre);
-    a += t.x;
-    b += t.y;
-  }
+  for (int r = r0; r < r1; ++r) terms.template add<1>(static_cast<size_t>(r) * c + ch, centre, a, b);
   partial[2 * (static_cast<size_t>(chunk) * c + ch)] = a;
   partial[2 * (static_cast<size_t>(chunk) * c + ch) + 1] = b;
 }
@@ -83,7 +105,10 @@ void partial_sums(cudaStream_t s, Terms terms, const T* x, const float* stats, b
     column_partial_kernel<<<dim3((c + kThreads - 1) / kThreads, chunks), kThreads, 0, s>>>(terms, x, stats, forward,
                                                                                           partial, n, c, chunks);
   else
-    plane_partial_kernel<<<dim3(c, chunks), kThreads, 0, s>>>(terms, x, stats, forward, partial, n, c, hw, chunks);
+    with_pack<T>(hw, terms.aligned(), [&](auto v) {
+      plane_partial_kernel<decltype(v)::value>
+          <<<dim3(c, chunks), kThreads, 0, s>>>(terms, x, stats, forward, partial, n, c, hw, chunks);
+    });
 }
 
 // Stage 2: channel ch's two sums over the chunks, in double.
@@ -122,31 +147,44 @@ __global__ void gradient_totals_kernel(const float* partial, int chunks, int c, 
 }
 
 // y = neuron(x·scale + shift); scale and shift per channel from the batch statistics or the
-// running ones.
-template <class T, class I, class F>
-__global__ void normalize_kernel(const T* x, T* y, I count, unsigned c, unsigned hw, const float* gamma,
+// running ones. Item i is values i·V to i·V + V − 1 (hw a multiple of V, so one channel's).
+template <int V, class T, class I, class F>
+__global__ void normalize_kernel(const T* x, T* y, I items, unsigned c, unsigned hw, const float* gamma,
                                  const float* beta, const float* mean, const float* var, const float* stats,
                                  float epsilon, F neuron) {
-  NNGRAPH_GRID_LOOP_T(I, i, count) {
-    const unsigned ch = static_cast<unsigned>((i / hw) % c);
+  NNGRAPH_GRID_LOOP_T(I, i, items) {
+    const unsigned ch = static_cast<unsigned>((i * V / hw) % c);
     const float inv = stats ? stats[c + ch] : rsqrtf(var[ch] + epsilon);
     const float mu = stats ? stats[ch] : mean[ch];
-    const float scale = gamma[ch] * inv;
-    y[i] = st<T>(neuron(ld(x[i]) * scale + (beta[ch] - mu * scale)));
+    const float scale = gamma[ch] * inv, shift = beta[ch] - mu * scale;
+    float v[V];
+    load_values<V>(x + i * V, v);
+#pragma unroll
+    for (int k = 0; k < V; ++k) v[k] = neuron(v[k] * scale + shift);
+    store_values<V>(y + i * V, v);
   }
 }
 
-// dx = k·dy + kx·(x − mean) + k0 per channel (BatchNormalizationGradientKernel's formula).
-template <class T, class I>
-__global__ void input_gradient_kernel(const T* x, const T* dy, T* dx, I count, unsigned c, unsigned hw,
+// dx = k·dy + kx·(x − mean) + k0 per channel (BatchNormalizationGradientKernel's formula),
+// items as normalize_kernel's.
+template <int V, class T, class I>
+__global__ void input_gradient_kernel(const T* x, const T* dy, T* dx, I items, unsigned c, unsigned hw,
                                       const float* gamma, const float* stats, const float* dgamma, const float* dbeta,
                                       float inv_count) {
-  NNGRAPH_GRID_LOOP_T(I, i, count) {
-    const unsigned ch = static_cast<unsigned>((i / hw) % c);
-    const float inv = stats[c + ch], k = gamma[ch] * inv;
-    dx[i] = st<T>(k * (ld(dy[i]) - (dbeta[ch] + (ld(x[i]) - stats[ch]) * inv * dgamma[ch]) * inv_count));
+  NNGRAPH_GRID_LOOP_T(I, i, items) {
+    const unsigned ch = static_cast<unsigned>((i * V / hw) % c);
+    const float inv = stats[c + ch], k = gamma[ch] * inv, mu = stats[ch];
+    const float gx = inv * dgamma[ch] * inv_count, g0 = dbeta[ch] * inv_count;
+    float v[V], g[V];
+    load_values<V>(x + i * V, v);
+    load_values<V>(dy + i * V, g);
+#pragma unroll
+    for (int k2 = 0; k2 < V; ++k2) v[k2] = k * (g[k2] - (g0 + (v[k2] - mu) * gx));
+    store_values<V>(dx + i * V, v);
   }
 }
+
+
 
 __global__ void statistics_kernel(float momentum, float unbias, const float* stats, float* mean, float* var, int c) {
   const int ch = blockIdx.x * blockDim.x + threadIdx.x;
@@ -189,8 +227,11 @@ void batch_norm_forward(cudaStream_t s, const T* x, const float* gamma, const fl
   with_neuron(nd, [&](auto neuron) {
     with_index_type(count, [&](auto index) {
       using I = decltype(index);
-      normalize_kernel<<<blocks_for(count), kThreads, 0, s>>>(x, y, static_cast<I>(count), c, hw, gamma, beta, mean,
-                                                              var, stats, epsilon, neuron);
+      with_pack<T>(hw, packed(x) && packed(y), [&](auto v) {
+        constexpr int V = decltype(v)::value;
+        normalize_kernel<V><<<blocks_for(count / V), kThreads, 0, s>>>(x, y, static_cast<I>(count / V), c, hw, gamma,
+                                                                      beta, mean, var, stats, epsilon, neuron);
+      });
     });
   });
   check_launch("batch_normalization");
@@ -204,11 +245,14 @@ void batch_norm_gradient(cudaStream_t s, const T* x, const T* dy, const float* g
   gradient_totals_kernel<<<channel_blocks(c), kThreads, 0, s>>>(partial, chunks, c, stats, dgamma, dbeta);
   if (dx) {
     const size_t count = static_cast<size_t>(n) * c * hw;
+    const float inv_count = static_cast<float>(1.0 / (static_cast<double>(n) * hw));
     with_index_type(count, [&](auto index) {
       using I = decltype(index);
-      input_gradient_kernel<<<blocks_for(count), kThreads, 0, s>>>(x, dy, dx, static_cast<I>(count), c, hw, gamma,
-                                                                   stats, dgamma, dbeta,
-                                                                   static_cast<float>(1.0 / (static_cast<double>(n) * hw)));
+      with_pack<T>(hw, packed(x) && packed(dy) && packed(dx), [&](auto v) {
+        constexpr int V = decltype(v)::value;
+        input_gradient_kernel<V><<<blocks_for(count / V), kThreads, 0, s>>>(x, dy, dx, static_cast<I>(count / V), c, hw,
+                                                                          gamma, stats, dgamma, dbeta, inv_count);
+      });
     });
   }
   check_launch("batch_normalization_gradient");
