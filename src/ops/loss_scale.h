@@ -7,7 +7,7 @@
 
 namespace nngraph {
 
-// Sets state->found where any of the tensors holds a NaN or inf, without waiting.
+// state->found = whether any of the tensors holds a NaN or inf, without waiting.
 struct LossScaleCheckKernel
     : KernelOf<void(Backend&, const std::vector<Tensor>& gradients, math::LossScaleState* state)> {
   static constexpr const char* name = "loss_scale_check";

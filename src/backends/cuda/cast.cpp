@@ -30,6 +30,8 @@ void loss_scale_check(Backend& backend, const std::vector<Tensor>& gradients, ma
   auto lock = b.enter();
   std::vector<cuda::Checked> checked;
   for (const Tensor& g : gradients) checked.push_back({g.data(), g.dtype(), g.count()});
+  // This step's flag alone, even where an earlier step failed between its check and its update.
+  cuda_check(cudaMemsetAsync(&state->found, 0, sizeof state->found, b.stream()), "loss_scale_check");
   cuda::mark_nonfinite(b.stream(), checked, &state->found);
 }
 
