@@ -141,12 +141,14 @@ class ArrayDataSource : public DataSource {
   bool update(const GradientState& gradient, WeightsState& weights) override;
   // update() in two halves, so a graph can apply many sources' tensors in one call: the
   // bookkeeping (state vectors, step count) and the tensors the built-in optimizer must update.
-  // `scaling`: the loss scaling state of the float16 graph updating it (else null).
-  std::vector<TensorUpdate> prepare_update(const GradientState& gradient, WeightsState& weights,
-                                           const std::shared_ptr<const Buffer>& scaling = nullptr);
+  std::vector<TensorUpdate> prepare_update(const GradientState& gradient, WeightsState& weights);
   // The optimizer's state vectors on the weights' device (the first update there), made whole
   // or not at all: the only part of an update that can fail, so a step runs it first.
   void prepare_slots(const WeightsState& weights);
+  // From now on the steps that `scaling` (a float16 graph's loss scaling state; null: none)
+  // skips are not counted; the count so far stays. May read the device, so a step calls it
+  // with the other preparations that can fail.
+  void count_skips(const std::shared_ptr<const Buffer>& scaling);
   bool trainable() override { return optimizer_ != nullptr; }
   // A graph changed `weights` (this source's values on their device) in place, as batch
   // normalization's running statistics: the host arrays and other copies are older now.

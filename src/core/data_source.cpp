@@ -198,6 +198,7 @@ std::function<void()> ArrayDataSource::snapshot(const WeightsState& w) {
 
 bool ArrayDataSource::update(const GradientState& gradient, WeightsState& w) {
   if (!optimizer_) return false;
+  count_skips(nullptr);
   const Device device = w.weights()->device();
   for (const TensorUpdate& t : prepare_update(gradient, w)) {
     std::vector<float*> slots;
@@ -269,14 +270,16 @@ int64_t ArrayDataSource::optimizer_step() const {
   return state_.scaling ? state_.step - (skipped_steps(*state_.scaling) - state_.skips_from) : state_.step;
 }
 
-std::vector<TensorUpdate> ArrayDataSource::prepare_update(const GradientState& gradient, WeightsState& w,
-                                                          const std::shared_ptr<const Buffer>& scaling) {
+void ArrayDataSource::count_skips(const std::shared_ptr<const Buffer>& scaling) {
+  if (scaling == state_.scaling) return;
+  const int64_t step = optimizer_step(), from = scaling ? skipped_steps(*scaling) : 0;
+  state_.step = step;
+  state_.scaling = scaling;
+  state_.skips_from = from;
+}
+
+std::vector<TensorUpdate> ArrayDataSource::prepare_update(const GradientState& gradient, WeightsState& w) {
   prepare_slots(w);
-  if (scaling != state_.scaling) {  // another graph (or none) scales from now on
-    state_.step = optimizer_step();
-    state_.scaling = scaling;
-    state_.skips_from = scaling ? skipped_steps(*scaling) : 0;
-  }
   ++state_.step;
   changed_on_device(w);
   std::vector<TensorUpdate> out;

@@ -116,7 +116,9 @@ WeightsState ParameterCopies::with_copies(const WeightsState& w, const std::vect
   for (size_t t = 0; t < w.tensors.size() && t < specs.size(); ++t) {
     if (!specs[t].operand || !w.tensors[t]) continue;
     Copy& c = copies_[w.tensors[t]->data()];
-    if (!c.buffer) c = {w.tensors[t], backend.allocate(w.counts[t] * dtype_size(storage_)), w.counts[t], source, folded};
+    if (!c.buffer)
+      c = {w.tensors[t], backend.allocate(w.counts[t] * dtype_size(storage_)), w.counts[t], source,
+           dynamic_cast<const ArrayDataSource*>(source), folded};
     out.tensors[t] = c.buffer;
     out.dtypes[t] = storage_;
   }
@@ -144,8 +146,7 @@ bool ParameterCopies::refresh(const Structure& s, const Parameters& p, const Fol
   const bool fresh = serial_ != p.serial;
   if (fresh) make(s, p, folded, backend);
   for (auto& [master, c] : copies_) {
-    const auto* array = dynamic_cast<const ArrayDataSource*>(c.source);
-    const uint64_t stamp = c.folded ? folded.folds(c.folded) : array ? array->changes() : p.versions.at(c.source);
+    const uint64_t stamp = c.folded ? folded.folds(c.folded) : c.array ? c.array->changes() : p.versions.at(c.source);
     if (c.cast && c.stamp == stamp) continue;
     dispatch<CastKernel>(backend, Tensor::vector(master, c.count), Tensor::vector(c.buffer->data(), c.count, storage_));
     c.stamp = stamp;
@@ -172,7 +173,7 @@ void ParameterCopies::attach(std::vector<TensorUpdate>& tensors) {
     t.copy = c.buffer->data();
     t.copy_dtype = storage_;
     // The update's change is counted already (prepare_update): the copy written with it is current.
-    if (const auto* array = dynamic_cast<const ArrayDataSource*>(c.source)) c.stamp = array->changes();
+    if (c.array) c.stamp = c.array->changes();
   }
 }
 
@@ -196,17 +197,21 @@ Rates current_rates(const std::vector<ArrayDataSource*>& sources) {
   return out;
 }
 
-void prepare_slots(const std::vector<const FilterNode*>& trained, Parameters& p) {
+void prepare_slots(const std::vector<const FilterNode*>& trained, Parameters& p,
+                   const std::shared_ptr<const Buffer>& scaling) {
   for (const FilterNode* f : trained) {
     const auto sources = f->weight_sources();
-    for (size_t i = 0; i < sources.size(); ++i)
-      if (builtin_optimizer(sources[i].source))
-        static_cast<ArrayDataSource*>(sources[i].source)->prepare_slots(p.of.at(f)[i]);
+    for (size_t i = 0; i < sources.size(); ++i) {
+      if (!builtin_optimizer(sources[i].source)) continue;
+      auto* array = static_cast<ArrayDataSource*>(sources[i].source);
+      array->prepare_slots(p.of.at(f)[i]);
+      array->count_skips(scaling);
+    }
   }
 }
 
 Updates prepare_builtin(const std::vector<const FilterNode*>& trained, Parameters& p, Gradients& g,
-                        const Rates& rates, const std::shared_ptr<const Buffer>& scaling) {
+                        const Rates& rates) {
   Updates u;
   for (const FilterNode* f : trained) {
     const auto sources = f->weight_sources();
@@ -219,7 +224,7 @@ Updates prepare_builtin(const std::vector<const FilterNode*>& trained, Parameter
         auto rate = std::find_if(rates.begin(), rates.end(), [&](const auto& r) { return r.first == opt; });
         batch = u.batches.insert(u.batches.end(), {opt, rate == rates.end() ? opt->descriptor : rate->second, {}});
       }
-      auto tensors = ds->prepare_update(g.at(f)[i], p.of.at(f)[i], scaling);
+      auto tensors = ds->prepare_update(g.at(f)[i], p.of.at(f)[i]);
       batch->tensors.insert(batch->tensors.end(), tensors.begin(), tensors.end());
     }
   }

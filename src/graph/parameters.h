@@ -76,6 +76,7 @@ class ParameterCopies {
     std::shared_ptr<Buffer> master, buffer;
     size_t count = 0;
     const DataSource* source = nullptr;   // whose values the master holds; null for a folded one
+    const ArrayDataSource* array = nullptr;  // the same where it is one (its change count)
     const FilterNode* folded = nullptr;   // the convolution a folded master belongs to
     uint64_t stamp = 0;                   // the master's value count when cast (or written)
     bool cast = false;                    // cast at least once
@@ -108,13 +109,14 @@ std::vector<std::pair<const FilterNode*, size_t>> host_updates(const std::vector
 // being encoded.
 using Rates = std::vector<std::pair<const Optimizer*, OptimizerDescriptor>>;
 Rates current_rates(const std::vector<ArrayDataSource*>& sources);
-// What can fail in prepare_builtin (the optimizers' state vectors on the device), done first,
-// before anything of the step changes.
-void prepare_slots(const std::vector<const FilterNode*>& trained, Parameters& p);
-// The built-in sources' tensors, their step counts advanced; `scaling`: the graph's loss
-// scaling state (float16), else null.
+// What can fail in prepare_builtin, done first, before anything of the step changes: the
+// optimizers' state vectors on the device, and which loss scaling (`scaling`, a float16
+// graph's state, else null) the step counts skip.
+void prepare_slots(const std::vector<const FilterNode*>& trained, Parameters& p,
+                   const std::shared_ptr<const Buffer>& scaling);
+// The built-in sources' tensors, their step counts advanced.
 Updates prepare_builtin(const std::vector<const FilterNode*>& trained, Parameters& p, Gradients& g,
-                        const Rates& rates, const std::shared_ptr<const Buffer>& scaling = nullptr);
+                        const Rates& rates);
 // Runs every host update; if one raises, puts back what the others changed and rethrows.
 void apply_host_updates(const std::vector<std::pair<const FilterNode*, size_t>>& others, Parameters& p,
                         Gradients& g);

@@ -44,7 +44,6 @@ StepRunner::StepRunner(const Structure& structure, Backend& backend, Device devi
                        LossScaling scaling)
     : structure_(structure), backend_(backend), device_(device), copies_(storage), captures_(device), rule_(scaling) {
   if (storage != DType::Float16 || !structure.training || !rule_.enabled) return;
-  rule_.validate();
   math::LossScaleState initial;
   initial.scale = rule_.initial;
   scaling_ = backend_.upload(sizeof initial, [&](void* p) { std::memcpy(p, &initial, sizeof initial); });
@@ -266,7 +265,12 @@ std::vector<Image> StepRunner::run(const Plan& plan, Parameters& wm, const std::
   // arguments change from step to step, which re-point a captured step. Its built-in updates
   // are prepared after the nodes ran unless they were before (a replay's).
   std::optional<Updates> updates;
-  auto prepare = [&] { return prepare_builtin(trained, wm, gradients_, rates, scaling_); };
+  auto prepare = [&] {  // with the copies the optimizers write in a half graph
+    Updates u = prepare_builtin(trained, wm, gradients_, rates);
+    if (half_graph)
+      for (auto& b : u.batches) copies_.attach(b.tensors);
+    return u;
+  };
   auto whole = [&](bool nodes) {
     backend_.store(counter, step);
     if (r) backend_.copy_all(copies_in);
@@ -277,7 +281,7 @@ std::vector<Image> StepRunner::run(const Plan& plan, Parameters& wm, const std::
       // Every gradient is ready before the first update. What can fail of the built-in updates
       // goes first, then the host updates, all or nothing, so a failure in either leaves every
       // weight and step count as it was.
-      if (!updates) prepare_slots(trained, wm);
+      if (!updates) prepare_slots(trained, wm, scaling_);
       if (half_graph && !others.empty()) {
         Gradients wide = float_gradients(others);
         apply_host_updates(others, wm, wide);
@@ -286,8 +290,6 @@ std::vector<Image> StepRunner::run(const Plan& plan, Parameters& wm, const std::
       }
       commit();
       if (!updates) updates = prepare();
-      if (half_graph)
-        for (auto& b : updates->batches) copies_.attach(b.tensors);
       if (scale_state) check_scaled(trained, scale_state);
     }
     for (const auto& b : updates->batches) b.optimizer->apply_all(device_, b.tensors, b.descriptor, scale_state);
@@ -298,9 +300,8 @@ std::vector<Image> StepRunner::run(const Plan& plan, Parameters& wm, const std::
   if (!r || r->failed || (!r->captured && ++r->eager_runs <= 2)) {  // warm-up: algorithms found, buffers sized
     whole(true);
   } else {
+    prepare_slots(trained, wm, scaling_);
     updates = prepare();
-    if (half_graph)
-      for (auto& b : updates->batches) copies_.attach(b.tensors);
     bool ran = false;
     try {
       if (!r->captured) {
