@@ -86,16 +86,19 @@ class Graph {
  public:
   // `format`: the dtype of the images between nodes (MPSNNGraph's format). A half format
   // computes in it where the device does (cuda), with float32 parameter masters, statistics
-  // and losses; elsewhere the images stay float32.
+  // and losses; elsewhere the images stay float32. `layout`: how those images lie, NCHW or
+  // channels-last NHWC (nodes that do not read NHWC on the device get NCHW copies); Auto
+  // takes the device's choice for the storage dtype. Sources and results stay NCHW.
   Graph(std::vector<ImageNodePtr> results, Device device = Device(), int max_in_flight = 2,
-        DType format = DType::Float32);
+        DType format = DType::Float32, Layout layout = Layout::Auto);
   // Forward nodes (training mode), the loss, every gradient node, then one data-source update
   // per trainable node. Results: the loss's source image. `optimizer` goes to every
   // ArrayDataSource that has none.
   // `scaling`: the dynamic loss scaling a float16 format trains with.
   static std::shared_ptr<Graph> training(const std::shared_ptr<LossNode>& loss, Device device = Device(),
                                          int max_in_flight = 2, std::shared_ptr<Optimizer> optimizer = nullptr,
-                                         DType format = DType::Float32, LossScaling scaling = {});
+                                         DType format = DType::Float32, LossScaling scaling = {},
+                                         Layout layout = Layout::Auto);
   // Inference over this graph's results that reads this graph's weight buffers in place.
   std::shared_ptr<Graph> inference() const;
   // Of a training graph: its forward nodes in inference mode and its loss nodes, taking labels
@@ -111,6 +114,8 @@ class Graph {
   // The format it was made with, and the dtype its images are stored in on its device.
   DType format() const;
   DType storage() const;
+  // The layout its images between nodes lie in on its device (NCHW or NHWC, never Auto).
+  Layout layout() const;
   // Source image handles in the order encode() takes them.
   const std::vector<ImageNodePtr>& sources() const;
   const std::vector<ImageNodePtr>& results() const;

@@ -1,6 +1,7 @@
 #pragma once
 // Images (N×C×H×W in one buffer per batch) and matrices, both views of a device Buffer.
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -34,6 +35,13 @@ class Buffer {
   Device device_;
   Deleter deleter_;
 };
+
+// How a batch of images lies in memory: NCHW, or channels-last NHWC (what tensor-core
+// convolutions read). Auto, asked of a graph, is what its device runs fastest.
+enum class Layout : uint8_t { NCHW, NHWC, Auto };
+const char* layout_name(Layout layout);  // "NCHW", "NHWC", "auto"
+// "NCHW", "NHWC" or "auto", any case; an error names `what`.
+Layout layout_named(const std::string& name, const char* what);
 
 // One image's shape; the batch size stays free until execution.
 struct ImageShape {

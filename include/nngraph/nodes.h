@@ -56,6 +56,9 @@ struct EncodeArgs {
   // Loss nodes of a float16 training graph: the loss scale their gradient is multiplied by
   // (in the backend's memory; null: 1).
   const float* loss_scale = nullptr;
+  // How the step stores its images: NHWC in a channels-last graph where the node reads it
+  // (FilterNode::channels_last; its kernels take Tensor::image(image, layout)), else NCHW.
+  Layout layout = Layout::NCHW;
 };
 
 class FilterNode : public std::enable_shared_from_this<FilterNode> {
@@ -118,6 +121,15 @@ class FilterNode : public std::enable_shared_from_this<FilterNode> {
   // True when, for sources of these shapes, the result is source 0 unchanged: each plan
   // aliases it and runs no kernel (the gradient of an addend of the result's shape).
   virtual bool passes_through(const std::vector<ImageShape>& sources) const {
+    (void)sources;
+    return false;
+  }
+
+  // Channels-last graphs: whether this node reads and writes NHWC images (EncodeArgs::layout)
+  // on `device` for sources of these shapes. The graph hands the others NCHW copies. A node
+  // and its gradient node answer alike where they share a training state.
+  virtual bool channels_last(DeviceType device, const std::vector<ImageShape>& sources) const {
+    (void)device;
     (void)sources;
     return false;
   }

@@ -701,9 +701,9 @@ class Loss(FilterNode):
     """
     def __init__(self, source: typing.Any, descriptor: typing.Any = 'softmax_cross_entropy', label: str = '') -> None:
         ...
-    def training_graph(self, device: typing.Any = 'cpu', optimizer: typing.Any = None, max_in_flight: typing.SupportsInt | typing.SupportsIndex = 2, check_numerics: bool = False, format: str = 'float32', loss_scaling: typing.Any = None) -> Graph:
+    def training_graph(self, device: typing.Any = 'cpu', optimizer: typing.Any = None, max_in_flight: typing.SupportsInt | typing.SupportsIndex = 2, check_numerics: bool = False, format: str = 'float32', loss_scaling: typing.Any = None, layout: str = 'auto') -> Graph:
         """
-        Every gradient node at once, wired to the forward nodes; data sources update after each step. format: the images' dtype between nodes (float32, float16, bfloat16); parameters keep float32 masters that the optimizers update. loss_scaling: a LossScaling for float16 (None: the defaults).
+        Every gradient node at once, wired to the forward nodes; data sources update after each step. format: the images' dtype between nodes (float32, float16, bfloat16); parameters keep float32 masters that the optimizers update. loss_scaling: a LossScaling for float16 (None: the defaults). layout: 'NCHW', 'NHWC' (channels-last) or 'auto' for the images between nodes.
         """
     @property
     def descriptor(self) -> LossDescriptor:
@@ -796,11 +796,11 @@ class Graph:
             image. Shapes are known once declared on the source nodes or after a first run.
         """
     @staticmethod
-    def training(loss: Loss, device: typing.Any = 'cpu', optimizer: typing.Any = None, max_in_flight: typing.SupportsInt | typing.SupportsIndex = 2, check_numerics: bool = False, format: str = 'float32', loss_scaling: typing.Any = None) -> Graph:
+    def training(loss: Loss, device: typing.Any = 'cpu', optimizer: typing.Any = None, max_in_flight: typing.SupportsInt | typing.SupportsIndex = 2, check_numerics: bool = False, format: str = 'float32', loss_scaling: typing.Any = None, layout: str = 'auto') -> Graph:
         """
         The training graph of a loss node (see Loss.training_graph).
         """
-    def __init__(self, result: typing.Any, device: typing.Any = 'cpu', max_in_flight: typing.SupportsInt | typing.SupportsIndex = 2, format: str = 'float32') -> None:
+    def __init__(self, result: typing.Any, device: typing.Any = 'cpu', max_in_flight: typing.SupportsInt | typing.SupportsIndex = 2, format: str = 'float32', layout: str = 'auto') -> None:
         ...
     def _summary_rows(self) -> list:
         """
@@ -862,6 +862,11 @@ class Graph:
     @property
     def is_training(self) -> bool:
         ...
+    @property
+    def layout(self) -> str:
+        """
+        How those images lie on its device: 'NCHW', or channels-last 'NHWC' (layout='auto' takes NHWC for half formats on cuda). Sources and results stay NCHW.
+        """
     @property
     def loss_labels(self) -> list[str]:
         """

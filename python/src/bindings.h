@@ -34,7 +34,6 @@ void init_losses(py::module_& m);
 void init_graph(py::module_& m);
 void init_rnn(py::module_& m);
 
-enum class Layout { NCHW, NHWC };
 Layout parse_layout(const std::string& layout);
 
 // A float16/float32 array of rank 4 (NCHW or NHWC) or 2 (N, C) copied into an Image on

@@ -175,10 +175,11 @@ namespace {
 
 std::shared_ptr<Graph> training_graph(const std::shared_ptr<LossNode>& loss, const py::object& device,
                                       const py::object& optimizer, int max_in_flight, bool check_numerics,
-                                      const std::string& format, const py::object& loss_scaling) {
+                                      const std::string& format, const py::object& loss_scaling,
+                                      const std::string& layout) {
   const LossScaling scaling = loss_scaling.is_none() ? LossScaling{} : loss_scaling.cast<LossScaling>();
   auto g = Graph::training(loss, to_device(device), max_in_flight, hold_python<Optimizer>(optimizer, "Optimizer"),
-                           dtype_named(format.c_str(), "graph"), scaling);
+                           dtype_named(format.c_str(), "graph"), scaling, layout_named(layout, "graph"));
   g->set_check_numerics(check_numerics);
   auto owned = python_owned(std::move(g));
   std::string frozen;  // sources the given optimizer cannot reach
@@ -253,16 +254,21 @@ void init_graph(py::module_& m) {
       "Compiled graph from result image(s): orders nodes, infers shapes, fuses neurons into "
       "convolutions, plans one arena for intermediates and loads weights from data sources.")
       .def(py::init([](const py::object& result, const py::object& device, int max_in_flight,
-                       const std::string& format) {
+                       const std::string& format, const std::string& layout) {
              return python_owned(std::make_shared<Graph>(to_results(result), to_device(device), max_in_flight,
-                                                         dtype_named(format.c_str(), "graph")));
+                                                         dtype_named(format.c_str(), "graph"),
+                                                         layout_named(layout, "graph")));
            }),
-           py::arg("result"), py::arg("device") = "cpu", py::arg("max_in_flight") = 2, py::arg("format") = "float32")
+           py::arg("result"), py::arg("device") = "cpu", py::arg("max_in_flight") = 2, py::arg("format") = "float32",
+           py::arg("layout") = "auto")
       .def_property_readonly("device", &Graph::device)
       .def_property_readonly("format", [](const Graph& g) { return std::string(dtype_name(g.format())); },
                              "The images' dtype between nodes it was made with: float32, float16 or bfloat16.")
       .def_property_readonly("storage", [](const Graph& g) { return std::string(dtype_name(g.storage())); },
                              "The dtype those images are stored and computed in on its device (cpu: float32).")
+      .def_property_readonly("layout", [](const Graph& g) { return std::string(layout_name(g.layout())); },
+                             "How those images lie on its device: 'NCHW', or channels-last 'NHWC' (layout='auto' "
+                             "takes NHWC for half formats on cuda). Sources and results stay NCHW.")
       .def_property_readonly("max_in_flight", &Graph::max_in_flight)
       .def_property_readonly("source_image_handles", &Graph::sources)
       .def_property_readonly("result_images", &Graph::results)
@@ -294,7 +300,7 @@ void init_graph(py::module_& m) {
       .def_static("training", &training_graph,
            py::arg("loss"), py::arg("device") = "cpu", py::arg("optimizer") = py::none(), py::arg("max_in_flight") = 2,
            py::arg("check_numerics") = false, py::arg("format") = "float32", py::arg("loss_scaling") = py::none(),
-           "The training graph of a loss node (see Loss.training_graph).")
+           py::arg("layout") = "auto", "The training graph of a loss node (see Loss.training_graph).")
       .def("inference", [](const Graph& g) { return python_owned(g.inference()); },
            "An inference graph over this graph's results, reading its (trained) weights in place.")
       .def("evaluation", [](const Graph& g) { return python_owned(g.evaluation()); },
@@ -361,10 +367,11 @@ void init_graph(py::module_& m) {
   py::reinterpret_borrow<py::class_<LossNode, FilterNode, std::shared_ptr<LossNode>>>(m.attr("Loss"))
       .def("training_graph", &training_graph, py::arg("device") = "cpu", py::arg("optimizer") = py::none(),
            py::arg("max_in_flight") = 2, py::arg("check_numerics") = false, py::arg("format") = "float32",
-           py::arg("loss_scaling") = py::none(),
+           py::arg("loss_scaling") = py::none(), py::arg("layout") = "auto",
            "Every gradient node at once, wired to the forward nodes; data sources update after each step. "
            "format: the images' dtype between nodes (float32, float16, bfloat16); parameters keep float32 "
-           "masters that the optimizers update. loss_scaling: a LossScaling for float16 (None: the defaults).");
+           "masters that the optimizers update. loss_scaling: a LossScaling for float16 (None: the defaults). "
+           "layout: 'NCHW', 'NHWC' (channels-last) or 'auto' for the images between nodes.");
 }
 
 }  // namespace nngraph::py_bind

@@ -1,7 +1,8 @@
 // Pooling: one thread per output pixel forward; the gradient gathers, one thread per input
 // pixel, from the windows that cover it, or scatters from each output where windows are
 // disjoint (no atomics, deterministic, same first-maximum rule as the cpu backend). A folded
-// neuron gradient multiplies by f'(x) in the same pass.
+// neuron gradient multiplies by f'(x) in the same pass. Images lie NCHW or, with Last, NHWC:
+// a thread's neighbours then take the neighbouring channels, so reads and writes coalesce.
 #include <type_traits>
 
 #include "backends/geometry.h"
@@ -11,6 +12,38 @@
 
 namespace nngraph::cuda {
 namespace {
+
+// Element i of a batch of c × h × w images: its plane (image·c + channel) and pixel.
+template <class I>
+struct Site {
+  I plane;
+  int y, x;
+};
+template <bool Last, class I>
+__device__ inline Site<I> site_of(I i, int c, int h, int w) {
+  const I pixel = Last ? i / c : i;
+  const int x = static_cast<int>(pixel % w), y = static_cast<int>((pixel / w) % h);
+  const I plane = Last ? (pixel / (I(h) * w)) * c + i % c : i / (I(h) * w);
+  return {plane, y, x};
+}
+// Where plane `plane` of images of hw pixels starts; its pixels lie pixel_step<Last>(c) apart.
+template <bool Last, class I>
+__device__ inline I plane_start(I plane, int c, int hw) {
+  return Last ? (plane / c) * hw * c + plane % c : plane * hw;
+}
+template <bool Last>
+__device__ inline int pixel_step(int c) {
+  return Last ? c : 1;
+}
+
+// f(std::bool_constant<last>).
+template <class F>
+void with_layout(bool last, F&& f) {
+  if (last)
+    f(std::true_type{});
+  else
+    f(std::false_type{});
+}
 
 // f(index) for each in-bounds pixel of output (oy, ox)'s window, in scan order; returns the count.
 template <class F>
@@ -22,37 +55,44 @@ __device__ inline int each_tap(const PoolGeometry& g, int oy, int ox, int h, int
   return g.count_include_pad ? g.kh * g.kw : ty.count * tx.count;
 }
 
-// The first maximum of output (oy, ox)'s window, as an index into the plane.
+// The first maximum of output (oy, ox)'s window, as a pixel index into the plane (its
+// pixels `step` apart).
 template <class T>
-__device__ inline int window_argmax(const PoolGeometry& g, const T* x, int oy, int ox, int h, int w) {
+__device__ inline int window_argmax(const PoolGeometry& g, const T* x, int step, int oy, int ox, int h, int w) {
   int best = -1;
   each_tap(g, oy, ox, h, w, [&](int p) {
-    if (best < 0 || ld(x[p]) > ld(x[best])) best = p;
+    if (best < 0 || ld(x[p * step]) > ld(x[best * step])) best = p;
   });
   return best;
 }
 
-template <class T, class I>
-__global__ void pool_kernel(bool is_max, PoolGeometry g, const T* in, T* out, I total, int h, int w, int oh, int ow) {
+template <bool Last, class T, class I>
+__global__ void pool_kernel(bool is_max, PoolGeometry g, const T* in, T* out, I total, int c, int h, int w, int oh,
+                            int ow) {
+  const int step = pixel_step<Last>(c);
   NNGRAPH_GRID_LOOP_T(I, i, total) {
-    const int ox = static_cast<int>(i % ow), oy = static_cast<int>((i / ow) % oh);
-    const T* x = in + (i / (I(oh) * ow)) * h * w;
+    const Site<I> o = site_of<Last>(i, c, oh, ow);
+    const T* x = in + plane_start<Last>(o.plane, c, h * w);
     float acc = is_max ? -INFINITY : 0.f;
-    const int count = each_tap(g, oy, ox, h, w, [&](int p) { acc = is_max ? fmaxf(acc, ld(x[p])) : acc + ld(x[p]); });
+    const int count = each_tap(g, o.y, o.x, h, w, [&](int p) {
+      const float v = ld(x[p * step]);
+      acc = is_max ? fmaxf(acc, v) : acc + v;
+    });
     out[i] = st<T>(is_max ? acc : acc / static_cast<float>(count));
   }
 }
 
 // Overlapping windows: a thread per input pixel gathers from the windows holding it (tap k
 // of output o lies at o·s − pad + k·d).
-template <class T, class I>
-__global__ void pool_gradient_kernel(bool is_max, PoolGeometry g, const T* in, const T* dy, T* dx, I total, int h,
-                                     int w, int oh, int ow, AnyDerivative derivative) {
+template <bool Last, class T, class I>
+__global__ void pool_gradient_kernel(bool is_max, PoolGeometry g, const T* in, const T* dy, T* dx, I total, int c,
+                                     int h, int w, int oh, int ow, AnyDerivative derivative) {
+  const int step = pixel_step<Last>(c);
   NNGRAPH_GRID_LOOP_T(I, i, total) {
-    const int ix = static_cast<int>(i % w), iy = static_cast<int>((i / w) % h);
-    const I plane = i / (I(h) * w);
-    const T* x = in + plane * h * w;
-    const T* gy = dy + plane * oh * ow;
+    const Site<I> at = site_of<Last>(i, c, h, w);
+    const int ix = at.x, iy = at.y;
+    const T* x = in + plane_start<Last>(at.plane, c, h * w);
+    const T* gy = dy + plane_start<Last>(at.plane, c, oh * ow);
     float acc = 0.f;
     for (int ky = 0; ky < g.kh; ++ky) {
       const int ty = iy + g.pad_top - ky * g.dil_y, oy = ty / g.sy;
@@ -61,112 +101,119 @@ __global__ void pool_gradient_kernel(bool is_max, PoolGeometry g, const T* in, c
         const int tx = ix + g.pad_left - kx * g.dil_x, ox = tx / g.sx;
         if (tx < 0 || tx % g.sx || ox >= ow) continue;
         if (is_max) {
-          if (window_argmax(g, x, oy, ox, h, w) == iy * w + ix) acc += ld(gy[oy * ow + ox]);
+          if (window_argmax(g, x, step, oy, ox, h, w) == iy * w + ix) acc += ld(gy[(oy * ow + ox) * step]);
         } else {
           const int count = each_tap(g, oy, ox, h, w, [](int) {});
-          acc += ld(gy[oy * ow + ox]) / static_cast<float>(count);
+          acc += ld(gy[(oy * ow + ox) * step]) / static_cast<float>(count);
         }
       }
     }
-    dx[i] = st<T>(acc * derivative(ld(x[iy * w + ix])));
+    dx[i] = st<T>(acc * derivative(ld(x[(iy * w + ix) * step])));
   }
 }
 
 // Disjoint windows (global pooling among them): dx is zero but where a thread per output
 // writes its window's share, so large windows are read once, not once per pixel.
-template <class T, class I>
-__global__ void disjoint_gradient_kernel(bool is_max, PoolGeometry g, const T* in, const T* dy, T* dx, I total, int h,
-                                         int w, int oh, int ow, AnyDerivative derivative) {
+template <bool Last, class T, class I>
+__global__ void disjoint_gradient_kernel(bool is_max, PoolGeometry g, const T* in, const T* dy, T* dx, I total, int c,
+                                         int h, int w, int oh, int ow, AnyDerivative derivative) {
+  const int step = pixel_step<Last>(c);
   NNGRAPH_GRID_LOOP_T(I, i, total) {
-    const int ox = static_cast<int>(i % ow), oy = static_cast<int>((i / ow) % oh);
-    const I plane = i / (I(oh) * ow);
-    const T* x = in + plane * h * w;
-    T* gx = dx + plane * h * w;
+    const Site<I> o = site_of<Last>(i, c, oh, ow);
+    const I start = plane_start<Last>(o.plane, c, h * w);
+    const T* x = in + start;
+    T* gx = dx + start;
     if (is_max) {
-      const int best = window_argmax(g, x, oy, ox, h, w);
-      gx[best] = st<T>(ld(dy[i]) * derivative(ld(x[best])));
+      const int best = window_argmax(g, x, step, o.y, o.x, h, w);
+      gx[best * step] = st<T>(ld(dy[i]) * derivative(ld(x[best * step])));
     } else {
-      const float share = ld(dy[i]) / static_cast<float>(each_tap(g, oy, ox, h, w, [](int) {}));
-      each_tap(g, oy, ox, h, w, [&](int p) { gx[p] = st<T>(share * derivative(ld(x[p]))); });
+      const float share = ld(dy[i]) / static_cast<float>(each_tap(g, o.y, o.x, h, w, [](int) {}));
+      each_tap(g, o.y, o.x, h, w, [&](int p) { gx[p * step] = st<T>(share * derivative(ld(x[p * step]))); });
     }
   }
 }
 
 // 2×2 windows, stride 2, no padding: each input pixel lies in one window, so a thread per
 // output writes its four pixels (no gather, no zero fill but for an uncovered odd edge).
-template <class T, class I, class D>
-__global__ void halve_gradient_kernel(bool is_max, const T* in, const T* dy, T* dx, I total, int h, int w, int oh,
-                                      int ow, D derivative) {
+template <bool Last, class T, class I, class D>
+__global__ void halve_gradient_kernel(bool is_max, const T* in, const T* dy, T* dx, I total, int c, int h, int w,
+                                      int oh, int ow, D derivative) {
+  const int step = pixel_step<Last>(c);
   NNGRAPH_GRID_LOOP_T(I, i, total) {
-    const int ox = static_cast<int>(i % ow), oy = static_cast<int>((i / ow) % oh);
-    const I plane = i / (I(oh) * ow);
-    const I o0 = (plane * h + 2 * oy) * w + 2 * ox, o1 = o0 + w;
+    const Site<I> o = site_of<Last>(i, c, oh, ow);
+    const I o0 = plane_start<Last>(o.plane, c, h * w) + I(2 * o.y * w + 2 * o.x) * step, o1 = o0 + I(w) * step;
     const float g = ld(dy[i]);
     const bool read = is_max || !std::is_same_v<D, NoDerivative>;  // average alone needs no x
-    const float a = read ? ld(in[o0]) : 0.f, b = read ? ld(in[o0 + 1]) : 0.f;
-    const float c = read ? ld(in[o1]) : 0.f, d = read ? ld(in[o1 + 1]) : 0.f;
-    float ga = 0.25f * g, gb = ga, gc = ga, gd = ga;
+    const float a = read ? ld(in[o0]) : 0.f, b = read ? ld(in[o0 + step]) : 0.f;
+    const float e = read ? ld(in[o1]) : 0.f, d = read ? ld(in[o1 + step]) : 0.f;
+    float ga = 0.25f * g, gb = ga, ge = ga, gd = ga;
     if (is_max) {  // the first maximum in scan order, as everywhere
-      const float m = fmaxf(fmaxf(a, b), fmaxf(c, d));
-      const bool ta = a == m, tb = !ta && b == m, tc = !ta && !tb && c == m;
+      const float m = fmaxf(fmaxf(a, b), fmaxf(e, d));
+      const bool ta = a == m, tb = !ta && b == m, te = !ta && !tb && e == m;
       ga = ta ? g : 0.f;
       gb = tb ? g : 0.f;
-      gc = tc ? g : 0.f;
-      gd = (ta || tb || tc) ? 0.f : g;
+      ge = te ? g : 0.f;
+      gd = (ta || tb || te) ? 0.f : g;
     }
     dx[o0] = st<T>(ga * derivative(a));
-    dx[o0 + 1] = st<T>(gb * derivative(b));
-    dx[o1] = st<T>(gc * derivative(c));
-    dx[o1 + 1] = st<T>(gd * derivative(d));
+    dx[o0 + step] = st<T>(gb * derivative(b));
+    dx[o1] = st<T>(ge * derivative(e));
+    dx[o1 + step] = st<T>(gd * derivative(d));
   }
 }
 
 }  // namespace
 
 template <class T>
-void pooling(cudaStream_t s, PoolingMode mode, const PoolGeometry& g, const T* in, T* out, int planes, int h, int w,
-             int oh, int ow) {
-  const size_t total = static_cast<size_t>(planes) * oh * ow, inputs = static_cast<size_t>(planes) * h * w;
-  with_index_type(std::max(total, inputs), [&](auto i) {
-    pool_kernel<<<blocks_for(total), kThreads, 0, s>>>(mode == PoolingMode::Max, g, in, out, decltype(i)(total), h, w,
-                                                       oh, ow);
+void pooling(cudaStream_t s, PoolingMode mode, const PoolGeometry& g, const T* in, T* out, int n, int c, int h, int w,
+             int oh, int ow, bool last) {
+  const size_t total = static_cast<size_t>(n) * c * oh * ow, inputs = static_cast<size_t>(n) * c * h * w;
+  with_layout(last, [&](auto layout) {
+    with_index_type(std::max(total, inputs), [&](auto i) {
+      pool_kernel<decltype(layout)::value><<<blocks_for(total), kThreads, 0, s>>>(
+          mode == PoolingMode::Max, g, in, out, decltype(i)(total), c, h, w, oh, ow);
+    });
   });
   check_launch("pooling");
 }
 
 template <class T>
-void pooling_gradient(cudaStream_t s, PoolingMode mode, const PoolGeometry& g, const T* in, const T* dy, T* dx,
-                      int planes, int h, int w, int oh, int ow, const NeuronDescriptor& nd) {
-  const size_t inputs = static_cast<size_t>(planes) * h * w, outputs = static_cast<size_t>(planes) * oh * ow;
+void pooling_gradient(cudaStream_t s, PoolingMode mode, const PoolGeometry& g, const T* in, const T* dy, T* dx, int n,
+                      int c, int h, int w, int oh, int ow, bool last, const NeuronDescriptor& nd) {
+  const size_t inputs = static_cast<size_t>(n) * c * h * w, outputs = static_cast<size_t>(n) * c * oh * ow;
   const size_t largest = std::max(inputs, outputs);
   const bool is_max = mode == PoolingMode::Max;
-  if (g.halves()) {
-    if (h != 2 * oh || w != 2 * ow) cudaMemsetAsync(dx, 0, inputs * sizeof(T), s);
-    with_derivative(nd, [&](auto derivative) {
-      with_index_type(largest, [&](auto i) {
-        halve_gradient_kernel<<<blocks_for(outputs), kThreads, 0, s>>>(is_max, in, dy, dx,
-                                                                        decltype(i)(outputs), h, w, oh, ow, derivative);
+  with_layout(last, [&](auto layout) {
+    constexpr bool Last = decltype(layout)::value;
+    if (g.halves()) {
+      if (h != 2 * oh || w != 2 * ow) cudaMemsetAsync(dx, 0, inputs * sizeof(T), s);
+      with_derivative(nd, [&](auto derivative) {
+        with_index_type(largest, [&](auto i) {
+          halve_gradient_kernel<Last><<<blocks_for(outputs), kThreads, 0, s>>>(
+              is_max, in, dy, dx, decltype(i)(outputs), c, h, w, oh, ow, derivative);
+        });
       });
-    });
-  } else if (g.disjoint()) {
-    cudaMemsetAsync(dx, 0, inputs * sizeof(T), s);
-    with_index_type(largest, [&](auto i) {
-      disjoint_gradient_kernel<<<blocks_for(outputs), kThreads, 0, s>>>(is_max, g, in, dy, dx, decltype(i)(outputs), h,
-                                                                         w, oh, ow, AnyDerivative{nd});
-    });
-  } else {
-    with_index_type(largest, [&](auto i) {
-      pool_gradient_kernel<<<blocks_for(inputs), kThreads, 0, s>>>(is_max, g, in, dy, dx,
-                                                                    decltype(i)(inputs), h, w, oh, ow, AnyDerivative{nd});
-    });
-  }
+    } else if (g.disjoint()) {
+      cudaMemsetAsync(dx, 0, inputs * sizeof(T), s);
+      with_index_type(largest, [&](auto i) {
+        disjoint_gradient_kernel<Last><<<blocks_for(outputs), kThreads, 0, s>>>(
+            is_max, g, in, dy, dx, decltype(i)(outputs), c, h, w, oh, ow, AnyDerivative{nd});
+      });
+    } else {
+      with_index_type(largest, [&](auto i) {
+        pool_gradient_kernel<Last><<<blocks_for(inputs), kThreads, 0, s>>>(
+            is_max, g, in, dy, dx, decltype(i)(inputs), c, h, w, oh, ow, AnyDerivative{nd});
+      });
+    }
+  });
   check_launch("pooling_gradient");
 }
 
-#define INSTANTIATE(T)                                                                                       \
-  template void pooling(cudaStream_t, PoolingMode, const PoolGeometry&, const T*, T*, int, int, int, int, int); \
-  template void pooling_gradient(cudaStream_t, PoolingMode, const PoolGeometry&, const T*, const T*, T*, int, int, \
-                                 int, int, int, const NeuronDescriptor&);
+#define INSTANTIATE(T)                                                                                             \
+  template void pooling(cudaStream_t, PoolingMode, const PoolGeometry&, const T*, T*, int, int, int, int, int, int, \
+                        bool);                                                                                     \
+  template void pooling_gradient(cudaStream_t, PoolingMode, const PoolGeometry&, const T*, const T*, T*, int, int,  \
+                                 int, int, int, int, bool, const NeuronDescriptor&);
 NNGRAPH_STORAGE_TYPES(INSTANTIATE)
 #undef INSTANTIATE
 

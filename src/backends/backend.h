@@ -71,6 +71,11 @@ class Backend {
   // The dtype a graph of format `format` stores its images between nodes in: the format
   // where the backend computes in it, else float32.
   virtual DType storage_for(DType format) const { return format; }
+  // The layout a graph asking for Layout::Auto stores its images of `storage` in.
+  virtual Layout layout_for(DType storage) const {
+    (void)storage;
+    return Layout::NCHW;
+  }
 };
 
 // The backend serving a device; raises Unsupported when it is not built or present.

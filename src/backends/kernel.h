@@ -56,6 +56,27 @@ struct KernelRegistration {
   }
 };
 
+// Kernels a backend also runs on channels-last images (Tensor::dense_as), declared beside
+// their registration; nodes ask before a channels-last graph hands them NHWC images.
+template <class K>
+bool& channels_last_slot(DeviceType device) {
+  static std::array<bool, kDeviceTypes> table{};
+  return table[static_cast<size_t>(device)];
+}
+
+template <class K>
+bool reads_channels_last(DeviceType device) {
+  return channels_last_slot<K>(device);
+}
+
+template <class K>
+struct ChannelsLastRegistration {
+  explicit ChannelsLastRegistration(DeviceType device) { channels_last_slot<K>(device) = true; }
+};
+
+#define NNGRAPH_CHANNELS_LAST(Kernel, device) \
+  static const ::nngraph::ChannelsLastRegistration<Kernel> nngraph_last_##Kernel##_##device##_{::nngraph::DeviceType::device}
+
 #define NNGRAPH_KERNEL(Kernel, device, fn)                                                          \
   static const ::nngraph::KernelRegistration<Kernel> nngraph_kernel_##Kernel##_##device##_{ \
       ::nngraph::DeviceType::device, fn}

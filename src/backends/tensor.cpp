@@ -1,6 +1,7 @@
 #include "backends/tensor.h"
 
 #include "nngraph/data_source.h"
+#include "nngraph/nodes.h"
 
 namespace nngraph {
 
@@ -17,15 +18,20 @@ Tensor Tensor::rows(const void* data, int rows, int columns, int64_t ld, DType d
   return t;
 }
 
-bool Tensor::contiguous_nchw() const {
+bool Tensor::contiguous(Layout layout) const {
   const int64_t c = shape_.c, h = shape_.h, w = shape_.w;
-  return strides_ == std::array<int64_t, 4>{c * h * w, h * w, w, 1};
+  return strides_ == (layout == Layout::NCHW ? std::array<int64_t, 4>{c * h * w, h * w, w, 1}
+                                             : std::array<int64_t, 4>{c * h * w, 1, w * c, c});
 }
 
 void Tensor::refuse(DType want) const {
   throw KernelRefusal(cat("this kernel reads ", dtype_name(want), " NCHW, got ", dtype_name(dtype_),
                            layout_ == Layout::NHWC ? " NHWC" : " NCHW"));
 }
+
+Tensor image_of(const EncodeArgs& a, const Image& image) { return Tensor::image(image, a.layout); }
+
+Tensor pixels(const EncodeArgs& a, const Image& image) { return image_of(a, image).pixels(); }
 
 Tensor Tensor::parameter(const WeightsState* w, size_t i) {
   if (!w || i >= w->tensors.size() || !w->tensors[i]) return Tensor();

@@ -2,7 +2,7 @@
 // What a kernel reads and writes: a typed, strided N×C×H×W view of device memory. Kernels
 // take these, so a dtype or a layout is added per kernel: a kernel reads its storage type T
 // (float, or a cuda half type) in NCHW through data_as<T>(), which refuses the rest
-// (KernelRefusal). The two kernels that take
+// (KernelRefusal); one that also reads channels-last images takes dense_as<T>() and layout(). The two kernels that take
 // bundles of buffers say their type once: a recurrent layer (RNNLayerGeometry::dtype) and an
 // optimizer batch (float32 by design: master values and their state stay float32).
 #include <array>
@@ -18,6 +18,7 @@
 namespace nngraph {
 
 struct WeightsState;
+struct EncodeArgs;
 
 // A kernel given a dtype or layout it does not read. Its message starts "[kernel]"; a graph
 // running a node names the node instead (reason() is the message without that start).
@@ -30,8 +31,6 @@ class KernelRefusal : public Unsupported {
   std::string reason_;
 };
 
-enum class Layout : uint8_t { NCHW, NHWC };
-
 class Tensor {
  public:
   Tensor() = default;
@@ -41,6 +40,18 @@ class Tensor {
   // N×C×H×W values of `dtype` at `data`, contiguous in `layout`.
   Tensor(const void* data, int n, ImageShape shape, DType dtype = DType::Float32, Layout layout = Layout::NCHW);
   // `count` values in a row (parameters, their gradients, optimizer slots): 1×count×1×1.
+  // A graph's image as its step stores it: channels-last where the step's layout is and the
+  // image has more than one channel and pixel (else the two layouts are the same memory).
+  static Tensor image(const Image& image, Layout layout) {
+    const ImageShape& s = image.shape();
+    const bool last = layout == Layout::NHWC && s.c > 1 && s.h * s.w > 1;
+    return image.empty() ? Tensor() : Tensor(image.data(), image.batch(), s, image.dtype(), last ? layout : Layout::NCHW);
+  }
+  // Channels-last pixels as rows: N·H·W × C × 1 × 1 over the same memory (per-channel
+  // kernels, batch normalization and softmax among them, read NHWC images so unchanged).
+  Tensor pixels() const {
+    return layout_ == Layout::NHWC ? Tensor(data_, n_ * shape_.h * shape_.w, {shape_.c, 1, 1}, dtype_) : *this;
+  }
   static Tensor vector(const void* data, size_t count, DType dtype = DType::Float32) {
     return Tensor(data, 1, ImageShape{static_cast<int>(count), 1, 1}, dtype);
   }
@@ -64,13 +75,22 @@ class Tensor {
   const std::array<int64_t, 4>& strides() const { return strides_; }
   size_t count() const { return static_cast<size_t>(n_) * shape_.count(); }
   size_t bytes() const { return count() * dtype_size(dtype_); }
-  bool contiguous_nchw() const;
+  // Dense in `layout`: no gaps, axes in its order.
+  bool contiguous(Layout layout) const;
+  bool contiguous_nchw() const { return contiguous(Layout::NCHW); }
   void* data() const { return data_; }
   // The values as T, contiguous NCHW: Unsupported for any other view.
   template <class T>
   T* data_as() const {
     constexpr DType want = DTypeOf<std::remove_const_t<T>>::value;
     if (data_ && (dtype_ != want || !contiguous_nchw())) refuse(want);
+    return static_cast<T*>(data_);
+  }
+  // The values as T, contiguous in their layout(), NCHW or NHWC.
+  template <class T>
+  T* dense_as() const {
+    constexpr DType want = DTypeOf<std::remove_const_t<T>>::value;
+    if (data_ && (dtype_ != want || !contiguous(layout_))) refuse(want);
     return static_cast<T*>(data_);
   }
   // The same for a rows() view, whose rows are strides()[0] apart.
@@ -90,5 +110,10 @@ class Tensor {
   Layout layout_ = Layout::NCHW;
   std::array<int64_t, 4> strides_{};
 };
+
+// An image of a step as its kernels read it: Tensor::image in the step's layout, and its
+// pixels() view (what per-channel kernels take).
+Tensor image_of(const EncodeArgs& a, const Image& image);
+Tensor pixels(const EncodeArgs& a, const Image& image);
 
 }  // namespace nngraph

@@ -1,5 +1,6 @@
 #include "nngraph/image.h"
 
+#include <cctype>
 #include <vector>
 
 #include "backends/backend.h"
@@ -10,6 +11,19 @@ namespace nngraph {
 
 std::shared_ptr<Buffer> Buffer::allocate(size_t bytes, const Device& device) {
   return backend_for(device).allocate(bytes);
+}
+
+const char* layout_name(Layout layout) {
+  return layout == Layout::NCHW ? "NCHW" : layout == Layout::NHWC ? "NHWC" : "auto";
+}
+
+Layout layout_named(const std::string& name, const char* what) {
+  std::string upper = name;
+  for (char& ch : upper) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  for (Layout l : {Layout::NCHW, Layout::NHWC})
+    if (upper == layout_name(l)) return l;
+  if (upper == "AUTO") return Layout::Auto;
+  fail("[", what, "] layout must be 'NCHW', 'NHWC' or 'auto', got '", name, "'");
 }
 
 std::string ImageShape::str() const { return cat(c, "×", h, "×", w); }

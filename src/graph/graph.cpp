@@ -22,6 +22,7 @@ struct GraphSpec {
   bool inference = false;                      // forward nodes in inference mode even beside loss nodes
   DType format = DType::Float32;               // of the images between nodes (MPSNNGraph's format)
   LossScaling scaling = LossScaling::off();    // float16 graphs of Graph::training
+  Layout layout = Layout::Auto;                // of the images between nodes
 };
 
 struct Graph::Impl {
@@ -29,6 +30,7 @@ struct Graph::Impl {
   Backend& backend;
   int max_in_flight;
   DType format, storage;
+  Layout layout;
   std::vector<ImageNodePtr> results, roots;  // own every node the structure points at
   std::vector<ImageNodePtr> loss_results;
   std::vector<ArrayDataSource*> array_sources;  // of the nodes, each once
@@ -43,7 +45,9 @@ struct Graph::Impl {
 
   explicit Impl(const GraphSpec& spec)
       : device(spec.device), backend(backend_for(spec.device)), max_in_flight(spec.max_in_flight),
-        format(spec.format), storage(backend.storage_for(spec.format)), results(spec.results), roots(spec.roots),
+        format(spec.format), storage(backend.storage_for(spec.format)),
+        layout(spec.layout == Layout::Auto ? backend.layout_for(storage) : spec.layout), results(spec.results),
+        roots(spec.roots),
         loss_results(spec.loss_results),
         structure(build_structure(results, roots, spec.inference)),
         runner(structure, backend, device, storage, spec.scaling),
@@ -62,7 +66,7 @@ struct Graph::Impl {
       std::vector<ImageShape> shapes(structure.sources.size(), ImageShape{1, 1, 1});
       for (size_t i = 0; i < images.size(); ++i) shapes[structure.image_sources[i]] = images[i];
       try {
-        slot = std::make_shared<const Plan>(make_plan(structure, shapes, storage));
+        slot = std::make_shared<const Plan>(make_plan(structure, shapes, storage, layout, device.type()));
       } catch (...) {
         plans.erase(key);
         throw;
@@ -75,8 +79,9 @@ struct Graph::Impl {
   Executor executor;  // last: destroyed first, so queued work finishes while the rest exists
 };
 
-Graph::Graph(std::vector<ImageNodePtr> results, Device device, int max_in_flight, DType format)
-    : Graph(GraphSpec{std::move(results), {}, device, max_in_flight, nullptr, {}, false, format, LossScaling::off()}) {}
+Graph::Graph(std::vector<ImageNodePtr> results, Device device, int max_in_flight, DType format, Layout layout)
+    : Graph(GraphSpec{std::move(results), {}, device, max_in_flight, nullptr, {}, false, format, LossScaling::off(),
+                      layout}) {}
 
 Graph::Graph(GraphSpec spec) {
   if (spec.max_in_flight < 1) fail("[graph] max_in_flight must be >= 1, got ", spec.max_in_flight);
@@ -93,7 +98,8 @@ Graph::Graph(GraphSpec spec) {
 }
 
 std::shared_ptr<Graph> Graph::training(const std::shared_ptr<LossNode>& loss, Device device, int max_in_flight,
-                                       std::shared_ptr<Optimizer> optimizer, DType format, LossScaling scaling) {
+                                       std::shared_ptr<Optimizer> optimizer, DType format, LossScaling scaling,
+                                       Layout layout) {
   if (!loss) fail("[graph] training needs a loss node");
   const Structure forward = build_structure({loss->sources()[0]}, {});
   for (const FilterNode* f : forward.order)
@@ -107,7 +113,7 @@ std::shared_ptr<Graph> Graph::training(const std::shared_ptr<LossNode>& loss, De
       }
     }
   return std::make_shared<Graph>(GraphSpec{{loss->sources()[0]}, build_gradient_pass(loss), device, max_in_flight,
-                                           nullptr, {loss->result_image()}, false, format, scaling});
+                                           nullptr, {loss->result_image()}, false, format, scaling, layout});
 }
 
 std::shared_ptr<Graph> Graph::inference() const {
@@ -117,7 +123,8 @@ std::shared_ptr<Graph> Graph::inference() const {
     weights = impl_->weights;
   }
   return std::make_shared<Graph>(
-      GraphSpec{impl_->results, {}, impl_->device, impl_->max_in_flight, weights, {}, false, impl_->format, LossScaling::off()});
+      GraphSpec{impl_->results, {}, impl_->device, impl_->max_in_flight, weights, {}, false, impl_->format,
+                LossScaling::off(), impl_->layout});
 }
 
 std::shared_ptr<Graph> Graph::evaluation() const {
@@ -128,7 +135,7 @@ std::shared_ptr<Graph> Graph::evaluation() const {
     weights = impl_->weights;
   }
   return std::make_shared<Graph>(GraphSpec{impl_->results, impl_->loss_results, impl_->device, impl_->max_in_flight,
-                                           weights, {}, true, impl_->format, LossScaling::off()});
+                                           weights, {}, true, impl_->format, LossScaling::off(), impl_->layout});
 }
 
 Graph::~Graph() = default;
@@ -137,6 +144,7 @@ const Device& Graph::device() const { return impl_->device; }
 int Graph::max_in_flight() const { return impl_->max_in_flight; }
 DType Graph::format() const { return impl_->format; }
 DType Graph::storage() const { return impl_->storage; }
+Layout Graph::layout() const { return impl_->layout; }
 const std::vector<ImageNodePtr>& Graph::sources() const { return impl_->image_sources; }
 const std::vector<ImageNodePtr>& Graph::results() const { return impl_->results; }
 bool Graph::is_training() const { return impl_->structure.training; }

@@ -192,9 +192,11 @@ std::vector<ImageNodePtr> build_gradient_pass(const std::shared_ptr<LossNode>& l
   return roots;
 }
 
-Plan make_plan(const Structure& s, const std::vector<ImageShape>& source_shapes, DType storage) {
+Plan make_plan(const Structure& s, const std::vector<ImageShape>& source_shapes, DType storage, Layout layout,
+               DeviceType device) {
   Plan p;
   p.storage = storage;
+  p.layout = layout;
   p.shapes.resize(s.tensor_count());
   p.dtypes.assign(s.tensor_count(), DType::Float32);  // label sources and states
   for (int t : s.image_sources) p.dtypes[t] = storage;
@@ -213,16 +215,29 @@ Plan make_plan(const Structure& s, const std::vector<ImageShape>& source_shapes,
     p.naive += p.shapes[n_src + i].count() * dtype_size(storage);
     if (states.count(s.state_of(i))) p.shapes[s.state_of(i)] = {static_cast<int>(s.order[i]->state_size(ins)), 1, 1};
   }
+  p.layouts.assign(s.tensor_count(), Layout::NCHW);
+  auto lay_out = [&](size_t t) {
+    const ImageShape& sh = p.shapes[t];
+    if (layout == Layout::NHWC && sh.c > 1 && sh.h * sh.w > 1) p.layouts[t] = Layout::NHWC;
+  };
+  for (int t : s.image_sources) lay_out(t);
+  for (size_t i = 0; i < s.order.size(); ++i) lay_out(n_src + i);
   // Steps that pass their source through for these shapes alias it instead (tensor ids only
   // point back, so one pass in order resolves chains).
   const int n_steps = static_cast<int>(s.steps.size());
   p.root = s.root;
   p.passes.assign(n_steps, false);
+  p.converts.assign(n_steps, false);
   p.batch_state.assign(n_steps, 0);
   for (int i = 0; i < n_steps; ++i) {
     const Step& st = s.steps[i];
     std::vector<ImageShape> ins;
-    for (int t : st.inputs) ins.push_back(p.shapes[t]);
+    bool last = p.layouts[st.output] == Layout::NHWC;
+    for (int t : st.inputs) {
+      ins.push_back(p.shapes[t]);
+      last = last || p.layouts[t] == Layout::NHWC;
+    }
+    p.converts[i] = last && !st.node->channels_last(device, ins);
     if (s.training && !st.node->is_gradient()) p.batch_state[i] = st.node->batch_state_size(ins);
     if (st.state < 0 && st.node->passes_through(ins)) {
       p.passes[i] = true;
@@ -240,8 +255,8 @@ Plan make_plan(const Structure& s, const std::vector<ImageShape>& source_shapes,
   for (int i = 0; i < n_steps; ++i)  // a step that passes its source through reads nothing
     for (int t : p.passes[i] ? std::vector<int>{} : s.steps[i].inputs) last[p.root[t]] = std::max(last[p.root[t]], i);
   for (int t : s.results) last[p.root[t]] = n_steps;
-  if (storage != DType::Float32)  // cast in before the first step
-    for (int t : s.image_sources) def[t] = 0;
+  for (int t : s.image_sources)  // cast or permuted in before the first step
+    if (storage != DType::Float32 || p.layouts[t] == Layout::NHWC) def[t] = 0;
   auto padded = [&](int t) {  // 64-byte aligned
     return (p.shapes[t].count() * dtype_size(p.dtypes[t]) + 63) / 64 * 64;
   };

@@ -64,15 +64,23 @@ struct Plan {
   std::vector<bool> passes;        // per step: its result is its source 0 for these shapes (no kernel)
   std::vector<size_t> offset;      // per root tensor, bytes per image in the arena
   // Per tensor: in the arena, written by a step or, for an image source the graph stores in
-  // another dtype than float32, by the cast of the source at the start of the step.
+  // another dtype than float32 or NHWC, by the cast of the source at the start of the step.
   std::vector<bool> in_arena;
   std::vector<size_t> batch_state; // per step: floats of its batch state (training forward steps)
+  Layout layout = Layout::NCHW;    // of the images between nodes
+  // Per tensor: NHWC for a channels-last plan's images of more than one channel and pixel,
+  // else NCHW (label sources, states, and images where the two are the same memory).
+  std::vector<Layout> layouts;
+  // Per step: its node does not read its NHWC images on this device, so it runs on NCHW
+  // copies of them.
+  std::vector<bool> converts;
   size_t arena = 0;                // bytes per image
   size_t naive = 0;                // bytes per image with one buffer per filter result
 };
 
 // Infers every shape (errors name the node; label states take their loss source's shape)
-// and places intermediates, stored as `storage`, in one arena.
-Plan make_plan(const Structure& s, const std::vector<ImageShape>& source_shapes, DType storage = DType::Float32);
+// and places intermediates, stored as `storage` in `layout` (NCHW or NHWC), in one arena.
+Plan make_plan(const Structure& s, const std::vector<ImageShape>& source_shapes, DType storage = DType::Float32,
+               Layout layout = Layout::NCHW, DeviceType device = DeviceType::CPU);
 
 }  // namespace nngraph

@@ -200,12 +200,13 @@ std::vector<Image> StepRunner::run(const Plan& plan, Parameters& wm, const std::
   }
   const std::vector<Image>& loss_out = r ? r->losses : losses;
   const size_t n_src = s.sources.size();
-  std::vector<std::pair<Image, Image>> casts_in;  // a half graph's sources into the arena
+  // A half or channels-last graph's sources into the arena, cast and permuted.
+  std::vector<std::pair<Tensor, Tensor>> casts_in;
   for (size_t i = 0; i < t.size(); ++i) {
     if (plan.root[i] != static_cast<int>(i) || !plan.in_arena[i]) continue;
     const int batch = i < n_src ? t[i].batch() : n;
     Image slot({batch, plan.shapes[i], plan.dtypes[i]}, arena_, plan.offset[i] * n);
-    if (i < n_src) casts_in.push_back({t[i], slot});
+    if (i < n_src) casts_in.push_back({t[i], Tensor::image(slot, plan.layouts[i])});
     t[i] = slot;
   }
   for (size_t i = n_src; i < t.size(); ++i)
@@ -217,14 +218,18 @@ std::vector<Image> StepRunner::run(const Plan& plan, Parameters& wm, const std::
     copies_out.push_back({scaling.data(), scale_state->report, sizeof scale_state->report});
   }
   std::vector<Image> out;
+  // Results in another dtype or in NHWC are converted after the step.
+  auto converted = [&](int res) { return t[res].dtype() != result_dtype || plan.layouts[res] == Layout::NHWC; };
   for (int res : s.results) {
-    if (t[res].dtype() != result_dtype) continue;  // converted after the step
+    if (converted(res)) continue;
     out.push_back(Image::allocate(t[res].descriptor(), device_));
     copies_out.push_back({out.back().data(), t[res].data(), t[res].descriptor().bytes()});
   }
   const Image none;
-  auto args_of = [&](const Step& st, std::vector<const Image*>& ins) {
-    for (int id : st.inputs) ins.push_back(&t[id]);
+  // `result`: where the step writes its result instead of the arena (its NCHW copy).
+  auto args_of = [&](const Step& st, std::vector<const Image*>& ins, const Image* result = nullptr) {
+    if (ins.empty())
+      for (int id : st.inputs) ins.push_back(&t[id]);
     const FilterNode* owner = st.node->trains() ? st.node->trains() : st.node;
     auto w = wm.of.find(owner);
     auto batch = batch_states_.find(owner);
@@ -233,13 +238,33 @@ std::vector<Image> StepRunner::run(const Plan& plan, Parameters& wm, const std::
       if (s.losses[i].node == st.node) loss = &loss_out[i];
     const WeightsState* folded = !st.folded ? nullptr : half_graph ? copies_.folded(st.node) : folded_.of(st.node);
     const std::vector<WeightsState>* copied = half_graph ? copies_.of(owner) : nullptr;
-    EncodeArgs a{backend_, ins, st.output_needed ? t[st.output] : none,
+    EncodeArgs a{backend_, ins, result ? *result : st.output_needed ? t[st.output] : none,
                  folded ? folded : copied ? copied->data() : w == wm.of.end() ? nullptr : w->second.data(),
                  st.trains_weights ? gradients_.at(owner).data() : nullptr, st.fused,
                  counter, loss, options.allow_tf32, st.state >= 0 ? &t[st.state] : nullptr, s.training};
     a.batch_state = batch == batch_states_.end() ? nullptr : batch->second.get();
     if (scale_state) a.loss_scale = &scale_state->scale;
+    a.layout = plan.layout;
     return a;
+  };
+  // A step whose node does not read NHWC images: NCHW copies in, its NCHW result permuted back.
+  auto encode_on_copies = [&](const Step& st) {
+    std::vector<Image> copies;
+    copies.reserve(st.inputs.size() + 1);
+    std::vector<const Image*> ins;
+    for (int id : st.inputs) {
+      ins.push_back(&t[id]);
+      if (plan.layouts[id] != Layout::NHWC) continue;
+      copies.push_back(Image::allocate(t[id].descriptor(), device_));
+      dispatch<CastKernel>(backend_, Tensor::image(t[id], Layout::NHWC), copies.back());
+      ins.back() = &copies.back();
+    }
+    const bool permute_out = st.output_needed && plan.layouts[st.output] == Layout::NHWC;
+    if (permute_out) copies.push_back(Image::allocate(t[st.output].descriptor(), device_));
+    EncodeArgs a = args_of(st, ins, permute_out ? &copies.back() : nullptr);
+    a.layout = Layout::NCHW;
+    st.node->encode(a);
+    if (permute_out) dispatch<CastKernel>(backend_, copies.back(), Tensor::image(t[st.output], Layout::NHWC));
   };
   auto run = [&] {
     for (const auto& [from, to] : casts_in) dispatch<CastKernel>(backend_, from, to);
@@ -247,7 +272,10 @@ std::vector<Image> StepRunner::run(const Plan& plan, Parameters& wm, const std::
       if (plan.passes[k]) continue;
       std::vector<const Image*> ins;
       try {
-        s.steps[k].node->encode(args_of(s.steps[k], ins));
+        if (plan.converts[k])
+          encode_on_copies(s.steps[k]);
+        else
+          s.steps[k].node->encode(args_of(s.steps[k], ins));
       } catch (const KernelRefusal& e) {  // a kernel without this dtype or layout: name the node
         fail<Unsupported>("[", s.steps[k].node->label(), "] ", e.reason());
       }
@@ -320,10 +348,12 @@ std::vector<Image> StepRunner::run(const Plan& plan, Parameters& wm, const std::
   note_commits(wm);
   for (size_t i = 0, k = 0; i < s.results.size(); ++i) {  // in the results' order
     const Image& res = t[s.results[i]];
-    if (res.dtype() == result_dtype)
-      ++k;
-    else
-      out.insert(out.begin() + k++, res.converted(result_dtype));
+    if (converted(s.results[i])) {
+      Image wanted = Image::allocate({res.batch(), res.shape(), result_dtype}, device_);
+      dispatch<CastKernel>(backend_, Tensor::image(res, plan.layouts[s.results[i]]), wanted);
+      out.insert(out.begin() + k, wanted);
+    }
+    ++k;
   }
   return out;
 }

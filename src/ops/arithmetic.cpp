@@ -53,6 +53,20 @@ void ArithmeticNode::encode(const EncodeArgs& a) const {
   dispatch<ArithmeticKernel>(a.backend, op_, *a.sources[0], *a.sources[1], a.result);
 }
 
+namespace {
+
+bool same_images(const std::vector<ImageShape>& s) {
+  return std::all_of(s.begin(), s.end(), [&](const ImageShape& x) { return x == s[0]; });
+}
+
+}  // namespace
+
+bool ArithmeticNode::channels_last(DeviceType, const std::vector<ImageShape>& s) const { return same_images(s); }
+
+bool ArithmeticGradientNode::channels_last(DeviceType, const std::vector<ImageShape>& s) const {
+  return same_images(s);
+}
+
 std::vector<FilterNodePtr> ArithmeticNode::make_gradients(const ImageNodePtr& dy) {
   return {std::make_shared<ArithmeticGradientNode>(dy, *this, 0), std::make_shared<ArithmeticGradientNode>(dy, *this, 1)};
 }

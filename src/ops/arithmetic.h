@@ -26,6 +26,8 @@ class ArithmeticNode : public FilterNode {
   ImageShape infer(const std::vector<ImageShape>& sources) const override;
   void encode(const EncodeArgs& args) const override;
   bool broadcasts_batch(size_t) const override { return true; }
+  // Elementwise where no operand broadcasts within an image.
+  bool channels_last(DeviceType, const std::vector<ImageShape>& sources) const override;
 
  protected:
   ArithmeticNode(ArithmeticOp op, ImageNodePtr a, ImageNodePtr b, std::string label);
@@ -61,6 +63,7 @@ class ArithmeticGradientNode : public GradientNode {
   ImageShape infer(const std::vector<ImageShape>& sources) const override;
   void encode(const EncodeArgs& args) const override;
   bool passes_through(const std::vector<ImageShape>& sources) const override;
+  bool channels_last(DeviceType, const std::vector<ImageShape>& sources) const override;
   // The other operand may broadcast; the one whose gradient it computes may not (its
   // gradient would need a sum over the batch).
   bool broadcasts_batch(size_t source) const override {

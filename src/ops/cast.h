@@ -4,7 +4,8 @@
 
 namespace nngraph {
 
-// y = x in y's dtype (same shape).
+// y = x in y's dtype and layout (same shape): a cast, a permutation between NCHW and NHWC,
+// or both.
 struct CastKernel : KernelOf<void(Backend&, const Tensor& x, const Tensor& y)> {
   static constexpr const char* name = "cast";
 };

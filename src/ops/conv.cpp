@@ -78,8 +78,13 @@ void ConvolutionNode::encode(const EncodeArgs& a) const {
   ConvGeometry g = geometry(a.sources[0]->shape());
   g.tf32 = a.allow_tf32;
   g.half = accumulator_ == AccumulatorPrecision::Half;
-  dispatch<ConvolutionKernel>(a.backend, g, *a.sources[0], Tensor::parameter(a.weights, 0), Tensor::parameter(a.weights, 1),
-                         effective_neuron(desc_, a), a.result);
+  dispatch<ConvolutionKernel>(a.backend, g, image_of(a, *a.sources[0]), Tensor::parameter(a.weights, 0),
+                              Tensor::parameter(a.weights, 1), effective_neuron(desc_, a), image_of(a, a.result));
+}
+
+// cuDNN has no channels-last gradient algorithms accumulating in float16: those run NCHW.
+bool ConvolutionNode::channels_last(DeviceType device, const std::vector<ImageShape>&) const {
+  return accumulator_ == AccumulatorPrecision::Float && reads_channels_last<ConvolutionKernel>(device);
 }
 
 std::vector<FilterNodePtr> ConvolutionNode::make_gradients(const ImageNodePtr& dy) {
@@ -93,14 +98,15 @@ std::vector<FilterNodePtr> ConvolutionNode::make_gradients(const ImageNodePtr& d
 // Sources: dY, X[, Y]. A gradient that nothing reads and weights that do not train are skipped.
 void ConvolutionNode::encode_gradient(const EncodeArgs& a) const {
   const Image& x = *a.sources[1];
-  const Tensor y = a.sources.size() > 2 ? Tensor(*a.sources[2]) : Tensor();
+  const Tensor y = a.sources.size() > 2 ? image_of(a, *a.sources[2]) : Tensor();
   const Tensor dw = a.gradients ? Tensor::parameter(a.gradients, 0) : Tensor();
   if (a.result.empty() && !dw) return;
   ConvGeometry g = geometry(x.shape());
   g.tf32 = a.allow_tf32;
   g.half = accumulator_ == AccumulatorPrecision::Half;
-  dispatch<ConvolutionGradientKernel>(a.backend, g, x, Tensor::parameter(a.weights, 0), *a.sources[0], y, desc_.neuron, a.result, dw,
-                                 a.gradients ? Tensor::parameter(a.gradients, 1) : Tensor());
+  dispatch<ConvolutionGradientKernel>(a.backend, g, image_of(a, x), Tensor::parameter(a.weights, 0),
+                                      image_of(a, *a.sources[0]), y, desc_.neuron, image_of(a, a.result), dw,
+                                      a.gradients ? Tensor::parameter(a.gradients, 1) : Tensor());
 }
 
 ConvolutionGradientNode::ConvolutionGradientNode(const ImageNodePtr& dy, std::shared_ptr<ConvolutionNode> forward)

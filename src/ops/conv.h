@@ -17,7 +17,8 @@ struct ConvGeometry {
   }
 };
 
-// NCHW convolution, OIHW weights; bias (may be empty) then neuron.
+// Convolution of NCHW images (or, where the backend declares it, NHWC: x's layout is the
+// kernel's), OIHW weights; bias (may be empty) then neuron.
 struct ConvolutionKernel : KernelOf<void(Backend&, const ConvGeometry&, const Tensor& x, const Tensor& weights,
                                          const Tensor& bias, const NeuronDescriptor&, const Tensor& y)> {
   static constexpr const char* name = "convolution";
@@ -66,6 +67,7 @@ class ConvolutionNode : public FilterNode {
                                                  Padding padding, std::string label = "");
   ImageShape infer(const std::vector<ImageShape>& sources) const override;
   void encode(const EncodeArgs& args) const override;
+  bool channels_last(DeviceType device, const std::vector<ImageShape>& sources) const override;
   std::vector<WeightSource> weight_sources() const override { return {{source_.get(), desc_}}; }
   const ConvolutionDescriptor& descriptor() const { return desc_; }
   // Its epilogue applies a following neuron, unless its descriptor has one already.
@@ -98,6 +100,8 @@ class FullyConnectedNode : public ConvolutionNode {
   ImageShape infer(const std::vector<ImageShape>& sources) const override;
   void encode(const EncodeArgs& args) const override;
   void encode_gradient(const EncodeArgs& args) const override;
+  // Its weights flatten a source's C·H·W in NCHW order.
+  bool channels_last(DeviceType, const std::vector<ImageShape>&) const override { return false; }
 
  private:
   using ConvolutionNode::ConvolutionNode;
@@ -112,6 +116,9 @@ class ConvolutionGradientNode : public GradientNode {
   ImageShape infer(const std::vector<ImageShape>& sources) const override { return sources[1]; }
   void encode(const EncodeArgs& args) const override { forward_->encode_gradient(args); }
   const FilterNode* trains() const override { return forward_.get(); }
+  bool channels_last(DeviceType device, const std::vector<ImageShape>& sources) const override {
+    return forward_->channels_last(device, {sources[1]}) && reads_channels_last<ConvolutionGradientKernel>(device);
+  }
 
  private:
   std::shared_ptr<ConvolutionNode> forward_;

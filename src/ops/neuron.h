@@ -22,6 +22,8 @@ class NeuronNode : public FilterNode {
   ImageShape infer(const std::vector<ImageShape>& sources) const override { return sources[0]; }
   void encode(const EncodeArgs& args) const override;
   const NeuronDescriptor& neuron() const { return neuron_; }
+  // Elementwise: any layout is the same to it.
+  bool channels_last(DeviceType, const std::vector<ImageShape>&) const override { return true; }
   // A training graph folds it only where its gradient can work from the output.
   const NeuronDescriptor* fusable_neuron(bool training) const override {
     return !training || neuron_.derivative_from_output() ? &neuron_ : nullptr;
@@ -44,6 +46,8 @@ class NeuronGradientNode : public GradientNode {
   void encode(const EncodeArgs& args) const override;
   const NeuronDescriptor& neuron() const { return neuron_; }
   const NeuronDescriptor* fusable_neuron_gradient() const override { return &neuron_; }
+  // Elementwise: any layout is the same to it.
+  bool channels_last(DeviceType, const std::vector<ImageShape>&) const override { return true; }
 
  private:
   NeuronDescriptor neuron_;

@@ -50,9 +50,9 @@ void BatchNormalizationNode::encode(const EncodeArgs& a) const {
   const int c = desc_.feature_channels;
   const Tensor batch = a.training ? batch_tensor(a, c) : Tensor();
   if (a.training && !batch) fail("[", label(), "] a training step gave no batch state");
-  dispatch<BatchNormalizationKernel>(a.backend, epsilon_, *a.sources[0], Tensor::parameter(a.weights, 0),
+  dispatch<BatchNormalizationKernel>(a.backend, epsilon_, pixels(a, *a.sources[0]), Tensor::parameter(a.weights, 0),
                                      Tensor::parameter(a.weights, 1), Tensor::parameter(a.weights, 2),
-                                     Tensor::parameter(a.weights, 3), batch, a.fused, a.result);
+                                     Tensor::parameter(a.weights, 3), batch, a.fused, pixels(a, a.result));
 }
 
 // Runs with the weight updates; a batch of one value per channel has no unbiased variance,
@@ -92,8 +92,9 @@ BatchNormalizationGradientNode::BatchNormalizationGradientNode(const ImageNodePt
 
 void BatchNormalizationGradientNode::encode(const EncodeArgs& a) const {
   if (a.result.empty() && !a.gradients) return;
-  dispatch<BatchNormalizationGradientKernel>(a.backend, *a.sources[1], *a.sources[0], Tensor::parameter(a.weights, 0),
-                                             batch_tensor(a, forward_->feature_channels()), a.result,
+  dispatch<BatchNormalizationGradientKernel>(a.backend, pixels(a, *a.sources[1]), pixels(a, *a.sources[0]),
+                                             Tensor::parameter(a.weights, 0),
+                                             batch_tensor(a, forward_->feature_channels()), pixels(a, a.result),
                                              Tensor::parameter(a.gradients, 0), Tensor::parameter(a.gradients, 1));
 }
 

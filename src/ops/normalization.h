@@ -59,6 +59,8 @@ class BatchNormalizationNode : public FilterNode {
   size_t batch_state_size(const std::vector<ImageShape>& sources) const override;
   void encode_commit(const EncodeArgs& args) const override;
   bool accepts_fused_neuron() const override { return true; }
+  // Reads channels-last images as rows of pixels (Tensor::pixels).
+  bool channels_last(DeviceType, const std::vector<ImageShape>&) const override { return true; }
   // Into a convolution or fully connected layer without a neuron of its own: its running
   // statistics, gamma and beta scale and shift that layer's weights and biases.
   bool folds_into(const FilterNode& producer) const override;
@@ -89,6 +91,7 @@ class BatchNormalizationGradientNode : public GradientNode {
   ImageShape infer(const std::vector<ImageShape>& sources) const override { return sources[1]; }
   void encode(const EncodeArgs& args) const override;
   const FilterNode* trains() const override { return forward_.get(); }
+  bool channels_last(DeviceType, const std::vector<ImageShape>&) const override { return true; }
 
  private:
   std::shared_ptr<BatchNormalizationNode> forward_;

@@ -57,7 +57,8 @@ PoolGeometry PoolingNode::geometry(const ImageShape& in) const {
 }
 
 void PoolingNode::encode(const EncodeArgs& a) const {
-  dispatch<PoolingKernel>(a.backend, mode_, geometry(a.sources[0]->shape()), *a.sources[0], a.result);
+  dispatch<PoolingKernel>(a.backend, mode_, geometry(a.sources[0]->shape()), image_of(a, *a.sources[0]),
+                          image_of(a, a.result));
 }
 
 std::vector<FilterNodePtr> PoolingNode::make_gradients(const ImageNodePtr& dy) {
@@ -69,8 +70,8 @@ PoolingGradientNode::PoolingGradientNode(const ImageNodePtr& dy, std::shared_ptr
 
 void PoolingGradientNode::encode(const EncodeArgs& a) const {
   const Image& x = *a.sources[1];
-  dispatch<PoolingGradientKernel>(a.backend, forward_->mode(), forward_->geometry(x.shape()), x, *a.sources[0], a.result,
-                             a.fused);
+  dispatch<PoolingGradientKernel>(a.backend, forward_->mode(), forward_->geometry(x.shape()), image_of(a, x),
+                                  image_of(a, *a.sources[0]), image_of(a, a.result), a.fused);
 }
 
 }  // namespace nngraph

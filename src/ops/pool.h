@@ -21,6 +21,7 @@ struct PoolGeometry {
   }
 };
 
+// x's layout is the kernel's: a channels-last y of one pixel per image is the same memory.
 struct PoolingKernel : KernelOf<void(Backend&, PoolingMode, const PoolGeometry&, const Tensor& x, const Tensor& y)> {
   static constexpr const char* name = "pooling";
 };
@@ -44,6 +45,9 @@ class PoolingNode : public FilterNode {
   static std::shared_ptr<PoolingNode> create_global(ImageNodePtr source, PoolingMode mode, std::string label = "");
   ImageShape infer(const std::vector<ImageShape>& sources) const override;
   void encode(const EncodeArgs& args) const override;
+  bool channels_last(DeviceType device, const std::vector<ImageShape>&) const override {
+    return reads_channels_last<PoolingKernel>(device);
+  }
   PoolingMode mode() const { return mode_; }
   PoolGeometry geometry(const ImageShape& in) const;
 
@@ -67,6 +71,9 @@ class PoolingGradientNode : public GradientNode {
   ImageShape infer(const std::vector<ImageShape>& sources) const override { return sources[1]; }
   void encode(const EncodeArgs& args) const override;
   bool accepts_fused_neuron_gradient() const override { return true; }
+  bool channels_last(DeviceType device, const std::vector<ImageShape>&) const override {
+    return reads_channels_last<PoolingGradientKernel>(device);
+  }
 
  private:
   std::shared_ptr<PoolingNode> forward_;

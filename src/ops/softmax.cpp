@@ -11,7 +11,7 @@ std::shared_ptr<SoftMaxNode> SoftMaxNode::create(ImageNodePtr source, bool log, 
   return node;
 }
 
-void SoftMaxNode::encode(const EncodeArgs& a) const { dispatch<SoftMaxKernel>(a.backend, log_, *a.sources[0], a.result); }
+void SoftMaxNode::encode(const EncodeArgs& a) const { dispatch<SoftMaxKernel>(a.backend, log_, pixels(a, *a.sources[0]), pixels(a, a.result)); }
 
 std::vector<FilterNodePtr> SoftMaxNode::make_gradients(const ImageNodePtr& dy) {
   return {std::make_shared<SoftMaxGradientNode>(dy, result_image(), *this)};
@@ -22,7 +22,8 @@ SoftMaxGradientNode::SoftMaxGradientNode(const ImageNodePtr& dy, const ImageNode
       log_(forward.log()) {}
 
 void SoftMaxGradientNode::encode(const EncodeArgs& a) const {
-  dispatch<SoftMaxGradientKernel>(a.backend, log_, *a.sources[1], *a.sources[0], a.result);
+  dispatch<SoftMaxGradientKernel>(a.backend, log_, pixels(a, *a.sources[1]), pixels(a, *a.sources[0]),
+                                  pixels(a, a.result));
 }
 
 }  // namespace nngraph

@@ -22,6 +22,8 @@ class SoftMaxNode : public FilterNode {
   bool log() const { return log_; }
   ImageShape infer(const std::vector<ImageShape>& sources) const override { return sources[0]; }
   void encode(const EncodeArgs& args) const override;
+  // Reads channels-last images as rows of pixels (Tensor::pixels).
+  bool channels_last(DeviceType, const std::vector<ImageShape>&) const override { return true; }
 
  protected:
   std::vector<FilterNodePtr> make_gradients(const ImageNodePtr& source_gradient) override;
@@ -37,6 +39,8 @@ class SoftMaxGradientNode : public GradientNode {
   SoftMaxGradientNode(const ImageNodePtr& dy, const ImageNodePtr& y, const SoftMaxNode& forward);
   ImageShape infer(const std::vector<ImageShape>& sources) const override { return sources[1]; }
   void encode(const EncodeArgs& args) const override;
+  // Reads channels-last images as rows of pixels (Tensor::pixels).
+  bool channels_last(DeviceType, const std::vector<ImageShape>&) const override { return true; }
 
  private:
   bool log_;

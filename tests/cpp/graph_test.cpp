@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "graph/executor.h"
+#include "graph/plan.h"
 #include "nngraph/error.h"
 #include "nngraph/graph.h"
 #include "ops/arithmetic.h"
@@ -91,6 +92,27 @@ TEST(GraphBuild, InfersShapesAndFusesNeurons) {
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].shape(), (ImageShape{3, 1, 1}));
   EXPECT_EQ(out[0].batch(), 8);
+}
+
+// Channels-last plans: images of several channels and pixels lie NHWC; a node that does not
+// read NHWC on the device (convolution on cpu) converts, an elementwise one does not.
+TEST(GraphBuild, ChannelsLastPlansConvertAroundNodesThatReadNchw) {
+  auto x = std::make_shared<ImageNode>(ImageShape{1, 6, 6});
+  auto c = ConvolutionNode::create(x, source(3, 1, 4, "conv", 1), Padding::parse("same"));
+  auto s = NeuronNode::create(c->result_image(), NeuronDescriptor::make(NeuronType::Sigmoid));
+  auto e = NeuronNode::create(s->result_image(), NeuronDescriptor::make(NeuronType::TanH));
+  auto p = PoolingNode::create_global(e->result_image(), PoolingMode::Average);
+  const Structure st = build_structure({p->result_image()}, {});
+  ASSERT_EQ(st.steps.size(), 3u);  // conv+sigmoid, tanh, pooling
+  const Plan nchw = make_plan(st, {{1, 6, 6}}, DType::Float32, Layout::NCHW, DeviceType::CPU);
+  const Plan nhwc = make_plan(st, {{1, 6, 6}}, DType::Float32, Layout::NHWC, DeviceType::CPU);
+  EXPECT_EQ(nchw.converts, (std::vector<bool>{false, false, false}));
+  EXPECT_EQ(nhwc.converts, (std::vector<bool>{true, false, true}));
+  for (const Step& step : st.steps) EXPECT_EQ(nchw.layouts[step.output], Layout::NCHW);
+  EXPECT_EQ(nhwc.layouts[st.steps[0].output], Layout::NHWC);  // 4×6×6
+  EXPECT_EQ(nhwc.layouts[st.steps[2].output], Layout::NCHW);  // 4×1×1: the same memory
+  EXPECT_EQ(nhwc.layouts[0], Layout::NCHW);                   // one channel: the same memory
+  EXPECT_FALSE(nhwc.in_arena[0]);  // nothing to permute in
 }
 
 TEST(GraphBuild, ErrorsNameTheNode) {

@@ -134,15 +134,15 @@ TRAINABLE = {
 }
 
 
-def training_step(kind, device):
-    """The parameters before and after one step."""
+def training_step(kind, device, **options):
+    """The parameters before and after one step of a training graph made with these options."""
     make, shape = TRAINABLE[kind]
     rng = np.random.default_rng(9)
     x = rng.standard_normal(shape).astype(np.float32)
     node = make(ng.ImageNode(label="x"))
     target = rng.standard_normal(ng.Graph(node).run(x).shape).astype(np.float32)
     loss = ng.Loss(node.result_image, ng.LossDescriptor("mean_squared_error"))
-    g = loss.training_graph(optimizer=ng.SGD(learning_rate=0.5), device=device)
+    g = loss.training_graph(optimizer=ng.SGD(learning_rate=0.5), device=device, **options)
     before = {label: dict(p) for label, p in g.parameters().items()}
     g.encode(x, labels=ng.LossLabels(target)).wait()
     return before, g.parameters()
@@ -159,11 +159,12 @@ def kinds():
     return sorted(found)
 
 
-def run(kind, device):
+def run(kind, device, **options):
+    """The case's results on `device`, by a graph made with these options (format, layout)."""
     build, feeds = CASES[kind]
     values = {k: np.asarray(v, np.float32) for k, v in feeds(np.random.default_rng(7)).items()}
     sources = {k: ng.ImageNode(label=k) for k in values}
-    g = ng.Graph(build(sources), device=device)
+    g = ng.Graph(build(sources), device=device, **options)
     if kind == "Loss":
         labels = np.random.default_rng(8).standard_normal(values["x"].shape).astype(np.float32)
         h = g.encode(values["x"], labels=ng.LossLabels(labels))

@@ -5,6 +5,7 @@
 // bias gradients are our kernels.
 #include <algorithm>
 #include <functional>
+#include <initializer_list>
 #include <limits>
 #include <string>
 #include <vector>
@@ -82,10 +83,17 @@ struct ConvPlan {
   // cuDNN pads symmetrically; other paddings run on an explicitly zero-padded copy.
   bool padded = false;
   int pad_top = 0, pad_left = 0, hp = 0, wp = 0;
+  bool last = false;  // channels-last images and filters (KRSC)
   // Where a source of shape `in` lies in the padded copy (hp × wp): negative amounts cut
-  // the rows and columns past the last window.
+  // the rows and columns past the last window. Channels-last images pad as one plane of
+  // H × W·C per image.
   PadGeometry margins(const ImageShape& in) const {
-    return {0, 0, pad_top, hp - pad_top - in.h, pad_left, wp - pad_left - in.w};
+    const int k = last ? in.c : 1;
+    return {0, 0, pad_top, hp - pad_top - in.h, pad_left * k, (wp - pad_left - in.w) * k};
+  }
+  // An image of `in`'s channels, h × w, as the padding kernel sees it.
+  ImageShape plane(const ImageShape& in, int h, int w) const {
+    return last ? ImageShape{1, h, w * in.c} : ImageShape{in.c, h, w};
   }
 };
 
@@ -101,24 +109,28 @@ cudnnDataType_t cudnn_type(DType t) {
 }
 
 // `t`: the images' and weights' dtype; half ones accumulate in float32 unless g.half (float16).
+// `last`: images NHWC and filters KRSC, what tensor-core kernels read without transposing.
 ConvPlan& conv_plan(CudaBackend& b, const ConvGeometry& g, int n, const ImageShape& in, const ImageShape& out,
-                    DType t) {
+                    DType t, bool last) {
   const bool half = g.half && t == DType::Float16;
-  const std::vector<int> key{n,    in.c,      in.h,       in.w,   out.c, out.h, out.w, g.kh, g.kw, g.sy, g.sx,
-                             g.dy, g.dx, g.groups, g.pad_top, g.pad_left, g.tf32, static_cast<int>(t), half};
+  const std::vector<int> key{n,    in.c,     in.h,       in.w,       out.c,  out.h, out.w, g.kh,
+                             g.kw, g.sy,     g.sx,       g.dy,       g.dx,   g.groups,     g.pad_top,
+                             g.pad_left, g.tf32, static_cast<int>(t), half, last};
   const cudnnDataType_t type = cudnn_type(t);
   auto& slot = b.op_state<ConvPlans>().of[key];
   if (slot) return *slot;
   auto p = std::make_unique<ConvPlan>();
+  p->last = last;
+  const cudnnTensorFormat_t format = last ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
   cudnn_check(cudnnCreateTensorDescriptor(p->x.out()), "convolution");
   cudnn_check(cudnnCreateTensorDescriptor(p->y.out()), "convolution");
   cudnn_check(cudnnCreateFilterDescriptor(p->w.out()), "convolution");
   cudnn_check(cudnnCreateConvolutionDescriptor(p->conv.out()), "convolution");
-  cudnn_check(cudnnSetFilter4dDescriptor(p->w, type, CUDNN_TENSOR_NCHW, out.c, in.c / g.groups, g.kh, g.kw),
+  cudnn_check(cudnnSetFilter4dDescriptor(p->w, type, format, out.c, in.c / g.groups, g.kh, g.kw),
               "convolution");
-  cudnn_check(cudnnSetTensor4dDescriptor(p->y, CUDNN_TENSOR_NCHW, type, n, out.c, out.h, out.w), "convolution");
+  cudnn_check(cudnnSetTensor4dDescriptor(p->y, format, type, n, out.c, out.h, out.w), "convolution");
   auto describe = [&](int h, int w, int pt, int pl) {
-    cudnn_check(cudnnSetTensor4dDescriptor(p->x, CUDNN_TENSOR_NCHW, type, n, in.c, h, w), "convolution");
+    cudnn_check(cudnnSetTensor4dDescriptor(p->x, format, type, n, in.c, h, w), "convolution");
     cudnn_check(cudnnSetConvolution2dDescriptor(p->conv, pt, pl, g.sy, g.sx, g.dy, g.dx, CUDNN_CROSS_CORRELATION,
                                                 half ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT), "convolution");
     int on, oc, oh, ow;
@@ -170,21 +182,38 @@ ConvPlan& conv_plan(CudaBackend& b, const ConvGeometry& g, int n, const ImageSha
 // x as cuDNN reads it: itself, or where the plan pads explicitly a padded copy in *padded.
 template <class T>
 const T* cudnn_input(CudaBackend& b, const ConvPlan& p, const Tensor& x, std::shared_ptr<Buffer>* padded) {
-  if (!p.padded) return x.data_as<const T>();
+  if (!p.padded) return x.dense_as<const T>();
   *padded = b.allocate(static_cast<size_t>(x.batch()) * x.shape().c * p.hp * p.wp * sizeof(T));
   const ImageShape& is = x.shape();
-  cuda::padding(b.stream(), PadMode::Constant, p.margins(is), 0.f, x.data_as<const T>(), x.batch(), is,
-                static_cast<T*>((*padded)->data()), {is.c, p.hp, p.wp});
+  cuda::padding(b.stream(), PadMode::Constant, p.margins(is), 0.f, x.dense_as<const T>(), x.batch(),
+                p.plane(is, is.h, is.w), static_cast<T*>((*padded)->data()), p.plane(is, p.hp, p.wp));
   return static_cast<const T*>((*padded)->data());
+}
+
+// Whether a convolution's images lie channels-last: any of them with several channels and
+// pixels says so (the others are the same memory either way).
+bool channels_last(std::initializer_list<const Tensor*> images) {
+  for (const Tensor* t : images)
+    if (*t && t->layout() == Layout::NHWC) return true;
+  return false;
+}
+
+// OIHW weights as KRSC (O·HW·I), or back (`back`): what channels-last cuDNN reads and writes.
+template <class T>
+void reorder_filter(CudaBackend& b, const T* from, T* to, int o, int i, int taps, bool back) {
+  const int dims[3] = {o, back ? taps : i, back ? i : taps}, perm[3] = {0, 2, 1};
+  cuda::permute(b.stream(), from, to, dims, perm);
 }
 
 // dz = dy ⊙ neuron'(y) where dz is given and, where db is, the bias gradient Σ dz (dy
 // without dz) per channel, in one pass over dy.
+// Channels-last dy as rows of pixels (Tensor::pixels).
 template <class T>
-void derivative_and_bias(CudaBackend& b, const Tensor& dy, const Tensor& y, const NeuronDescriptor& neuron, T* dz,
-                         float* db) {
+void derivative_and_bias(CudaBackend& b, const Tensor& dy_image, const Tensor& y, const NeuronDescriptor& neuron,
+                         T* dz, float* db) {
+  const Tensor dy = dy_image.pixels();
   const int n = dy.batch(), c = dy.shape().c, hw = dy.shape().h * dy.shape().w;
-  const T* yv = dz ? y.data_as<const T>() : nullptr;
+  const T* yv = dz ? y.dense_as<const T>() : nullptr;
   if (db) {
     auto partial = b.allocate(static_cast<size_t>(c) * cuda::bias_gradient_chunks(n, c, hw) * sizeof(float));
     cuda::bias_gradient(b.stream(), dy.data_as<const T>(), yv, dz, neuron, db, n, c, hw,
@@ -204,7 +233,7 @@ const T* output_gradient(CudaBackend& b, const Tensor& dy, const Tensor& y, cons
     dz = static_cast<T*>((*scratch)->data());
   }
   derivative_and_bias(b, dy, y, neuron, dz, db);
-  return dz ? dz : dy.data_as<const T>();
+  return dz ? dz : dy.dense_as<const T>();
 }
 
 // A convolution whose 1×k windows tile each row (g.tiles_rows), as products over a matrix
@@ -231,7 +260,8 @@ void convolution_of(CudaBackend& b, const ConvGeometry& g, const Tensor& in, con
   const float* bias = bs.data_as<const float>();
   const int n = in.batch();
   const auto& os = out.shape();
-  if (windowed(g, in.shape(), os)) {
+  const bool last = channels_last({&in, &out});
+  if (!last && windowed(g, in.shape(), os)) {
     // y[image] (channels × windows) = W (channels × c·kw) · windows[image]ᵀ
     const int ck = in.shape().c * g.kw, p = os.h * os.w;
     const auto win = gather_windows<T>(b, g, in, os);
@@ -240,17 +270,25 @@ void convolution_of(CudaBackend& b, const ConvGeometry& g, const Tensor& in, con
     cuda::bias_neuron(b.stream(), out.data_as<T>(), out.count(), os.c, p, bias, neuron);
     return;
   }
-  ConvPlan& p = conv_plan(b, g, n, in.shape(), out.shape(), dt);
+  ConvPlan& p = conv_plan(b, g, n, in.shape(), out.shape(), dt, last);
   const cuda::ConvShape shape = conv_shape(g, n, in.shape(), os);
-  const bool ours = g.groups == 1 && dt == DType::Float32;  // our kernels run one group in float32
+  // Our kernels run one group of NCHW float32.
+  const bool ours = !last && g.groups == 1 && dt == DType::Float32;
+  std::shared_ptr<Buffer> krsc;
+  if (last) {
+    krsc = b.allocate(w.bytes());
+    reorder_filter(b, weights, static_cast<T*>(krsc->data()), os.c, in.shape().c / g.groups, g.kh * g.kw, false);
+  }
   auto cudnn = [&](const cudnnConvolutionFwdAlgoPerf_t& a) {
     std::shared_ptr<Buffer> padded;
     const T* x = cudnn_input<T>(b, p, in, &padded);
     const float one = 1.f, zero = 0.f;
     const auto ws = b.workspace(a.memory);
-    cudnn_check(cudnnConvolutionForward(b.cudnn(), &one, p.x, x, p.w, weights, p.conv, a.algo, ws->data(), a.memory,
-                                        &zero, p.y, out.data()), "convolution");
-    cuda::bias_neuron(b.stream(), out.data_as<T>(), out.count(), os.c, os.h * os.w, bias, neuron);
+    cudnn_check(cudnnConvolutionForward(b.cudnn(), &one, p.x, x, p.w, last ? krsc->data() : weights, p.conv, a.algo,
+                                        ws->data(), a.memory, &zero, p.y, out.dense_as<T>()),
+                "convolution");
+    const Tensor y = out.pixels();
+    cuda::bias_neuron(b.stream(), y.data_as<T>(), y.count(), os.c, y.shape().h * y.shape().w, bias, neuron);
   };
   auto direct = [&] {
     cuda::direct_convolution(b.stream(), shape, in.data_as<const float>(), w.data_as<const float>(), bias, neuron,
@@ -290,8 +328,9 @@ void convolution_gradient_of(CudaBackend& b, const ConvGeometry& g, const Tensor
   const int n = xi.batch();
   const auto& is = xi.shape();
   const auto& os = dy.shape();
-  std::shared_ptr<Buffer> scratch, padded_x, padded_dx, partial, tensor_partial;
-  if (windowed(g, is, os)) {
+  const bool last = channels_last({&xi, &dy, &dx});
+  std::shared_ptr<Buffer> scratch, padded_x, padded_dx, partial, tensor_partial, krsc, krsc_dw;
+  if (!last && windowed(g, is, os)) {
     const T* dz = output_gradient<T>(b, dy, y, neuron, db, &scratch);
     const int ck = is.c * g.kw, p = os.h * os.w;
     if (dw) {  // dW (channels × c·kw) = dz laid out channels × (image, window) · windows
@@ -311,9 +350,17 @@ void convolution_gradient_of(CudaBackend& b, const ConvGeometry& g, const Tensor
     }
     return;
   }
-  ConvPlan& p = conv_plan(b, g, n, is, os, dt);
+  ConvPlan& p = conv_plan(b, g, n, is, os, dt, last);
   const cuda::ConvShape shape = conv_shape(g, n, is, os);
-  const bool ours = g.groups == 1 && dt == DType::Float32;  // our kernels run one group in float32
+  // Our kernels run one group of NCHW float32.
+  const bool ours = !last && g.groups == 1 && dt == DType::Float32;
+  const int taps = g.kh * g.kw, per_group = is.c / g.groups;
+  if (last && dx) {
+    krsc = b.allocate(w.bytes());
+    reorder_filter(b, weights, static_cast<T*>(krsc->data()), os.c, per_group, taps, false);
+    weights = static_cast<const T*>(krsc->data());
+  }
+  if (last && dw) krsc_dw = b.allocate(dwt.bytes());
   const float one = 1.f, zero = 0.f;
   // Ours applies the neuron's derivative and sums the bias gradient as it reads dy.
   // Ours, float32 alone (`ours`): T is float wherever they run.
@@ -339,12 +386,14 @@ void convolution_gradient_of(CudaBackend& b, const ConvGeometry& g, const Tensor
   auto cudnn_dw = [&](const cudnnConvolutionBwdFilterAlgoPerf_t& a, const T* dz) {
     const T* x = cudnn_input<T>(b, p, xi, &padded_x);
     const auto ws = b.workspace(a.memory);
+    T* target = last ? static_cast<T*>(krsc_dw->data()) : dw;
     cudnn_check(cudnnConvolutionBackwardFilter(b.cudnn(), &one, p.x, x, p.y, dz, p.conv, a.algo, ws->data(), a.memory,
-                                               &zero, p.w, dw),
+                                               &zero, p.w, target),
                 "convolution_gradient");
+    if (last) reorder_filter(b, static_cast<const T*>(target), dw, os.c, per_group, taps, true);
   };
   auto cudnn_dx = [&](const cudnnConvolutionBwdDataAlgoPerf_t& a, const T* dz) {
-    T* target = dx.data_as<T>();
+    T* target = dx.dense_as<T>();
     if (p.padded) {
       padded_dx = b.allocate(static_cast<size_t>(n) * is.c * p.hp * p.wp * sizeof(T));
       target = static_cast<T*>(padded_dx->data());
@@ -356,7 +405,7 @@ void convolution_gradient_of(CudaBackend& b, const ConvGeometry& g, const Tensor
     if (p.padded) {  // rows and columns beyond the padded copy (no window reaches them) get 0
       const PadGeometry m = p.margins(is);
       cuda::padding(b.stream(), PadMode::Constant, {0, 0, -m.top, -m.bottom, -m.left, -m.right}, 0.f, target, n,
-                    {is.c, p.hp, p.wp}, dx.data_as<T>(), is);
+                    p.plane(is, p.hp, p.wp), dx.dense_as<T>(), p.plane(is, is.h, is.w));
     }
   };
   if (dw && !dx && p.weight_gradient == ConvPlan::kDirect) return direct_dw(dy.data_as<const T>(), y, db);
@@ -472,6 +521,8 @@ NNGRAPH_KERNEL(BiasNeuronKernel, CUDA, bias_neuron);
 NNGRAPH_KERNEL(BiasNeuronGradientKernel, CUDA, bias_neuron_gradient);
 NNGRAPH_KERNEL(ConvolutionKernel, CUDA, convolution);
 NNGRAPH_KERNEL(ConvolutionGradientKernel, CUDA, convolution_gradient);
+NNGRAPH_CHANNELS_LAST(ConvolutionKernel, CUDA);
+NNGRAPH_CHANNELS_LAST(ConvolutionGradientKernel, CUDA);
 NNGRAPH_KERNEL(FullyConnectedKernel, CUDA, fully_connected);
 NNGRAPH_KERNEL(FullyConnectedGradientKernel, CUDA, fully_connected_gradient);
 

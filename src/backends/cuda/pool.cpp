@@ -6,14 +6,15 @@
 namespace nngraph {
 namespace {
 
+// The source's layout is the pass's: a result of one pixel per image is the same memory in either.
 void pooling(Backend& backend, PoolingMode mode, const PoolGeometry& g, const Tensor& in, const Tensor& out) {
   CudaBackend& b = cuda_of(backend);
   auto lock = b.enter();
   const auto& is = in.shape();
   cuda::with_storage(in.dtype(), [&](auto z) {
     using T = decltype(z);
-    cuda::pooling(b.stream(), mode, g, in.data_as<const T>(), out.data_as<T>(), in.batch() * is.c, is.h, is.w,
-                  out.shape().h, out.shape().w);
+    cuda::pooling(b.stream(), mode, g, in.dense_as<const T>(), out.dense_as<T>(), in.batch(), is.c, is.h, is.w,
+                  out.shape().h, out.shape().w, in.layout() == Layout::NHWC);
   });
 }
 
@@ -24,13 +25,16 @@ void pooling_gradient(Backend& backend, PoolingMode mode, const PoolGeometry& g,
   const auto& is = x.shape();
   cuda::with_storage(x.dtype(), [&](auto z) {
     using T = decltype(z);
-    cuda::pooling_gradient(b.stream(), mode, g, x.data_as<const T>(), dy.data_as<const T>(), dx.data_as<T>(),
-                           x.batch() * is.c, is.h, is.w, dy.shape().h, dy.shape().w, neuron);
+    cuda::pooling_gradient(b.stream(), mode, g, x.dense_as<const T>(), dy.dense_as<const T>(), dx.dense_as<T>(),
+                           x.batch(), is.c, is.h, is.w, dy.shape().h, dy.shape().w, x.layout() == Layout::NHWC,
+                           neuron);
   });
 }
 
 NNGRAPH_KERNEL(PoolingKernel, CUDA, pooling);
 NNGRAPH_KERNEL(PoolingGradientKernel, CUDA, pooling_gradient);
+NNGRAPH_CHANNELS_LAST(PoolingKernel, CUDA);
+NNGRAPH_CHANNELS_LAST(PoolingGradientKernel, CUDA);
 
 }  // namespace
 }  // namespace nngraph

@@ -1,0 +1,92 @@
+"""Channels-last graphs (layout="NHWC"): every node kind gives what the NCHW graph gives, on
+every backend, whether it reads NHWC images itself or the graph hands it NCHW copies."""
+
+import numpy as np
+import pytest
+from conftest import DEVICES
+from test_conformance import CASES, TRAINABLE, run, training_step
+
+import nngraph as ng
+from nngraph.models import residual_network
+
+GPUS = [d for d in DEVICES if d != "cpu"]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("kind", sorted(CASES))
+def test_forward_and_gradients_match_the_nchw_graph(kind, device):
+    want = run(kind, device, layout="NCHW")
+    got = run(kind, device, layout="NHWC")
+    assert len(got) == len(want)
+    for w, g in zip(want, got):
+        np.testing.assert_allclose(g, w, rtol=2e-4, atol=2e-5)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("kind", sorted(TRAINABLE))
+def test_a_training_step_matches_the_nchw_graph(kind, device):
+    _, want = training_step(kind, device, layout="NCHW")
+    _, got = training_step(kind, device, layout="NHWC")
+    for label in want:
+        for part, value in want[label].items():
+            if value is not None:
+                np.testing.assert_allclose(got[label][part], value, rtol=2e-4, atol=2e-5)
+
+
+@pytest.mark.parametrize("fmt", ["float16", "bfloat16"])
+@pytest.mark.parametrize("device", GPUS)
+@pytest.mark.parametrize("kind", sorted(CASES))
+def test_half_channels_last_matches_half_nchw(kind, device, fmt):
+    want = run(kind, device, format=fmt, layout="NCHW")
+    got = run(kind, device, format=fmt, layout="NHWC")
+    tol = {"float16": 1e-2, "bfloat16": 6e-2}[fmt]
+    for w, g in zip(want, got):
+        np.testing.assert_allclose(g, w, rtol=tol, atol=tol * max(1.0, float(np.abs(w).max())))
+
+
+def test_the_layout_is_asked_per_graph():
+    net = residual_network()
+    assert ng.Graph(net.probabilities).layout == "NCHW"  # auto, on cpu
+    g = ng.Graph(net.probabilities, layout="nhwc")
+    assert g.layout == "NHWC"
+    assert g.inference().layout == "NHWC"
+    loss = ng.Loss(net.logits, ng.LossDescriptor("softmax_cross_entropy", "mean"))
+    t = loss.training_graph(optimizer=ng.SGD(learning_rate=0.1), layout="NHWC")
+    assert (t.layout, t.evaluation().layout) == ("NHWC", "NHWC")
+    with pytest.raises(ValueError, match=r"\[graph\] layout must be 'NCHW', 'NHWC' or 'auto', got 'CHWN'"):
+        ng.Graph(net.probabilities, layout="CHWN")
+
+
+@pytest.mark.parametrize("device", GPUS)
+def test_half_graphs_on_cuda_choose_channels_last(device):
+    net = residual_network()
+    assert ng.Graph(net.probabilities, device=device, format="float16").layout == "NHWC"
+    assert ng.Graph(net.probabilities, device=device, format="bfloat16").layout == "NHWC"
+    assert ng.Graph(net.probabilities, device=device).layout == "NCHW"
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_the_residual_network_trains_alike_in_either_layout(device, rng):
+    """One step leaves the same weights up to rounding: the layouts sum in other orders, so a
+    relu whose input rounds to either side of 0 may pass a gradient in one and not the other
+    (about 1e-5 here); a wrong layout would move them by orders more."""
+    x = rng.random((16, 1, 28, 28), dtype=np.float32)
+    y = rng.integers(0, 10, 16)
+    losses, params = {}, {}
+    for layout in ("NCHW", "NHWC"):
+        net = residual_network(optimizer=ng.SGD(learning_rate=0.05))
+        loss = ng.Loss(net.logits, ng.LossDescriptor("softmax_cross_entropy", "mean"))
+        g = loss.training_graph(device=device, layout=layout)
+        losses[layout] = []
+        for step in range(3):
+            h = g.encode(x, labels=y)
+            h.wait()
+            losses[layout].append(float(h.losses().mean()))
+            if step == 0:
+                params[layout] = g.parameters()
+    for label, tensors in params["NCHW"].items():
+        for part, value in tensors.items():
+            if value is not None:
+                np.testing.assert_allclose(params["NHWC"][label][part], value, rtol=1e-3, atol=1e-4)
+    np.testing.assert_allclose(losses["NHWC"], losses["NCHW"], rtol=1e-3)
+    assert losses["NCHW"][-1] < losses["NCHW"][0]
