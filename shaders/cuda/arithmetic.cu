@@ -22,10 +22,10 @@ Extent extent_of(const Tensor& t) { return {t.batch(), t.shape().c, t.shape().h,
 using cuda::ld;
 using cuda::st;
 
-template <class T>
-__global__ void same_shape_kernel(ArithmeticOp op, const T* a, const T* b, T* y, size_t count) {
-  NNGRAPH_GRID_LOOP(i, count) y[i] = st<T>(math::arithmetic(op, ld(a[i]), ld(b[i])));
-}
+struct Apply {
+  ArithmeticOp op;
+  __device__ float operator()(float a, float b) const { return math::arithmetic(op, a, b); }
+};
 
 template <class T>
 __global__ void broadcast_kernel(ArithmeticOp op, const T* a, math::Broadcast ba, const T* b, math::Broadcast bb, T* y,
@@ -86,8 +86,7 @@ void arithmetic(Backend& backend, ArithmeticOp op, const Tensor& a, const Tensor
   cuda::with_storage(y.dtype(), [&](auto z) {
     using T = decltype(z);
     if (a.count() == count && b.count() == count)
-      same_shape_kernel<<<blocks_for(count), kThreads, 0, cb.stream()>>>(op, a.data_as<const T>(), b.data_as<const T>(),
-                                                                         y.data_as<T>(), count);
+      cuda::map_values(cb.stream(), a.data_as<const T>(), b.data_as<const T>(), y.data_as<T>(), count, Apply{op});
     else
       broadcast_kernel<<<blocks_for(count), kThreads, 0, cb.stream()>>>(op, a.data_as<const T>(), broadcast(a),
                                                                         b.data_as<const T>(), broadcast(b),

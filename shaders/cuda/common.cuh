@@ -117,6 +117,28 @@ __device__ T warp_sum(T v) {
   return v;
 }
 
+// y = f(a, b) value by value (b null: f(a, 0)), a 16-byte pack at a time where the count
+// and the pointers allow.
+template <int V, class T, class F>
+__global__ void map_kernel(const T* a, const T* b, T* y, size_t items, F f) {
+  NNGRAPH_GRID_LOOP(i, items) {
+    float u[V], v[V] = {};
+    load_values<V>(a + i * V, u);
+    if (b) load_values<V>(b + i * V, v);
+#pragma unroll
+    for (int k = 0; k < V; ++k) u[k] = f(u[k], v[k]);
+    store_values<V>(y + i * V, u);
+  }
+}
+template <class T, class F>
+void map_values(cudaStream_t s, const T* a, const T* b, T* y, size_t count, F f) {
+  constexpr int V = kPack<T>;
+  if (count % V == 0 && packed(a) && (!b || packed(b)) && packed(y))
+    map_kernel<V><<<blocks_for(count / V), kThreads, 0, s>>>(a, b, y, count / V, f);
+  else
+    map_kernel<1><<<blocks_for(count), kThreads, 0, s>>>(a, b, y, count, f);
+}
+
 // Sum over the block (blockDim.x a multiple of 32, at most 1024); every thread gets the sum.
 template <class T>
 __device__ T block_sum(T v) {

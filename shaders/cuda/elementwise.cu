@@ -17,14 +17,15 @@ __global__ void bias_neuron_kernel(T* x, I n, unsigned channels, unsigned hw, co
     x[i] = st<T>(neuron(ld(x[i]) + b));
   }
 }
-template <class T>
-__global__ void neuron_kernel(const T* in, T* out, size_t n, NeuronDescriptor nd) {
-  NNGRAPH_GRID_LOOP(i, n) out[i] = st<T>(math::neuron(nd, ld(in[i])));
-}
-template <class T, class D>
-__global__ void neuron_gradient_kernel(const T* v, const T* dy, T* dx, size_t n, D derivative) {
-  NNGRAPH_GRID_LOOP(i, n) dx[i] = st<T>(ld(dy[i]) * derivative(ld(v[i])));
-}
+struct ApplyNeuron {
+  NeuronDescriptor nd;
+  __device__ float operator()(float v, float) const { return math::neuron(nd, v); }
+};
+template <class D>
+struct ChainRule {  // (v, dy) → dy · f'(v)
+  D derivative;
+  __device__ float operator()(float v, float dy) const { return dy * derivative(v); }
+};
 template <class T>
 __global__ void dropout_kernel(const T* in, T* out, size_t n, float keep, uint64_t seed, const uint64_t* step) {
   const uint64_t key = math::dropout_key(seed, *step);
@@ -73,13 +74,13 @@ void bias_neuron(cudaStream_t s, T* x, size_t n, int channels, int hw, const flo
 }
 template <class T>
 void neuron(cudaStream_t s, const T* in, T* out, size_t n, const NeuronDescriptor& nd) {
-  neuron_kernel<<<blocks_for(n), kThreads, 0, s>>>(in, out, n, nd);
+  map_values(s, in, static_cast<const T*>(nullptr), out, n, ApplyNeuron{nd});
   check_launch("neuron");
 }
 template <class T>
 void neuron_gradient(cudaStream_t s, const T* v, const T* dy, T* dx, size_t n, const NeuronDescriptor& nd) {
   with_derivative(nd, [&](auto derivative) {
-    neuron_gradient_kernel<<<blocks_for(n), kThreads, 0, s>>>(v, dy, dx, n, derivative);
+    map_values(s, v, dy, dx, n, ChainRule<decltype(derivative)>{derivative});
   });
   check_launch("neuron_gradient");
 }

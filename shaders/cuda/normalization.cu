@@ -1,6 +1,8 @@
-// Batch normalization (NCHW): per-channel sums in two stages (blocks over chunks of images,
-// then one thread per channel in double), and one elementwise pass that applies them. Planes
-// whose size is a multiple of a 16-byte pack are read and written a pack at a time (V values).
+// Batch normalization (NCHW, or rows of one value per channel: a fully connected layer's
+// results, channels-last pixels): per-channel sums in two stages (blocks over chunks of
+// images or rows, then one thread per channel in double), and one elementwise pass that
+// applies them. Planes, or rows, whose size is a multiple of a 16-byte pack are read and
+// written a pack at a time (V values).
 #include <type_traits>
 
 #include "common.cuh"
@@ -15,6 +17,18 @@ template <class T>
 struct MomentTerms {  // forward: (x − shift) and its square; shift is the channel's first value
   const T* x;
   bool aligned() const { return packed(x); }
+  // The V values from `at`, each of its own channel (rows): to a[k] and b[k].
+  template <int V>
+  __device__ void add_each(size_t at, const float* shift, float* a, float* b) const {
+    float v[V];
+    load_values<V>(x + at, v);
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      const float d = v[k] - shift[k];
+      a[k] += d;
+      b[k] += d * d;
+    }
+  }
   template <int V>
   __device__ void add(size_t at, float shift, float& a, float& b) const {
     float v[V];
@@ -33,6 +47,17 @@ struct GradientTerms {  // backward: dy and dy·(x − mean)
   const T* dy;
   bool aligned() const { return packed(x) && packed(dy); }
   template <int V>
+  __device__ void add_each(size_t at, const float* mean, float* a, float* b) const {
+    float v[V], g[V];
+    load_values<V>(x + at, v);
+    load_values<V>(dy + at, g);
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      a[k] += g[k];
+      b[k] += g[k] * (v[k] - mean[k]);
+    }
+  }
+  template <int V>
   __device__ void add(size_t at, float mean, float& a, float& b) const {
     float v[V], g[V];
     load_values<V>(x + at, v);
@@ -45,11 +70,11 @@ struct GradientTerms {  // backward: dy and dy·(x − mean)
   }
 };
 
-// f(std::integral_constant<int, V>) with V = the pack of T where hw is a multiple of it and
-// the pointers are aligned to one, else 1.
+// f(std::integral_constant<int, V>) with V = the pack of T where the planes (hw), or the
+// rows (c, where hw is 1), are a multiple of it and the pointers are aligned to one, else 1.
 template <class T, class F>
-void with_pack(int hw, bool aligned, F&& f) {
-  if (hw % kPack<T> == 0 && aligned)
+void with_pack(int c, int hw, bool aligned, F&& f) {
+  if ((hw == 1 ? c : hw) % kPack<T> == 0 && aligned)
     f(std::integral_constant<int, kPack<T>>{});
   else
     f(std::integral_constant<int, 1>{});
@@ -82,52 +107,84 @@ __global__ void plane_partial_kernel(Terms terms, const T* x, const float* stats
   }
 }
 
-// Stage 1, one value per plane (after a fully connected layer): a thread per channel over a
-// chunk of rows, coalesced across channels.
-template <class Terms, class T>
+// Rows read side by side by one block of stage 1 on rows, a thread per V channels.
+__host__ __device__ inline int row_lanes(int c, int v = 1) { return c / v < kThreads ? kThreads / (c / v) : 1; }
+
+// Stage 1, one value per plane (rows of channels): block (columns, chunk) sums a chunk of
+// rows, a thread per V channels and row_lanes(c, V) rows side by side, coalesced across the row.
+template <int V, class Terms, class T>
 __global__ void column_partial_kernel(Terms terms, const T* x, const float* stats, bool forward, float* partial, int n,
                                       int c, int chunks) {
-  const int ch = blockIdx.x * blockDim.x + threadIdx.x, chunk = blockIdx.y;
-  if (ch >= c) return;
-  const float centre = centre_of(x, stats, ch, 1, forward);
-  const int r0 = static_cast<int>(static_cast<long>(n) * chunk / chunks);
-  const int r1 = static_cast<int>(static_cast<long>(n) * (chunk + 1) / chunks);
-  float a = 0.f, b = 0.f;
-  for (int r = r0; r < r1; ++r) terms.template add<1>(static_cast<size_t>(r) * c + ch, centre, a, b);
-  partial[2 * (static_cast<size_t>(chunk) * c + ch)] = a;
-  partial[2 * (static_cast<size_t>(chunk) * c + ch) + 1] = b;
+  __shared__ float sums[2][kThreads * V];
+  const int groups = c / V, width = groups < kThreads ? groups : kThreads, lanes = row_lanes(c, V);
+  const int group = blockIdx.x * width + static_cast<int>(threadIdx.x) % width, lane = threadIdx.x / width;
+  const int chunk = blockIdx.y;
+  float a[V] = {}, b[V] = {};
+  if (lane < lanes && group < groups) {
+    float centre[V];
+#pragma unroll
+    for (int k = 0; k < V; ++k) centre[k] = centre_of(x, stats, group * V + k, 1, forward);
+    const int r0 = static_cast<int>(static_cast<long>(n) * chunk / chunks);
+    const int r1 = static_cast<int>(static_cast<long>(n) * (chunk + 1) / chunks);
+    for (int r = r0 + lane; r < r1; r += lanes)
+      terms.template add_each<V>(static_cast<size_t>(r) * c + group * V, centre, a, b);
+  }
+#pragma unroll
+  for (int k = 0; k < V; ++k) {
+    sums[0][threadIdx.x * V + k] = a[k];
+    sums[1][threadIdx.x * V + k] = b[k];
+  }
+  __syncthreads();
+  if (lane != 0 || group >= groups) return;
+  for (int l = 1; l < lanes; ++l)
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      a[k] += sums[0][(threadIdx.x + l * width) * V + k];
+      b[k] += sums[1][(threadIdx.x + l * width) * V + k];
+    }
+#pragma unroll
+  for (int k = 0; k < V; ++k) {
+    const size_t at = 2 * (static_cast<size_t>(chunk) * c + group * V + k);
+    partial[at] = a[k];
+    partial[at + 1] = b[k];
+  }
 }
 
 template <class Terms, class T>
 void partial_sums(cudaStream_t s, Terms terms, const T* x, const float* stats, bool forward, float* partial, int n,
                   int c, int hw, int chunks) {
   if (hw == 1)
-    column_partial_kernel<<<dim3((c + kThreads - 1) / kThreads, chunks), kThreads, 0, s>>>(terms, x, stats, forward,
-                                                                                          partial, n, c, chunks);
+    with_pack<T>(c, hw, terms.aligned(), [&](auto v) {
+      constexpr int V = decltype(v)::value;
+      column_partial_kernel<V><<<dim3((c / V + kThreads - 1) / kThreads, chunks), kThreads, 0, s>>>(
+          terms, x, stats, forward, partial, n, c, chunks);
+    });
   else
-    with_pack<T>(hw, terms.aligned(), [&](auto v) {
+    with_pack<T>(c, hw, terms.aligned(), [&](auto v) {
       plane_partial_kernel<decltype(v)::value>
           <<<dim3(c, chunks), kThreads, 0, s>>>(terms, x, stats, forward, partial, n, c, hw, chunks);
     });
 }
 
-// Stage 2: channel ch's two sums over the chunks, in double.
+// Stage 2: channel ch's two sums over the chunks, in double, by the whole block (one thread
+// per channel waited on a thousand loads in a row).
 __device__ double2 channel_totals(const float* partial, int chunks, int c, int ch) {
-  double2 t{0, 0};
-  for (int k = 0; k < chunks; ++k) {
-    t.x += partial[2 * (static_cast<size_t>(k) * c + ch)];
-    t.y += partial[2 * (static_cast<size_t>(k) * c + ch) + 1];
+  double a = 0, b = 0;
+  for (int k = threadIdx.x; k < chunks; k += blockDim.x) {
+    a += partial[2 * (static_cast<size_t>(k) * c + ch)];
+    b += partial[2 * (static_cast<size_t>(k) * c + ch) + 1];
   }
-  return t;
+  a = block_sum(a);
+  return {a, block_sum(b)};
 }
 
-// Stage 2, forward: mean, 1/sqrt(var + eps) and var per channel.
+// Stage 2, forward, a block per channel: mean, 1/sqrt(var + eps) and var.
 template <class T>
 __global__ void moments_kernel(const T* x, const float* partial, int chunks, int c, int hw, double count,
                                float epsilon, float* stats) {
-  const int ch = blockIdx.x * blockDim.x + threadIdx.x;
-  if (ch >= c) return;
+  const int ch = blockIdx.x;
   const double2 t = channel_totals(partial, chunks, c, ch);
+  if (threadIdx.x != 0) return;
   const double a = t.x, b = t.y;
   const double d = a / count;  // mean − shift
   const double var = fmax(b / count - d * d, 0.0);
@@ -136,31 +193,40 @@ __global__ void moments_kernel(const T* x, const float* partial, int chunks, int
   stats[2 * c + ch] = static_cast<float>(var);
 }
 
-// Stage 2, backward: dgamma = Σdy·(x − mean)·inv, dbeta = Σdy.
+// Stage 2, backward, a block per channel: dgamma = Σdy·(x − mean)·inv, dbeta = Σdy.
 __global__ void gradient_totals_kernel(const float* partial, int chunks, int c, const float* stats, float* dgamma,
                                        float* dbeta) {
-  const int ch = blockIdx.x * blockDim.x + threadIdx.x;
-  if (ch >= c) return;
+  const int ch = blockIdx.x;
   const double2 t = channel_totals(partial, chunks, c, ch);
+  if (threadIdx.x != 0) return;
   dbeta[ch] = static_cast<float>(t.x);
   dgamma[ch] = static_cast<float>(t.y * stats[c + ch]);
 }
 
+// The channel of value k of item i (values i·V to i·V + V − 1): planes of hw values, a
+// multiple of V, hold one channel per item; rows (hw 1) one channel per value.
+template <int V, class I>
+__device__ inline unsigned channel_of(I i, int k, unsigned c, unsigned hw) {
+  return hw == 1 ? static_cast<unsigned>((i * V) % c) + k : static_cast<unsigned>((i * V / hw) % c);
+}
+
 // y = neuron(x·scale + shift); scale and shift per channel from the batch statistics or the
-// running ones. Item i is values i·V to i·V + V − 1 (hw a multiple of V, so one channel's).
+// running ones.
 template <int V, class T, class I, class F>
 __global__ void normalize_kernel(const T* x, T* y, I items, unsigned c, unsigned hw, const float* gamma,
                                  const float* beta, const float* mean, const float* var, const float* stats,
                                  float epsilon, F neuron) {
   NNGRAPH_GRID_LOOP_T(I, i, items) {
-    const unsigned ch = static_cast<unsigned>((i * V / hw) % c);
-    const float inv = stats ? stats[c + ch] : rsqrtf(var[ch] + epsilon);
-    const float mu = stats ? stats[ch] : mean[ch];
-    const float scale = gamma[ch] * inv, shift = beta[ch] - mu * scale;
     float v[V];
     load_values<V>(x + i * V, v);
 #pragma unroll
-    for (int k = 0; k < V; ++k) v[k] = neuron(v[k] * scale + shift);
+    for (int k = 0; k < V; ++k) {
+      const unsigned ch = channel_of<V>(i, k, c, hw);
+      const float inv = stats ? stats[c + ch] : rsqrtf(var[ch] + epsilon);
+      const float mu = stats ? stats[ch] : mean[ch];
+      const float scale = gamma[ch] * inv, shift = beta[ch] - mu * scale;
+      v[k] = neuron(v[k] * scale + shift);
+    }
     store_values<V>(y + i * V, v);
   }
 }
@@ -172,14 +238,16 @@ __global__ void input_gradient_kernel(const T* x, const T* dy, T* dx, I items, u
                                       const float* gamma, const float* stats, const float* dgamma, const float* dbeta,
                                       float inv_count) {
   NNGRAPH_GRID_LOOP_T(I, i, items) {
-    const unsigned ch = static_cast<unsigned>((i * V / hw) % c);
-    const float inv = stats[c + ch], k = gamma[ch] * inv, mu = stats[ch];
-    const float gx = inv * dgamma[ch] * inv_count, g0 = dbeta[ch] * inv_count;
     float v[V], g[V];
     load_values<V>(x + i * V, v);
     load_values<V>(dy + i * V, g);
 #pragma unroll
-    for (int k2 = 0; k2 < V; ++k2) v[k2] = k * (g[k2] - (g0 + (v[k2] - mu) * gx));
+    for (int k2 = 0; k2 < V; ++k2) {
+      const unsigned ch = channel_of<V>(i, k2, c, hw);
+      const float inv = stats[c + ch], k = gamma[ch] * inv, mu = stats[ch];
+      const float gx = inv * dgamma[ch] * inv_count, g0 = dbeta[ch] * inv_count;
+      v[k2] = k * (g[k2] - (g0 + (v[k2] - mu) * gx));
+    }
     store_values<V>(dx + i * V, v);
   }
 }
@@ -208,8 +276,10 @@ unsigned channel_blocks(int c) { return static_cast<unsigned>((c + kThreads - 1)
 }  // namespace
 
 int batch_norm_chunks(int n, int c, int hw) {
-  // Planes: enough blocks to fill the device (8 per multiprocessor); rows: about 16 per chunk.
-  const int want = hw == 1 ? (n + 15) / 16 : (8 * multiprocessors() + c - 1) / std::max(1, c);
+  // Planes: enough blocks to fill the device (8 per multiprocessor); rows: 16 per thread of
+  // one channel (2 of a pack of 8).
+  const int rows = 16 * row_lanes(c);
+  const int want = hw == 1 ? (n + rows - 1) / rows : (8 * multiprocessors() + c - 1) / std::max(1, c);
   return std::max(1, std::min({n, want, 1024}));
 }
 
@@ -220,14 +290,14 @@ void batch_norm_forward(cudaStream_t s, const T* x, const float* gamma, const fl
   if (stats) {
     const int chunks = batch_norm_chunks(n, c, hw);
     partial_sums(s, MomentTerms<T>{x}, x, stats, true, partial, n, c, hw, chunks);
-    moments_kernel<<<channel_blocks(c), kThreads, 0, s>>>(x, partial, chunks, c, hw, static_cast<double>(n) * hw,
+    moments_kernel<<<c, kThreads, 0, s>>>(x, partial, chunks, c, hw, static_cast<double>(n) * hw,
                                                           epsilon, stats);
   }
   const size_t count = static_cast<size_t>(n) * c * hw;
   with_neuron(nd, [&](auto neuron) {
     with_index_type(count, [&](auto index) {
       using I = decltype(index);
-      with_pack<T>(hw, packed(x) && packed(y), [&](auto v) {
+      with_pack<T>(c, hw, packed(x) && packed(y), [&](auto v) {
         constexpr int V = decltype(v)::value;
         normalize_kernel<V><<<blocks_for(count / V), kThreads, 0, s>>>(x, y, static_cast<I>(count / V), c, hw, gamma,
                                                                       beta, mean, var, stats, epsilon, neuron);
@@ -242,13 +312,13 @@ void batch_norm_gradient(cudaStream_t s, const T* x, const T* dy, const float* g
                          float* partial, T* dx, float* dgamma, float* dbeta, int n, int c, int hw) {
   const int chunks = batch_norm_chunks(n, c, hw);
   partial_sums(s, GradientTerms<T>{x, dy}, x, stats, false, partial, n, c, hw, chunks);
-  gradient_totals_kernel<<<channel_blocks(c), kThreads, 0, s>>>(partial, chunks, c, stats, dgamma, dbeta);
+  gradient_totals_kernel<<<c, kThreads, 0, s>>>(partial, chunks, c, stats, dgamma, dbeta);
   if (dx) {
     const size_t count = static_cast<size_t>(n) * c * hw;
     const float inv_count = static_cast<float>(1.0 / (static_cast<double>(n) * hw));
     with_index_type(count, [&](auto index) {
       using I = decltype(index);
-      with_pack<T>(hw, packed(x) && packed(dy) && packed(dx), [&](auto v) {
+      with_pack<T>(c, hw, packed(x) && packed(dy) && packed(dx), [&](auto v) {
         constexpr int V = decltype(v)::value;
         input_gradient_kernel<V><<<blocks_for(count / V), kThreads, 0, s>>>(x, dy, dx, static_cast<I>(count / V), c, hw,
                                                                           gamma, stats, dgamma, dbeta, inv_count);
