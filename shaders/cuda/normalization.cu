@@ -135,18 +135,15 @@ __global__ void column_partial_kernel(Terms terms, const T* x, const float* stat
     sums[1][threadIdx.x * V + k] = b[k];
   }
   __syncthreads();
-  if (lane != 0 || group >= groups) return;
-  for (int l = 1; l < lanes; ++l)
-#pragma unroll
-    for (int k = 0; k < V; ++k) {
-      a[k] += sums[0][(threadIdx.x + l * width) * V + k];
-      b[k] += sums[1][(threadIdx.x + l * width) * V + k];
-    }
-#pragma unroll
-  for (int k = 0; k < V; ++k) {
-    const size_t at = 2 * (static_cast<size_t>(chunk) * c + group * V + k);
-    partial[at] = a[k];
-    partial[at + 1] = b[k];
+  // Each of the block's 2·width·V sums over the lanes by a thread of its own (a thread per
+  // group adding every lane's V values in turn took most of the kernel's time).
+  const int values = width * V;
+  for (int o = threadIdx.x; o < 2 * values; o += blockDim.x) {
+    const int which = o / values, at = o % values, ch = blockIdx.x * values + at;
+    if (ch >= c) continue;
+    float t = 0.f;
+    for (int l = 0; l < lanes; ++l) t += sums[which][l * values + at];
+    partial[2 * (static_cast<size_t>(chunk) * c + ch) + which] = t;
   }
 }
 
