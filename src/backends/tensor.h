@@ -2,9 +2,10 @@
 // What a kernel reads and writes: a typed, strided N×C×H×W view of device memory. Kernels
 // take these, so a dtype or a layout is added per kernel: a kernel reads its storage type T
 // (float, or a cuda half type) in NCHW through data_as<T>(), which refuses the rest
-// (KernelRefusal); one that also reads channels-last images takes dense_as<T>() and layout(). The two kernels that take
-// bundles of buffers say their type once: a recurrent layer (RNNLayerGeometry::dtype) and an
-// optimizer batch (float32 by design: master values and their state stay float32).
+// (KernelRefusal); one that also reads channels-last images takes dense_as<T>() and layout().
+// The two kernels that take bundles of buffers say their type once: a recurrent layer
+// (RNNLayerGeometry::dtype) and an optimizer batch (float32 by design: master values and
+// their state stay float32).
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -39,7 +40,6 @@ class Tensor {
       : Tensor(image.empty() ? nullptr : image.data(), image.batch(), image.shape(), image.dtype()) {}
   // N×C×H×W values of `dtype` at `data`, contiguous in `layout`.
   Tensor(const void* data, int n, ImageShape shape, DType dtype = DType::Float32, Layout layout = Layout::NCHW);
-  // `count` values in a row (parameters, their gradients, optimizer slots): 1×count×1×1.
   // A graph's image as its step stores it: channels-last where the step's layout is and the
   // image has more than one channel and pixel (else the two layouts are the same memory).
   static Tensor image(const Image& image, Layout layout) {
@@ -52,6 +52,7 @@ class Tensor {
   Tensor pixels() const {
     return layout_ == Layout::NHWC ? Tensor(data_, n_ * shape_.h * shape_.w, {shape_.c, 1, 1}, dtype_) : *this;
   }
+  // `count` values in a row (parameters, their gradients, optimizer slots): 1×count×1×1.
   static Tensor vector(const void* data, size_t count, DType dtype = DType::Float32) {
     return Tensor(data, 1, ImageShape{static_cast<int>(count), 1, 1}, dtype);
   }

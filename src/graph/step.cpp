@@ -226,10 +226,13 @@ std::vector<Image> StepRunner::run(const Plan& plan, Parameters& wm, const std::
     copies_out.push_back({out.back().data(), t[res].data(), t[res].descriptor().bytes()});
   }
   const Image none;
+  auto inputs_of = [&](const Step& st) {
+    std::vector<const Image*> ins;
+    for (int id : st.inputs) ins.push_back(&t[id]);
+    return ins;
+  };
   // `result`: where the step writes its result instead of the arena (its NCHW copy).
-  auto args_of = [&](const Step& st, std::vector<const Image*>& ins, const Image* result = nullptr) {
-    if (ins.empty())
-      for (int id : st.inputs) ins.push_back(&t[id]);
+  auto args_of = [&](const Step& st, const std::vector<const Image*>& ins, const Image* result = nullptr) {
     const FilterNode* owner = st.node->trains() ? st.node->trains() : st.node;
     auto w = wm.of.find(owner);
     auto batch = batch_states_.find(owner);
@@ -251,13 +254,12 @@ std::vector<Image> StepRunner::run(const Plan& plan, Parameters& wm, const std::
   auto encode_on_copies = [&](const Step& st) {
     std::vector<Image> copies;
     copies.reserve(st.inputs.size() + 1);
-    std::vector<const Image*> ins;
-    for (int id : st.inputs) {
-      ins.push_back(&t[id]);
-      if (plan.layouts[id] != Layout::NHWC) continue;
-      copies.push_back(Image::allocate(t[id].descriptor(), device_));
-      dispatch<CastKernel>(backend_, Tensor::image(t[id], Layout::NHWC), copies.back());
-      ins.back() = &copies.back();
+    std::vector<const Image*> ins = inputs_of(st);
+    for (size_t j = 0; j < ins.size(); ++j) {
+      if (plan.layouts[st.inputs[j]] != Layout::NHWC) continue;
+      copies.push_back(Image::allocate(ins[j]->descriptor(), device_));
+      dispatch<CastKernel>(backend_, Tensor::image(*ins[j], Layout::NHWC), copies.back());
+      ins[j] = &copies.back();
     }
     const bool permute_out = st.output_needed && plan.layouts[st.output] == Layout::NHWC;
     if (permute_out) copies.push_back(Image::allocate(t[st.output].descriptor(), device_));
@@ -270,12 +272,11 @@ std::vector<Image> StepRunner::run(const Plan& plan, Parameters& wm, const std::
     for (const auto& [from, to] : casts_in) dispatch<CastKernel>(backend_, from, to);
     for (size_t k = 0; k < s.steps.size(); ++k) {
       if (plan.passes[k]) continue;
-      std::vector<const Image*> ins;
       try {
         if (plan.converts[k])
           encode_on_copies(s.steps[k]);
         else
-          s.steps[k].node->encode(args_of(s.steps[k], ins));
+          s.steps[k].node->encode(args_of(s.steps[k], inputs_of(s.steps[k])));
       } catch (const KernelRefusal& e) {  // a kernel without this dtype or layout: name the node
         fail<Unsupported>("[", s.steps[k].node->label(), "] ", e.reason());
       }
@@ -285,8 +286,7 @@ std::vector<Image> StepRunner::run(const Plan& plan, Parameters& wm, const std::
   auto commit = [&] {
     for (const Step& st : s.steps) {
       if (st.node->is_gradient() || !batch_states_.count(st.node)) continue;
-      std::vector<const Image*> ins;
-      st.node->encode_commit(args_of(st, ins));
+      st.node->encode_commit(args_of(st, inputs_of(st)));
     }
   };
   // The whole step, which a capture records. Without its nodes it is the launches whose
@@ -346,14 +346,12 @@ std::vector<Image> StepRunner::run(const Plan& plan, Parameters& wm, const std::
     if (!ran) whole(true);
   }
   note_commits(wm);
-  for (size_t i = 0, k = 0; i < s.results.size(); ++i) {  // in the results' order
+  for (size_t i = 0; i < s.results.size(); ++i) {  // in the results' order
     const Image& res = t[s.results[i]];
-    if (converted(s.results[i])) {
-      Image wanted = Image::allocate({res.batch(), res.shape(), result_dtype}, device_);
-      dispatch<CastKernel>(backend_, Tensor::image(res, plan.layouts[s.results[i]]), wanted);
-      out.insert(out.begin() + k, wanted);
-    }
-    ++k;
+    if (!converted(s.results[i])) continue;
+    Image wanted = Image::allocate({res.batch(), res.shape(), result_dtype}, device_);
+    dispatch<CastKernel>(backend_, Tensor::image(res, plan.layouts[s.results[i]]), wanted);
+    out.insert(out.begin() + i, wanted);
   }
   return out;
 }

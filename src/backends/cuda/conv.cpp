@@ -6,10 +6,9 @@
 #include <algorithm>
 #include <functional>
 #include <initializer_list>
-#include <limits>
-#include <string>
 #include <vector>
 
+#include "backends/cuda/conv_plan.h"
 #include "backends/cuda/cuda_backend.h"
 #include "kernels.cuh"
 #include "nngraph/error.h"
@@ -18,41 +17,6 @@
 namespace nngraph {
 
 namespace {
-
-// The fastest algorithm whose scratch fits: a cap keeps peak memory near the activations'.
-// Half precision 64 MiB: with 256, algorithms of larger scratch took the residual network's
-// peak memory at batch 512 from 371 to 537 MiB for no measurable time (3.86 against 3.84 ms;
-// with 16 its step took 2.7 times as long). float32 keeps 256: at 64, the digit network's step
-// at batch 1024 took 3.04 ms against 2.3–2.6.
-size_t max_workspace(DType t) { return (t == DType::Float32 ? size_t(256) : size_t(64)) << 20; }
-
-// cuDNN's algorithms whose scratch fits, the quickest kKeep first, each timed by its best of
-// several Find passes after a warm-up one. One pass runs each algorithm about once: on a GPU
-// just woken up (clocks ramping, kernels loading) algorithms a few percent apart traded
-// places from process to process, and a single slow run hid the best one. The first call
-// times the kept ones again on its own buffers (Find's times and a step's disagree).
-template <class Perf, class Find>
-std::vector<Perf> quickest_found(Find find, size_t cap, const char* what) {
-  constexpr int kMax = 8, kPasses = 4, kKeep = 2;
-  std::vector<Perf> best;
-  for (int pass = 0; pass < kPasses; ++pass) {
-    Perf perf[kMax];
-    int found = 0;
-    cudnn_check(find(kMax, &found, perf), what);
-    for (int i = 0; pass > 0 && i < found; ++i) {
-      if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > cap) continue;
-      auto same = std::find_if(best.begin(), best.end(), [&](const Perf& b) { return b.algo == perf[i].algo; });
-      if (same == best.end())
-        best.push_back(perf[i]);
-      else if (perf[i].time < same->time)
-        *same = perf[i];
-    }
-  }
-  if (best.empty()) fail<DeviceError>("[", what, "] cuDNN found no algorithm for this shape");
-  std::sort(best.begin(), best.end(), [](const Perf& a, const Perf& b) { return a.time < b.time; });
-  best.resize(std::min<size_t>(best.size(), kKeep));
-  return best;
-}
 
 cuda::ConvShape conv_shape(const ConvGeometry& g, int n, const ImageShape& in, const ImageShape& out) {
   return {n, in.c, in.h, in.w, out.c, out.h, out.w, g.kh, g.kw, g.sy, g.sx, g.dy, g.dx, g.pad_top, g.pad_left};
@@ -66,118 +30,7 @@ std::vector<std::pair<int, std::function<void()>>> algorithms(const std::vector<
   return c;
 }
 
-// cuDNN descriptors and the algorithms found for one convolution shape.
-struct ConvPlan {
-  cuda::TensorDescriptor x, y;
-  cuda::FilterDescriptor w;
-  cuda::ConvolutionDescriptor conv;
-  // cuDNN's quickest algorithms by Find for each pass, the quickest first.
-  std::vector<cudnnConvolutionFwdAlgoPerf_t> fwd;
-  std::vector<cudnnConvolutionBwdDataAlgoPerf_t> bwd_data;
-  std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> bwd_filter;
-  // What runs each pass: the index of one of those algorithms, our direct kernels or our
-  // tensor-core products, the quickest of them on the first call that is not being captured
-  // (until then the first).
-  static constexpr int kUndecided = -1, kDirect = -2, kTensor = -3;
-  int forward = kUndecided, input_gradient = kUndecided, weight_gradient = kUndecided;
-  // cuDNN pads symmetrically; other paddings run on an explicitly zero-padded copy.
-  bool padded = false;
-  int pad_top = 0, pad_left = 0, hp = 0, wp = 0;
-  bool last = false;  // channels-last images and filters (KRSC)
-  // Where a source of shape `in` lies in the padded copy (hp × wp): negative amounts cut
-  // the rows and columns past the last window. Channels-last images pad as one plane of
-  // H × W·C per image.
-  PadGeometry margins(const ImageShape& in) const {
-    const int k = last ? in.c : 1;
-    return {0, 0, pad_top, hp - pad_top - in.h, pad_left * k, (wp - pad_left - in.w) * k};
-  }
-  // An image of `in`'s channels, h × w, as the padding kernel sees it.
-  ImageShape plane(const ImageShape& in, int h, int w) const {
-    return last ? ImageShape{1, h, w * in.c} : ImageShape{in.c, h, w};
-  }
-};
-
-// Per GPU: the plan of every convolution shape met.
-struct ConvPlans : CudaBackend::OpState {
-  std::map<std::vector<int>, std::unique_ptr<ConvPlan>> of;
-};
-
 using Candidates = CudaBackend::Candidates;
-
-cudnnDataType_t cudnn_type(DType t) {
-  return t == DType::Float16 ? CUDNN_DATA_HALF : t == DType::BFloat16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
-}
-
-// `t`: the images' and weights' dtype; half ones accumulate in float32 unless g.half (float16).
-// `last`: images NHWC and filters KRSC, what tensor-core kernels read without transposing.
-ConvPlan& conv_plan(CudaBackend& b, const ConvGeometry& g, int n, const ImageShape& in, const ImageShape& out,
-                    DType t, bool last) {
-  const bool half = g.half && t == DType::Float16;
-  const std::vector<int> key{n,    in.c,     in.h,       in.w,       out.c,  out.h, out.w, g.kh,
-                             g.kw, g.sy,     g.sx,       g.dy,       g.dx,   g.groups,     g.pad_top,
-                             g.pad_left, g.tf32, static_cast<int>(t), half, last};
-  const cudnnDataType_t type = cudnn_type(t);
-  auto& slot = b.op_state<ConvPlans>().of[key];
-  if (slot) return *slot;
-  auto p = std::make_unique<ConvPlan>();
-  p->last = last;
-  const cudnnTensorFormat_t format = last ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
-  cudnn_check(cudnnCreateTensorDescriptor(p->x.out()), "convolution");
-  cudnn_check(cudnnCreateTensorDescriptor(p->y.out()), "convolution");
-  cudnn_check(cudnnCreateFilterDescriptor(p->w.out()), "convolution");
-  cudnn_check(cudnnCreateConvolutionDescriptor(p->conv.out()), "convolution");
-  cudnn_check(cudnnSetFilter4dDescriptor(p->w, type, format, out.c, in.c / g.groups, g.kh, g.kw),
-              "convolution");
-  cudnn_check(cudnnSetTensor4dDescriptor(p->y, format, type, n, out.c, out.h, out.w), "convolution");
-  auto describe = [&](int h, int w, int pt, int pl) {
-    cudnn_check(cudnnSetTensor4dDescriptor(p->x, format, type, n, in.c, h, w), "convolution");
-    cudnn_check(cudnnSetConvolution2dDescriptor(p->conv, pt, pl, g.sy, g.sx, g.dy, g.dx, CUDNN_CROSS_CORRELATION,
-                                                half ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT), "convolution");
-    int on, oc, oh, ow;
-    cudnn_check(cudnnGetConvolution2dForwardOutputDim(p->conv, p->x, p->w, &on, &oc, &oh, &ow), "convolution");
-    return oh == out.h && ow == out.w;
-  };
-  cudnn_check(cudnnSetConvolutionGroupCount(p->conv, g.groups), "convolution");
-  // FMA: exact float32; default math lets float32 run on tf32 tensor cores, half on half ones.
-  const bool fma = t == DType::Float32 && !g.tf32;
-  cudnn_check(cudnnSetConvolutionMathType(p->conv, fma ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH), "convolution");
-  if (!describe(in.h, in.w, g.pad_top, g.pad_left)) {
-    p->padded = true;
-    p->pad_top = g.pad_top;
-    p->pad_left = g.pad_left;
-    p->hp = (out.h - 1) * g.sy + (g.kh - 1) * g.dy + 1;
-    p->wp = (out.w - 1) * g.sx + (g.kw - 1) * g.dx + 1;
-    if (!describe(p->hp, p->wp, 0, 0)) fail<DeviceError>("[convolution] cuDNN disagrees on the output size");
-  }
-  p->fwd = quickest_found<cudnnConvolutionFwdAlgoPerf_t>(
-      [&](int max, int* found, auto* perf) {
-        return cudnnFindConvolutionForwardAlgorithm(b.cudnn(), p->x, p->w, p->conv, p->y, max, found, perf);
-      },
-      max_workspace(t), "convolution");
-  p->bwd_data = quickest_found<cudnnConvolutionBwdDataAlgoPerf_t>(
-      [&](int max, int* found, auto* perf) {
-        return cudnnFindConvolutionBackwardDataAlgorithm(b.cudnn(), p->w, p->y, p->conv, p->x, max, found, perf);
-      },
-      max_workspace(t), "convolution_gradient");
-  p->bwd_filter = quickest_found<cudnnConvolutionBwdFilterAlgoPerf_t>(
-      [&](int max, int* found, auto* perf) {
-        return cudnnFindConvolutionBackwardFilterAlgorithm(b.cudnn(), p->x, p->y, p->conv, p->w, max, found, perf);
-      },
-      max_workspace(t), "convolution_gradient");
-  // Find's sizes can fall short of what a run asks (float16 accumulation): ask for each kept one.
-  for (auto& a : p->fwd)
-    cudnn_check(cudnnGetConvolutionForwardWorkspaceSize(b.cudnn(), p->x, p->w, p->conv, p->y, a.algo, &a.memory),
-                "convolution");
-  for (auto& a : p->bwd_data)
-    cudnn_check(cudnnGetConvolutionBackwardDataWorkspaceSize(b.cudnn(), p->w, p->y, p->conv, p->x, a.algo, &a.memory),
-                "convolution_gradient");
-  for (auto& a : p->bwd_filter)
-    cudnn_check(
-        cudnnGetConvolutionBackwardFilterWorkspaceSize(b.cudnn(), p->x, p->y, p->conv, p->w, a.algo, &a.memory),
-        "convolution_gradient");
-  slot = std::move(p);
-  return *slot;
-}
 
 // x as cuDNN reads it: itself, or where the plan pads explicitly a padded copy in *padded.
 template <class T>
@@ -206,8 +59,7 @@ void reorder_filter(CudaBackend& b, const T* from, T* to, int o, int i, int taps
 }
 
 // dz = dy ⊙ neuron'(y) where dz is given and, where db is, the bias gradient Σ dz (dy
-// without dz) per channel, in one pass over dy.
-// Channels-last dy as rows of pixels (Tensor::pixels).
+// without dz) per channel, in one pass over dy (a channels-last dy as rows of pixels).
 template <class T>
 void derivative_and_bias(CudaBackend& b, const Tensor& dy_image, const Tensor& y, const NeuronDescriptor& neuron,
                          T* dz, float* db) {

@@ -1,0 +1,48 @@
+#pragma once
+// cuDNN's side of a convolution shape: its descriptors and the algorithms Find keeps for each
+// pass, made once per shape and kept per GPU (src/backends/cuda/conv.cpp runs them).
+#include <vector>
+
+#include "backends/cuda/cuda_backend.h"
+#include "ops/conv.h"
+
+namespace nngraph {
+
+// cuDNN descriptors and the algorithms found for one convolution shape.
+struct ConvPlan {
+  cuda::TensorDescriptor x, y;
+  cuda::FilterDescriptor w;
+  cuda::ConvolutionDescriptor conv;
+  // cuDNN's quickest algorithms by Find for each pass, the quickest first.
+  std::vector<cudnnConvolutionFwdAlgoPerf_t> fwd;
+  std::vector<cudnnConvolutionBwdDataAlgoPerf_t> bwd_data;
+  std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> bwd_filter;
+  // What runs each pass: the index of one of those algorithms, our direct kernels or our
+  // tensor-core products, the quickest of them on the first call that is not being captured
+  // (until then the first).
+  static constexpr int kUndecided = -1, kDirect = -2, kTensor = -3;
+  int forward = kUndecided, input_gradient = kUndecided, weight_gradient = kUndecided;
+  // cuDNN pads symmetrically; other paddings run on an explicitly zero-padded copy.
+  bool padded = false;
+  int pad_top = 0, pad_left = 0, hp = 0, wp = 0;
+  bool last = false;  // channels-last images and filters (KRSC)
+  // Where a source of shape `in` lies in the padded copy (hp × wp): negative amounts cut
+  // the rows and columns past the last window. Channels-last images pad as one plane of
+  // H × W·C per image.
+  PadGeometry margins(const ImageShape& in) const {
+    const int k = last ? in.c : 1;
+    return {0, 0, pad_top, hp - pad_top - in.h, pad_left * k, (wp - pad_left - in.w) * k};
+  }
+  // An image of `in`'s channels, h × w, as the padding kernel sees it.
+  ImageShape plane(const ImageShape& in, int h, int w) const {
+    return last ? ImageShape{1, h, w * in.c} : ImageShape{in.c, h, w};
+  }
+};
+
+// The plan of images n × in → n × out of dtype `t` (half ones accumulate in float32 unless
+// g.half, float16); `last`: images NHWC and filters KRSC, what tensor-core kernels read
+// without transposing.
+ConvPlan& conv_plan(CudaBackend& b, const ConvGeometry& g, int n, const ImageShape& in, const ImageShape& out,
+                    DType t, bool last);
+
+}  // namespace nngraph
