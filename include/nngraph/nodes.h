@@ -148,6 +148,11 @@ class FilterNode : public std::enable_shared_from_this<FilterNode> {
   virtual const NeuronDescriptor* fusable_neuron_gradient() const { return nullptr; }
   // Gradient producers that apply a following neuron gradient, ⊙ f'(source 1), in their pass.
   virtual bool accepts_fused_neuron_gradient() const { return false; }
+  // A gradient node that can take its dY (source 0) through the gradient of the neuron folded
+  // into its forward node's step, recomputing that neuron's output from what it reads itself:
+  // returns that forward node. The planner then drops the neuron gradient's own pass and hands
+  // the neuron over as EncodeArgs::fused.
+  virtual const FilterNode* takes_neuron_gradient_of() const { return nullptr; }
   // Inference: a node whose parameters fold into those of the node producing its source 0
   // (batch normalization into a convolution); that node's step then computes both with the
   // parameters fold() writes, and takes a neuron after this node.

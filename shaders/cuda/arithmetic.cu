@@ -22,19 +22,21 @@ Extent extent_of(const Tensor& t) { return {t.batch(), t.shape().c, t.shape().h,
 using cuda::ld;
 using cuda::st;
 
-struct Apply {
+template <class N>
+struct Apply {  // neuron(a op b)
   ArithmeticOp op;
-  __device__ float operator()(float a, float b) const { return math::arithmetic(op, a, b); }
+  N neuron;
+  __device__ float operator()(float a, float b) const { return neuron(math::arithmetic(op, a, b)); }
 };
 
-template <class T>
-__global__ void broadcast_kernel(ArithmeticOp op, const T* a, math::Broadcast ba, const T* b, math::Broadcast bb, T* y,
+template <class T, class F>
+__global__ void broadcast_kernel(F apply, const T* a, math::Broadcast ba, const T* b, math::Broadcast bb, T* y,
                                  Extent e, size_t count) {
   NNGRAPH_GRID_LOOP(i, count) {
     const int x = static_cast<int>(i % e.w), r = static_cast<int>(i / e.w % e.h);
     const int c = static_cast<int>(i / (static_cast<size_t>(e.w) * e.h) % e.c);
     const int n = static_cast<int>(i / (static_cast<size_t>(e.w) * e.h * e.c));
-    y[i] = st<T>(math::arithmetic(op, ld(a[ba.at(n, c, r, x)]), ld(b[bb.at(n, c, r, x)])));
+    y[i] = st<T>(apply(ld(a[ba.at(n, c, r, x)]), ld(b[bb.at(n, c, r, x)])));
   }
 }
 
@@ -79,18 +81,22 @@ __global__ void pointwise_gradient_kernel(ArithmeticOp op, int operand, const T*
   }
 }
 
-void arithmetic(Backend& backend, ArithmeticOp op, const Tensor& a, const Tensor& b, const Tensor& y) {
+void arithmetic(Backend& backend, ArithmeticOp op, const Tensor& a, const Tensor& b, const NeuronDescriptor& neuron,
+                const Tensor& y) {
   CudaBackend& cb = cuda_of(backend);
   auto lock = cb.enter();
   const size_t count = y.count();
   cuda::with_storage(y.dtype(), [&](auto z) {
     using T = decltype(z);
-    if (a.count() == count && b.count() == count)
-      cuda::map_values(cb.stream(), a.data_as<const T>(), b.data_as<const T>(), y.data_as<T>(), count, Apply{op});
-    else
-      broadcast_kernel<<<blocks_for(count), kThreads, 0, cb.stream()>>>(op, a.data_as<const T>(), broadcast(a),
-                                                                        b.data_as<const T>(), broadcast(b),
-                                                                        y.data_as<T>(), extent_of(y), count);
+    cuda::with_neuron(neuron, [&](auto n) {
+      const Apply<decltype(n)> apply{op, n};
+      if (a.count() == count && b.count() == count)
+        cuda::map_values(cb.stream(), a.data_as<const T>(), b.data_as<const T>(), y.data_as<T>(), count, apply);
+      else
+        broadcast_kernel<<<blocks_for(count), kThreads, 0, cb.stream()>>>(apply, a.data_as<const T>(), broadcast(a),
+                                                                          b.data_as<const T>(), broadcast(b),
+                                                                          y.data_as<T>(), extent_of(y), count);
+    });
   });
   cuda::check_launch("arithmetic");
 }

@@ -65,10 +65,12 @@ template <class T>
 void batch_norm_forward(cudaStream_t s, const T* x, const float* gamma, const float* beta, const float* mean,
                         const float* var, float* stats, float* partial, float epsilon, const NeuronDescriptor& neuron,
                         T* y, int n, int c, int hw);
-// dgamma and dbeta are written; dx (may be null) from them.
+// dgamma and dbeta are written; dx (may be null) from them. With a neuron (the forward pass's
+// after the normalization) dy is taken as dy ⊙ f'(neuron(y)), y recomputed from x.
 template <class T>
-void batch_norm_gradient(cudaStream_t s, const T* x, const T* dy, const float* gamma, const float* stats,
-                         float* partial, T* dx, float* dgamma, float* dbeta, int n, int c, int hw);
+void batch_norm_gradient(cudaStream_t s, const T* x, const T* dy, const float* gamma, const float* beta,
+                         const float* stats, const NeuronDescriptor& neuron, float* partial, T* dx, float* dgamma,
+                         float* dbeta, int n, int c, int hw);
 void batch_norm_statistics(cudaStream_t s, float momentum, float unbias, const float* stats, float* mean, float* var,
                            int c);
 // The running statistics folded into the c output channels (`per` weights each) of a convolution.

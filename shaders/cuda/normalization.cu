@@ -12,11 +12,14 @@ namespace nngraph::cuda {
 namespace {
 
 // The two per-channel sums each pass needs, of a value pair per element: add() adds the V
-// elements from `at` to a and b.
+// elements from `at` to a and b, with the channel's Constants (constants(ch)).
 template <class T>
 struct MomentTerms {  // forward: (x − shift) and its square; shift is the channel's first value
   const T* x;
+  int hw;
+  using Constants = float;
   bool aligned() const { return packed(x); }
+  __device__ float constants(int ch) const { return ld(x[static_cast<size_t>(ch) * hw]); }
   // The V values from `at`, each of its own channel (rows): to a[k] and b[k].
   template <int V>
   __device__ void add_each(size_t at, const float* shift, float* a, float* b) const {
@@ -41,31 +44,67 @@ struct MomentTerms {  // forward: (x − shift) and its square; shift is the cha
     }
   }
 };
-template <class T>
-struct GradientTerms {  // backward: dy and dy·(x − mean)
+
+// f'(neuron(v)), the derivative of the neuron the forward pass applied to its normalized v.
+template <class N, class D>
+struct Through {
+  N neuron;
+  D derivative;
+  Through() = default;
+  explicit Through(const NeuronDescriptor& nd) : neuron{nd}, derivative{nd} {}
+  static constexpr bool kNone = std::is_same_v<D, NoDerivative>;
+  __device__ float operator()(float v) const { return derivative(neuron(v)); }
+};
+template <class F>
+void with_through(const NeuronDescriptor& nd, F&& f) {
+  with_functor<Through<NoNeuron, NoDerivative>, Through<ReLUNeuron, ReLUDerivative>,
+               Through<AnyNeuron, AnyDerivative>>(nd, f);
+}
+
+// A channel's batch mean, and the scale and shift that normalized it (normalize_kernel's).
+struct Normalized {
+  float mean, scale, shift;
+};
+__device__ inline Normalized normalized(const float* gamma, const float* beta, const float* stats, int c, int ch) {
+  const float mean = stats[ch], scale = gamma[ch] * stats[c + ch];
+  return {mean, scale, beta[ch] - mean * scale};
+}
+
+template <class T, class P>
+struct GradientTerms {  // backward: g and g·(x − mean), g = dy ⊙ through(x·scale + shift)
   const T* x;
   const T* dy;
+  const float *gamma, *beta, *stats;
+  int c;
+  P through;
+  using Constants = Normalized;
   bool aligned() const { return packed(x) && packed(dy); }
+  __device__ Normalized constants(int ch) const { return normalized(gamma, beta, stats, c, ch); }
+  __device__ float passed(float g, float v, const Normalized& k) const {
+    return P::kNone ? g : g * through(v * k.scale + k.shift);
+  }
   template <int V>
-  __device__ void add_each(size_t at, const float* mean, float* a, float* b) const {
+  __device__ void add_each(size_t at, const Normalized* k, float* a, float* b) const {
     float v[V], g[V];
     load_values<V>(x + at, v);
     load_values<V>(dy + at, g);
 #pragma unroll
-    for (int k = 0; k < V; ++k) {
-      a[k] += g[k];
-      b[k] += g[k] * (v[k] - mean[k]);
+    for (int i = 0; i < V; ++i) {
+      const float d = passed(g[i], v[i], k[i]);
+      a[i] += d;
+      b[i] += d * (v[i] - k[i].mean);
     }
   }
   template <int V>
-  __device__ void add(size_t at, float mean, float& a, float& b) const {
+  __device__ void add(size_t at, const Normalized& k, float& a, float& b) const {
     float v[V], g[V];
     load_values<V>(x + at, v);
     load_values<V>(dy + at, g);
 #pragma unroll
-    for (int k = 0; k < V; ++k) {
-      a += g[k];
-      b += g[k] * (v[k] - mean);
+    for (int i = 0; i < V; ++i) {
+      const float d = passed(g[i], v[i], k);
+      a += d;
+      b += d * (v[i] - k.mean);
     }
   }
 };
@@ -80,24 +119,17 @@ void with_pack(int c, int hw, bool aligned, F&& f) {
     f(std::integral_constant<int, 1>{});
 }
 
-// The forward shift, or the backward mean, of channel ch.
-template <class T>
-__device__ float centre_of(const T* x, const float* stats, int ch, int hw, bool forward) {
-  return forward ? ld(x[static_cast<size_t>(ch) * hw]) : stats[ch];
-}
-
 // Stage 1, planes: block (channel, chunk) sums over its images' planes of that channel.
-template <int V, class Terms, class T>
-__global__ void plane_partial_kernel(Terms terms, const T* x, const float* stats, bool forward, float* partial, int n,
-                                     int c, int hw, int chunks) {
+template <int V, class Terms>
+__global__ void plane_partial_kernel(Terms terms, float* partial, int n, int c, int hw, int chunks) {
   const int ch = blockIdx.x, chunk = blockIdx.y;
-  const float centre = centre_of(x, stats, ch, hw, forward);
+  const typename Terms::Constants k = terms.constants(ch);
   const int n0 = static_cast<int>(static_cast<long>(n) * chunk / chunks);
   const int n1 = static_cast<int>(static_cast<long>(n) * (chunk + 1) / chunks);
   float a = 0.f, b = 0.f;
   for (int img = n0; img < n1; ++img) {
     const size_t base = (static_cast<size_t>(img) * c + ch) * hw;
-    for (int i = threadIdx.x * V; i < hw; i += blockDim.x * V) terms.template add<V>(base + i, centre, a, b);
+    for (int i = threadIdx.x * V; i < hw; i += blockDim.x * V) terms.template add<V>(base + i, k, a, b);
   }
   a = block_sum(a);
   b = block_sum(b);
@@ -112,22 +144,21 @@ __host__ __device__ inline int row_lanes(int c, int v = 1) { return c / v < kThr
 
 // Stage 1, one value per plane (rows of channels): block (columns, chunk) sums a chunk of
 // rows, a thread per V channels and row_lanes(c, V) rows side by side, coalesced across the row.
-template <int V, class Terms, class T>
-__global__ void column_partial_kernel(Terms terms, const T* x, const float* stats, bool forward, float* partial, int n,
-                                      int c, int chunks) {
+template <int V, class Terms>
+__global__ void column_partial_kernel(Terms terms, float* partial, int n, int c, int chunks) {
   __shared__ float sums[2][kThreads * V];
   const int groups = c / V, width = groups < kThreads ? groups : kThreads, lanes = row_lanes(c, V);
   const int group = blockIdx.x * width + static_cast<int>(threadIdx.x) % width, lane = threadIdx.x / width;
   const int chunk = blockIdx.y;
   float a[V] = {}, b[V] = {};
   if (lane < lanes && group < groups) {
-    float centre[V];
+    typename Terms::Constants k[V];
 #pragma unroll
-    for (int k = 0; k < V; ++k) centre[k] = centre_of(x, stats, group * V + k, 1, forward);
+    for (int i = 0; i < V; ++i) k[i] = terms.constants(group * V + i);
     const int r0 = static_cast<int>(static_cast<long>(n) * chunk / chunks);
     const int r1 = static_cast<int>(static_cast<long>(n) * (chunk + 1) / chunks);
     for (int r = r0 + lane; r < r1; r += lanes)
-      terms.template add_each<V>(static_cast<size_t>(r) * c + group * V, centre, a, b);
+      terms.template add_each<V>(static_cast<size_t>(r) * c + group * V, k, a, b);
   }
 #pragma unroll
   for (int k = 0; k < V; ++k) {
@@ -147,19 +178,17 @@ __global__ void column_partial_kernel(Terms terms, const T* x, const float* stat
   }
 }
 
-template <class Terms, class T>
-void partial_sums(cudaStream_t s, Terms terms, const T* x, const float* stats, bool forward, float* partial, int n,
-                  int c, int hw, int chunks) {
+template <class T, class Terms>
+void partial_sums(cudaStream_t s, Terms terms, float* partial, int n, int c, int hw, int chunks) {
   if (hw == 1)
     with_pack<T>(c, hw, terms.aligned(), [&](auto v) {
       constexpr int V = decltype(v)::value;
-      column_partial_kernel<V><<<dim3((c / V + kThreads - 1) / kThreads, chunks), kThreads, 0, s>>>(
-          terms, x, stats, forward, partial, n, c, chunks);
+      column_partial_kernel<V><<<dim3((c / V + kThreads - 1) / kThreads, chunks), kThreads, 0, s>>>(terms, partial, n,
+                                                                                                   c, chunks);
     });
   else
     with_pack<T>(c, hw, terms.aligned(), [&](auto v) {
-      plane_partial_kernel<decltype(v)::value>
-          <<<dim3(c, chunks), kThreads, 0, s>>>(terms, x, stats, forward, partial, n, c, hw, chunks);
+      plane_partial_kernel<decltype(v)::value><<<dim3(c, chunks), kThreads, 0, s>>>(terms, partial, n, c, hw, chunks);
     });
 }
 
@@ -229,27 +258,25 @@ __global__ void normalize_kernel(const T* x, T* y, I items, unsigned c, unsigned
 }
 
 // dx = k·dy + kx·(x − mean) + k0 per channel (BatchNormalizationGradientKernel's formula),
-// items as normalize_kernel's.
-template <int V, class T, class I>
-__global__ void input_gradient_kernel(const T* x, const T* dy, T* dx, I items, unsigned c, unsigned hw,
-                                      const float* gamma, const float* stats, const float* dgamma, const float* dbeta,
-                                      float inv_count) {
+// dy passed through the terms' neuron gradient; items as normalize_kernel's.
+template <int V, class I, class T, class P>
+__global__ void input_gradient_kernel(GradientTerms<T, P> terms, T* dx, I items, unsigned hw, const float* dgamma,
+                                      const float* dbeta, float inv_count) {
+  const unsigned c = terms.c;
   NNGRAPH_GRID_LOOP_T(I, i, items) {
     float v[V], g[V];
-    load_values<V>(x + i * V, v);
-    load_values<V>(dy + i * V, g);
+    load_values<V>(terms.x + i * V, v);
+    load_values<V>(terms.dy + i * V, g);
 #pragma unroll
-    for (int k2 = 0; k2 < V; ++k2) {
-      const unsigned ch = channel_of<V>(i, k2, c, hw);
-      const float inv = stats[c + ch], k = gamma[ch] * inv, mu = stats[ch];
-      const float gx = inv * dgamma[ch] * inv_count, g0 = dbeta[ch] * inv_count;
-      v[k2] = k * (g[k2] - (g0 + (v[k2] - mu) * gx));
+    for (int k = 0; k < V; ++k) {
+      const unsigned ch = channel_of<V>(i, k, c, hw);
+      const Normalized n = terms.constants(ch);
+      const float gx = terms.stats[c + ch] * dgamma[ch] * inv_count, g0 = dbeta[ch] * inv_count;
+      v[k] = n.scale * (terms.passed(g[k], v[k], n) - (g0 + (v[k] - n.mean) * gx));
     }
     store_values<V>(dx + i * V, v);
   }
 }
-
-
 
 __global__ void statistics_kernel(float momentum, float unbias, const float* stats, float* mean, float* var, int c) {
   const int ch = blockIdx.x * blockDim.x + threadIdx.x;
@@ -286,7 +313,7 @@ void batch_norm_forward(cudaStream_t s, const T* x, const float* gamma, const fl
                         T* y, int n, int c, int hw) {
   if (stats) {
     const int chunks = batch_norm_chunks(n, c, hw);
-    partial_sums(s, MomentTerms<T>{x}, x, stats, true, partial, n, c, hw, chunks);
+    partial_sums<T>(s, MomentTerms<T>{x, hw}, partial, n, c, hw, chunks);
     moments_kernel<<<c, kThreads, 0, s>>>(x, partial, chunks, c, hw, static_cast<double>(n) * hw,
                                                           epsilon, stats);
   }
@@ -305,31 +332,34 @@ void batch_norm_forward(cudaStream_t s, const T* x, const float* gamma, const fl
 }
 
 template <class T>
-void batch_norm_gradient(cudaStream_t s, const T* x, const T* dy, const float* gamma, const float* stats,
-                         float* partial, T* dx, float* dgamma, float* dbeta, int n, int c, int hw) {
+void batch_norm_gradient(cudaStream_t s, const T* x, const T* dy, const float* gamma, const float* beta,
+                         const float* stats, const NeuronDescriptor& neuron, float* partial, T* dx, float* dgamma,
+                         float* dbeta, int n, int c, int hw) {
   const int chunks = batch_norm_chunks(n, c, hw);
-  partial_sums(s, GradientTerms<T>{x, dy}, x, stats, false, partial, n, c, hw, chunks);
-  gradient_totals_kernel<<<c, kThreads, 0, s>>>(partial, chunks, c, stats, dgamma, dbeta);
-  if (dx) {
+  with_through(neuron, [&](auto through) {
+    const GradientTerms<T, decltype(through)> terms{x, dy, gamma, beta, stats, c, through};
+    partial_sums<T>(s, terms, partial, n, c, hw, chunks);
+    gradient_totals_kernel<<<c, kThreads, 0, s>>>(partial, chunks, c, stats, dgamma, dbeta);
+    if (!dx) return;
     const size_t count = static_cast<size_t>(n) * c * hw;
     const float inv_count = static_cast<float>(1.0 / (static_cast<double>(n) * hw));
     with_index_type(count, [&](auto index) {
       using I = decltype(index);
-      with_pack<T>(c, hw, packed(x) && packed(dy) && packed(dx), [&](auto v) {
+      with_pack<T>(c, hw, terms.aligned() && packed(dx), [&](auto v) {
         constexpr int V = decltype(v)::value;
-        input_gradient_kernel<V><<<blocks_for(count / V), kThreads, 0, s>>>(x, dy, dx, static_cast<I>(count / V), c, hw,
-                                                                          gamma, stats, dgamma, dbeta, inv_count);
+        input_gradient_kernel<V><<<blocks_for(count / V), kThreads, 0, s>>>(terms, dx, static_cast<I>(count / V), hw,
+                                                                          dgamma, dbeta, inv_count);
       });
     });
-  }
+  });
   check_launch("batch_normalization_gradient");
 }
 
 #define INSTANTIATE(T)                                                                                           \
   template void batch_norm_forward(cudaStream_t, const T*, const float*, const float*, const float*, const float*, \
                                    float*, float*, float, const NeuronDescriptor&, T*, int, int, int);              \
-  template void batch_norm_gradient(cudaStream_t, const T*, const T*, const float*, const float*, float*, T*, float*, \
-                                    float*, int, int, int);
+  template void batch_norm_gradient(cudaStream_t, const T*, const T*, const float*, const float*, const float*,    \
+                                    const NeuronDescriptor&, float*, T*, float*, float*, int, int, int);
 NNGRAPH_STORAGE_TYPES(INSTANTIATE)
 #undef INSTANTIATE
 

@@ -40,6 +40,10 @@ void number_default_labels(const std::vector<FilterNode*>& order) {
     }
 }
 
+bool same_neuron(const NeuronDescriptor& x, const NeuronDescriptor& y) {
+  return x.type == y.type && x.a == y.a && x.b == y.b && x.c == y.c;
+}
+
 }  // namespace
 
 Structure build_structure(const std::vector<ImageNodePtr>& results, const std::vector<ImageNodePtr>& roots,
@@ -138,8 +142,21 @@ Structure build_structure(const std::vector<ImageNodePtr>& results, const std::v
     }
     std::vector<int> roots_in;
     for (int t : ins) roots_in.push_back(s.root[t]);
+    // A gradient node whose dY is only a neuron gradient's result, for the neuron folded into
+    // its forward node's step (batch normalization + relu), takes that neuron gradient's dY
+    // and applies f' itself; the neuron gradient's step is left without readers and dropped.
+    NeuronDescriptor through;
+    if (const FilterNode* forward = f->takes_neuron_gradient_of()) {
+      const Step* p = fold_target(ins[0]);
+      const NeuronDescriptor* neuron = p ? p->node->fusable_neuron_gradient() : nullptr;
+      const int q = neuron ? step_of[p->inputs[1]] : -1;
+      if (q >= 0 && s.steps[q].node == forward && same_neuron(s.steps[q].fused, *neuron)) {
+        through = *neuron;
+        roots_in[0] = p->inputs[0];
+      }
+    }
     step_of[out] = static_cast<int>(s.steps.size());
-    s.steps.push_back(Step{f, std::move(roots_in), out, true, NeuronDescriptor{}});
+    s.steps.push_back(Step{f, std::move(roots_in), out, true, through});
     s.steps.back().state = s.state_of(i);
   }
 

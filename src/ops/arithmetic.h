@@ -7,8 +7,9 @@
 
 namespace nngraph {
 
-// y = a op b, each operand read with stride 0 along its axes of extent 1.
-struct ArithmeticKernel : KernelOf<void(Backend&, ArithmeticOp, const Tensor& a, const Tensor& b, const Tensor& y)> {
+// y = neuron(a op b), each operand read with stride 0 along its axes of extent 1.
+struct ArithmeticKernel : KernelOf<void(Backend&, ArithmeticOp, const Tensor& a, const Tensor& b,
+                                        const NeuronDescriptor& neuron, const Tensor& y)> {
   static constexpr const char* name = "arithmetic";
 };
 // d(loss)/d(operand) for operand 0 (a) or 1 (b): dy ⊙ ∂(a op b)/∂operand, summed over the
@@ -28,6 +29,8 @@ class ArithmeticNode : public FilterNode {
   bool broadcasts_batch(size_t) const override { return true; }
   // Elementwise where no operand broadcasts within an image.
   bool channels_last(DeviceType, const std::vector<ImageShape>& sources) const override;
+  // A neuron after it (a residual block's relu) runs in the same pass.
+  bool accepts_fused_neuron() const override { return true; }
 
  protected:
   ArithmeticNode(ArithmeticOp op, ImageNodePtr a, ImageNodePtr b, std::string label);

@@ -93,8 +93,9 @@ BatchNormalizationGradientNode::BatchNormalizationGradientNode(const ImageNodePt
 void BatchNormalizationGradientNode::encode(const EncodeArgs& a) const {
   if (a.result.empty() && !a.gradients) return;
   dispatch<BatchNormalizationGradientKernel>(a.backend, pixels(a, *a.sources[1]), pixels(a, *a.sources[0]),
-                                             Tensor::parameter(a.weights, 0),
-                                             batch_tensor(a, forward_->feature_channels()), pixels(a, a.result),
+                                             Tensor::parameter(a.weights, 0), Tensor::parameter(a.weights, 1),
+                                             batch_tensor(a, forward_->feature_channels()), a.fused,
+                                             pixels(a, a.result),
                                              Tensor::parameter(a.gradients, 0), Tensor::parameter(a.gradients, 1));
 }
 

@@ -20,10 +20,13 @@ struct BatchNormalizationKernel
   static constexpr const char* name = "batch_normalization";
 };
 // From the batch statistics: dbeta = Σdy, dgamma = Σdy·x̂ (into batch's sums where empty) and
-// dx = gamma·inv/M·(M·dy − dbeta − x̂·dgamma), M = N·H·W (skipped where dx is empty).
+// dx = gamma·inv/M·(M·dy − dbeta − x̂·dgamma), M = N·H·W (skipped where dx is empty). With a
+// neuron (the one the forward pass applied after it), dy first becomes dy ⊙ f'(neuron(y)), y
+// the normalized x recomputed as the forward pass computed it.
 struct BatchNormalizationGradientKernel
-    : KernelOf<void(Backend&, const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& batch,
-                    const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta)> {
+    : KernelOf<void(Backend&, const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& beta,
+                    const Tensor& batch, const NeuronDescriptor& neuron, const Tensor& dx, const Tensor& dgamma,
+                    const Tensor& dbeta)> {
   static constexpr const char* name = "batch_normalization_gradient";
 };
 // running ← (1 − momentum)·running + momentum·batch; the variance unbiased (× M/(M − 1)).
@@ -91,6 +94,8 @@ class BatchNormalizationGradientNode : public GradientNode {
   ImageShape infer(const std::vector<ImageShape>& sources) const override { return sources[1]; }
   void encode(const EncodeArgs& args) const override;
   const FilterNode* trains() const override { return forward_.get(); }
+  // Takes a relu's (any neuron's) gradient between it and the next layer's into its own passes.
+  const FilterNode* takes_neuron_gradient_of() const override { return forward_.get(); }
   bool channels_last(DeviceType, const std::vector<ImageShape>&) const override { return true; }
 
  private:

@@ -416,14 +416,18 @@ TEST_F(CudaVsCpu, BatchNormalizationPassesAndStatistics) {
     const auto sh = host(sg);  // mean, inverse deviation, variance
     near(std::vector<float>(bc.begin(), bc.begin() + 3 * c), std::vector<float>(sh.begin(), sh.begin() + 3 * c), 1e-4f);
     auto [dyc, dyg] = pair(n, {c, h, w}, random(count));
-    auto [dxc, dxg] = empty(n, {c, h, w});
-    std::vector<float> dgc(c), dbc(c);
-    const auto dgg = on_gpu(dgc), dbg = on_gpu(dbc);
-    dispatch<BatchNormalizationGradientKernel>(cpu(), xc, dyc, t(gamma), t(bc), dxc, t(dgc), t(dbc));
-    dispatch<BatchNormalizationGradientKernel>(gpu(), xg, dyg, t(gg), t(sg), dxg, t(dgg), t(dbg));
-    near(dgc, host(dgg), 1e-3f);
-    near(dbc, host(dbg), 1e-3f);
-    near(host(dxc), host(dxg), 1e-3f);
+    // dy as it is, and through the gradient of a neuron after the normalization.
+    for (NeuronType through : {NeuronType::None, NeuronType::ReLU, NeuronType::Sigmoid}) {
+      const auto nd = NeuronDescriptor::make(through);
+      auto [dxc, dxg] = empty(n, {c, h, w});
+      std::vector<float> dgc(c), dbc(c);
+      const auto dgg = on_gpu(dgc), dbg = on_gpu(dbc);
+      dispatch<BatchNormalizationGradientKernel>(cpu(), xc, dyc, t(gamma), t(beta), t(bc), nd, dxc, t(dgc), t(dbc));
+      dispatch<BatchNormalizationGradientKernel>(gpu(), xg, dyg, t(gg), t(bg), t(sg), nd, dxg, t(dgg), t(dbg));
+      near(dgc, host(dgg), 1e-3f);
+      near(dbc, host(dbg), 1e-3f);
+      near(host(dxc), host(dxg), 1e-3f);
+    }
     auto mc = mean, vc = var;
     dispatch<BatchNormalizationStatisticsKernel>(cpu(), 0.1f, 1.01f, t(bc), t(mc), t(vc));
     dispatch<BatchNormalizationStatisticsKernel>(gpu(), 0.1f, 1.01f, t(sg), t(mg), t(vg));

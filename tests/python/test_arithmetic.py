@@ -3,6 +3,7 @@ forward against numpy, the gradients of both operands against central finite dif
 
 import numpy as np
 import pytest
+import reference as ref
 from test_gradients import check, numeric_grad
 
 import nngraph as ng
@@ -42,6 +43,32 @@ def test_forward_matches_numpy(device, rng, op, sa, sb):
     assert node.kind == op
     y = ng.Graph(node, device=device).run({"a": a, "b": b})
     np.testing.assert_allclose(y, fn(a.astype(np.float64), b.astype(np.float64)), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("op", ["addition", "multiplication"])
+@pytest.mark.parametrize("sa, sb", [SHAPES[0], SHAPES[5]])
+@pytest.mark.parametrize("neuron", ["relu", "sigmoid"])
+def test_a_neuron_after_it_runs_in_its_pass(device, rng, op, sa, sb, neuron):
+    """node → neuron is one step (a residual block's add + relu), forward and, in a training
+    graph, with the neuron's gradient working from that step's output."""
+    node_type, fn = OPS[op]
+    a, b = operands(rng, sa, sb, op)
+    want = ref.neuron(fn(a.astype(np.float64), b.astype(np.float64)), neuron)
+    node = node_type(ng.ImageNode(label="a"), ng.ImageNode(label="b"), label="op")
+    act = ng.Neuron(node, neuron)
+    g = ng.Graph(act, device=device)
+    np.testing.assert_allclose(g.run({"a": a, "b": b}), want, rtol=1e-5, atol=1e-6)
+    assert g.memory_plan(2)["steps"] == [f"op+{neuron}"]
+    r = rng.standard_normal(want.shape).astype(np.float32)
+    [dz] = act.gradient_filters(ng.ImageNode(label="dy"))
+    grads = node.gradient_filters(dz.result_image)
+    g = ng.Graph([act.result_image] + [x.result_image for x in grads], device=device)
+    y, da, db = g.run({"a": a, "b": b, "dy": r})
+    assert g.memory_plan(2)["steps"][0] == f"op+{neuron}"
+    np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-6)
+    f = lambda u, v: np.sum(ref.neuron(fn(u, v), neuron) * r)  # noqa: E731
+    check(da, numeric_grad(lambda v: f(v, b.astype(np.float64)), a))
+    check(db, numeric_grad(lambda v: f(a.astype(np.float64), v), b))
 
 
 @pytest.mark.parametrize("op", OPS)
@@ -116,13 +143,13 @@ def test_a_passed_through_gradient_keeps_no_addend_alive(rng):
     x, dy = ng.ImageNode(label="x", shape=(8, 16, 16)), ng.ImageNode(label="dy", shape=(8, 16, 16))
     a = ng.Neuron(x, "relu")
     s = ng.Addition(a.result_image, x)
-    t = ng.Neuron(s.result_image, "sigmoid")
+    t = ng.Multiplication(s.result_image, s.result_image)  # two reads: no neuron folds into s
     ga, _ = s.gradient_filters(dy)
     g = ng.Graph([t.result_image, ga.result_image])
     plan = g.memory_plan(1)
-    assert plan["steps"] == ["relu", "addition", "sigmoid"]
+    assert plan["steps"] == ["relu", "addition", "multiplication"]
     assert plan["planned_bytes"] == 2 * 8 * 16 * 16 * 4
     xv, r = (rng.standard_normal((1, 8, 16, 16)).astype(np.float32) for _ in range(2))
     y, da = g.run({"x": xv, "dy": r})
-    np.testing.assert_allclose(y, 1 / (1 + np.exp(-(np.maximum(xv, 0) + xv))), rtol=1e-5)
+    np.testing.assert_allclose(y, (np.maximum(xv, 0) + xv) ** 2, rtol=1e-5)
     np.testing.assert_array_equal(da, r)

@@ -3,6 +3,7 @@ statistics against the formula, all-or-nothing steps and bad input."""
 
 import numpy as np
 import pytest
+import reference as ref
 from sources import HeldSource
 from test_gradients import check, numeric_grad
 
@@ -59,8 +60,10 @@ def test_inference_uses_the_running_statistics(device, rng, shape):
 
 
 @pytest.mark.parametrize("shape", SHAPES)
-@pytest.mark.parametrize("neuron", [None, "relu"])
+@pytest.mark.parametrize("neuron", [None, "relu", "sigmoid"])
 def test_training_forward_and_every_gradient(device, rng, shape, neuron):
+    """With a neuron after it, the neuron runs in the normalizing pass and its gradient in the
+    normalization's gradient passes (from x recomputed: no steps of their own)."""
     x = rng.standard_normal(shape).astype(np.float32) * 1.5 + 0.5
     t = random_tensors(rng, shape[1])
     ds = NormCapture(t)
@@ -72,10 +75,12 @@ def test_training_forward_and_every_gradient(device, rng, shape, neuron):
 
     def fwd(v, gamma=t["gamma"], beta=t["beta"]):
         z = bn_reference(v, gamma, beta)
-        return np.maximum(z, 0) if neuron else z
+        return ref.neuron(z, neuron) if neuron else z
 
     r = rng.standard_normal(shape).astype(np.float32)
     y, dx = g.run({"x": x, "dy": r})
+    if neuron:
+        assert g.memory_plan(shape[0])["steps"] == [f"bn+{neuron}", f"bn_gradient+{neuron}"]
     check(y, fwd(x), rtol=1e-4, atol=1e-4)
     check(dx, numeric_grad(lambda v: (fwd(v) * r).sum(), x), rtol=3e-3, atol=3e-4)
     dgamma, dbeta = ds.grads[0], ds.grads[1]

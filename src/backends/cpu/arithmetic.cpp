@@ -10,13 +10,16 @@ math::Broadcast broadcast(const Tensor& t) {
   return math::Broadcast(t.batch(), t.shape().c, t.shape().h, t.shape().w);
 }
 
-void arithmetic(Backend& backend, ArithmeticOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
+void arithmetic(Backend& backend, ArithmeticOp op, const Tensor& a, const Tensor& b, const NeuronDescriptor& neuron,
+                const Tensor& out) {
   const float* x = a.data_as<const float>();
   const float* y = b.data_as<const float>();
   float* z = out.data_as<float>();
+  const bool apply = neuron.type != NeuronType::None;
   if (a.count() == out.count() && b.count() == out.count()) {
     pool_of(backend).parallel_for(out.count(), [&](size_t s, size_t e) {
       for (size_t i = s; i < e; ++i) z[i] = math::arithmetic(op, x[i], y[i]);
+      if (apply) bias_neuron(z + s, e - s, nullptr, neuron);
     });
     return;
   }
@@ -29,6 +32,7 @@ void arithmetic(Backend& backend, ArithmeticOp op, const Tensor& a, const Tensor
       for (int h = 0; h < o.h; ++h)
         for (int w = 0; w < o.w; ++w)
           zp[h * o.w + w] = math::arithmetic(op, x[ba.at(n, c, h, w)], y[bb.at(n, c, h, w)]);
+      if (apply) bias_neuron(zp, static_cast<size_t>(o.h) * o.w, nullptr, neuron);
     }
   });
 }

@@ -1,6 +1,7 @@
 // Batch normalization on the cpu: threads take channels; each channel's N rows of H·W values
 // are summed in float lanes and accumulated in double.
 #include <cmath>
+#include <vector>
 
 #include "backends/cpu/cpu_backend.h"
 #include "ops/normalization.h"
@@ -81,7 +82,9 @@ void batch_normalization(Backend& backend, float epsilon, const Tensor& xt, cons
         mu = mean.data_as<const float>()[c];
         var = variance.data_as<const float>()[c];
       }
-      const float scale = g[c] / std::sqrt(var + epsilon), shift = b[c] - mu * scale;
+      // The gradient recomputes x·scale + shift from the batch's inverse deviation: the same floats.
+      const float inv = stats ? stats[l.c + c] : 1.f / std::sqrt(var + epsilon);
+      const float scale = g[c] * inv, shift = b[c] - mu * scale;
       for (int i = 0; i < l.n; ++i) {
         const float* xr = x + l.row(i, c);
         float* yr = y + l.row(i, c);
@@ -93,21 +96,37 @@ void batch_normalization(Backend& backend, float epsilon, const Tensor& xt, cons
 }
 
 void batch_normalization_gradient(Backend& backend, const Tensor& xt, const Tensor& dyt, const Tensor& gamma,
-                                  const Tensor& batch, const Tensor& dxt, const Tensor& dgamma, const Tensor& dbeta) {
+                                  const Tensor& beta, const Tensor& batch, const NeuronDescriptor& neuron,
+                                  const Tensor& dxt, const Tensor& dgamma, const Tensor& dbeta) {
   const Layout l(xt);
   const float* x = xt.data_as<const float>();
   const float* dy = dyt.data_as<const float>();
   const float* g = gamma.data_as<const float>();
+  const float* b = beta.data_as<const float>();
   float* stats = batch.data_as<float>();
   float* dg = dgamma ? dgamma.data_as<float>() : stats + 3 * l.c;
   float* db = dbeta ? dbeta.data_as<float>() : stats + 4 * l.c;
   float* dx = dxt ? dxt.data_as<float>() : nullptr;
   const double m = static_cast<double>(l.n) * l.hw;
+  const bool through = neuron.type != NeuronType::None;
   pool_of(backend).parallel_for(l.c, [&](size_t c0, size_t c1) {
+    std::vector<float> passed(through ? l.n * l.hw : 0);  // dy through the neuron, a channel's rows
     for (int c = static_cast<int>(c0); c < static_cast<int>(c1); ++c) {
       const float mu = stats[c], inv = stats[l.c + c];
+      // dy ⊙ f'(neuron(x·scale + shift)): the forward pass's neuron output, recomputed.
+      auto dy_row = [&](int i) { return through ? passed.data() + static_cast<size_t>(i) * l.hw : dy + l.row(i, c); };
+      if (through) {
+        const float scale = g[c] * inv, shift = b[c] - mu * scale;
+        for (int i = 0; i < l.n; ++i) {
+          const float* xr = x + l.row(i, c);
+          float* pr = passed.data() + static_cast<size_t>(i) * l.hw;
+          for (size_t k = 0; k < l.hw; ++k) pr[k] = xr[k] * scale + shift;
+          bias_neuron(pr, l.hw, nullptr, neuron);
+          neuron_derivative(dy + l.row(i, c), pr, pr, l.hw, neuron);
+        }
+      }
       double sdy = 0, sdyx = 0;
-      for (int i = 0; i < l.n; ++i) gradient_sums(x + l.row(i, c), dy + l.row(i, c), l.hw, mu, sdy, sdyx);
+      for (int i = 0; i < l.n; ++i) gradient_sums(x + l.row(i, c), dy_row(i), l.hw, mu, sdy, sdyx);
       dg[c] = static_cast<float>(sdyx * inv);
       db[c] = static_cast<float>(sdy);
       if (!dx) continue;
@@ -117,7 +136,7 @@ void batch_normalization_gradient(Backend& backend, const Tensor& xt, const Tens
       const float k0 = static_cast<float>(-g[c] * inv * sdy / m);
       for (int i = 0; i < l.n; ++i) {
         const float* xr = x + l.row(i, c);
-        const float* dr = dy + l.row(i, c);
+        const float* dr = dy_row(i);
         float* out = dx + l.row(i, c);
         for (size_t j = 0; j < l.hw; ++j) out[j] = k * dr[j] + kx * (xr[j] - mu) + k0;
       }

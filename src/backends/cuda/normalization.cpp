@@ -33,7 +33,8 @@ void batch_normalization(Backend& backend, float epsilon, const Tensor& x, const
 }
 
 void batch_normalization_gradient(Backend& backend, const Tensor& x, const Tensor& dy, const Tensor& gamma,
-                                  const Tensor& batch, const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta) {
+                                  const Tensor& beta, const Tensor& batch, const NeuronDescriptor& neuron,
+                                  const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta) {
   CudaBackend& b = cuda_of(backend);
   auto lock = b.enter();
   const Planes p(x);
@@ -42,8 +43,8 @@ void batch_normalization_gradient(Backend& backend, const Tensor& x, const Tenso
   cuda::with_storage(x.dtype(), [&](auto z) {
     using T = decltype(z);
     cuda::batch_norm_gradient(b.stream(), x.data_as<const T>(), dy.data_as<const T>(), gamma.data_as<const float>(),
-                              stats, static_cast<float*>(partial->data()), dx ? dx.data_as<T>() : nullptr,
-                              dgamma ? dgamma.data_as<float>() : stats + 3 * p.c,
+                              beta.data_as<const float>(), stats, neuron, static_cast<float*>(partial->data()),
+                              dx ? dx.data_as<T>() : nullptr, dgamma ? dgamma.data_as<float>() : stats + 3 * p.c,
                               dbeta ? dbeta.data_as<float>() : stats + 4 * p.c, p.n, p.c, p.hw);
   });
 }
