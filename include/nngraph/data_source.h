@@ -35,6 +35,10 @@ struct WeightsState {
   // empty: all float32.
   std::vector<DType> dtypes;
   DType dtype(size_t i) const { return i < dtypes.size() ? dtypes[i] : DType::Float32; }
+  // Per tensor where some is a half graph's filter copy laid out channels-last (KRSC: O·kh·kw·I,
+  // what NHWC convolutions read); empty: all in their descriptor's order (OIHW).
+  std::vector<Layout> layouts;
+  Layout layout(size_t i) const { return i < layouts.size() ? layouts[i] : Layout::NCHW; }
   // Convolution and matrix kinds: weights, then biases (null without).
   const std::shared_ptr<Buffer>& weights() const { return tensors.at(0); }
   std::shared_ptr<Buffer> biases() const { return tensors.size() > 1 ? tensors[1] : nullptr; }

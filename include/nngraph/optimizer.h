@@ -57,6 +57,9 @@ struct TensorUpdate {
   DType gradient_dtype = DType::Float32;
   void* copy = nullptr;  // the values again, in copy_dtype
   DType copy_dtype = DType::Float32;
+  // A channels-last filter copy (KRSC): OIHW value (o, i, tap) of O × copy_inputs × copy_taps
+  // goes to (o, tap, i). 0: the copy is in the values' order.
+  int copy_inputs = 0, copy_taps = 0;
 };
 
 class Optimizer {

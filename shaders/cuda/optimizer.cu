@@ -16,6 +16,7 @@ struct MultiUpdate {
   const void* g[kMaxTensors];
   void* copy[kMaxTensors];          // a half graph's copy of w, written with it (else null)
   DType g_dtype[kMaxTensors], copy_dtype[kMaxTensors];
+  int copy_inputs[kMaxTensors], copy_taps[kMaxTensors];  // a channels-last filter copy (TensorUpdate's)
   float* s0[kMaxTensors];
   float* s1[kMaxTensors];
   float* s2[kMaxTensors];
@@ -45,13 +46,19 @@ __device__ void update_four(const math::UpdateConstants& k, float4* w, const flo
   if (use2) *s2 = c;
 }
 
-// Values one at a time: a half gradient read, the copy written.
+// Where OIHW value i of an O × inputs × taps filter lies in its KRSC copy (O × taps × inputs).
+__device__ inline size_t krsc_index(size_t i, int inputs, int taps) {
+  const size_t per = static_cast<size_t>(inputs) * taps, o = i / per, r = i % per;
+  return (o * taps + r % taps) * inputs + r / taps;
+}
+
+// Values one at a time: a half gradient read, the copy written (KRSC where taps is not 0).
 template <OptimizerKind K, bool Slot, bool AmsGrad, class G, class C>
 __device__ void update_each(const math::UpdateConstants& k, float* w, const G* g, float* s0, float* s1, float* s2,
-                            C* copy, size_t first, size_t stride, size_t count) {
+                            C* copy, int inputs, int taps, size_t first, size_t stride, size_t count) {
   for (size_t i = first; i < count; i += stride) {
     math::update<K, Slot, AmsGrad>(k, w[i], ld(g[i]), s0 + i, s1 + i, s2 + i);
-    if (copy) copy[i] = st<C>(w[i]);
+    if (copy) copy[taps ? krsc_index(i, inputs, taps) : i] = st<C>(w[i]);
   }
 }
 
@@ -59,12 +66,13 @@ template <OptimizerKind K, bool Slot, bool AmsGrad, class G>
 __device__ void update_typed(const MultiUpdate& m, const math::UpdateConstants& k, int t, size_t first,
                              size_t stride) {
   const G* g = static_cast<const G*>(m.g[t]);
+  const int inputs = m.copy_inputs[t], taps = m.copy_taps[t];
   if (m.copy_dtype[t] == DType::BFloat16)
     update_each<K, Slot, AmsGrad>(k, m.w[t], g, m.s0[t], m.s1[t], m.s2[t], static_cast<__nv_bfloat16*>(m.copy[t]),
-                                  first, stride, m.count[t]);
+                                  inputs, taps, first, stride, m.count[t]);
   else
-    update_each<K, Slot, AmsGrad>(k, m.w[t], g, m.s0[t], m.s1[t], m.s2[t], static_cast<__half*>(m.copy[t]), first,
-                                  stride, m.count[t]);
+    update_each<K, Slot, AmsGrad>(k, m.w[t], g, m.s0[t], m.s1[t], m.s2[t], static_cast<__half*>(m.copy[t]), inputs,
+                                  taps, first, stride, m.count[t]);
 }
 
 template <OptimizerKind K, bool Slot, bool AmsGrad>
@@ -133,6 +141,8 @@ void optimizer_steps(const StepLaunch& l, const OptimizerStep& step, const Tenso
       m.g_dtype[i] = t.gradient_dtype;
       m.copy[i] = t.copy;
       m.copy_dtype[i] = t.copy_dtype;
+      m.copy_inputs[i] = t.copy_inputs;
+      m.copy_taps[i] = t.copy_taps;
       // Slots a rule does not use point at the values and are never read.
       m.s0[i] = t.slots[0] ? t.slots[0] : t.values;
       m.s1[i] = t.slots[1] ? t.slots[1] : t.values;

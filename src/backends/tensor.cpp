@@ -35,7 +35,8 @@ Tensor pixels(const EncodeArgs& a, const Image& image) { return image_of(a, imag
 
 Tensor Tensor::parameter(const WeightsState* w, size_t i) {
   if (!w || i >= w->tensors.size() || !w->tensors[i]) return Tensor();
-  return vector(w->tensors[i]->data(), w->counts[i], w->dtype(i));
+  return Tensor(w->tensors[i]->data(), 1, ImageShape{static_cast<int>(w->counts[i]), 1, 1}, w->dtype(i),
+                w->layout(i));
 }
 
 }  // namespace nngraph

@@ -61,6 +61,8 @@ class Tensor {
   }
   // Tensor i of a layer's parameters (or their gradients) as encode gets them, in its
   // descriptor's order (weights, biases; gamma, beta, ...); empty where w or the tensor is.
+  // A channels-last filter copy (WeightsState::layouts) is a vector marked NHWC: dense_as
+  // reads it, data_as refuses it.
   static Tensor parameter(const WeightsState* w, size_t i);
   // rows × columns values, each row contiguous and `ld` values after the one before
   // (matrices, time-major sequences): rows×columns×1×1 with a row stride.

@@ -110,45 +110,70 @@ uint64_t FoldedParameters::folds(const FilterNode* conv) const {
 }
 
 WeightsState ParameterCopies::with_copies(const WeightsState& w, const std::vector<TensorSpec>& specs,
-                                          const DataSource* source, const FilterNode* folded, Backend& backend) {
+                                          const DataSource* source, const FilterNode* folded, bool last,
+                                          Backend& backend) {
   WeightsState out = w;
   out.dtypes.assign(w.tensors.size(), DType::Float32);
+  out.layouts.assign(w.tensors.size(), Layout::NCHW);
   for (size_t t = 0; t < w.tensors.size() && t < specs.size(); ++t) {
     if (!specs[t].operand || !w.tensors[t]) continue;
     Copy& c = copies_[w.tensors[t]->data()];
-    if (!c.buffer)
+    if (!c.buffer) {
       c = {w.tensors[t], backend.allocate(w.counts[t] * dtype_size(storage_)), w.counts[t], source,
            dynamic_cast<const ArrayDataSource*>(source), folded};
+      const auto& d = specs[t].shape;  // OIHW
+      if (last && d.size() == 4) {
+        c.outputs = static_cast<int>(d[0]);
+        c.filter = {static_cast<int>(d[1]), static_cast<int>(d[2]), static_cast<int>(d[3])};
+      }
+    }
     out.tensors[t] = c.buffer;
     out.dtypes[t] = storage_;
+    out.layouts[t] = c.outputs ? Layout::NHWC : Layout::NCHW;  // the copy's, where another node made it
   }
   return out;
 }
 
 void ParameterCopies::make(const Structure& s, const Parameters& p, const FoldedParameters& folded,
-                           Backend& backend) {
+                           const std::set<const FilterNode*>& last, Backend& backend) {
   copies_.clear();
   nodes_.clear();
   folded_.clear();
+  // A filter shared with a node that reads it in order (OIHW) keeps that order for both.
+  std::set<const void*> in_order;
+  each_source(s, [&](const FilterNode* f, size_t i, const WeightSource&) {
+    if (!last.count(f))
+      for (const auto& t : p.of.at(f)[i].tensors)
+        if (t) in_order.insert(t->data());
+  });
   each_source(s, [&](const FilterNode* f, size_t i, const WeightSource& ws) {
     auto& node = nodes_[f];
     node.resize(p.of.at(f).size());
-    node[i] = with_copies(p.of.at(f)[i], tensor_specs(ws.descriptor), ws.source, nullptr, backend);
+    const WeightsState& w = p.of.at(f)[i];
+    const bool shared = std::any_of(w.tensors.begin(), w.tensors.end(),
+                                    [&](const auto& t) { return t && in_order.count(t->data()); });
+    node[i] = with_copies(w, tensor_specs(ws.descriptor), ws.source, nullptr, last.count(f) && !shared, backend);
   });
   for (const Step& st : s.steps)
     if (const WeightsState* w = st.folded ? folded.of(st.node) : nullptr)
-      folded_[st.node] = with_copies(*w, tensor_specs(st.node->weight_sources()[0].descriptor), nullptr, st.node, backend);
+      folded_[st.node] = with_copies(*w, tensor_specs(st.node->weight_sources()[0].descriptor), nullptr, st.node,
+                                     last.count(st.node), backend);
   serial_ = p.serial;
 }
 
 bool ParameterCopies::refresh(const Structure& s, const Parameters& p, const FoldedParameters& folded,
-                              Backend& backend) {
+                              const std::set<const FilterNode*>& last, Backend& backend) {
   const bool fresh = serial_ != p.serial;
-  if (fresh) make(s, p, folded, backend);
+  if (fresh) make(s, p, folded, last, backend);
   for (auto& [master, c] : copies_) {
     const uint64_t stamp = c.folded ? folded.folds(c.folded) : c.array ? c.array->changes() : p.versions.at(c.source);
     if (c.cast && c.stamp == stamp) continue;
-    dispatch<CastKernel>(backend, Tensor::vector(master, c.count), Tensor::vector(c.buffer->data(), c.count, storage_));
+    if (c.outputs)  // OIHW as an O×I×kh×kw batch of images, to NHWC: KRSC
+      dispatch<CastKernel>(backend, Tensor(master, c.outputs, c.filter),
+                           Tensor(c.buffer->data(), c.outputs, c.filter, storage_, Layout::NHWC));
+    else
+      dispatch<CastKernel>(backend, Tensor::vector(master, c.count),
+                           Tensor::vector(c.buffer->data(), c.count, storage_));
     c.stamp = stamp;
     c.cast = true;
   }
@@ -172,6 +197,8 @@ void ParameterCopies::attach(std::vector<TensorUpdate>& tensors) {
     Copy& c = it->second;
     t.copy = c.buffer->data();
     t.copy_dtype = storage_;
+    t.copy_inputs = c.outputs ? c.filter.c : 0;
+    t.copy_taps = c.outputs ? c.filter.h * c.filter.w : 0;
     // The update's change is counted already (prepare_update): the copy written with it is current.
     if (c.array) c.stamp = c.array->changes();
   }

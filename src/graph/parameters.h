@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <set>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -55,14 +56,16 @@ class FoldedParameters {
 // A graph computing in half precision: copies in its storage dtype of the product operands
 // (TensorSpec::operand) of its parameters, folded ones included, which its kernels read in
 // place of the float32 masters. A copy is cast again when its master changed, except where
-// the optimizer that changed it wrote the copy too (fused with the update).
+// the optimizer that changed it wrote the copy too (fused with the update). The filters of
+// nodes that read channels-last images are copied channels-last (KRSC), as those read them.
 class ParameterCopies {
  public:
   explicit ParameterCopies(DType storage) : storage_(storage) {}
   DType storage() const { return storage_; }
-  // Brings every copy up to date (made anew for each load of the parameters); true when it
-  // allocated (captured steps hold the old).
-  bool refresh(const Structure& s, const Parameters& p, const FoldedParameters& folded, Backend& backend);
+  // Brings every copy up to date (made anew for each load of the parameters, with the filters
+  // of the nodes in `last` channels-last); true when it allocated (captured steps hold the old).
+  bool refresh(const Structure& s, const Parameters& p, const FoldedParameters& folded,
+               const std::set<const FilterNode*>& last, Backend& backend);
   // A node's parameters (one per source) with the copies in place of their masters; null
   // where none has a copy.
   const std::vector<WeightsState>* of(const FilterNode* node) const;
@@ -80,11 +83,14 @@ class ParameterCopies {
     const FilterNode* folded = nullptr;   // the convolution a folded master belongs to
     uint64_t stamp = 0;                   // the master's value count when cast (or written)
     bool cast = false;                    // cast at least once
+    int outputs = 0;                      // a channels-last filter: O × filter (I, kh, kw) values
+    ImageShape filter;
   };
   // Every copy and the parameters that use them, for the load `serial`.
-  void make(const Structure& s, const Parameters& p, const FoldedParameters& folded, Backend& backend);
+  void make(const Structure& s, const Parameters& p, const FoldedParameters& folded,
+            const std::set<const FilterNode*>& last, Backend& backend);
   WeightsState with_copies(const WeightsState& w, const std::vector<TensorSpec>& specs, const DataSource* source,
-                           const FilterNode* folded, Backend& backend);
+                           const FilterNode* folded, bool last, Backend& backend);
   DType storage_;
   uint64_t serial_ = 0;  // the load the copies are of
   std::unordered_map<const void*, Copy> copies_;  // by the master's data

@@ -303,4 +303,16 @@ Plan make_plan(const Structure& s, const std::vector<ImageShape>& source_shapes,
   return p;
 }
 
+std::set<const FilterNode*> channels_last_nodes(const Structure& s, const Plan& p) {
+  std::set<const FilterNode*> out;
+  for (size_t k = 0; k < s.steps.size(); ++k) {
+    const Step& st = s.steps[k];
+    if (p.converts[k] || p.passes[k]) continue;
+    bool last = p.layouts[st.output] == Layout::NHWC;
+    for (int t : st.inputs) last = last || p.layouts[t] == Layout::NHWC;
+    if (last) out.insert(st.node->trains() ? st.node->trains() : st.node);
+  }
+  return out;
+}
+
 }  // namespace nngraph

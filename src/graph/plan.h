@@ -3,6 +3,7 @@
 #include <cstdint>
 // Shape-independent structure of a graph (order, fusion, aliases, dead steps) and the
 // per-shape plan (descriptors and arena offsets) derived from it.
+#include <set>
 #include <string>
 #include <vector>
 
@@ -82,5 +83,9 @@ struct Plan {
 // and places intermediates, stored as `storage` in `layout` (NCHW or NHWC), in one arena.
 Plan make_plan(const Structure& s, const std::vector<ImageShape>& source_shapes, DType storage = DType::Float32,
                Layout layout = Layout::NCHW, DeviceType device = DeviceType::CPU);
+
+// The nodes (a gradient step's: the node it trains) with a step that reads NHWC images
+// itself; they read their filters channels-last (KRSC) too.
+std::set<const FilterNode*> channels_last_nodes(const Structure& s, const Plan& p);
 
 }  // namespace nngraph

@@ -524,6 +524,32 @@ TEST_F(CudaVsCpu, LossesAndOptimizers) {
   EXPECT_TRUE(dispatch<AllFiniteKernel>(gpu(), Tensor::vector(bg, 1)));
 }
 
+// A half graph's channels-last filter copy, written with the update: the updated OIHW values
+// in KRSC order, as the cast that first makes the copy lays them out.
+TEST_F(CudaVsCpu, OptimizerWritesAChannelsLastFilterCopy) {
+  const int o = 5, i = 3, kh = 2, kw = 3;
+  const size_t count = static_cast<size_t>(o) * i * kh * kw;
+  auto w = on_gpu(random(count)), g = on_gpu(random(count));
+  auto copy = gpu().allocate(count * 2), want = gpu().allocate(count * 2);
+  TensorUpdate t{static_cast<float*>(w->data()), g->data(), {nullptr, nullptr, nullptr}, count, 1};
+  t.copy = copy->data();
+  t.copy_dtype = DType::Float16;
+  t.copy_inputs = i;
+  t.copy_taps = kh * kw;
+  dispatch<OptimizerKernel>(gpu(), OptimizerStep{OptimizerKind::SGD, OptimizerDescriptor{}}, std::vector<TensorUpdate>{t});
+  dispatch<CastKernel>(gpu(), Tensor(w->data(), o, {i, kh, kw}),
+                       Tensor(want->data(), o, {i, kh, kw}, DType::Float16, Layout::NHWC));
+  std::vector<uint16_t> got(count), expected(count);
+  gpu().copy_to_host(got.data(), copy->data(), count * 2);
+  gpu().copy_to_host(expected.data(), want->data(), count * 2);
+  EXPECT_EQ(got, expected);
+  // And KRSC is (o, tap, i): the first output's second input channel at tap 0 sits at index 1.
+  const auto updated = host(w);
+  std::vector<uint16_t> one(1);
+  gpu().copy_to_host(one.data(), static_cast<char*>(copy->data()) + 2, 2);
+  EXPECT_EQ(half_to_float(one[0]), half_to_float(float_to_half(updated[kh * kw])));
+}
+
 TEST_F(CudaVsCpu, OutOfMemoryRaisesAndTheDeviceStaysUsable) {
   EXPECT_THROW(gpu().allocate(size_t(1) << 50), OutOfMemory);
   auto b = gpu().allocate(64);

@@ -90,3 +90,47 @@ def test_the_residual_network_trains_alike_in_either_layout(device, rng):
                 np.testing.assert_allclose(params["NHWC"][label][part], value, rtol=1e-3, atol=1e-4)
     np.testing.assert_allclose(losses["NHWC"], losses["NCHW"], rtol=1e-3)
     assert losses["NCHW"][-1] < losses["NCHW"][0]
+
+
+@pytest.mark.parametrize("fmt", ["float16", "bfloat16"])
+@pytest.mark.parametrize("device", GPUS)
+def test_half_channels_last_trains_like_half_nchw(device, rng, fmt):
+    """Several steps of a half graph: its convolutions read the channels-last filter copies the
+    optimizer writes with each update, so each image's loss after a few steps follows the NCHW
+    graph's (rounding apart); filters written in the wrong order would not."""
+    x = rng.random((32, 1, 28, 28), dtype=np.float32)
+    y = rng.integers(0, 10, 32)
+    losses = {}
+    for layout in ("NCHW", "NHWC"):
+        net = residual_network(optimizer=ng.Adam(learning_rate=1e-3))
+        loss = ng.Loss(net.logits, ng.LossDescriptor("softmax_cross_entropy", "mean"))
+        g = loss.training_graph(device=device, format=fmt, layout=layout)
+        first = g.encode(x, labels=y).losses().mean()
+        for _ in range(3):
+            h = g.encode(x, labels=y)
+        losses[layout] = h.losses().ravel()
+        assert losses[layout].mean() < 0.9 * first  # the updates reached the copies
+    # Up to 3% apart here: the trajectories part slowly as roundings differ.
+    np.testing.assert_allclose(losses["NHWC"], losses["NCHW"], rtol=0.05, atol=0.03)
+
+
+@pytest.mark.parametrize("device", GPUS)
+def test_half_filter_copies_serve_every_reader(device, rng):
+    """A filter copy is channels-last only for convolutions that read NHWC images: one shared
+    with a fully connected layer stays in order, and a convolution that later runs on images
+    of one pixel (NCHW) reads its channels-last copy in order again."""
+    ds = ng.ArrayDataSource(ng.ConvolutionDescriptor(3, 4, 8), seed=1)
+    src = ng.ImageNode(label="x")
+    conv, fc = ng.Convolution(src, ds, padding="valid"), ng.FullyConnected(src, ds)
+    x = rng.standard_normal((6, 4, 3, 3)).astype(np.float32)
+    want = ng.Graph([conv, fc], device=device).run(x)
+    got = ng.Graph([conv, fc], device=device, format="float16", layout="NHWC").run(x)
+    for w, g in zip(want, got):
+        np.testing.assert_allclose(g, w, rtol=1e-2, atol=1e-2)
+    same = ng.Convolution(ng.ImageNode(label="x"), ng.ArrayDataSource(ng.ConvolutionDescriptor(3, 4, 8), seed=2),
+                          padding="same")
+    half = ng.Graph(same, device=device, format="float16", layout="NHWC")
+    for shape in ((6, 4, 5, 5), (6, 4, 1, 1)):
+        x = rng.standard_normal(shape).astype(np.float32)
+        np.testing.assert_allclose(half.run(x), ng.Graph(same, device=device).run(x), rtol=1e-2, atol=1e-2)
+

@@ -58,6 +58,24 @@ void reorder_filter(CudaBackend& b, const T* from, T* to, int o, int i, int taps
   cuda::permute(b.stream(), from, to, dims, perm);
 }
 
+// Our own kernels read float32 alone: T is float wherever they run.
+template <class T>
+const float* as_float(const T* v) {
+  return reinterpret_cast<const float*>(v);
+}
+
+// The filters in the order a convolution reads them, KRSC where `last`: w itself where it is
+// in that order (a half graph's channels-last copy), else reordered into `scratch`.
+template <class T>
+const T* filters_in(CudaBackend& b, const Tensor& w, bool last, int o, int i, int taps,
+                    std::shared_ptr<Buffer>* scratch) {
+  const bool krsc = w.layout() == Layout::NHWC;
+  if (krsc == last) return w.dense_as<const T>();
+  *scratch = b.allocate(w.bytes());
+  reorder_filter(b, w.dense_as<const T>(), static_cast<T*>((*scratch)->data()), o, i, taps, krsc);
+  return static_cast<const T*>((*scratch)->data());
+}
+
 // dz = dy ⊙ neuron'(y) where dz is given and, where db is, the bias gradient Σ dz (dy
 // without dz) per channel, in one pass over dy (a channels-last dy as rows of pixels).
 template <class T>
@@ -108,11 +126,12 @@ template <class T>
 void convolution_of(CudaBackend& b, const ConvGeometry& g, const Tensor& in, const Tensor& w, const Tensor& bs,
                     const NeuronDescriptor& neuron, const Tensor& out) {
   constexpr DType dt = DTypeOf<T>::value;
-  const T* weights = w.data_as<const T>();
   const float* bias = bs.data_as<const float>();
   const int n = in.batch();
   const auto& os = out.shape();
   const bool last = channels_last({&in, &out});
+  std::shared_ptr<Buffer> reordered_w;
+  const T* weights = filters_in<T>(b, w, last, os.c, in.shape().c / g.groups, g.kh * g.kw, &reordered_w);
   if (!last && windowed(g, in.shape(), os)) {
     // y[image] (channels × windows) = W (channels × c·kw) · windows[image]ᵀ
     const int ck = in.shape().c * g.kw, p = os.h * os.w;
@@ -126,29 +145,24 @@ void convolution_of(CudaBackend& b, const ConvGeometry& g, const Tensor& in, con
   const cuda::ConvShape shape = conv_shape(g, n, in.shape(), os);
   // Our kernels run one group of NCHW float32.
   const bool ours = !last && g.groups == 1 && dt == DType::Float32;
-  std::shared_ptr<Buffer> krsc;
-  if (last) {
-    krsc = b.allocate(w.bytes());
-    reorder_filter(b, weights, static_cast<T*>(krsc->data()), os.c, in.shape().c / g.groups, g.kh * g.kw, false);
-  }
   auto cudnn = [&](const cudnnConvolutionFwdAlgoPerf_t& a) {
     std::shared_ptr<Buffer> padded;
     const T* x = cudnn_input<T>(b, p, in, &padded);
     const float one = 1.f, zero = 0.f;
     const auto ws = b.workspace(a.memory);
-    cudnn_check(cudnnConvolutionForward(b.cudnn(), &one, p.x, x, p.w, last ? krsc->data() : weights, p.conv, a.algo,
+    cudnn_check(cudnnConvolutionForward(b.cudnn(), &one, p.x, x, p.w, weights, p.conv, a.algo,
                                         ws->data(), a.memory, &zero, p.y, out.dense_as<T>()),
                 "convolution");
     const Tensor y = out.pixels();
     cuda::bias_neuron(b.stream(), y.data_as<T>(), y.count(), os.c, y.shape().h * y.shape().w, bias, neuron);
   };
   auto direct = [&] {
-    cuda::direct_convolution(b.stream(), shape, in.data_as<const float>(), w.data_as<const float>(), bias, neuron,
+    cuda::direct_convolution(b.stream(), shape, in.data_as<const float>(), as_float(weights), bias, neuron,
                              out.data_as<float>());
   };
   auto tensor = [&] {
     const auto reordered = b.allocate(static_cast<size_t>(os.c) * in.shape().c * g.kh * g.kw * sizeof(float));
-    cuda::tensor_convolution(b.stream(), shape, !g.tf32, in.data_as<const float>(), w.data_as<const float>(), bias,
+    cuda::tensor_convolution(b.stream(), shape, !g.tf32, in.data_as<const float>(), as_float(weights), bias,
                              neuron, out.data_as<float>(), static_cast<float*>(reordered->data()));
   };
   if (p.forward == ConvPlan::kUndecided && !b.capturing()) {
@@ -174,14 +188,15 @@ void convolution_gradient_of(CudaBackend& b, const ConvGeometry& g, const Tensor
                              const Tensor& dy, const Tensor& y, const NeuronDescriptor& neuron, const Tensor& dx,
                              const Tensor& dwt, const Tensor& dbt) {
   constexpr DType dt = DTypeOf<T>::value;
-  const T* weights = w.data_as<const T>();
   T* dw = dwt.data_as<T>();
   float* db = dbt.data_as<float>();
   const int n = xi.batch();
   const auto& is = xi.shape();
   const auto& os = dy.shape();
   const bool last = channels_last({&xi, &dy, &dx});
-  std::shared_ptr<Buffer> scratch, padded_x, padded_dx, partial, tensor_partial, krsc, krsc_dw;
+  const int taps = g.kh * g.kw, per_group = is.c / g.groups;
+  std::shared_ptr<Buffer> scratch, padded_x, padded_dx, partial, tensor_partial, reordered_w, krsc_dw;
+  const T* weights = dx ? filters_in<T>(b, w, last, os.c, per_group, taps, &reordered_w) : nullptr;
   if (!last && windowed(g, is, os)) {
     const T* dz = output_gradient<T>(b, dy, y, neuron, db, &scratch);
     const int ck = is.c * g.kw, p = os.h * os.w;
@@ -206,17 +221,9 @@ void convolution_gradient_of(CudaBackend& b, const ConvGeometry& g, const Tensor
   const cuda::ConvShape shape = conv_shape(g, n, is, os);
   // Our kernels run one group of NCHW float32.
   const bool ours = !last && g.groups == 1 && dt == DType::Float32;
-  const int taps = g.kh * g.kw, per_group = is.c / g.groups;
-  if (last && dx) {
-    krsc = b.allocate(w.bytes());
-    reorder_filter(b, weights, static_cast<T*>(krsc->data()), os.c, per_group, taps, false);
-    weights = static_cast<const T*>(krsc->data());
-  }
   if (last && dw) krsc_dw = b.allocate(dwt.bytes());
   const float one = 1.f, zero = 0.f;
   // Ours applies the neuron's derivative and sums the bias gradient as it reads dy.
-  // Ours, float32 alone (`ours`): T is float wherever they run.
-  auto as_float = [](const T* v) { return reinterpret_cast<const float*>(v); };
   auto direct_dw = [&](const T* grad, const Tensor& out, float* bias_grad) {
     const size_t row = static_cast<size_t>(os.c) * is.c * g.kh * g.kw + os.c;
     if (!partial) partial = b.allocate(cuda::direct_weight_gradient_rows(shape) * row * sizeof(float));
@@ -232,7 +239,7 @@ void convolution_gradient_of(CudaBackend& b, const ConvGeometry& g, const Tensor
   };
   auto tensor_dx = [&](const T* dz) {
     const auto reordered = b.allocate(static_cast<size_t>(os.c) * is.c * g.kh * g.kw * sizeof(float));
-    cuda::tensor_input_gradient(b.stream(), shape, !g.tf32, as_float(dz), w.data_as<const float>(),
+    cuda::tensor_input_gradient(b.stream(), shape, !g.tf32, as_float(dz), as_float(weights),
                                 dx.data_as<float>(), static_cast<float*>(reordered->data()));
   };
   auto cudnn_dw = [&](const cudnnConvolutionBwdFilterAlgoPerf_t& a, const T* dz) {
