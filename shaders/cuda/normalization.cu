@@ -11,34 +11,35 @@
 namespace nngraph::cuda {
 namespace {
 
-// The two per-channel sums each pass needs, of a value pair per element: add() adds the V
-// elements from `at` to a and b, with the channel's Constants (constants(ch)).
+// The two per-channel sums each pass needs, of a value pair per element: load() reads the V
+// elements from `at` (kReads arrays of them), add() adds them to a and b with the channel's
+// Constants (constants(ch)), add_each() each to its own channel's (rows).
 template <class T>
 struct MomentTerms {  // forward: (x − shift) and its square; shift is the channel's first value
   const T* x;
   int hw;
   using Constants = float;
+  static constexpr int kReads = 1;
   bool aligned() const { return packed(x); }
   __device__ float constants(int ch) const { return ld(x[static_cast<size_t>(ch) * hw]); }
-  // The V values from `at`, each of its own channel (rows): to a[k] and b[k].
   template <int V>
-  __device__ void add_each(size_t at, const float* shift, float* a, float* b) const {
-    float v[V];
-    load_values<V>(x + at, v);
+  __device__ void load(size_t at, float (&r)[kReads][V]) const {
+    load_values<V>(x + at, r[0]);
+  }
+  template <int V>
+  __device__ void add_each(const float (&r)[kReads][V], const float* shift, float* a, float* b) const {
 #pragma unroll
     for (int k = 0; k < V; ++k) {
-      const float d = v[k] - shift[k];
+      const float d = r[0][k] - shift[k];
       a[k] += d;
       b[k] += d * d;
     }
   }
   template <int V>
-  __device__ void add(size_t at, float shift, float& a, float& b) const {
-    float v[V];
-    load_values<V>(x + at, v);
+  __device__ void add(const float (&r)[kReads][V], float shift, float& a, float& b) const {
 #pragma unroll
     for (int k = 0; k < V; ++k) {
-      const float d = v[k] - shift;
+      const float d = r[0][k] - shift;
       a += d;
       b += d * d;
     }
@@ -78,33 +79,33 @@ struct GradientTerms {  // backward: g and g·(x − mean), g = dy ⊙ through(x
   int c;
   P through;
   using Constants = Normalized;
+  static constexpr int kReads = 2;  // x, dy
   bool aligned() const { return packed(x) && packed(dy); }
   __device__ Normalized constants(int ch) const { return normalized(gamma, beta, stats, c, ch); }
   __device__ float passed(float g, float v, const Normalized& k) const {
     return P::kNone ? g : g * through(v * k.scale + k.shift);
   }
   template <int V>
-  __device__ void add_each(size_t at, const Normalized* k, float* a, float* b) const {
-    float v[V], g[V];
-    load_values<V>(x + at, v);
-    load_values<V>(dy + at, g);
+  __device__ void load(size_t at, float (&r)[kReads][V]) const {
+    load_values<V>(x + at, r[0]);
+    load_values<V>(dy + at, r[1]);
+  }
+  template <int V>
+  __device__ void add_each(const float (&r)[kReads][V], const Normalized* k, float* a, float* b) const {
 #pragma unroll
     for (int i = 0; i < V; ++i) {
-      const float d = passed(g[i], v[i], k[i]);
+      const float d = passed(r[1][i], r[0][i], k[i]);
       a[i] += d;
-      b[i] += d * (v[i] - k[i].mean);
+      b[i] += d * (r[0][i] - k[i].mean);
     }
   }
   template <int V>
-  __device__ void add(size_t at, const Normalized& k, float& a, float& b) const {
-    float v[V], g[V];
-    load_values<V>(x + at, v);
-    load_values<V>(dy + at, g);
+  __device__ void add(const float (&r)[kReads][V], const Normalized& k, float& a, float& b) const {
 #pragma unroll
     for (int i = 0; i < V; ++i) {
-      const float d = passed(g[i], v[i], k);
+      const float d = passed(r[1][i], r[0][i], k);
       a += d;
-      b += d * (v[i] - k.mean);
+      b += d * (r[0][i] - k.mean);
     }
   }
 };
@@ -129,7 +130,11 @@ __global__ void plane_partial_kernel(Terms terms, float* partial, int n, int c, 
   float a = 0.f, b = 0.f;
   for (int img = n0; img < n1; ++img) {
     const size_t base = (static_cast<size_t>(img) * c + ch) * hw;
-    for (int i = threadIdx.x * V; i < hw; i += blockDim.x * V) terms.template add<V>(base + i, k, a, b);
+    for (int i = threadIdx.x * V; i < hw; i += blockDim.x * V) {
+      float r[Terms::kReads][V];
+      terms.template load<V>(base + i, r);
+      terms.template add<V>(r, k, a, b);
+    }
   }
   a = block_sum(a);
   b = block_sum(b);
@@ -157,8 +162,23 @@ __global__ void column_partial_kernel(Terms terms, float* partial, int n, int c,
     for (int i = 0; i < V; ++i) k[i] = terms.constants(group * V + i);
     const int r0 = static_cast<int>(static_cast<long>(n) * chunk / chunks);
     const int r1 = static_cast<int>(static_cast<long>(n) * (chunk + 1) / chunks);
-    for (int r = r0 + lane; r < r1; r += lanes)
-      terms.template add_each<V>(static_cast<size_t>(r) * c + group * V, k, a, b);
+    const size_t column = static_cast<size_t>(group) * V;
+    // U rows' loads in flight before their sums: a thread's few rows would otherwise wait
+    // on one load after another.
+    constexpr int U = 4 / Terms::kReads;
+    int r = r0 + lane;
+    for (; r + (U - 1) * lanes < r1; r += U * lanes) {
+      float reads[U][Terms::kReads][V];
+#pragma unroll
+      for (int u = 0; u < U; ++u) terms.template load<V>(static_cast<size_t>(r + u * lanes) * c + column, reads[u]);
+#pragma unroll
+      for (int u = 0; u < U; ++u) terms.template add_each<V>(reads[u], k, a, b);
+    }
+    for (; r < r1; r += lanes) {
+      float reads[Terms::kReads][V];
+      terms.template load<V>(static_cast<size_t>(r) * c + column, reads);
+      terms.template add_each<V>(reads, k, a, b);
+    }
   }
 #pragma unroll
   for (int k = 0; k < V; ++k) {
@@ -300,9 +320,9 @@ unsigned channel_blocks(int c) { return static_cast<unsigned>((c + kThreads - 1)
 }  // namespace
 
 int batch_norm_chunks(int n, int c, int hw) {
-  // Planes: enough blocks to fill the device (8 per multiprocessor); rows: 16 per thread of
-  // one channel (2 of a pack of 8).
-  const int rows = 16 * row_lanes(c);
+  // Planes: enough blocks to fill the device (8 per multiprocessor); rows: 32 per thread of
+  // one channel (4 packs of 8, loaded together).
+  const int rows = 32 * row_lanes(c);
   const int want = hw == 1 ? (n + rows - 1) / rows : (8 * multiprocessors() + c - 1) / std::max(1, c);
   return std::max(1, std::min({n, want, 1024}));
 }

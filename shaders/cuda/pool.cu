@@ -46,12 +46,14 @@ void with_layout(bool last, F&& f) {
 }
 
 // f(index) for each in-bounds pixel of output (oy, ox)'s window, in scan order; returns the count.
+// Unrolled along rows, so that a large window's reads are in flight together.
 template <class F>
 __device__ inline int each_tap(const PoolGeometry& g, int oy, int ox, int h, int w, F f) {
   const math::Taps ty = math::window_taps(oy, g.sy, g.pad_top, g.kh, g.dil_y, h);
   const math::Taps tx = math::window_taps(ox, g.sx, g.pad_left, g.kw, g.dil_x, w);
   for (int i = 0, iy = ty.first; i < ty.count; ++i, iy += g.dil_y)
-    for (int j = 0, ix = tx.first; j < tx.count; ++j, ix += g.dil_x) f(iy * w + ix);
+#pragma unroll 4
+    for (int j = 0; j < tx.count; ++j) f(iy * w + tx.first + j * g.dil_x);
   return g.count_include_pad ? g.kh * g.kw : ty.count * tx.count;
 }
 
@@ -79,6 +81,31 @@ __global__ void pool_kernel(bool is_max, PoolGeometry g, const T* in, T* out, I 
       acc = is_max ? fmaxf(acc, v) : acc + v;
     });
     out[i] = st<T>(is_max ? acc : acc / static_cast<float>(count));
+  }
+}
+
+// Channels-last images of whole 16-byte packs of channels: a thread per output pixel and pack,
+// each tap one load of V values.
+template <int V, class T, class I>
+__global__ void pool_packs_kernel(bool is_max, PoolGeometry g, const T* in, T* out, I items, int c, int h, int w,
+                                  int oh, int ow) {
+  const int packs = c / V;
+  NNGRAPH_GRID_LOOP_T(I, i, items) {
+    const I pixel = i / packs;
+    const int x = static_cast<int>(pixel % ow), y = static_cast<int>(pixel / ow % oh);
+    const T* image = in + (pixel / (I(oh) * ow)) * (I(h) * w * c) + static_cast<int>(i % packs) * V;
+    float acc[V];
+#pragma unroll
+    for (int k = 0; k < V; ++k) acc[k] = is_max ? -INFINITY : 0.f;
+    const int count = each_tap(g, y, x, h, w, [&](int p) {
+      float v[V];
+      load_values<V>(image + I(p) * c, v);
+#pragma unroll
+      for (int k = 0; k < V; ++k) acc[k] = is_max ? fmaxf(acc[k], v[k]) : acc[k] + v[k];
+    });
+#pragma unroll
+    for (int k = 0; k < V; ++k) acc[k] = is_max ? acc[k] : acc[k] / static_cast<float>(count);
+    store_values<V>(out + i * V, acc);
   }
 }
 
@@ -168,6 +195,15 @@ template <class T>
 void pooling(cudaStream_t s, PoolingMode mode, const PoolGeometry& g, const T* in, T* out, int n, int c, int h, int w,
              int oh, int ow, bool last) {
   const size_t total = static_cast<size_t>(n) * c * oh * ow, inputs = static_cast<size_t>(n) * c * h * w;
+  if (last && c % kPack<T> == 0 && packed(in) && packed(out)) {
+    constexpr int V = kPack<T>;
+    with_index_type(std::max(total, inputs), [&](auto i) {
+      pool_packs_kernel<V><<<blocks_for(total / V), kThreads, 0, s>>>(mode == PoolingMode::Max, g, in, out,
+                                                                      decltype(i)(total / V), c, h, w, oh, ow);
+    });
+    check_launch("pooling");
+    return;
+  }
   with_layout(last, [&](auto layout) {
     with_index_type(std::max(total, inputs), [&](auto i) {
       pool_kernel<decltype(layout)::value><<<blocks_for(total), kThreads, 0, s>>>(

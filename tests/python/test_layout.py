@@ -3,6 +3,7 @@ every backend, whether it reads NHWC images itself or the graph hands it NCHW co
 
 import numpy as np
 import pytest
+import reference as ref
 from conftest import DEVICES
 from test_conformance import CASES, TRAINABLE, run, training_step
 
@@ -134,3 +135,19 @@ def test_half_filter_copies_serve_every_reader(device, rng):
         x = rng.standard_normal(shape).astype(np.float32)
         np.testing.assert_allclose(half.run(x), ng.Graph(same, device=device).run(x), rtol=1e-2, atol=1e-2)
 
+
+POOLS = [("max", 3, 2, "same"), ("average", 3, 2, "same"), ("average", 2, 2, "valid"), ("max", 7, 1, "valid")]
+
+
+@pytest.mark.parametrize("fmt", ["float32", "float16"])
+@pytest.mark.parametrize("mode,kernel,stride,padding", POOLS)
+@pytest.mark.parametrize("device", GPUS)
+def test_channels_last_pooling_in_packs_of_channels(device, mode, kernel, stride, padding, fmt, rng):
+    """NHWC images of 16 channels: pooling reads 16-byte packs of channels at each tap."""
+    x = rng.standard_normal((3, 16, 7, 7)).astype(np.float32)
+    pool = ng.Pooling(ng.ImageNode(label="x"), mode, kernel=kernel, stride=stride, padding=padding)
+    got = ng.Graph(pool, device=device, format=fmt, layout="NHWC").run(x)
+    x = x.astype(np.float16).astype(np.float64) if fmt == "float16" else x
+    tol = 1e-3 if fmt == "float16" else 1e-6
+    np.testing.assert_allclose(got, ref.pooling(x, mode, (kernel, kernel), (stride, stride), padding), rtol=tol,
+                               atol=tol)
