@@ -68,24 +68,24 @@ __device__ inline int window_argmax(const PoolGeometry& g, const T* x, int step,
   return best;
 }
 
-template <bool Last, class T, class I>
+// NCHW: a thread per output pixel of a plane.
+template <class T, class I>
 __global__ void pool_kernel(bool is_max, PoolGeometry g, const T* in, T* out, I total, int c, int h, int w, int oh,
                             int ow) {
-  const int step = pixel_step<Last>(c);
   NNGRAPH_GRID_LOOP_T(I, i, total) {
-    const Site<I> o = site_of<Last>(i, c, oh, ow);
-    const T* x = in + plane_start<Last>(o.plane, c, h * w);
+    const Site<I> o = site_of<false>(i, c, oh, ow);
+    const T* x = in + plane_start<false>(o.plane, c, h * w);
     float acc = is_max ? -INFINITY : 0.f;
     const int count = each_tap(g, o.y, o.x, h, w, [&](int p) {
-      const float v = ld(x[p * step]);
+      const float v = ld(x[p]);
       acc = is_max ? fmaxf(acc, v) : acc + v;
     });
     out[i] = st<T>(is_max ? acc : acc / static_cast<float>(count));
   }
 }
 
-// Channels-last images of whole 16-byte packs of channels: a thread per output pixel and pack,
-// each tap one load of V values.
+// NHWC: a thread per output pixel and pack of V channels (16 bytes where the channels are
+// whole packs, else 1), each tap one load of V values.
 template <int V, class T, class I>
 __global__ void pool_packs_kernel(bool is_max, PoolGeometry g, const T* in, T* out, I items, int c, int h, int w,
                                   int oh, int ow) {
@@ -195,20 +195,20 @@ template <class T>
 void pooling(cudaStream_t s, PoolingMode mode, const PoolGeometry& g, const T* in, T* out, int n, int c, int h, int w,
              int oh, int ow, bool last) {
   const size_t total = static_cast<size_t>(n) * c * oh * ow, inputs = static_cast<size_t>(n) * c * h * w;
-  if (last && c % kPack<T> == 0 && packed(in) && packed(out)) {
-    constexpr int V = kPack<T>;
-    with_index_type(std::max(total, inputs), [&](auto i) {
-      pool_packs_kernel<V><<<blocks_for(total / V), kThreads, 0, s>>>(mode == PoolingMode::Max, g, in, out,
-                                                                      decltype(i)(total / V), c, h, w, oh, ow);
-    });
-    check_launch("pooling");
-    return;
-  }
-  with_layout(last, [&](auto layout) {
-    with_index_type(std::max(total, inputs), [&](auto i) {
-      pool_kernel<decltype(layout)::value><<<blocks_for(total), kThreads, 0, s>>>(
-          mode == PoolingMode::Max, g, in, out, decltype(i)(total), c, h, w, oh, ow);
-    });
+  const bool is_max = mode == PoolingMode::Max;
+  with_index_type(std::max(total, inputs), [&](auto i) {
+    using I = decltype(i);
+    auto packs = [&](auto v) {
+      constexpr int V = decltype(v)::value;
+      pool_packs_kernel<V><<<blocks_for(total / V), kThreads, 0, s>>>(is_max, g, in, out, I(total / V), c, h, w, oh,
+                                                                      ow);
+    };
+    if (!last)
+      pool_kernel<<<blocks_for(total), kThreads, 0, s>>>(is_max, g, in, out, I(total), c, h, w, oh, ow);
+    else if (c % kPack<T> == 0 && packed(in) && packed(out))
+      packs(std::integral_constant<int, kPack<T>>{});
+    else
+      packs(std::integral_constant<int, 1>{});
   });
   check_launch("pooling");
 }

@@ -259,6 +259,8 @@ Plan make_plan(const Structure& s, const std::vector<ImageShape>& source_shapes,
     if (st.state < 0 && st.node->passes_through(ins)) {
       p.passes[i] = true;
       p.root[st.output] = p.root[st.inputs[0]];
+    } else if (last && !p.converts[i]) {
+      p.channels_last_nodes.insert(st.node->trains() ? st.node->trains() : st.node);
     }
   }
   for (size_t t = 0; t < p.root.size(); ++t) p.root[t] = p.root[p.root[t]];
@@ -301,18 +303,6 @@ Plan make_plan(const Structure& s, const std::vector<ImageShape>& source_shapes,
     placed.push_back(t);
   }
   return p;
-}
-
-std::set<const FilterNode*> channels_last_nodes(const Structure& s, const Plan& p) {
-  std::set<const FilterNode*> out;
-  for (size_t k = 0; k < s.steps.size(); ++k) {
-    const Step& st = s.steps[k];
-    if (p.converts[k] || p.passes[k]) continue;
-    bool last = p.layouts[st.output] == Layout::NHWC;
-    for (int t : st.inputs) last = last || p.layouts[t] == Layout::NHWC;
-    if (last) out.insert(st.node->trains() ? st.node->trains() : st.node);
-  }
-  return out;
 }
 
 }  // namespace nngraph

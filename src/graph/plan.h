@@ -75,6 +75,9 @@ struct Plan {
   // Per step: its node does not read its NHWC images on this device, so it runs on NCHW
   // copies of them.
   std::vector<bool> converts;
+  // The nodes (a gradient step's: the node it trains) with a step that reads NHWC images
+  // itself; they read their filters channels-last (KRSC) too.
+  std::set<const FilterNode*> channels_last_nodes;
   size_t arena = 0;                // bytes per image
   size_t naive = 0;                // bytes per image with one buffer per filter result
 };
@@ -83,9 +86,5 @@ struct Plan {
 // and places intermediates, stored as `storage` in `layout` (NCHW or NHWC), in one arena.
 Plan make_plan(const Structure& s, const std::vector<ImageShape>& source_shapes, DType storage = DType::Float32,
                Layout layout = Layout::NCHW, DeviceType device = DeviceType::CPU);
-
-// The nodes (a gradient step's: the node it trains) with a step that reads NHWC images
-// itself; they read their filters channels-last (KRSC) too.
-std::set<const FilterNode*> channels_last_nodes(const Structure& s, const Plan& p);
 
 }  // namespace nngraph

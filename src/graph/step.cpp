@@ -163,7 +163,7 @@ std::vector<Image> StepRunner::run(const Plan& plan, Parameters& wm, const std::
   }
   refresh_parameters(wm, s, backend_);  // another graph may have trained a shared source
   if (folded_.refresh(s, wm, backend_)) captures_.clear();
-  if (half_graph && copies_.refresh(s, wm, folded_, channels_last_nodes(s, plan), backend_)) captures_.clear();
+  if (half_graph && copies_.refresh(s, wm, folded_, plan.channels_last_nodes, backend_)) captures_.clear();
   // Gradient buffers are made before any capture: what a capture allocates is its scratch.
   std::vector<const FilterNode*> trained;
   for (const Step& st : s.steps) {
