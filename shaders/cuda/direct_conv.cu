@@ -3,7 +3,8 @@
 // below the GPU's speed (the digit network's 1→32 5×5 layer at batch 64: 43 µs forward); here
 // the forward pass is a few FMAs per input load with the bias and neuron applied in registers,
 // and the weight gradient a product over pixel chunks that also sums the bias gradient and
-// applies the fused neuron's derivative as it loads dY.
+// applies the fused neuron's derivative as it loads dY. The weight gradient also reads
+// channels-last images and half storage (a half graph's first layer), summing in float32.
 #include <type_traits>
 
 #include "common.cuh"
@@ -19,12 +20,21 @@ struct Taps {
   int4 at[kDirectMaxTaps];
 };
 
+// Elements between neighbours of x along its channels, rows and columns (NCHW or NHWC).
+struct Strides {
+  int channel, row, column;
+};
+__device__ inline Strides x_strides(const ConvShape& g) {
+  return g.x_last ? Strides{1, g.w * g.c, g.c} : Strides{g.h * g.w, g.w, 1};
+}
+
 __device__ void load_taps(const ConvShape& g, Taps& taps) {
   const int window = g.kh * g.kw;
+  const Strides s = x_strides(g);
   for (int t = threadIdx.x; t < g.c * window; t += blockDim.x) {
-    const int ci = t / window;
-    const Place p = window_tap(g, ci, t - ci * window);
-    taps.at[t] = make_int4(p.y, p.x, p.base, 0);
+    const int ci = t / window, tap = t - ci * window, ky = tap / g.kw, kx = tap - ky * g.kw;
+    const int y = ky * g.dy, x = kx * g.dx;
+    taps.at[t] = make_int4(y, x, ci * s.channel + y * s.row + x * s.column, 0);
   }
 }
 
@@ -96,10 +106,14 @@ __host__ __device__ constexpr int weight_gradient_shared() {
   return chunk > sums ? chunk : sums;
 }
 
-template <int KG, class D>
-__global__ void __launch_bounds__(256, 2) direct_weight_gradient_kernel(ConvShape g, const float* __restrict__ x,
-                                                                     const float* __restrict__ dy, const float* y,
-                                                                     D derivative, float* __restrict__ partial) {
+// Blocks resident per multiprocessor: a block waits on each chunk's loads in turn, so the
+// more side by side, the more loads in flight (up to 32 taps, few enough registers for 4).
+__host__ __device__ constexpr int weight_gradient_residency(int kg) { return kg <= 8 ? 4 : 2; }
+
+template <int KG, class T, class D>
+__global__ void __launch_bounds__(256, weight_gradient_residency(KG))
+    direct_weight_gradient_kernel(ConvShape g, const T* __restrict__ x, const T* __restrict__ dy, const T* y,
+                                  D derivative, bool packs, float* __restrict__ partial) {
   constexpr int TK = 4 * KG, S = 256 / (8 * KG), XS = TK + 4, DS = kTile + 4;  // +4: fewer bank conflicts
   __shared__ __align__(16) float smem[weight_gradient_shared<KG>()];
   __shared__ Taps taps;
@@ -110,23 +124,47 @@ __global__ void __launch_bounds__(256, 2) direct_weight_gradient_kernel(ConvShap
   const int cover = tid % (8 * KG), split = tid / (8 * KG), o4 = cover % 8, t4 = cover / 8;
   const unsigned plane = g.oh * g.ow, total = static_cast<unsigned>(g.n) * plane;
   const unsigned chunks = (total + kChunk - 1) / kChunk;
-  const int mine = tid % kChunk, first = tid / kChunk;  // this thread loads pixel `mine` of each chunk
+  // This thread loads pixel `mine` of each chunk: NCHW, a warp reads a channel of 32 neighbouring
+  // pixels; NHWC, a pixel's kLoaders threads its kTile channels, kEach neighbours each.
+  constexpr int kEach = kTile / kLoaders;
+  const int mine = g.y_last ? tid / kLoaders : tid % kChunk, first = g.y_last ? tid % kLoaders : tid / kChunk;
+  auto loaded = [&](int k) { return g.y_last ? first * kEach + k : first + k * kLoaders; };  // dzv[k]'s channel
+  const Strides xstride = x_strides(g);
+  const unsigned pixel = g.y_last ? g.oc : 1, channel = g.y_last ? 1 : plane;  // dy's strides
   // A chunk's values are loaded into registers while the previous chunk's products run.
-  float dzv[kTile / kLoaders], xv[TK / kLoaders];
+  float dzv[kEach], xv[TK / kLoaders];
   auto load = [&](unsigned chunk) {
     const unsigned q = chunk * kChunk + mine;
     const bool live = q < total;
     const unsigned img = live ? q / plane : 0, p = q - img * plane, oy = p / g.ow, ox = p - oy * g.ow;
     const int y0 = static_cast<int>(oy) * g.sy - g.pad_top, x0 = static_cast<int>(ox) * g.sx - g.pad_left;
-    const float* xi = x + img * g.c * g.h * g.w + (y0 * g.w + x0);
-    const unsigned at = (img * g.oc + o0) * plane + p;
+    const T* xi = x + img * g.c * g.h * g.w + (y0 * xstride.row + x0 * xstride.column);
+    const unsigned at = img * g.oc * plane + p * pixel + o0 * channel;
+    if (packs) {  // NHWC, whole aligned packs: kEach channels in kEach / kPack<T> loads
+      const unsigned o = first * kEach;
 #pragma unroll
-    for (int k = 0; k < kTile / kLoaders; ++k) {
-      const int o = first + k * kLoaders;
-      dzv[k] = 0.f;
-      if (live && o0 + o < g.oc) {
-        dzv[k] = dy[at + o * plane];
-        if constexpr (!std::is_same_v<D, NoDerivative>) dzv[k] *= derivative(y[at + o * plane]);
+      for (int k = 0; k < kEach; ++k) dzv[k] = 0.f;
+      if (live && o0 + o < static_cast<unsigned>(g.oc)) {
+#pragma unroll
+        for (int k = 0; k < kEach; k += kPack<T>) {
+          load_values<kPack<T>>(dy + at + o + k, dzv + k);
+          if constexpr (!std::is_same_v<D, NoDerivative>) {
+            float v[kPack<T>];
+            load_values<kPack<T>>(y + at + o + k, v);
+#pragma unroll
+            for (int j = 0; j < kPack<T>; ++j) dzv[k + j] *= derivative(v[j]);
+          }
+        }
+      }
+    } else {
+#pragma unroll
+      for (int k = 0; k < kEach; ++k) {
+        const int o = loaded(k);
+        dzv[k] = 0.f;
+        if (live && o0 + o < g.oc) {
+          dzv[k] = ld(dy[at + o * channel]);
+          if constexpr (!std::is_same_v<D, NoDerivative>) dzv[k] *= derivative(ld(y[at + o * channel]));
+        }
       }
     }
 #pragma unroll
@@ -135,18 +173,18 @@ __global__ void __launch_bounds__(256, 2) direct_weight_gradient_kernel(ConvShap
       xv[k] = 0.f;
       if (live && t < count) {
         const int4 tap = taps.at[t];
-        if (inside(y0 + tap.x, x0 + tap.y, g.h, g.w)) xv[k] = xi[tap.z];
+        if (inside(y0 + tap.x, x0 + tap.y, g.h, g.w)) xv[k] = ld(xi[tap.z]);
       }
     }
   };
-  float acc[4][4] = {}, bias[kTile / kLoaders] = {};
+  float acc[4][4] = {}, bias[kEach] = {};
   __syncthreads();  // taps
   if (blockIdx.x < chunks) load(blockIdx.x);
   for (unsigned chunk = blockIdx.x; chunk < chunks; chunk += gridDim.x) {
     __syncthreads();  // the last chunk's products are done with shared memory
 #pragma unroll
-    for (int k = 0; k < kTile / kLoaders; ++k) {
-      ds[mine * DS + first + k * kLoaders] = dzv[k];
+    for (int k = 0; k < kEach; ++k) {
+      ds[mine * DS + loaded(k)] = dzv[k];
       bias[k] += dzv[k];
     }
 #pragma unroll
@@ -173,7 +211,7 @@ __global__ void __launch_bounds__(256, 2) direct_weight_gradient_kernel(ConvShap
 #pragma unroll
     for (int j = 0; j < 4; ++j) sums[tid * 16 + i * 4 + j] = acc[i][j];
 #pragma unroll
-  for (int k = 0; k < kTile / kLoaders; ++k) bias_sums[(first + k * kLoaders) * kChunk + mine] = bias[k];
+  for (int k = 0; k < kEach; ++k) bias_sums[loaded(k) * kChunk + mine] = bias[k];
   __syncthreads();
   float* row = partial + static_cast<size_t>(blockIdx.x) * (g.oc * count + g.oc);
   if (tid < kTile && o0 + tid < g.oc) {
@@ -228,24 +266,32 @@ int direct_weight_gradient_rows(const ConvShape& g) {
   const int tiles = (g.oc + kTile - 1) / kTile;
   const long chunks = (static_cast<long>(g.n) * g.oh * g.ow + kChunk - 1) / kChunk;
   // A few chunks per block at least: each block ends by writing all its sums.
-  return static_cast<int>(std::max(1L, std::min<long>((chunks + 2) / 3, 2L * multiprocessors() / tiles)));
+  const long resident = weight_gradient_residency(g.c * g.kh * g.kw <= 32 ? 8 : 16) * multiprocessors();
+  return static_cast<int>(std::max(1L, std::min<long>((chunks + 2) / 3, resident / tiles)));
 }
 
-void direct_weight_gradient(cudaStream_t s, const ConvShape& g, const float* x, const float* dy, const float* y,
-                            const NeuronDescriptor& nd, float* dw, float* db, float* partial) {
+template <class T>
+void direct_weight_gradient(cudaStream_t s, const ConvShape& g, const T* x, const T* dy, const T* y,
+                            const NeuronDescriptor& nd, T* dw, float* db, float* partial) {
   const int count = g.c * g.kh * g.kw, rows = direct_weight_gradient_rows(g);
   const dim3 grid(rows, (g.oc + kTile - 1) / kTile);
+  const bool packs = g.y_last && g.oc % (kTile / kLoaders) == 0 && packed(dy) && (!y || packed(y));
   with_derivative(y ? nd : NeuronDescriptor{}, [&](auto derivative) {
-    using D = decltype(derivative);
     if (count <= 16)
-      direct_weight_gradient_kernel<4, D><<<grid, 256, 0, s>>>(g, x, dy, y, derivative, partial);
+      direct_weight_gradient_kernel<4><<<grid, 256, 0, s>>>(g, x, dy, y, derivative, packs, partial);
     else if (count <= 32)
-      direct_weight_gradient_kernel<8, D><<<grid, 256, 0, s>>>(g, x, dy, y, derivative, partial);
+      direct_weight_gradient_kernel<8><<<grid, 256, 0, s>>>(g, x, dy, y, derivative, packs, partial);
     else
-      direct_weight_gradient_kernel<16, D><<<grid, 256, 0, s>>>(g, x, dy, y, derivative, partial);
+      direct_weight_gradient_kernel<16><<<grid, 256, 0, s>>>(g, x, dy, y, derivative, packs, partial);
   });
   column_totals(s, partial, rows, g.oc * count + g.oc, g.oc * count, dw, db);
   check_launch("convolution_gradient");
 }
+
+#define INSTANTIATE(T)                                                                                        \
+  template void direct_weight_gradient(cudaStream_t, const ConvShape&, const T*, const T*, const T*,          \
+                                       const NeuronDescriptor&, T*, float*, float*);
+NNGRAPH_STORAGE_TYPES(INSTANTIATE)
+#undef INSTANTIATE
 
 }  // namespace nngraph::cuda

@@ -136,11 +136,14 @@ void bias_gradient(cudaStream_t s, const T* dy, const T* y, T* dz, const NeuronD
                    int hw, float* partial);
 int bias_gradient_chunks(int n, int c, int hw);
 // Σ over the rows of partial (rows × width), rows in a fixed order: columns [0, split) to a,
-// the rest to b (skipped where b is null).
-void column_totals(cudaStream_t s, const float* partial, int rows, int width, int split, float* a, float* b);
-// A convolution of one group: x n × c × h × w, y n × oc × oh × ow (NCHW), weights OIHW.
+// the rest to b (skipped where b is null); a holds storage type T.
+template <class T>
+void column_totals(cudaStream_t s, const float* partial, int rows, int width, int split, T* a, float* b);
+// A convolution of one group: x n × c × h × w, y n × oc × oh × ow, weights OIHW; x, and y
+// with its gradient, NCHW unless x_last or y_last (NHWC: the direct weight gradient alone).
 struct ConvShape {
   int n, c, h, w, oc, oh, ow, kh, kw, sy, sx, dy, dx, pad_top, pad_left;
+  bool x_last = false, y_last = false;
 };
 // Direct convolution kernels (direct_conv.cu) for at most kDirectMaxTaps taps (C·kh·kw) per
 // output, any stride, dilation and padding.
@@ -149,10 +152,12 @@ bool direct_convolution_fits(const ConvShape& g);
 // y = neuron(conv(x, w) + bias) (bias may be null).
 void direct_convolution(cudaStream_t s, const ConvShape& g, const float* x, const float* w, const float* bias,
                         const NeuronDescriptor& nd, float* y);
-// dw (and db where given) from dz = dy·nd'(y) (dz = dy where y is null); `partial` holds
+// dw (and db where given) from dz = dy·nd'(y) (dz = dy where y is null), of storage type T
+// (summed in float32) in either layout; `partial` holds
 // direct_weight_gradient_rows(g) · (oc·taps + oc) floats.
-void direct_weight_gradient(cudaStream_t s, const ConvShape& g, const float* x, const float* dy, const float* y,
-                            const NeuronDescriptor& nd, float* dw, float* db, float* partial);
+template <class T>
+void direct_weight_gradient(cudaStream_t s, const ConvShape& g, const T* x, const T* dy, const T* y,
+                            const NeuronDescriptor& nd, T* dw, float* db, float* partial);
 int direct_weight_gradient_rows(const ConvShape& g);
 // Convolution passes as products on tensor cores (tensor_conv.cu). Exact: each float32
 // operand is split into a tf32 part and the rest as tf32, and three products are summed

@@ -52,8 +52,10 @@ __global__ void column_partial_kernel(const T* dy, const T* y, T* dz, D derivati
 
 // Stage 2 (and the direct convolution's weight gradient): columns [0, split) of the rows'
 // totals go to a, the rest to b (skipped where b is null). A block adds 32 columns, its 8
-// thread rows every 8th row, then combines them in a fixed order (deterministic).
-__global__ void column_totals_kernel(const float* partial, int rows, int width, int split, float* a, float* b) {
+// thread rows every 8th row, then combines them in a fixed order (deterministic); a holds
+// storage type T (a half graph's weight gradient).
+template <class T>
+__global__ void column_totals_kernel(const float* partial, int rows, int width, int split, T* a, float* b) {
   __shared__ float sums[8][33];
   const int i = blockIdx.x * 32 + threadIdx.x;
   float sum = 0.f;
@@ -64,7 +66,7 @@ __global__ void column_totals_kernel(const float* partial, int rows, int width, 
   if (threadIdx.y != 0 || i >= width) return;
   for (int k = 1; k < 8; ++k) sum += sums[k][threadIdx.x];
   if (i < split)
-    a[i] = sum;
+    a[i] = st<T>(sum);
   else if (b)
     b[i - split] = sum;
 }
@@ -135,9 +137,13 @@ void bias_gradient(cudaStream_t s, const T* dy, const T* y, T* dz, const NeuronD
 NNGRAPH_STORAGE_TYPES(INSTANTIATE)
 #undef INSTANTIATE
 
-void column_totals(cudaStream_t s, const float* partial, int rows, int width, int split, float* a, float* b) {
+template <class T>
+void column_totals(cudaStream_t s, const float* partial, int rows, int width, int split, T* a, float* b) {
   column_totals_kernel<<<(width + 31) / 32, dim3(32, 8), 0, s>>>(partial, rows, width, split, a, b);
 }
+#define INSTANTIATE(T) template void column_totals(cudaStream_t, const float*, int, int, int, T*, float*);
+NNGRAPH_STORAGE_TYPES(INSTANTIATE)
+#undef INSTANTIATE
 
 int bias_gradient_chunks(int n, int c, int hw) {
   // Planes: about eight blocks per multiprocessor in all. Rows: about 16 rows per chunk.

@@ -175,9 +175,60 @@ TEST_F(CudaVsCpu, DirectConvolutionAndWeightGradient) {
     near(dwc, host(dwg), 1e-3f);
     near(dbc, host(dbg), 1e-3f);
     dispatch<ConvolutionGradientKernel>(cpu(), g, xc, t(wv), dyc, Tensor(), NeuronDescriptor{}, Tensor(), t(dwc), Tensor());
-    cuda::direct_weight_gradient(gpu().stream(), d, xg.data_as<float>(), dyg.data_as<float>(), nullptr, nd,
+    cuda::direct_weight_gradient(gpu().stream(), d, xg.data_as<float>(), dyg.data_as<float>(), static_cast<const float*>(nullptr), nd,
                                  static_cast<float*>(dwg->data()), nullptr, static_cast<float*>(partial->data()));
     near(dwc, host(dwg), 1e-3f);
+  }
+}
+
+// The direct weight gradient on a half graph's operands: channels-last float16 x, dy and y
+// (one channel, and several: a tap offset per channel), summed in float32, written as float16;
+// dy read in packs of channels (32 and 40 of them) and one by one (12).
+TEST_F(CudaVsCpu, DirectWeightGradientOfChannelsLastHalf) {
+  struct Case {
+    int n, c, h, w, o, s, oh, ow;
+  };
+  for (const Case k : {Case{4, 1, 14, 13, 32, 1, 14, 13}, Case{3, 3, 9, 10, 40, 2, 5, 5}, Case{2, 2, 8, 8, 12, 1, 8, 8}}) {
+    auto [g, d, xv, wv, bv, xc, xg, yc, yg, wg, bg] = conv(k.n, k.c, k.h, k.w, k.o, 3, 3, k.s, 1, 1, 1, k.oh, k.ow);
+    ASSERT_TRUE(cuda::direct_convolution_fits(d));
+    auto halved = [](std::vector<float> v) {  // the values a float16 tensor holds
+      for (float& f : v) f = half_to_float(float_to_half(f));
+      return v;
+    };
+    // NCHW values as a float16 NHWC device buffer.
+    auto nhwc = [&](const std::vector<float>& v, int c, int h, int w) {
+      std::vector<uint16_t> out(v.size());
+      for (int i = 0; i < k.n; ++i)
+        for (int ch = 0; ch < c; ++ch)
+          for (int p = 0; p < h * w; ++p)
+            out[(static_cast<size_t>(i) * h * w + p) * c + ch] = float_to_half(v[(static_cast<size_t>(i) * c + ch) * h * w + p]);
+      auto b = gpu().allocate(out.size() * 2);
+      gpu().copy_from_host(b->data(), out.data(), b->bytes());
+      return b;
+    };
+    const auto x = halved(xv), dy = halved(random(static_cast<size_t>(k.n) * k.o * k.oh * k.ow));
+    const auto y = halved(random(dy.size()));
+    Image xh = Image::allocate({k.n, {k.c, k.h, k.w}, DType::Float32}, Device());
+    xh.copy_from_host(x.data());
+    auto [dyc, unused_dy] = pair(k.n, {k.o, k.oh, k.ow}, dy);
+    auto [ycpu, unused_y] = pair(k.n, {k.o, k.oh, k.ow}, y);
+    const auto relu = NeuronDescriptor::make(NeuronType::ReLU);
+    std::vector<float> dwc(wv.size()), dbc(k.o);
+    dispatch<ConvolutionGradientKernel>(cpu(), g, xh, t(wv), dyc, ycpu, relu, Tensor(), t(dwc), t(dbc));
+    d.x_last = d.y_last = true;
+    const auto xg16 = nhwc(x, k.c, k.h, k.w), dyg16 = nhwc(dy, k.o, k.oh, k.ow), yg16 = nhwc(y, k.o, k.oh, k.ow);
+    auto partial = gpu().allocate(static_cast<size_t>(cuda::direct_weight_gradient_rows(d)) * (wv.size() + k.o) * 4);
+    auto dwg = gpu().allocate(wv.size() * 2), dbg = gpu().allocate(k.o * 4);
+    cuda::direct_weight_gradient(gpu().stream(), d, static_cast<const __half*>(xg16->data()),
+                                 static_cast<const __half*>(dyg16->data()), static_cast<const __half*>(yg16->data()),
+                                 relu, static_cast<__half*>(dwg->data()), static_cast<float*>(dbg->data()),
+                                 static_cast<float*>(partial->data()));
+    std::vector<uint16_t> dw16(wv.size());
+    gpu().copy_to_host(dw16.data(), dwg->data(), dwg->bytes());
+    std::vector<float> dw(wv.size());
+    for (size_t i = 0; i < dw.size(); ++i) dw[i] = half_to_float(dw16[i]);
+    near(dwc, dw, 2e-3f);  // float16's rounding of sums of a few hundred products
+    near(dbc, host(dbg), 1e-4f);
   }
 }
 

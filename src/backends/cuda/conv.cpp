@@ -218,18 +218,20 @@ void convolution_gradient_of(CudaBackend& b, const ConvGeometry& g, const Tensor
     return;
   }
   ConvPlan& p = conv_plan(b, g, n, is, os, dt, last);
-  const cuda::ConvShape shape = conv_shape(g, n, is, os);
-  // Our kernels run one group of NCHW float32.
+  cuda::ConvShape shape = conv_shape(g, n, is, os);
+  shape.x_last = xi.layout() == Layout::NHWC;
+  shape.y_last = dy.layout() == Layout::NHWC;
+  // Our kernels run one group of NCHW float32; the direct weight gradient any storage and layout.
   const bool ours = !last && g.groups == 1 && dt == DType::Float32;
-  if (last && dw) krsc_dw = b.allocate(dwt.bytes());
+  const bool direct = g.groups == 1 && cuda::direct_convolution_fits(shape);
+  if (last && dw && p.weight_gradient != ConvPlan::kDirect) krsc_dw = b.allocate(dwt.bytes());
   const float one = 1.f, zero = 0.f;
   // Ours applies the neuron's derivative and sums the bias gradient as it reads dy.
   auto direct_dw = [&](const T* grad, const Tensor& out, float* bias_grad) {
     const size_t row = static_cast<size_t>(os.c) * is.c * g.kh * g.kw + os.c;
     if (!partial) partial = b.allocate(cuda::direct_weight_gradient_rows(shape) * row * sizeof(float));
-    cuda::direct_weight_gradient(b.stream(), shape, xi.data_as<const float>(), as_float(grad),
-                                 out ? out.data_as<const float>() : nullptr, neuron, dwt.data_as<float>(), bias_grad,
-                                 static_cast<float*>(partial->data()));
+    cuda::direct_weight_gradient(b.stream(), shape, xi.dense_as<const T>(), grad, out ? out.dense_as<const T>() : nullptr,
+                                 neuron, dw, bias_grad, static_cast<float*>(partial->data()));
   };
   auto tensor_dw = [&](const T* dz) {
     const size_t floats = cuda::tensor_weight_gradient_partial(shape);
@@ -267,15 +269,15 @@ void convolution_gradient_of(CudaBackend& b, const ConvGeometry& g, const Tensor
                     p.plane(is, p.hp, p.wp), dx.dense_as<T>(), p.plane(is, is.h, is.w));
     }
   };
-  if (dw && !dx && p.weight_gradient == ConvPlan::kDirect) return direct_dw(dy.data_as<const T>(), y, db);
+  if (dw && !dx && p.weight_gradient == ConvPlan::kDirect && (!y || y.layout() == dy.layout()))
+    return direct_dw(dy.dense_as<const T>(), y, db);
   const T* dz = output_gradient<T>(b, dy, y, neuron, db, &scratch);
   // Checked every call: dz's alignment is the call's, not the shape's.
   const bool tensor_fits = ours && cuda::tensor_weight_gradient_fits(shape, as_float(dz));
   auto weight_gradient = [&] {
     if (p.weight_gradient == ConvPlan::kUndecided && !b.capturing()) {
       Candidates c = algorithms(p.bwd_filter, [&](const auto& a) { cudnn_dw(a, dz); });
-      if (ours && cuda::direct_convolution_fits(shape))
-        c.push_back({ConvPlan::kDirect, [&] { direct_dw(dz, Tensor(), nullptr); }});
+      if (direct) c.push_back({ConvPlan::kDirect, [&] { direct_dw(dz, Tensor(), nullptr); }});
       if (tensor_fits) c.push_back({ConvPlan::kTensor, [&] { tensor_dw(dz); }});
       p.weight_gradient = b.quickest(c);
     }
