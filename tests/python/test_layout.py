@@ -115,6 +115,33 @@ def test_half_channels_last_trains_like_half_nchw(device, rng, fmt):
     np.testing.assert_allclose(losses["NHWC"], losses["NCHW"], rtol=0.05, atol=0.03)
 
 
+@pytest.mark.parametrize("fmt", ["float16", "bfloat16"])
+@pytest.mark.parametrize("device", GPUS)
+def test_channels_last_windows_that_tile_their_rows(device, fmt, rng):
+    """Convolutions whose 1×k windows tile their rows (stride k: the activity network's first
+    layer) run channels-last as products over the images in place: the result, the input
+    gradient (into the first layer) and both weight gradients follow the NCHW graph's."""
+    x = rng.standard_normal((8, 3, 1, 40)).astype(np.float32)
+    target = rng.standard_normal((8, 8, 1, 2)).astype(np.float32)
+    steps = {}
+    for layout in ("NCHW", "NHWC"):  # each from the same initial weights
+        first = ng.ArrayDataSource(ng.ConvolutionDescriptor((1, 10), 3, 16, stride=(1, 10)), seed=3, label="first")
+        second = ng.ArrayDataSource(ng.ConvolutionDescriptor((1, 2), 16, 8, stride=(1, 2)), seed=4, label="second")
+        out = ng.Convolution(ng.Neuron(ng.Convolution(ng.ImageNode(label="x"), first), "relu"), second)
+        g = ng.Loss(out, ng.LossDescriptor("mean_squared_error")).training_graph(
+            optimizer=ng.SGD(learning_rate=0.1), device=device, format=fmt, layout=layout)
+        before = {label: dict(p) for label, p in g.parameters().items()}
+        result = g.encode(x, labels=ng.LossLabels(target)).result()
+        after = g.parameters()
+        steps[layout] = result, {k: after[k]["weights"] - before[k]["weights"] for k in ("first", "second")}
+    tol = {"float16": 1e-2, "bfloat16": 6e-2}[fmt]
+    (want, moved), (got, moved_nhwc) = steps["NCHW"], steps["NHWC"]
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol * float(np.abs(want).max()))
+    for k in moved:
+        assert np.abs(moved[k]).max() > 0
+        np.testing.assert_allclose(moved_nhwc[k], moved[k], rtol=tol, atol=tol * float(np.abs(moved[k]).max()))
+
+
 @pytest.mark.parametrize("device", GPUS)
 def test_half_filter_copies_serve_every_reader(device, rng):
     """A filter copy is channels-last only for convolutions that read NHWC images: one shared

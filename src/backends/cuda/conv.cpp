@@ -111,6 +111,11 @@ const T* output_gradient(CudaBackend& b, const Tensor& dy, const Tensor& y, cons
 bool windowed(const ConvGeometry& g, const ImageShape& in, const ImageShape& out) {
   return g.groups == 1 && g.kw > 1 && g.tiles_rows(in, out);
 }
+// Channels-last, windows that cover their rows whole are already the rows of that matrix,
+// kw·c values each in a KRSC filter's order: the products read and write the images in place.
+bool windowed_in_place(const ConvGeometry& g, const ImageShape& in, const ImageShape& out) {
+  return windowed(g, in, out) && out.w * g.kw == in.w;
+}
 
 template <class T>
 std::shared_ptr<Buffer> gather_windows(CudaBackend& b, const ConvGeometry& g, const Tensor& x, const ImageShape& out) {
@@ -132,6 +137,14 @@ void convolution_of(CudaBackend& b, const ConvGeometry& g, const Tensor& in, con
   const bool last = channels_last({&in, &out});
   std::shared_ptr<Buffer> reordered_w;
   const T* weights = filters_in<T>(b, w, last, os.c, in.shape().c / g.groups, g.kh * g.kw, &reordered_w);
+  if (last && windowed_in_place(g, in.shape(), os)) {  // y (windows × o) = windows (windows × kw·c) · Wᵀ
+    const int ck = in.shape().c * g.kw, windows = n * os.h * os.w;
+    b.gemm(dt, false, true, windows, os.c, ck, in.dense_as<const T>(), ck, weights, ck, out.dense_as<T>(), os.c,
+           g.tf32, 1.f, 0.f, {}, g.half);
+    const Tensor y = out.pixels();
+    cuda::bias_neuron(b.stream(), y.data_as<T>(), y.count(), os.c, 1, bias, neuron);
+    return;
+  }
   if (!last && windowed(g, in.shape(), os)) {
     // y[image] (channels × windows) = W (channels × c·kw) · windows[image]ᵀ
     const int ck = in.shape().c * g.kw, p = os.h * os.w;
@@ -197,6 +210,20 @@ void convolution_gradient_of(CudaBackend& b, const ConvGeometry& g, const Tensor
   const int taps = g.kh * g.kw, per_group = is.c / g.groups;
   std::shared_ptr<Buffer> scratch, padded_x, padded_dx, partial, tensor_partial, reordered_w, krsc_dw;
   const T* weights = dx ? filters_in<T>(b, w, last, os.c, per_group, taps, &reordered_w) : nullptr;
+  if (last && windowed_in_place(g, is, os)) {
+    const T* dz = output_gradient<T>(b, dy, y, neuron, db, &scratch);
+    const int ck = is.c * g.kw, windows = n * os.h * os.w;
+    if (dw) {  // dW (o × kw·c, KRSC) = dzᵀ · windows, then OIHW
+      krsc_dw = b.allocate(dwt.bytes());
+      b.gemm(dt, true, false, os.c, ck, windows, dz, os.c, xi.dense_as<const T>(), ck, krsc_dw->data(), ck, g.tf32,
+             1.f, 0.f, {}, g.half);
+      reorder_filter(b, static_cast<const T*>(krsc_dw->data()), dw, os.c, per_group, taps, true);
+    }
+    if (dx)  // the windows' gradient (windows × kw·c) = dz · W is dx itself
+      b.gemm(dt, false, false, windows, ck, os.c, dz, os.c, weights, ck, dx.dense_as<T>(), ck, g.tf32, 1.f, 0.f, {},
+             g.half);
+    return;
+  }
   if (!last && windowed(g, is, os)) {
     const T* dz = output_gradient<T>(b, dy, y, neuron, db, &scratch);
     const int ck = is.c * g.kw, p = os.h * os.w;
