@@ -109,6 +109,8 @@ __host__ __device__ constexpr int weight_gradient_shared() {
 // Blocks resident per multiprocessor: a block waits on each chunk's loads in turn, so the
 // more side by side, the more loads in flight (up to 32 taps, few enough registers for 4).
 __host__ __device__ constexpr int weight_gradient_residency(int kg) { return kg <= 8 ? 4 : 2; }
+// The kernel variant for `count` taps: the groups of four taps its threads cover.
+int tap_groups(int count) { return count <= 16 ? 4 : count <= 32 ? 8 : 16; }
 
 template <int KG, class T, class D>
 __global__ void __launch_bounds__(256, weight_gradient_residency(KG))
@@ -266,7 +268,7 @@ int direct_weight_gradient_rows(const ConvShape& g) {
   const int tiles = (g.oc + kTile - 1) / kTile;
   const long chunks = (static_cast<long>(g.n) * g.oh * g.ow + kChunk - 1) / kChunk;
   // A few chunks per block at least: each block ends by writing all its sums.
-  const long resident = weight_gradient_residency(g.c * g.kh * g.kw <= 32 ? 8 : 16) * multiprocessors();
+  const long resident = weight_gradient_residency(tap_groups(g.c * g.kh * g.kw)) * multiprocessors();
   return static_cast<int>(std::max(1L, std::min<long>((chunks + 2) / 3, resident / tiles)));
 }
 
@@ -277,9 +279,10 @@ void direct_weight_gradient(cudaStream_t s, const ConvShape& g, const T* x, cons
   const dim3 grid(rows, (g.oc + kTile - 1) / kTile);
   const bool packs = g.y_last && g.oc % (kTile / kLoaders) == 0 && packed(dy) && (!y || packed(y));
   with_derivative(y ? nd : NeuronDescriptor{}, [&](auto derivative) {
-    if (count <= 16)
+    const int kg = tap_groups(count);
+    if (kg == 4)
       direct_weight_gradient_kernel<4><<<grid, 256, 0, s>>>(g, x, dy, y, derivative, packs, partial);
-    else if (count <= 32)
+    else if (kg == 8)
       direct_weight_gradient_kernel<8><<<grid, 256, 0, s>>>(g, x, dy, y, derivative, packs, partial);
     else
       direct_weight_gradient_kernel<16><<<grid, 256, 0, s>>>(g, x, dy, y, derivative, packs, partial);

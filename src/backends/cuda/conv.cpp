@@ -296,8 +296,7 @@ void convolution_gradient_of(CudaBackend& b, const ConvGeometry& g, const Tensor
                     p.plane(is, p.hp, p.wp), dx.dense_as<T>(), p.plane(is, is.h, is.w));
     }
   };
-  if (dw && !dx && p.weight_gradient == ConvPlan::kDirect && (!y || y.layout() == dy.layout()))
-    return direct_dw(dy.dense_as<const T>(), y, db);
+  if (dw && !dx && p.weight_gradient == ConvPlan::kDirect) return direct_dw(dy.dense_as<const T>(), y, db);
   const T* dz = output_gradient<T>(b, dy, y, neuron, db, &scratch);
   // Checked every call: dz's alignment is the call's, not the shape's.
   const bool tensor_fits = ours && cuda::tensor_weight_gradient_fits(shape, as_float(dz));
