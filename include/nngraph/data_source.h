@@ -165,8 +165,9 @@ class ArrayDataSource : public DataSource {
 
   // The values on `device`, which graphs there compute with and train in place: made from the
   // host values (checked, errors naming `node`) on first use, brought up to date when
-  // another device or set_values changed them since.
-  WeightsState device_values(const Device& device, const std::string& node);
+  // another device or set_values changed them since. The reference lasts until the values
+  // are first wanted on another device.
+  const WeightsState& device_values(const Device& device, const std::string& node);
 
   const std::shared_ptr<Optimizer>& optimizer() const { return optimizer_; }
   void set_optimizer(std::shared_ptr<Optimizer> optimizer);

@@ -5,6 +5,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "nngraph/device.h"
 #include "nngraph/dtype.h"
@@ -69,6 +70,10 @@ class Image {
   static Image allocate(const ImageDescriptor& desc, const Device& device);
   // A new image on `device` holding what `fill` writes into host memory (desc.bytes() of it).
   static Image from_host(const ImageDescriptor& desc, const Device& device, const std::function<void(void*)>& fill);
+  // New images of `descs` in one buffer on `device`, image i holding what fill(i, host memory)
+  // writes there, all sent in one transfer (a run's sources and labels cost one upload).
+  static std::vector<Image> from_host(const std::vector<ImageDescriptor>& descs, const Device& device,
+                                      const std::function<void(size_t, void*)>& fill);
 
   const ImageDescriptor& descriptor() const { return desc_; }
   const ImageShape& shape() const { return desc_.shape; }

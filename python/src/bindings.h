@@ -5,6 +5,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -35,6 +36,27 @@ void init_graph(py::module_& m);
 void init_rnn(py::module_& m);
 
 Layout parse_layout(const std::string& layout);
+
+// Images marshalled from numpy (or given as nngraph.Image) and sent to a device together: a
+// run's sources and labels cost one transfer. add() checks an array (as image_from_array says)
+// and notes how to write it, returning its index in upload()'s result.
+class Uploads {
+ public:
+  size_t add(const py::handle& array, Layout layout, const std::string& what,
+             const std::optional<ImageShape>& expected = {});
+  // An image `fill` writes into host memory of desc.bytes().
+  size_t add(const ImageDescriptor& desc, std::function<void(void*)> fill);
+  const ImageDescriptor& descriptor(size_t i) const { return entries_.at(i).desc; }
+  std::vector<Image> upload(const Device& device) const;
+
+ private:
+  struct Entry {
+    ImageDescriptor desc;
+    std::function<void(void*)> fill;
+    Image given;  // an nngraph.Image, passed as it is
+  };
+  std::vector<Entry> entries_;
+};
 
 // A float16/float32 array of rank 4 (NCHW or NHWC) or 2 (N, C) copied into an Image on
 // `device`, strided or not. Errors start with `what` and name `expected` when given.

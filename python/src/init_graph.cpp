@@ -22,7 +22,8 @@ std::string source_name(const ImageNodePtr& s, size_t i) {
   return s->label().empty() ? cat("source ", i) : s->label();
 }
 
-std::vector<Image> to_sources(const Graph& g, const py::object& images, Layout layout) {
+// The sources' entries in `uploads`, in the graph's order.
+std::vector<size_t> to_sources(const Graph& g, const py::object& images, Layout layout, Uploads& uploads) {
   const auto& srcs = g.sources();
   std::vector<py::object> items(srcs.size());
   if (py::isinstance<py::dict>(images)) {
@@ -56,9 +57,9 @@ std::vector<Image> to_sources(const Graph& g, const py::object& images, Layout l
     if (srcs.size() != 1) fail("[graph] expected a list of ", srcs.size(), " source images");
     items[0] = images;
   }
-  std::vector<Image> out;
+  std::vector<size_t> out;
   for (size_t i = 0; i < srcs.size(); ++i)
-    out.push_back(image_from_array(items[i], layout, g.device(), source_name(srcs[i], i), srcs[i]->shape()));
+    out.push_back(uploads.add(items[i], layout, source_name(srcs[i], i), srcs[i]->shape()));
   return out;
 }
 
@@ -70,8 +71,8 @@ py::object to_python(const std::vector<Image>& results, Layout layout) {
 }
 
 // Class indices, one per image or pixel: one-hot over the labels' channels, written straight
-// into the labels image (or the device's staging memory).
-Image one_hot(const py::array& indices, int n, const ImageShape& sh, const Device& device, const std::string& name) {
+// into the device's staging memory (or the labels image on cpu).
+size_t one_hot(const py::array& indices, int n, const ImageShape& sh, const std::string& name, Uploads& uploads) {
   const auto a = py::array_t<int64_t, py::array::c_style | py::array::forcecast>::ensure(indices);
   const int64_t* v = a.data();
   const size_t plane = static_cast<size_t>(sh.h) * sh.w, count = static_cast<size_t>(n) * plane;
@@ -80,17 +81,26 @@ Image one_hot(const py::array& indices, int n, const ImageShape& sh, const Devic
          count);
   for (size_t i = 0; i < count; ++i)
     if (v[i] < 0 || v[i] >= sh.c) fail("[", name, "] label ", v[i], " out of range for ", sh.c, " classes");
-  return Image::from_host({n, sh, DType::Float32}, device, [&](void* out) {
+  return uploads.add({n, sh, DType::Float32}, [a, plane, count, c = sh.c](void* out) {
+    const int64_t* v = a.data();
     float* f = static_cast<float*>(out);
-    std::fill_n(f, count * sh.c, 0.f);
-    for (size_t i = 0; i < count; ++i) f[(i / plane * sh.c + v[i]) * plane + i % plane] = 1.f;
+    std::fill_n(f, count * c, 0.f);
+    for (size_t i = 0; i < count; ++i) f[(i / plane * c + v[i]) * plane + i % plane] = 1.f;
   });
 }
 
+// A run's images and labels, marshalled and then uploaded together.
+struct RunInputs {
+  std::vector<Image> sources;
+  std::vector<LossLabels> labels;
+};
+
 // Labels for each loss node: an array (class indices, one-hot or targets), a LossLabels, or a
 // list with one of those per loss. nngraph.losses does the numpy side of the conversion.
-std::vector<LossLabels> to_labels(Graph& g, const std::vector<Image>& sources, const py::object& labels,
-                                  std::vector<py::object>* given) {
+// Each loss's (labels, weights or none) entries in `uploads`.
+using LabelEntries = std::vector<std::pair<size_t, std::optional<size_t>>>;
+LabelEntries to_labels(Graph& g, const std::vector<ImageShape>& shapes, int n, const py::object& labels,
+                       std::vector<py::object>* given, Uploads& uploads) {
   const auto losses = g.loss_nodes();
   if (losses.empty()) {
     if (!labels.is_none()) fail("[graph] has no loss node, so it takes no labels");
@@ -105,12 +115,8 @@ std::vector<LossLabels> to_labels(Graph& g, const std::vector<Image>& sources, c
   } else {
     items.push_back(labels);
   }
-  std::vector<ImageShape> shapes;
-  for (const auto& s : sources) shapes.push_back(s.shape());
   const auto label_shapes = g.label_shapes(shapes);
-  py::object marshal = py::module_::import("nngraph.losses").attr("_marshal_labels");
-  std::vector<LossLabels> out;
-  const int n = sources[0].batch();
+  LabelEntries out;
   for (size_t i = 0; i < items.size(); ++i) {
     const auto& sh = label_shapes[i];
     const std::string name = losses[i]->label();
@@ -119,18 +125,37 @@ std::vector<LossLabels> to_labels(Graph& g, const std::vector<Image>& sources, c
       const auto array = py::reinterpret_borrow<py::array>(items[i]);
       const char kind = array.dtype().kind();
       if ((kind == 'i' || kind == 'u') && array.ndim() == 1 && array.shape(0) == n) {
-        out.push_back({one_hot(array, n, sh, g.device(), name), Image()});
+        out.push_back({one_hot(array, n, sh, name, uploads), std::nullopt});
         continue;
       }
     }
+    py::object marshal = py::module_::import("nngraph.losses").attr("_marshal_labels");
     auto pair = marshal(items[i], n, py::make_tuple(sh.c, sh.h, sh.w), name).cast<py::tuple>();
     const auto array = pair[0].cast<py::array>();
     const char kind = array.dtype().kind();
-    out.push_back({kind == 'i' || kind == 'u' ? one_hot(array, n, sh, g.device(), name)
-                                              : image_from_array(array, Layout::NCHW, g.device(), name, sh),
-                   pair[1].is_none() ? Image() : image_from_array(pair[1], Layout::NCHW, g.device(), name + " weights")});
+    const size_t l = kind == 'i' || kind == 'u' ? one_hot(array, n, sh, name, uploads)
+                                                : uploads.add(array, Layout::NCHW, name, sh);
+    std::optional<size_t> w;
+    if (!pair[1].is_none()) w = uploads.add(pair[1], Layout::NCHW, name + " weights");
+    out.push_back({l, w});
   }
   return out;
+}
+
+// The sources (in the graph's order) and the labels of a run, in one upload.
+RunInputs run_inputs(Graph& g, const py::object& images, const py::object& labels, Layout layout,
+                     std::vector<py::object>* given) {
+  Uploads uploads;
+  const auto sources = to_sources(g, images, layout, uploads);
+  std::vector<ImageShape> shapes;
+  for (size_t i : sources) shapes.push_back(uploads.descriptor(i).shape);
+  const int n = sources.empty() ? 0 : uploads.descriptor(sources[0]).n;
+  const auto loss_entries = to_labels(g, shapes, n, labels, given, uploads);
+  const auto made = uploads.upload(g.device());
+  RunInputs r;
+  for (size_t i : sources) r.sources.push_back(made[i]);
+  for (const auto& [l, w] : loss_entries) r.labels.push_back({made[l], w ? made[*w] : Image()});
+  return r;
 }
 
 py::object losses_to_python(Handle& h, size_t i) {
@@ -318,14 +343,13 @@ void init_graph(py::module_& m) {
            "(label, kind, (C, H, W) or None, parameter count) per forward node; see summary().")
       .def("encode", [](Graph& g, const py::object& images, const py::object& labels, const py::object& callback,
                         const std::string& layout) {
-             auto srcs = to_sources(g, images, parse_layout(layout));
              std::vector<py::object> given;
-             auto lbls = to_labels(g, srcs, labels, &given);
+             auto in = run_inputs(g, images, labels, parse_layout(layout), &given);
              auto cb = wrap_callback(callback);
              HandlePtr h;
              {
                py::gil_scoped_release release;
-               h = g.encode(std::move(srcs), std::move(lbls), std::move(cb));
+               h = g.encode(std::move(in.sources), std::move(in.labels), std::move(cb));
              }
              for (size_t i = 0; i < given.size(); ++i)
                if (py::hasattr(given[i], "_attach")) given[i].attr("_attach")(h, i);
@@ -337,13 +361,12 @@ void init_graph(py::module_& m) {
            "callback(handle) runs on the graph's completion thread once the device has finished the run.")
       .def("run", [](Graph& g, const py::object& images, const py::object& labels, const std::string& layout) {
              const Layout l = parse_layout(layout);
-             auto srcs = to_sources(g, images, l);
              std::vector<py::object> given;
-             auto lbls = to_labels(g, srcs, labels, &given);
+             auto in = run_inputs(g, images, labels, l, &given);
              std::vector<Image> out;
              {
                py::gil_scoped_release release;
-               out = g.run(std::move(srcs), std::move(lbls));
+               out = g.run(std::move(in.sources), std::move(in.labels));
              }
              return to_python(out, l);
            },

@@ -1,4 +1,6 @@
 // numpy ⇄ Image and Matrix marshalling.
+#include <algorithm>
+#include <array>
 #include <cstring>
 #include <vector>
 
@@ -48,12 +50,15 @@ Layout parse_layout(const std::string& layout) {
   fail("[layout] expected 'NCHW' or 'NHWC', got '", layout, "'");
 }
 
-Image image_from_array(const py::handle& obj, Layout layout, const Device& device,
-                       const std::string& what, const std::optional<ImageShape>& expected) {
-  if (py::isinstance<Image>(obj)) return obj.cast<Image>();
+size_t Uploads::add(const py::handle& obj, Layout layout, const std::string& what,
+                    const std::optional<ImageShape>& expected) {
+  if (py::isinstance<Image>(obj)) {
+    const Image given = obj.cast<Image>();
+    entries_.push_back({given.descriptor(), nullptr, given});
+    return entries_.size() - 1;
+  }
   if (py::isinstance<py::list>(obj) || py::isinstance<py::tuple>(obj))  // a batch as nested lists
-    return image_from_array(py::module_::import("numpy").attr("asarray")(obj, "float32"), layout, device, what,
-                            expected);
+    return add(py::module_::import("numpy").attr("asarray")(obj, "float32"), layout, what, expected);
   if (!py::isinstance<py::array>(obj))
     fail("[", what, "] expected a numpy array or nngraph.Image, got ", type_name(obj));
   const py::array a = native_floats(py::reinterpret_borrow<py::array>(obj), what);
@@ -62,10 +67,10 @@ Image image_from_array(const py::handle& obj, Layout layout, const Device& devic
     fail("[", what, "] expected a 4-D array ", expected_str(layout, expected), " or 2-D (N, C), got shape ",
          shape_str(a));
   // (n, c, h, w) and their byte strides in the array
-  py::ssize_t dims[4], strides[4];
+  std::array<py::ssize_t, 4> dims, strides;
   if (a.ndim() == 2) {
-    dims[0] = a.shape(0), dims[1] = a.shape(1), dims[2] = dims[3] = 1;
-    strides[0] = a.strides(0), strides[1] = a.strides(1), strides[2] = strides[3] = 0;
+    dims = {a.shape(0), a.shape(1), 1, 1};
+    strides = {a.strides(0), a.strides(1), 0, 0};
   } else {
     const int order[4] = {0, layout == Layout::NCHW ? 1 : 3, layout == Layout::NCHW ? 2 : 1,
                           layout == Layout::NCHW ? 3 : 2};
@@ -78,29 +83,59 @@ Image image_from_array(const py::handle& obj, Layout layout, const Device& devic
   if (expected && *expected != shape)
     fail("[", what, "] expected images of shape ", expected_str(layout, expected), ", got ", shape_str(a));
   const ImageDescriptor desc{static_cast<int>(dims[0]), shape, dtype};
-  const char* base = static_cast<const char*>(a.data());
-  const size_t item = dtype_size(dtype), row = static_cast<size_t>(dims[3]) * item;
-  const size_t per_image = desc.bytes() / dims[0];
   const bool contiguous = (a.flags() & py::array::c_style) && layout == Layout::NCHW;
-  auto pack = [&](char* dst, size_t first, size_t last) {
-    if (contiguous) return static_cast<void>(std::memcpy(dst, base + first * per_image, (last - first) * per_image));
-    for (auto n = static_cast<py::ssize_t>(first); n < static_cast<py::ssize_t>(last); ++n)
-      for (py::ssize_t c = 0; c < dims[1]; ++c)
-        for (py::ssize_t y = 0; y < dims[2]; ++y, dst += row) {
-          const char* src = base + n * strides[0] + c * strides[1] + y * strides[2];
-          if (strides[3] == static_cast<py::ssize_t>(item) || dims[3] == 1) {
-            std::memcpy(dst, src, row);
-          } else {
-            for (py::ssize_t x = 0; x < dims[3]; ++x) std::memcpy(dst + x * item, src + x * strides[3], item);
+  // Packs NCHW straight into the device's staging memory (or the image on cpu).
+  auto fill = [a, dims, strides, desc, contiguous](void* out) {
+    const char* base = static_cast<const char*>(a.data());
+    const size_t item = dtype_size(desc.dtype), row = static_cast<size_t>(dims[3]) * item;
+    const size_t per_image = desc.bytes() / dims[0];
+    auto pack = [&](char* dst, size_t first, size_t last) {
+      if (contiguous) return static_cast<void>(std::memcpy(dst, base + first * per_image, (last - first) * per_image));
+      for (auto n = static_cast<py::ssize_t>(first); n < static_cast<py::ssize_t>(last); ++n)
+        for (py::ssize_t c = 0; c < dims[1]; ++c)
+          for (py::ssize_t y = 0; y < dims[2]; ++y, dst += row) {
+            const char* src = base + n * strides[0] + c * strides[1] + y * strides[2];
+            if (strides[3] == static_cast<py::ssize_t>(item) || dims[3] == 1) {
+              std::memcpy(dst, src, row);
+            } else {
+              for (py::ssize_t x = 0; x < dims[3]; ++x) std::memcpy(dst + x * item, src + x * strides[3], item);
+            }
           }
-        }
-  };
-  return Image::from_host(desc, device, [&](void* out) {  // packs NCHW straight into the image or the device's staging
+    };
+    // One core copies about 10 GB/s: a large batch packs on several, a range of images each.
+    constexpr size_t kPerThread = size_t{192} << 10;
     char* dst = static_cast<char*>(out);
-    // One core copies about 10 GB/s: large batches pack on all of them.
-    if (desc.bytes() < (size_t{1} << 20)) return pack(dst, 0, dims[0]);
-    cpu_backend().pool().parallel_for(dims[0], [&](size_t b, size_t e) { pack(dst + b * per_image, b, e); });
-  });
+    const size_t ranges = std::max<size_t>(1, desc.bytes() / kPerThread);
+    cpu_backend().pool().parallel_for(dims[0], [&](size_t b, size_t e) { pack(dst + b * per_image, b, e); }, ranges);
+  };
+  entries_.push_back({desc, std::move(fill), Image()});
+  return entries_.size() - 1;
+}
+
+size_t Uploads::add(const ImageDescriptor& desc, std::function<void(void*)> fill) {
+  entries_.push_back({desc, std::move(fill), Image()});
+  return entries_.size() - 1;
+}
+
+std::vector<Image> Uploads::upload(const Device& device) const {
+  std::vector<ImageDescriptor> descs;
+  std::vector<size_t> made;  // the entries uploaded, in descs' order
+  for (size_t i = 0; i < entries_.size(); ++i)
+    if (entries_[i].given.empty()) descs.push_back(entries_[i].desc), made.push_back(i);
+  std::vector<Image> uploaded;
+  if (!descs.empty())
+    uploaded = Image::from_host(descs, device, [&](size_t k, void* host) { entries_[made[k]].fill(host); });
+  std::vector<Image> out;
+  for (size_t i = 0, k = 0; i < entries_.size(); ++i)
+    out.push_back(entries_[i].given.empty() ? uploaded[k++] : entries_[i].given);
+  return out;
+}
+
+Image image_from_array(const py::handle& obj, Layout layout, const Device& device,
+                       const std::string& what, const std::optional<ImageShape>& expected) {
+  Uploads u;
+  u.add(obj, layout, what, expected);
+  return u.upload(device)[0];
 }
 
 py::array image_to_array(const Image& image, Layout layout) {

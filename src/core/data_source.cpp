@@ -100,7 +100,7 @@ ArrayDataSource::Copy* ArrayDataSource::copy_on(const Device& device) {
   return nullptr;
 }
 
-WeightsState ArrayDataSource::device_values(const Device& device, const std::string& node) {
+const WeightsState& ArrayDataSource::device_values(const Device& device, const std::string& node) {
   if (Copy* c = copy_on(device)) {
     if (c->changes != changes_) {  // changed elsewhere since
       sync_host();

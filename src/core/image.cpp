@@ -45,7 +45,24 @@ Image Image::allocate(const ImageDescriptor& desc, const Device& device) {
 }
 
 Image Image::from_host(const ImageDescriptor& desc, const Device& device, const std::function<void(void*)>& fill) {
-  return Image(desc, backend_for(device).upload(desc.bytes(), fill));
+  return from_host(std::vector<ImageDescriptor>{desc}, device, [&](size_t, void* host) { fill(host); })[0];
+}
+
+std::vector<Image> Image::from_host(const std::vector<ImageDescriptor>& descs, const Device& device,
+                                    const std::function<void(size_t, void*)>& fill) {
+  constexpr size_t kAlign = 256;  // what device kernels' vector loads may assume of an image
+  std::vector<size_t> offsets;
+  size_t bytes = 0;
+  for (const auto& d : descs) {
+    offsets.push_back(bytes);
+    bytes += (d.bytes() + kAlign - 1) / kAlign * kAlign;
+  }
+  auto buffer = backend_for(device).upload(bytes, [&](void* host) {
+    for (size_t i = 0; i < descs.size(); ++i) fill(i, static_cast<char*>(host) + offsets[i]);
+  });
+  std::vector<Image> out;
+  for (size_t i = 0; i < descs.size(); ++i) out.emplace_back(descs[i], buffer, offsets[i]);
+  return out;
 }
 
 void Image::copy_from_host(const void* src) const {

@@ -43,10 +43,11 @@ Executor::Executor(int max_in_flight)
 Executor::~Executor() {
   {
     std::unique_lock<std::mutex> lock(mutex_);
-    changed_.wait(lock, [&] { return in_flight_ == 0 && completed_.empty(); });
+    slot_freed_.wait(lock, [&] { return in_flight_ == 0 && completed_.empty(); });
     stop_ = true;
   }
-  changed_.notify_all();
+  queued_.notify_all();
+  completed_ready_.notify_all();
   worker_.join();
   completer_.join();
 }
@@ -59,7 +60,7 @@ void Executor::submit(const HandlePtr& handle, std::function<void()> work, bool 
          "callback returns");
   handle->set_executor(this);
   std::unique_lock<std::mutex> lock(mutex_);
-  changed_.wait(lock, [&] { return in_flight_ < max_in_flight_; });
+  slot_freed_.wait(lock, [&] { return in_flight_ < max_in_flight_; });
   ++in_flight_;
   const auto last = last_.lock();
   last_ = handle;
@@ -76,19 +77,19 @@ void Executor::submit(const HandlePtr& handle, std::function<void()> work, bool 
   } else {
     queue_.push_back(std::move(work));
   }
-  changed_.notify_all();
+  if (!queue_.empty()) queued_.notify_one();
 }
 
 void Executor::complete(std::shared_ptr<Fence> fence, HandlePtr handle, Callback callback) {
   std::lock_guard<std::mutex> lock(mutex_);
   completed_.push_back({std::move(fence), std::move(handle), std::move(callback)});
-  changed_.notify_all();
+  completed_ready_.notify_one();
 }
 
 void Executor::work_loop() {
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
-    changed_.wait(lock, [&] { return (stop_ && queue_.empty()) || (!queue_.empty() && !running_); });
+    queued_.wait(lock, [&] { return (stop_ && queue_.empty()) || (!queue_.empty() && !running_); });
     if (queue_.empty()) return;  // stopping, nothing left
     auto work = std::move(queue_.front());
     queue_.pop_front();
@@ -101,14 +102,13 @@ void Executor::work_loop() {
     work = nullptr;
     lock.lock();
     running_ = false;
-    changed_.notify_all();
   }
 }
 
 void Executor::completion_loop() {
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
-    changed_.wait(lock, [&] { return stop_ || !completed_.empty(); });
+    completed_ready_.wait(lock, [&] { return stop_ || !completed_.empty(); });
     if (completed_.empty()) return;
     Completion c = std::move(completed_.front());
     completed_.pop_front();
@@ -124,7 +124,7 @@ void Executor::completion_loop() {
     c = Completion{};
     lock.lock();
     --in_flight_;
-    changed_.notify_all();
+    slot_freed_.notify_all();
   }
 }
 

@@ -51,7 +51,8 @@ class Executor {
   std::weak_ptr<Handle> last_;  // the latest submitted
   std::deque<Completion> completed_;
   std::mutex mutex_;
-  std::condition_variable changed_;
+  // Each waiter has its own: a notify wakes only the thread it concerns.
+  std::condition_variable queued_, completed_ready_, slot_freed_;
   std::thread worker_, completer_;
 };
 

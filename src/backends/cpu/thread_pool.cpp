@@ -8,16 +8,22 @@ thread_local bool in_pool = false;
 }
 
 ThreadPool::ThreadPool(int threads) {
-  for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { worker_loop(); });
+  for (int i = 1; i < threads; ++i) {
+    workers_.push_back(std::make_unique<Worker>());
+    Worker& w = *workers_.back();
+    w.thread = std::thread([this, &w] { worker_loop(w); });
+  }
 }
 
 ThreadPool::~ThreadPool() {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    stop_ = true;
+  for (auto& w : workers_) {
+    {
+      std::lock_guard<std::mutex> lock(w->mutex);
+      w->stop = true;
+    }
+    w->wake.notify_one();
+    w->thread.join();
   }
-  wake_.notify_all();
-  for (auto& t : workers_) t.join();
 }
 
 void ThreadPool::run_chunks(const Job& job, uint32_t generation) {
@@ -30,55 +36,56 @@ void ThreadPool::run_chunks(const Job& job, uint32_t generation) {
     try {
       (*job.fn)(begin, end);
     } catch (...) {
-      std::lock_guard<std::mutex> lock(mutex_);
+      std::lock_guard<std::mutex> lock(error_mutex_);
       if (!error_) error_ = std::current_exception();
     }
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (++done_ == job.chunks) finished_.notify_all();
+    done_.fetch_add(1, std::memory_order_release);
   }
 }
 
-void ThreadPool::worker_loop() {
+void ThreadPool::worker_loop(Worker& w) {
   in_pool = true;
   uint32_t seen = 0;
   for (;;) {
     Job job;
     {
-      std::unique_lock<std::mutex> lock(mutex_);
-      wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
-      job = job_;
+      std::unique_lock<std::mutex> lock(w.mutex);
+      w.wake.wait(lock, [&] { return w.stop || w.generation != seen; });
+      if (w.stop) return;
+      seen = w.generation;
+      job = w.job;
     }
     run_chunks(job, seen);
   }
 }
 
-void ThreadPool::parallel_for(size_t n, const std::function<void(size_t, size_t)>& fn) {
+void ThreadPool::parallel_for(size_t n, const std::function<void(size_t, size_t)>& fn, size_t most) {
   if (n == 0) return;
-  const size_t chunks = std::min(n, static_cast<size_t>(size()));
+  const size_t chunks = std::min({n, static_cast<size_t>(size()), most ? most : n});
   std::unique_lock<std::mutex> busy(busy_, std::defer_lock);
   if (chunks <= 1 || in_pool || !busy.try_lock()) {
     fn(0, n);
     return;
   }
   const Job job{&fn, n, chunks};
-  uint32_t generation;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    job_ = job;
-    generation = ++generation_;
-    done_ = 0;
-    error_ = nullptr;
-    claim_ = uint64_t{generation} << 32;
+  const uint32_t generation = ++generation_;
+  done_ = 0;
+  error_ = nullptr;
+  claim_ = uint64_t{generation} << 32;
+  for (size_t i = 0; i + 1 < chunks; ++i) {  // chunks are claimed, so a late worker finds none left
+    Worker& w = *workers_[i];
+    {
+      std::lock_guard<std::mutex> lock(w.mutex);
+      w.job = job;
+      w.generation = generation;
+    }
+    w.wake.notify_one();
   }
-  wake_.notify_all();
   in_pool = true;
   run_chunks(job, generation);
   in_pool = false;
-  std::unique_lock<std::mutex> lock(mutex_);
-  finished_.wait(lock, [&] { return done_ == chunks; });
-  job_ = Job{};
+  // What is left is at most the chunks other threads are running now.
+  while (done_.load(std::memory_order_acquire) != chunks) std::this_thread::yield();
   if (error_) std::rethrow_exception(error_);
 }
 

@@ -5,6 +5,7 @@
 #include <condition_variable>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -19,26 +20,34 @@ class ThreadPool {
   explicit ThreadPool(int threads);
   ~ThreadPool();
   int size() const { return static_cast<int>(workers_.size()) + 1; }
-  void parallel_for(size_t n, const std::function<void(size_t begin, size_t end)>& fn);
+  // fn over [0, n) in at most `most` ranges (0: size()), on as many threads.
+  void parallel_for(size_t n, const std::function<void(size_t begin, size_t end)>& fn, size_t most = 0);
 
  private:
   struct Job {
     const std::function<void(size_t, size_t)>* fn = nullptr;
     size_t n = 0, chunks = 0;
   };
-  void worker_loop();
+  // Each worker sleeps on its own slot: woken together on one lock, they would take it in
+  // turn, each after the last one's wake-up.
+  struct Worker {
+    std::mutex mutex;
+    std::condition_variable wake;
+    Job job;
+    uint32_t generation = 0;
+    bool stop = false;
+    std::thread thread;
+  };
+  void worker_loop(Worker& w);
   void run_chunks(const Job& job, uint32_t generation);
 
-  std::vector<std::thread> workers_;
-  std::mutex mutex_, busy_;
-  std::condition_variable wake_, finished_;
-  Job job_;
+  std::vector<std::unique_ptr<Worker>> workers_;
+  std::mutex busy_, error_mutex_;
   uint32_t generation_ = 0;
   // The generation (high half) and its next unclaimed chunk (low half) in one word, so a
   // worker still holding an earlier job can never claim a chunk of the current one.
   std::atomic<uint64_t> claim_{0};
-  size_t done_ = 0;
-  bool stop_ = false;
+  std::atomic<size_t> done_{0};
   std::exception_ptr error_;
 };
 
