@@ -4,7 +4,7 @@ PyTorch on the same machine, in the same run, each in its own process, with the 
 and data. Every step takes its batch from host (numpy) memory and reads nothing back; on cuda
 PyTorch also runs with the whole step captured in a CUDA graph.
 
-    python bench/activity_training.py [--batch 32] [--steps 50] [--device cpu]
+    python bench/activity_training.py [--batch 32] [--steps 50] [--device cpu] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -20,12 +20,14 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(__file__))
 from common import (  # noqa: E402
     add_format_argument,
+    add_rounds_argument,
     check_tolerance,
-    measure_in_subprocess,
+    measure_frameworks,
     measure_torch_training,
     median_ms,
     nngraph_pipelined_ms,
     peak_rss_mib,
+    rounds_note,
     rss_mib,
 )
 
@@ -74,6 +76,7 @@ def main():
     p.add_argument("--device", default="cpu")
     p.add_argument("--worker")
     add_format_argument(p)
+    add_rounds_argument(p)
     a = p.parse_args()
     if a.worker:
         r = (run_nngraph(a.batch, a.steps, a.threads, a.device, a.format) if a.worker == "nngraph"
@@ -84,11 +87,11 @@ def main():
     cuda = a.device.startswith("cuda")
     print(f"activity classifier training step (Adam), batch {a.batch}, 6×{LENGTH} → {STEPS} steps, {a.device}, "
           f"{a.format}, {a.threads} threads, {platform.machine()}, torch {torch.__version__}; "
-          f"median of {a.steps} steps after 3 warm-up")
+          f"median of {a.steps} steps after 3 warm-up{rounds_note(a.rounds)}")
     args = ["--batch", str(a.batch), "--steps", str(a.steps), "--threads", str(a.threads), "--device", a.device,
             "--format", a.format]
     frameworks = ("nngraph", "torch", "torch-graph") if cuda else ("nngraph", "torch")
-    r = {fw: measure_in_subprocess(__file__, [fw, *args]) for fw in frameworks}
+    r = measure_frameworks(__file__, frameworks, args, a.rounds)
     n, t = r["nngraph"], r["torch"]
     assert abs(n["check"] - t["check"]) < check_tolerance(a) * abs(t["check"]), (n, t)  # same logits before training
     if cuda:

@@ -72,6 +72,32 @@ def measure_in_subprocess(script: str, args: list[str]) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def measure_frameworks(script: str, frameworks, args: list[str], rounds: int = 1) -> dict:
+    """measure_in_subprocess(script, [fw, *args]) per framework, `rounds` times, the frameworks
+    taking turns, so that a slow spell of a shared machine falls on each alike. Per framework:
+    the median over the rounds of each time (ms, pipe_ms), the largest of each peak (*_mib),
+    the rest from the first round."""
+    runs = {fw: [] for fw in frameworks}
+    for _ in range(rounds):
+        for fw in frameworks:
+            runs[fw].append(measure_in_subprocess(script, [fw, *args]))
+    out = {}
+    for fw, rs in runs.items():
+        r = dict(rs[0])
+        for key in r:
+            if key in ("ms", "pipe_ms"):
+                r[key] = statistics.median(x[key] for x in rs)
+            elif key.endswith("_mib"):
+                r[key] = max(x[key] for x in rs)
+        out[fw] = r
+    return out
+
+
+def add_rounds_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--rounds", type=int, default=1,
+                   help="measure each framework this many times in turn, in a fresh process each (measure_frameworks)")
+
+
 def torch_training_step(net, opt, lossf, x, y, xn, yn, captured: bool, amp=None, scaler=None):
     """A PyTorch training step that refills the device batch (x, y) from host arrays (xn, yn),
     as a training loop's data arrives, then runs forward, loss, backward and the optimizer;
@@ -166,7 +192,7 @@ def compare_training(script: str, a, title: str, base_batch: int) -> None:
     precision = a.format if a.format != "float32" else "tf32" if a.tf32 else "exact float32"
     print(f"{title} training step (Adam), {a.device}, {precision}, "
           f"{a.threads} threads, {platform.machine()}, "
-          f"torch {torch.__version__}; median of the steps after 2 warm-up")
+          f"torch {torch.__version__}; median of the steps after 2 warm-up{rounds_note(a.rounds)}")
     cuda = a.device.startswith("cuda")
     if cuda:
         print("| batch | steps | nngraph ms/step | PyTorch ms/step | ratio | PyTorch captured ms/step |"
@@ -180,7 +206,7 @@ def compare_training(script: str, a, title: str, base_batch: int) -> None:
         args = [str(batch), "--steps", str(steps), "--threads", str(a.threads), "--device", a.device]
         args += (["--tf32"] if a.tf32 else []) + ["--format", a.format]
         frameworks = ("nngraph", "torch", "torch-graph") if cuda else ("nngraph", "torch")
-        r = {fw: measure_in_subprocess(script, [fw, *args]) for fw in frameworks}
+        r = measure_frameworks(script, frameworks, args, a.rounds)
         n, t = r["nngraph"], r["torch"]
         # Same weights and data: the logits before training must agree (tf32 and half round).
         assert abs(n["check"] - t["check"]) < check_tolerance(a) * abs(t["check"]), (n, t)
@@ -193,6 +219,11 @@ def compare_training(script: str, a, title: str, base_batch: int) -> None:
         for mode, key in (("each waited for", "ms"), ("pipelined", "pipe_ms")):
             print(f"| {batch} | {mode} | {n[key]:.2f} | {t[key]:.2f} | {n[key] / t[key]:.2f} | {g[key]:.2f} | "
                   f"{n[key] / g[key]:.2f} | {n['device_mib']:.0f} / {t['device_mib']:.0f} |")
+
+
+def rounds_note(rounds: int) -> str:
+    """The title's words for --rounds."""
+    return f", median of {rounds} processes each, taking turns" if rounds > 1 else ""
 
 
 def check_tolerance(a) -> float:
@@ -218,6 +249,7 @@ def training_main(script: str, title: str, batches: list[int], base_batch: int, 
     p.add_argument("--tf32", action="store_true", help="cuda: both frameworks may use tf32 tensor cores")
     p.add_argument("--worker", nargs=2, metavar=("FRAMEWORK", "BATCH"))
     add_format_argument(p)
+    add_rounds_argument(p)
     a = p.parse_args()
     if not a.worker:
         compare_training(script, a, title, base_batch)
