@@ -1,8 +1,10 @@
-// Pooling: one thread per output pixel forward; the gradient gathers, one thread per input
-// pixel, from the windows that cover it, or scatters from each output where windows are
-// disjoint (no atomics, deterministic, same first-maximum rule as the cpu backend). A folded
-// neuron gradient multiplies by f'(x) in the same pass. Images lie NCHW or, with Last, NHWC:
-// a thread's neighbours then take the neighbouring channels, so reads and writes coalesce.
+// Pooling: one thread per output pixel forward (a block per output for the many taps of
+// global pooling); the gradient gathers, one thread per input pixel, from the windows that
+// cover it, writes each pixel's share where average windows tile the image, or scatters
+// from each output where windows are disjoint (no atomics, deterministic, same first-maximum
+// rule as the cpu backend). A folded neuron gradient multiplies by f'(x) in the same pass.
+// Images lie NCHW or, with Last, NHWC: a thread's neighbours then take the neighbouring
+// channels, so reads and writes coalesce.
 #include <type_traits>
 
 #include "backends/geometry.h"
@@ -109,6 +111,48 @@ __global__ void pool_packs_kernel(bool is_max, PoolGeometry g, const T* in, T* o
   }
 }
 
+// NHWC windows that tile the images, of many taps each (global pooling): a block per output
+// pixel, its threads splitting the window's taps for each pack of V channels, then summing
+// their partials in shared memory. A thread per output pack would leave most of the GPU idle
+// (global pooling has a handful of outputs per image).
+template <int V, class T>
+__global__ void tile_pool_kernel(bool is_max, const T* in, T* out, int c, int h, int w, int kh, int kw, int oh,
+                                 int ow) {
+  __shared__ float partial[kThreads][V];
+  const int packs = c / V, per = min(packs, kThreads), groups = kThreads / per, taps = kh * kw;
+  const int o = blockIdx.x, ox = o % ow, oy = o / ow % oh, t = threadIdx.x, group = t / per;
+  const T* image = in + static_cast<size_t>(o / (oh * ow)) * h * w * c;
+  for (int first = 0; first < packs; first += per) {
+    const int pack = first + t % per;
+    const bool active = group < groups && pack < packs;
+    float acc[V];
+#pragma unroll
+    for (int k = 0; k < V; ++k) acc[k] = is_max ? -INFINITY : 0.f;
+    for (int tap = group; active && tap < taps; tap += groups) {
+      const int y = oy * kh + tap / kw, x = ox * kw + tap % kw;
+      float v[V];
+      load_values<V>(image + (static_cast<size_t>(y) * w + x) * c + pack * V, v);
+#pragma unroll
+      for (int k = 0; k < V; ++k) acc[k] = is_max ? fmaxf(acc[k], v[k]) : acc[k] + v[k];
+    }
+#pragma unroll
+    for (int k = 0; k < V; ++k) partial[t][k] = acc[k];
+    __syncthreads();
+    if (active && group == 0) {
+      for (int g = 1; g < groups; ++g)
+#pragma unroll
+        for (int k = 0; k < V; ++k) {
+          const float v = partial[g * per + t][k];
+          acc[k] = is_max ? fmaxf(acc[k], v) : acc[k] + v;
+        }
+#pragma unroll
+      for (int k = 0; k < V; ++k) acc[k] = is_max ? acc[k] : acc[k] / static_cast<float>(taps);
+      store_values<V>(out + static_cast<size_t>(o) * c + pack * V, acc);
+    }
+    __syncthreads();
+  }
+}
+
 // Overlapping windows: a thread per input pixel gathers from the windows holding it (tap k
 // of output o lies at o·s − pad + k·d).
 template <bool Last, class T, class I>
@@ -160,6 +204,29 @@ __global__ void disjoint_gradient_kernel(bool is_max, PoolGeometry g, const T* i
   }
 }
 
+// Average windows that tile the images: each input value lies in one window, so a thread per
+// pack of V values (V channels of a pixel in NHWC) writes its share of that window's dy, all
+// in parallel and with no zero fill.
+template <int V, bool Last, class T, class I, class D>
+__global__ void tile_average_gradient_kernel(const T* in, const T* dy, T* dx, I packs, int c, int h, int w, int kh,
+                                             int kw, int oh, int ow, D derivative) {
+  const float share = 1.f / static_cast<float>(kh * kw);
+  NNGRAPH_GRID_LOOP_T(I, i, packs) {
+    const I e = i * V;
+    const Site<I> at = site_of<Last>(e, c, h, w);
+    const I o = plane_start<Last>(at.plane, c, oh * ow) + I((at.y / kh) * ow + at.x / kw) * pixel_step<Last>(c);
+    float g[V], x[V];
+    load_values<V>(dy + o, g);
+    if constexpr (!std::is_same_v<D, NoDerivative>) load_values<V>(in + e, x);
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      g[k] *= share;
+      if constexpr (!std::is_same_v<D, NoDerivative>) g[k] *= derivative(x[k]);
+    }
+    store_values<V>(dx + e, g);
+  }
+}
+
 // 2×2 windows, stride 2, no padding: each input pixel lies in one window, so a thread per
 // output writes its four pixels (no gather, no zero fill but for an uncovered odd edge).
 template <bool Last, class T, class I, class D>
@@ -203,12 +270,20 @@ void pooling(cudaStream_t s, PoolingMode mode, const PoolGeometry& g, const T* i
       pool_packs_kernel<V><<<blocks_for(total / V), kThreads, 0, s>>>(is_max, g, in, out, I(total / V), c, h, w, oh,
                                                                       ow);
     };
-    if (!last)
+    const bool whole = c % kPack<T> == 0 && packed(in) && packed(out);
+    if (!last) {
       pool_kernel<<<blocks_for(total), kThreads, 0, s>>>(is_max, g, in, out, I(total), c, h, w, oh, ow);
-    else if (c % kPack<T> == 0 && packed(in) && packed(out))
+    } else if (g.tiles(h, w) && g.kh * g.kw >= 16) {
+      const unsigned outputs = static_cast<unsigned>(static_cast<size_t>(n) * oh * ow);
+      if (whole)
+        tile_pool_kernel<kPack<T>><<<outputs, kThreads, 0, s>>>(is_max, in, out, c, h, w, g.kh, g.kw, oh, ow);
+      else
+        tile_pool_kernel<1><<<outputs, kThreads, 0, s>>>(is_max, in, out, c, h, w, g.kh, g.kw, oh, ow);
+    } else if (whole) {
       packs(std::integral_constant<int, kPack<T>>{});
-    else
+    } else {
       packs(std::integral_constant<int, 1>{});
+    }
   });
   check_launch("pooling");
 }
@@ -227,6 +302,19 @@ void pooling_gradient(cudaStream_t s, PoolingMode mode, const PoolGeometry& g, c
         with_index_type(largest, [&](auto i) {
           halve_gradient_kernel<Last><<<blocks_for(outputs), kThreads, 0, s>>>(
               is_max, in, dy, dx, decltype(i)(outputs), c, h, w, oh, ow, derivative);
+        });
+      });
+    } else if (!is_max && g.tiles(h, w)) {
+      const bool whole = Last && c % kPack<T> == 0 && packed(in) && packed(dy) && packed(dx);
+      with_derivative(nd, [&](auto derivative) {
+        with_index_type(largest, [&](auto i) {
+          using I = decltype(i);
+          if (whole)
+            tile_average_gradient_kernel<kPack<T>, Last><<<blocks_for(inputs / kPack<T>), kThreads, 0, s>>>(
+                in, dy, dx, I(inputs / kPack<T>), c, h, w, g.kh, g.kw, oh, ow, derivative);
+          else
+            tile_average_gradient_kernel<1, Last><<<blocks_for(inputs), kThreads, 0, s>>>(
+                in, dy, dx, I(inputs), c, h, w, g.kh, g.kw, oh, ow, derivative);
         });
       });
     } else if (g.disjoint()) {

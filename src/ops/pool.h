@@ -19,6 +19,12 @@ struct PoolGeometry {
   bool halves() const {
     return kh == 2 && kw == 2 && sy == 2 && sx == 2 && pad_top == 0 && pad_left == 0 && dil_y == 1 && dil_x == 1;
   }
+  // Windows that tile an h × w image exactly (stride = window, no padding or dilation, no
+  // pixel left over; global pooling among them): each pixel lies in exactly one.
+  bool tiles(int h, int w) const {
+    return sy == kh && sx == kw && pad_top == 0 && pad_left == 0 && dil_y == 1 && dil_x == 1 && h % kh == 0 &&
+           w % kw == 0;
+  }
 };
 
 // x's layout is the kernel's: a channels-last y of one pixel per image is the same memory.

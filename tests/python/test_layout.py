@@ -178,3 +178,28 @@ def test_channels_last_pooling_in_packs_of_channels(device, mode, kernel, stride
     tol = 1e-3 if fmt == "float16" else 1e-6
     np.testing.assert_allclose(got, ref.pooling(x, mode, (kernel, kernel), (stride, stride), padding), rtol=tol,
                                atol=tol)
+
+
+@pytest.mark.parametrize("fmt", ["float32", "float16"])
+@pytest.mark.parametrize("channels", [16, 20, 300])
+@pytest.mark.parametrize("device", GPUS)
+def test_channels_last_global_pooling_and_its_gradient(device, channels, fmt, rng):
+    """NHWC global pooling splits each window's taps among a block (channels in whole packs, one
+    at a time, and more than a block has threads); relu → global average pooling's gradient
+    writes each pixel's share with relu's derivative folded in."""
+    x = rng.standard_normal((3, channels, 7, 6))
+    x = (x + 0.05 * np.sign(x)).astype(np.float32)  # away from relu's kink
+    exact = x.astype(np.float16).astype(np.float64) if fmt == "float16" else x.astype(np.float64)
+    tol = 2e-3 if fmt == "float16" else 1e-5
+    for make, reduce in ((ng.GlobalMaxPooling, np.max), (ng.GlobalAveragePooling, np.mean)):
+        got = ng.Graph(make(ng.ImageNode(label="x")), device=device, format=fmt, layout="NHWC").run(x)
+        np.testing.assert_allclose(got, reduce(exact, axis=(2, 3), keepdims=True), rtol=tol, atol=tol)
+    src, dy = ng.ImageNode(shape=x.shape[1:], label="x"), ng.ImageNode(shape=(channels, 1, 1), label="dy")
+    act = ng.Neuron(src, "relu", label="act")
+    [dp] = ng.GlobalAveragePooling(act, label="pool").gradient_filters(dy)
+    [dx] = act.gradient_filters(dp.result_image)
+    g = ng.Graph([dx.result_image], device=device, format=fmt, layout="NHWC")
+    assert g.memory_plan(3)["steps"] == ["act", "pool_gradient+relu"]
+    r = rng.standard_normal((3, channels, 1, 1)).astype(np.float32)
+    want = np.broadcast_to(r.astype(np.float64) / 42, x.shape) * (exact > 0)
+    np.testing.assert_allclose(g.run({"x": x, "dy": r}), want, rtol=tol, atol=tol * 0.05)
