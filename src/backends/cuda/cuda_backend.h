@@ -6,7 +6,7 @@
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
-#include <array>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -132,10 +132,13 @@ class CudaBackend : public Backend {
   // Page-locked host memory every host transfer goes through (faster DMA, and the
   // caller's memory is free again when the call returns). Uploads rotate through a few
   // slots so they need not wait for the device; each slot's event says when it is free.
+  // upload() fills its slot without the lock (`filling`), which the rotation skips; a slot
+  // is added when every one is being filled.
   struct Pinned {
     cuda::HostMemory data;
     size_t bytes = 0;
     cuda::Event done;
+    bool filling = false;
   };
   Pinned& staging(size_t bytes);
 
@@ -147,7 +150,7 @@ class CudaBackend : public Backend {
   cuda::Stream side_;     // where capture_scratch allocates
   cuda::Cublas cublas_;
   cuda::Cudnn cudnn_;
-  std::array<Pinned, 4> pinned_{};
+  std::deque<Pinned> pinned_ = std::deque<Pinned>(4);  // references stay valid as it grows
   size_t next_pinned_ = 0;
   mutable std::recursive_mutex mutex_;
   std::map<std::vector<int>, int> gemm_choices_;  // per product shape: undecided, cuBLAS or ours

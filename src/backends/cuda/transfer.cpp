@@ -9,8 +9,13 @@
 namespace nngraph {
 
 CudaBackend::Pinned& CudaBackend::staging(size_t bytes) {
-  Pinned& p = pinned_[next_pinned_];
-  next_pinned_ = (next_pinned_ + 1) % pinned_.size();
+  Pinned* slot = nullptr;
+  for (size_t tries = 0; tries < pinned_.size() && !slot; ++tries) {
+    Pinned& q = pinned_[next_pinned_];
+    next_pinned_ = (next_pinned_ + 1) % pinned_.size();
+    if (!q.filling) slot = &q;
+  }
+  Pinned& p = slot ? *slot : pinned_.emplace_back();
   if (!p.done) cuda_check(cudaEventCreateWithFlags(p.done.out(), cudaEventDisableTiming), "staging");
   cuda_check(cudaEventSynchronize(p.done), "staging");  // the slot's last transfer has finished
   if (bytes > p.bytes) {
@@ -37,14 +42,29 @@ void CudaBackend::fill_from_host(void* dst, size_t bytes, const std::function<vo
 
 // On their own stream, so that a batch's copy overlaps the steps still queued; the stream waits
 // for it. The buffer comes from the pool in the upload stream's order: a block whose free is
-// still queued behind those steps is not handed out here.
+// still queued behind those steps is not handed out here. The host copy runs without the
+// lock, so a worker queuing the last step meanwhile does not wait for it.
 std::shared_ptr<Buffer> CudaBackend::upload(size_t bytes, const std::function<void(void*)>& fill) {
+  std::shared_ptr<Buffer> buffer;
+  Pinned* slot;
+  {
+    auto lock = enter();
+    if (recording_) return Backend::upload(bytes, fill);
+    buffer = std::make_shared<Buffer>(allocate_on(uploads_, bytes, false), bytes, device(), &free_device);
+    if (!bytes) return buffer;
+    slot = &staging(bytes);
+    slot->filling = true;
+  }
+  Pinned& p = *slot;
+  try {
+    fill(p.data);
+  } catch (...) {
+    auto lock = enter();
+    p.filling = false;
+    throw;
+  }
   auto lock = enter();
-  if (recording_) return Backend::upload(bytes, fill);
-  auto buffer = std::make_shared<Buffer>(allocate_on(uploads_, bytes, false), bytes, device(), &free_device);
-  if (!bytes) return buffer;
-  Pinned& p = staging(bytes);
-  fill(p.data);
+  p.filling = false;
   cuda_check(cudaMemcpyAsync(buffer->data(), p.data, bytes, cudaMemcpyHostToDevice, uploads_), "copy to device");
   cuda_check(cudaEventRecord(p.done, uploads_), "copy to device");
   cuda_check(cudaStreamWaitEvent(stream_, p.done), "copy to device");
