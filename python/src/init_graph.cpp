@@ -89,12 +89,6 @@ size_t one_hot(const py::array& indices, int n, const ImageShape& sh, const std:
   });
 }
 
-// A run's images and labels, marshalled and then uploaded together.
-struct RunInputs {
-  std::vector<Image> sources;
-  std::vector<LossLabels> labels;
-};
-
 // Labels for each loss node: an array (class indices, one-hot or targets), a LossLabels, or a
 // list with one of those per loss. nngraph.losses does the numpy side of the conversion.
 // Each loss's (labels, weights or none) entries in `uploads`.
@@ -142,7 +136,12 @@ LabelEntries to_labels(Graph& g, const std::vector<ImageShape>& shapes, int n, c
   return out;
 }
 
-// The sources (in the graph's order) and the labels of a run, in one upload.
+// A run's sources (in the graph's order) and labels, marshalled and then uploaded together.
+struct RunInputs {
+  std::vector<Image> sources;
+  std::vector<LossLabels> labels;
+};
+
 RunInputs run_inputs(Graph& g, const py::object& images, const py::object& labels, Layout layout,
                      std::vector<py::object>* given) {
   Uploads uploads;
