@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <exception>
 
 #include "nngraph/error.h"
 
@@ -57,15 +56,15 @@ std::shared_ptr<Buffer> CudaBackend::upload(size_t bytes, const std::function<vo
     slot->filling = true;
   }
   Pinned& p = *slot;
-  std::exception_ptr failed;
   try {
     fill(p.data);
   } catch (...) {
-    failed = std::current_exception();
+    auto lock = enter();
+    p.filling = false;
+    throw;
   }
   auto lock = enter();
   p.filling = false;
-  if (failed) std::rethrow_exception(failed);
   cuda_check(cudaMemcpyAsync(buffer->data(), p.data, bytes, cudaMemcpyHostToDevice, uploads_), "copy to device");
   cuda_check(cudaEventRecord(p.done, uploads_), "copy to device");
   cuda_check(cudaStreamWaitEvent(stream_, p.done), "copy to device");
