@@ -100,7 +100,8 @@ def add_rounds_argument(p: argparse.ArgumentParser) -> None:
 
 def torch_training_step(net, opt, lossf, x, y, xn, yn, captured: bool, amp=None, scaler=None):
     """A PyTorch training step that refills the device batch (x, y) from host arrays (xn, yn),
-    as a training loop's data arrives, then runs forward, loss, backward and the optimizer;
+    as a training loop's data arrives (xn None: the batch stays on the device), then runs
+    forward, loss, backward and the optimizer;
     captured: warmed up on a side stream, then the whole step recorded in one CUDA graph.
     amp: the autocast dtype (None: float32); scaler: a GradScaler (float16)."""
     import contextlib
@@ -108,6 +109,8 @@ def torch_training_step(net, opt, lossf, x, y, xn, yn, captured: bool, amp=None,
     import torch
 
     def upload():
+        if xn is None:
+            return
         x.copy_(torch.from_numpy(xn))
         y.copy_(torch.from_numpy(yn))
 

@@ -1,5 +1,5 @@
-"""Ready-made networks: those of the WWDC 2018 session, a residual network with batch
-normalization for 28×28 images and a denoising autoencoder."""
+"""The small networks: the WWDC 2018 session's digit and activity classifiers, a residual
+network with batch normalization for 28×28 images and a denoising autoencoder."""
 
 from __future__ import annotations
 

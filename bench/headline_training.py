@@ -1,0 +1,159 @@
+"""Training throughput of the headline networks (nngraph.models: inception_v3 at 299×299,
+resnet50 at 224×224, resnet18 with the 32×32 stem, speedrun_net at 32×32) against PyTorch on
+the same device in the same run: eager (channels-last; autocast for half formats), the whole
+step captured in one CUDA graph, and torch.compile(mode="max-autotune"). Same weights, same
+synthetic batch resident on the device (labels from host memory), logits checked equal before
+timing; SGD with Nesterov momentum, softmax cross-entropy. Images per second from the median
+step time (pipelined: 10 steps issued back to back, as a training loop issues them), and peak
+device memory.
+
+    python bench/headline_training.py --network resnet50 [--batches 256] [--format bfloat16]
+        [--tf32] [--modes eager graph compile] [--steps 20] [--rounds 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+from common import (  # noqa: E402
+    add_format_argument,
+    add_rounds_argument,
+    check_tolerance,
+    measure_frameworks,
+    median_ms,
+    nngraph_pipelined_ms,
+    pipelined_ms,
+    rounds_note,
+    torch_training_step,
+)
+
+# network → (builder arguments, PyTorch module arguments, image shape, classes, default batches)
+NETWORKS = {
+    "inception_v3": ("inception_v3", {}, (3, 299, 299), 1000, [64, 128]),
+    "resnet50": ("resnet50", {}, (3, 224, 224), 1000, [256]),
+    "resnet18": ("resnet18", {"stem": "cifar", "size": 32}, (3, 32, 32), 10, [512]),
+    "speedrun": ("speedrun_net", {}, (3, 32, 32), 10, [1024]),
+}
+LEARNING_RATE, MOMENTUM = 1e-3, 0.9
+
+
+def build(network: str, optimizer=None):
+    from nngraph import models
+    name, kwargs, _, classes, _ = NETWORKS[network]
+    return getattr(models, name)(classes=classes, seed=0, optimizer=optimizer, **kwargs)
+
+
+def torch_module(network: str, sources):
+    import torch_models as T
+    _, kwargs, shape, classes, _ = NETWORKS[network]
+    module = {"inception_v3": lambda: T.InceptionV3(classes),
+              "resnet50": lambda: T.ResNet(True, (3, 4, 6, 3), classes),
+              "resnet18": lambda: T.ResNet(False, (2, 2, 2, 2), classes, stem="cifar"),
+              "speedrun": lambda: T.SpeedrunNet(classes)}[network]()
+    return T.load_sources(module, sources)
+
+
+def batch_data(network: str, batch: int):
+    _, _, shape, classes, _ = NETWORKS[network]
+    rng = np.random.default_rng(2)
+    return rng.standard_normal((batch, *shape), dtype=np.float32), rng.integers(0, classes, batch).astype(np.int64)
+
+
+def run_nngraph(network, batch, steps, device, tf32, fmt) -> dict:
+    import nngraph as ng
+    ng.reset_peak_memory(device)
+    net = build(network, ng.SGD(learning_rate=LEARNING_RATE, momentum=MOMENTUM, nesterov=True))
+    graph = ng.Loss(net.logits, "softmax_cross_entropy").training_graph(device=device, format=fmt)
+    graph.allow_tf32 = tf32
+    xn, y = batch_data(network, batch)
+    x = ng.Image(xn, device=device)
+    check = float(np.abs(graph.inference().run(x)).sum())  # before any step
+    ms = median_ms(lambda: graph.encode(x, labels=y).wait(), warmup=3, steps=steps)
+    pipe = nngraph_pipelined_ms(graph, x, y, steps)
+    plan = graph.memory_plan(batch)
+    return {"ms": ms, "pipe_ms": pipe, "check": check, "device_mib": ng.memory_stats(device)["peak_bytes"] / 2**20,
+            "planned_mib": plan["planned_bytes"] / 2**20, "naive_mib": plan["naive_bytes"] / 2**20}
+
+
+def run_torch(network, batch, steps, device, tf32, fmt, mode) -> dict:
+    import contextlib
+
+    import torch
+    torch.backends.cudnn.allow_tf32 = tf32
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.benchmark = True
+    torch.cuda.reset_peak_memory_stats()
+    amp = {"float32": None, "float16": torch.float16, "bfloat16": torch.bfloat16}[fmt]
+    net = torch_module(network, build(network).sources).to(device, memory_format=torch.channels_last).train()
+    params = [p for p in net.parameters() if p.requires_grad]
+    opt = torch.optim.SGD(params, lr=LEARNING_RATE, momentum=MOMENTUM, nesterov=True, fused=True)
+    scaler = torch.amp.GradScaler("cuda") if fmt == "float16" else None
+    xn, yn = batch_data(network, batch)
+    x = torch.from_numpy(xn).to(device).contiguous(memory_format=torch.channels_last)
+    y = torch.from_numpy(yn).to(device)
+    with torch.no_grad(), torch.autocast("cuda", dtype=amp) if amp is not None else contextlib.nullcontext():
+        check = float(net.eval()(x).float().abs().sum())
+    net.train()
+    model = torch.compile(net, mode="max-autotune") if mode == "compile" else net
+    step = torch_training_step(model, opt, torch.nn.CrossEntropyLoss(), x, y, None, None, mode == "graph", amp,
+                               scaler)
+    if mode == "compile":  # its CUDA graphs are replayed per step
+        inner = step
+
+        def step():
+            torch.compiler.cudagraph_mark_step_begin()
+            inner()
+    ms = median_ms(step, warmup=3, steps=steps, sync=torch.cuda.synchronize)
+    pipe = pipelined_ms(step, torch.cuda.synchronize, steps)
+    return {"ms": ms, "pipe_ms": pipe, "check": check, "device_mib": torch.cuda.max_memory_allocated() / 2**20}
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--network", choices=sorted(NETWORKS), required=True)
+    p.add_argument("--batches", type=int, nargs="+")
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--device", default="cuda")
+    p.add_argument("--tf32", action="store_true", help="both frameworks may use tf32 tensor cores (float32)")
+    p.add_argument("--modes", nargs="+", default=["eager", "graph", "compile"], choices=("eager", "graph", "compile"))
+    p.add_argument("--worker", nargs=2, metavar=("FRAMEWORK", "BATCH"))
+    add_format_argument(p)
+    add_rounds_argument(p)
+    a = p.parse_args()
+    if a.worker:
+        fw, batch = a.worker[0], int(a.worker[1])
+        r = (run_nngraph(a.network, batch, a.steps, a.device, a.tf32, a.format) if fw == "nngraph" else
+             run_torch(a.network, batch, a.steps, a.device, a.tf32, a.format, fw.split("-")[1]))
+        print(json.dumps(r))
+        return
+    import torch
+    precision = a.format if a.format != "float32" else "tf32" if a.tf32 else "exact float32"
+    print(f"{a.network} training (SGD, Nesterov), {a.device} ({torch.cuda.get_device_name()}), {precision}, "
+          f"{platform.machine()}, torch {torch.__version__}; images/s from the median step after 3 warm-up"
+          f"{rounds_note(a.rounds)}")
+    print("| batch | timing | nngraph img/s | " + " | ".join(f"PyTorch {m} img/s" for m in a.modes) +
+          " | best ratio | peak MiB nngraph / " + " / ".join(a.modes) + " | arena MiB planned / naive |")
+    print("|---:|---|---:|" + "---:|" * len(a.modes) + "---:|---|---|")
+    for batch in a.batches or NETWORKS[a.network][4]:
+        frameworks = ["nngraph", *(f"torch-{m}" for m in a.modes)]
+        args = ["--network", a.network, "--steps", str(a.steps), "--device", a.device, "--format", a.format]
+        r = measure_frameworks(__file__, frameworks, [str(batch), *args] + (["--tf32"] if a.tf32 else []), a.rounds)
+        n = r["nngraph"]
+        for fw in frameworks[1:]:  # same weights and data: the logits before training agree
+            assert abs(n["check"] - r[fw]["check"]) < check_tolerance(a) * abs(r[fw]["check"]), (fw, n, r[fw])
+        for timing, key in (("each waited for", "ms"), ("pipelined", "pipe_ms")):
+            rates = [1000 * batch / r[fw][key] for fw in frameworks]
+            peaks = " / ".join(f"{r[fw]['device_mib']:.0f}" for fw in frameworks)
+            print(f"| {batch} | {timing} | " + " | ".join(f"{v:.0f}" for v in rates) +
+                  f" | {rates[0] / max(rates[1:]):.2f} | {peaks} | {n['planned_mib']:.0f} / {n['naive_mib']:.0f} |")
+
+
+if __name__ == "__main__":
+    main()

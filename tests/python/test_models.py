@@ -1,0 +1,148 @@
+"""The headline networks of nngraph.models: torchvision's parameter counts and labels, inference
+against numpy forwards written apart from them, training, and bad arguments."""
+
+import numpy as np
+import pytest
+import reference_models as ref
+
+import nngraph as ng
+from nngraph import models
+
+
+def randomize(net, rng):
+    """Random normalization statistics and shifts, and random biases: nothing the forward
+    could get right by accident."""
+    for ds in net.sources.values():
+        t = ds.tensors()
+        new = {}
+        if "gamma" in t:
+            c = t["gamma"].shape
+            new = {"gamma": rng.uniform(0.5, 1.5, c), "beta": rng.normal(0, 0.2, c), "mean": rng.normal(0, 0.2, c),
+                   "variance": rng.uniform(0.5, 1.5, c)}
+        elif t.get("biases") is not None:
+            new = {"biases": rng.normal(0, 0.1, t["biases"].shape)}
+        if new:
+            ds.set_tensors({k: v.astype(np.float32) for k, v in new.items()})
+
+
+def trained_count(net) -> int:
+    return sum(ds.tensor(spec.name).size for ds in net.sources.values() for spec in ds.descriptor().tensors
+               if spec.trained and ds.tensor(spec.name) is not None)
+
+
+@pytest.mark.parametrize("build, count, layers", [
+    (models.resnet18, 11_689_512, 41), (models.resnet50, 25_557_032, 107),
+    (lambda: models.inception_v3(aux=True), 27_161_264, 194), (models.inception_v3, 23_834_568, 189)])
+def test_parameter_counts_are_torchvisions(build, count, layers):
+    net = build()
+    assert trained_count(net) == count
+    assert len(net.sources) == layers
+
+
+def test_labels_are_torchvisions():
+    assert list(models.resnet18().sources)[:6] == ["conv1", "bn1", "layer1.0.conv1", "layer1.0.bn1",
+                                                    "layer1.0.conv2", "layer1.0.bn2"]
+    assert "layer2.0.downsample.0" in models.resnet50().sources
+    inception = models.inception_v3(aux=True).sources
+    assert {"Mixed_5b.branch_pool.conv", "Mixed_7c.branch3x3dbl_3b.bn", "AuxLogits.conv1.conv", "AuxLogits.fc",
+            "fc"} <= set(inception)
+
+
+def check_forward(net, forward, x, device, tol=2e-4):
+    got = ng.Graph(net.logits, device=device).run(x).reshape(len(x), -1)
+    want = forward(ref.Params(net.sources), x).reshape(len(x), -1)
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol * np.abs(want).max())
+
+
+@pytest.mark.parametrize("stem, size", [("cifar", 16), ("imagenet", 40)])
+def test_resnet18_against_numpy(device, rng, stem, size):
+    net = models.resnet18(classes=7, size=size, stem=stem, seed=3)
+    randomize(net, rng)
+    x = rng.normal(size=(2, 3, size, size)).astype(np.float32)
+    check_forward(net, lambda p, x: ref.resnet(p, x, False, (2, 2, 2, 2), stem), x, device)
+
+
+def test_resnet50_against_numpy(device, rng):
+    net = models.resnet50(classes=5, channels=1, size=32, seed=4)
+    randomize(net, rng)
+    x = rng.normal(size=(1, 1, 32, 32)).astype(np.float32)
+    check_forward(net, lambda p, x: ref.resnet(p, x, True, (3, 4, 6, 3), "imagenet"), x, device, 1e-3)
+
+
+def test_inception_v3_against_numpy(device, rng):
+    net = models.inception_v3(classes=6, size=75, seed=5)
+    randomize(net, rng)
+    x = rng.normal(size=(1, 3, 75, 75)).astype(np.float32)
+    check_forward(net, ref.inception_v3, x, device, 1e-3)
+
+
+def test_inception_v3_auxiliary_classifier(device, rng):
+    net = models.inception_v3(classes=4, aux=True)
+    graph = ng.Graph([net.logits, net.aux_logits], device=device)
+    logits, aux = graph.run(rng.normal(size=(1, 3, 299, 299)).astype(np.float32))
+    assert logits.shape == aux.shape == (1, 4, 1, 1)
+    assert np.isfinite(aux).all() and np.abs(aux - logits).max() > 0
+
+
+@pytest.mark.parametrize("channels, size", [(3, 32), (1, 28)])
+def test_speedrun_net_against_numpy(device, rng, channels, size):
+    x = rng.normal(size=(2, channels, size, size)).astype(np.float32)
+    whitening = models.whitening_weights(rng.normal(size=(16, channels, size, size)))
+    net = models.speedrun_net(channels=channels, size=size, widths=(8, 16, 16), whitening=whitening, seed=6)
+    randomize(net, rng)
+    np.testing.assert_array_equal(net.sources["whiten"].weights(), whitening)
+    check_forward(net, lambda p, x: ref.speedrun_net(p, x, (8, 16, 16)), x, device)
+
+
+def test_whitening_weights_whiten_the_patches(rng):
+    # Correlated channels: the whitened patches' covariance is diag(λ / (λ + ε)), near the identity.
+    mix = rng.normal(size=(3, 3))
+    images = np.einsum("dc,nchw->ndhw", mix, rng.normal(size=(64, 3, 12, 12)))
+    w = models.whitening_weights(images, epsilon=1e-6)
+    assert w.shape == (24, 3, 2, 2)
+    np.testing.assert_array_equal(w[12:], -w[:12])
+    patches = np.lib.stride_tricks.sliding_window_view(images, (2, 2), axis=(2, 3))
+    flat = patches.transpose(0, 2, 3, 1, 4, 5).reshape(-1, 12)
+    white = flat @ w[:12].reshape(12, -1).T
+    np.testing.assert_allclose(white.T @ white / len(white), np.eye(12), atol=1e-3)
+
+
+def test_speedrun_net_freezes_the_whitening_and_batch_norm_scales(device, rng):
+    net = models.speedrun_net(channels=1, size=28, widths=(8, 8, 8), optimizer=ng.SGD(learning_rate=0.1))
+    before = {label: ds.tensors() for label, ds in net.sources.items()}
+    loss = ng.Loss(net.logits, ng.LossDescriptor("softmax_cross_entropy", "mean", label_smoothing=0.2))
+    graph = loss.training_graph(device=device)
+    graph.run(rng.random((8, 1, 28, 28), dtype=np.float32), labels=rng.integers(0, 10, 8))
+    after = graph.parameters()
+    np.testing.assert_array_equal(after["whiten"]["weights"], before["whiten"]["weights"])
+    assert np.abs(after["whiten"]["biases"] - before["whiten"]["biases"]).max() > 0
+    np.testing.assert_array_equal(after["block2.norm1"]["gamma"], before["block2.norm1"]["gamma"])
+    assert np.abs(after["block2.norm1"]["beta"] - before["block2.norm1"]["beta"]).max() > 0
+
+
+@pytest.mark.parametrize("build, lr", [
+    (lambda: models.resnet18(classes=4, size=16, stem="cifar"), 0.005),
+    (lambda: models.resnet50(classes=4, size=32), 0.005),
+    (lambda: models.speedrun_net(classes=4, channels=1, size=28, widths=(8, 16, 16)), 0.1)])
+def test_networks_learn_a_batch(device, rng, build, lr):
+    net = build()
+    for ds in net.sources.values():
+        ds.optimizer = ng.SGD(learning_rate=lr, momentum=0.9, nesterov=True)
+    size = net.image.shape[1]
+    x = rng.normal(size=(8, net.image.shape[0], size, size)).astype(np.float32)
+    y = rng.integers(0, 4, 8)
+    graph = ng.Loss(net.logits, "softmax_cross_entropy").training_graph(device=device)
+    losses = [graph.encode(x, labels=y).loss() for _ in range(12)]
+    assert losses[-1] < 0.5 * losses[0], losses
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: models.resnet18(stem="tiny"), r"\[resnet\] stem must be one of"),
+    (lambda: models.resnet50(size=16), r"\[resnet\] size must be at least 32"),
+    (lambda: models.inception_v3(size=64), r"\[inception_v3\] size must be at least 75"),
+    (lambda: models.inception_v3(size=200, aux=True), r"at least 299 with aux"),
+    (lambda: models.speedrun_net(size=40), r"\[speedrun_net\] 40×40 images reach 4×4"),
+    (lambda: models.whitening_weights(np.zeros((4, 4))), r"\[whiten\] images must be \(N, C, H, W\)")])
+def test_bad_arguments_name_the_network(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
