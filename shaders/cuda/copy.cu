@@ -1,4 +1,4 @@
-// Copies and layout changes: rows added into rows, axes permuted, many blocks in one launch.
+// Copies and layout changes: rows copied or added between strides, axes permuted, many blocks in one launch.
 #include "common.cuh"
 #include "kernels.cuh"
 
@@ -11,6 +11,15 @@ __global__ void add_rows_kernel(float* dst, int dst_ld, const float* src, int sr
   NNGRAPH_GRID_LOOP_T(I, i, total) {
     const I r = i / columns, c = i % columns;
     dst[r * dst_ld + c] += src[r * src_ld + c];
+  }
+}
+
+// Rows of U units (16, 4, 2 or 1 bytes: the widest that every address and length divides).
+template <class U, class I>
+__global__ void copy_rows_kernel(U* dst, I dst_ld, const U* src, I src_ld, I columns, I total) {
+  NNGRAPH_GRID_LOOP_T(I, i, total) {
+    const I r = i / columns, c = i % columns;
+    dst[r * dst_ld + c] = src[r * src_ld + c];
   }
 }
 
@@ -55,6 +64,30 @@ void copy_blocks(const StepLaunch& l, const std::vector<Block>& blocks) {
   const dim3 grid(blocks_for(most), static_cast<unsigned>(blocks.size()));
   with_index_type(largest, [&](auto i) { launch_step(l, copy_blocks_kernel<decltype(i)>, grid, kThreads, table); });
   check_launch("copy");
+}
+
+void copy_rows(cudaStream_t s, void* dst, size_t dst_ld, const void* src, size_t src_ld, size_t rows, size_t bytes) {
+  if (!rows || !bytes) return;
+  const uintptr_t all = reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(src) | dst_ld | src_ld | bytes;
+  auto launch = [&](auto unit) {
+    using U = decltype(unit);
+    const size_t u = sizeof(U), total = rows * (bytes / u);
+    with_index_type(rows * std::max(dst_ld, src_ld) / u, [&](auto i) {
+      using I = decltype(i);
+      copy_rows_kernel<<<blocks_for(total), kThreads, 0, s>>>(static_cast<U*>(dst), I(dst_ld / u),
+                                                              static_cast<const U*>(src), I(src_ld / u),
+                                                              I(bytes / u), I(total));
+    });
+  };
+  if (all % 16 == 0)
+    launch(uint4{});
+  else if (all % 4 == 0)
+    launch(uint32_t{});
+  else if (all % 2 == 0)
+    launch(uint16_t{});
+  else
+    launch(uint8_t{});
+  check_launch("copy_rows");
 }
 
 void add_rows(cudaStream_t s, float* dst, int dst_ld, const float* src, int src_ld, int rows, int columns) {

@@ -183,6 +183,59 @@ __global__ void pool_gradient_kernel(bool is_max, PoolGeometry g, const T* in, c
   }
 }
 
+// NHWC overlapping windows, whole packs: a thread per input pixel and pack of V channels
+// gathers from the windows holding it, each window's first maximum found again per channel
+// from packed loads (the scalar kernel's loads per value made ResNet's 3×3 stride-2 max
+// pooling gradient six times PyTorch's).
+template <int V, class T, class I, class D>
+__global__ void gather_gradient_packs_kernel(bool is_max, PoolGeometry g, const T* in, const T* dy, T* dx, I items,
+                                             int c, int h, int w, int oh, int ow, D derivative) {
+  const int packs = c / V;
+  NNGRAPH_GRID_LOOP_T(I, i, items) {
+    const I pixel = i / packs;
+    const int ix = static_cast<int>(pixel % w), iy = static_cast<int>(pixel / w % h), me = iy * w + ix;
+    const I image = pixel / (I(h) * w), channel = static_cast<int>(i % packs) * V;
+    const T* x = in + image * (I(h) * w * c) + channel;
+    const T* gy = dy + image * (I(oh) * ow * c) + channel;
+    float acc[V], mine[V];
+#pragma unroll
+    for (int k = 0; k < V; ++k) acc[k] = 0.f, mine[k] = 0.f;
+    if (is_max || !std::is_same_v<D, NoDerivative>) load_values<V>(x + I(me) * c, mine);
+    for (int ky = 0; ky < g.kh; ++ky) {
+      const int ty = iy + g.pad_top - ky * g.dil_y, oy = ty / g.sy;
+      if (ty < 0 || ty % g.sy || oy >= oh) continue;
+      for (int kx = 0; kx < g.kw; ++kx) {
+        const int tx = ix + g.pad_left - kx * g.dil_x, ox = tx / g.sx;
+        if (tx < 0 || tx % g.sx || ox >= ow) continue;
+        float gv[V];
+        load_values<V>(gy + I(oy * ow + ox) * c, gv);
+        if (is_max) {
+          float best[V];
+          int at[V];
+#pragma unroll
+          for (int k = 0; k < V; ++k) at[k] = -1, best[k] = 0.f;
+          each_tap(g, oy, ox, h, w, [&](int p) {
+            float v[V];
+            load_values<V>(x + I(p) * c, v);
+#pragma unroll
+            for (int k = 0; k < V; ++k)
+              if (at[k] < 0 || v[k] > best[k]) best[k] = v[k], at[k] = p;
+          });
+#pragma unroll
+          for (int k = 0; k < V; ++k) acc[k] += at[k] == me ? gv[k] : 0.f;
+        } else {
+          const float share = 1.f / static_cast<float>(each_tap(g, oy, ox, h, w, [](int) {}));
+#pragma unroll
+          for (int k = 0; k < V; ++k) acc[k] += gv[k] * share;
+        }
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < V; ++k) acc[k] *= derivative(mine[k]);
+    store_values<V>(dx + i * V, acc);
+  }
+}
+
 // Disjoint windows (global pooling among them): dx is zero but where a thread per output
 // writes its window's share, so large windows are read once, not once per pixel.
 template <bool Last, class T, class I>
@@ -322,6 +375,13 @@ void pooling_gradient(cudaStream_t s, PoolingMode mode, const PoolGeometry& g, c
       with_index_type(largest, [&](auto i) {
         disjoint_gradient_kernel<Last><<<blocks_for(outputs), kThreads, 0, s>>>(
             is_max, g, in, dy, dx, decltype(i)(outputs), c, h, w, oh, ow, AnyDerivative{nd});
+      });
+    } else if (Last && c % kPack<T> == 0 && packed(in) && packed(dy) && packed(dx)) {
+      with_derivative(nd, [&](auto derivative) {
+        with_index_type(largest, [&](auto i) {
+          gather_gradient_packs_kernel<kPack<T>><<<blocks_for(inputs / kPack<T>), kThreads, 0, s>>>(
+              is_max, g, in, dy, dx, decltype(i)(inputs / kPack<T>), c, h, w, oh, ow, derivative);
+        });
       });
     } else {
       with_index_type(largest, [&](auto i) {

@@ -25,7 +25,7 @@ ImageShape ConcatenationNode::infer(const std::vector<ImageShape>& s) const {
 void ConcatenationNode::encode(const EncodeArgs& a) const {
   int offset = 0;
   for (const Image* s : a.sources) {
-    dispatch<CopyChannelsKernel>(a.backend, *s, a.result, offset);
+    dispatch<CopyChannelsKernel>(a.backend, image_of(a, *s), image_of(a, a.result), offset);
     offset += s->shape().c;
   }
 }
@@ -46,7 +46,7 @@ SliceGradientNode::SliceGradientNode(std::vector<ImageNodePtr> sources, const Fi
 void SliceGradientNode::encode(const EncodeArgs& a) const {
   int offset = 0;
   for (size_t i = 1; i + 1 < a.sources.size(); ++i) offset += a.sources[i]->shape().c;
-  dispatch<SliceChannelsKernel>(a.backend, *a.sources[0], offset, a.result);
+  dispatch<SliceChannelsKernel>(a.backend, image_of(a, *a.sources[0]), offset, image_of(a, a.result));
 }
 
 }  // namespace nngraph

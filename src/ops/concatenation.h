@@ -5,6 +5,18 @@
 
 namespace nngraph {
 
+// Channels [offset, offset + C_part) of `whole` as rows of values: one row per image (NCHW)
+// or per pixel (NHWC), `columns` values at `skip` into rows `ld` apart; the part's rows are
+// dense. Both layouts are the same copy, so each backend has one kernel for both.
+struct ChannelRows {
+  size_t rows, columns, ld, skip;
+};
+inline ChannelRows channel_rows(const Tensor& whole, const Tensor& part, int offset) {
+  const ImageShape& w = whole.shape();
+  const size_t plane = whole.layout() == Layout::NHWC ? 1 : static_cast<size_t>(w.h) * w.w;
+  return {part.count() / (part.shape().c * plane), part.shape().c * plane, w.c * plane, offset * plane};
+}
+
 // Writes x into channels [offset, offset + C_x) of y.
 struct CopyChannelsKernel : KernelOf<void(Backend&, const Tensor& x, const Tensor& y, int channel_offset)> {
   static constexpr const char* name = "concatenation";
@@ -21,6 +33,9 @@ class ConcatenationNode : public FilterNode {
   static std::shared_ptr<ConcatenationNode> create(std::vector<ImageNodePtr> sources, std::string label = "");
   ImageShape infer(const std::vector<ImageShape>& sources) const override;
   void encode(const EncodeArgs& args) const override;
+  bool channels_last(DeviceType device, const std::vector<ImageShape>&) const override {
+    return reads_channels_last<CopyChannelsKernel>(device);
+  }
 
  protected:
   std::vector<FilterNodePtr> make_gradients(const ImageNodePtr& source_gradient) override;
@@ -37,6 +52,9 @@ class SliceGradientNode : public GradientNode {
   SliceGradientNode(std::vector<ImageNodePtr> sources, const FilterNode& forward);
   ImageShape infer(const std::vector<ImageShape>& sources) const override { return sources.back(); }
   void encode(const EncodeArgs& args) const override;
+  bool channels_last(DeviceType device, const std::vector<ImageShape>&) const override {
+    return reads_channels_last<SliceChannelsKernel>(device);
+  }
 };
 
 }  // namespace nngraph

@@ -180,6 +180,77 @@ def test_channels_last_pooling_in_packs_of_channels(device, mode, kernel, stride
                                atol=tol)
 
 
+def pooling_gradient(x, dy, mode, kernel, stride, padding, count_include_pad):
+    """d(loss)/dx of pooling for d(loss)/d(result) dy, in float64: max routes each dy to its
+    window's first maximum, average spreads it over the window's count."""
+    n, c, h, w = x.shape
+    dx = np.zeros(x.shape)
+    for oy in range(dy.shape[2]):
+        for ox in range(dy.shape[3]):
+            y0, x0 = oy * stride - padding, ox * stride - padding
+            ys, xs = slice(max(y0, 0), min(y0 + kernel, h)), slice(max(x0, 0), min(x0 + kernel, w))
+            g = dy[:, :, oy, ox]
+            if mode == "max":
+                win = x[:, :, ys, xs].reshape(n, c, -1)
+                first = win.argmax(axis=2)
+                cols = xs.stop - xs.start
+                for i in range(n):
+                    for j in range(c):
+                        dx[i, j, ys.start + first[i, j] // cols, xs.start + first[i, j] % cols] += g[i, j]
+            else:
+                count = kernel * kernel if count_include_pad else (ys.stop - ys.start) * (xs.stop - xs.start)
+                dx[:, :, ys, xs] += (g / count)[:, :, None, None]
+    return dx
+
+
+@pytest.mark.parametrize("fmt", ["float32", "float16"])
+@pytest.mark.parametrize("mode,stride,count_include_pad", [("max", 2, False), ("max", 1, False),
+                                                           ("average", 1, True), ("average", 2, False)])
+@pytest.mark.parametrize("device", GPUS)
+def test_channels_last_overlapping_pooling_gradient_in_packs(device, mode, stride, count_include_pad, fmt, rng):
+    """NHWC 3×3 windows that overlap (ResNet's stride-2 max pooling, Inception's stride-1
+    average pooling): a thread per pixel and pack of channels gathers from the windows that
+    hold it, with relu's derivative folded in."""
+    x = rng.standard_normal((3, 16, 9, 9))
+    x = (x + 0.05 * np.sign(x)).astype(np.float32)
+    exact = x.astype(np.float16).astype(np.float64) if fmt == "float16" else x.astype(np.float64)
+    src = ng.ImageNode(shape=x.shape[1:], label="x")
+    act = ng.Neuron(src, "relu", label="act")
+    pool = ng.Pooling(act, mode, 3, stride, padding=(1, 1, 1, 1), count_include_pad=count_include_pad, label="pool")
+    side = (9 + 2 - 3) // stride + 1
+    dy = ng.ImageNode(shape=(16, side, side), label="dy")
+    [dp] = pool.gradient_filters(dy)
+    [dx] = act.gradient_filters(dp.result_image)
+    g = ng.Graph([dx.result_image], device=device, format=fmt, layout="NHWC")
+    assert g.memory_plan(3)["steps"] == ["act", "pool_gradient+relu"]
+    r = rng.standard_normal((3, 16, side, side)).astype(np.float32)
+    relu = np.maximum(exact, 0)
+    want = pooling_gradient(relu, r.astype(np.float64), mode, 3, stride, 1, count_include_pad) * (exact > 0)
+    tol = 1e-2 if fmt == "float16" else 1e-5
+    np.testing.assert_allclose(g.run({"x": x, "dy": r}), want, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("fmt", ["float32", "float16"])
+@pytest.mark.parametrize("device", DEVICES)
+def test_channels_last_concatenation_and_its_slices(device, fmt, rng):
+    """NHWC concatenation copies each source's pixel rows to its offset in the whole (whole
+    16-byte packs, odd lengths, a one-channel source whose two layouts are the same memory);
+    its gradient slices them back."""
+    channels = (1, 8, 3, 16)
+    xs = [rng.standard_normal((2, c, 5, 3)).astype(np.float32) for c in channels]
+    srcs = [ng.ImageNode(shape=x.shape[1:], label=f"x{i}") for i, x in enumerate(xs)]
+    cat = ng.Concatenation(srcs, label="cat")
+    dy = ng.ImageNode(shape=(sum(channels), 5, 3), label="dy")
+    grads = cat.gradient_filters(dy)
+    g = ng.Graph([cat.result_image] + [d.result_image for d in grads], device=device, format=fmt, layout="NHWC")
+    r = rng.standard_normal((2, sum(channels), 5, 3)).astype(np.float32)
+    got = g.run({**{f"x{i}": x for i, x in enumerate(xs)}, "dy": r})
+    rounded = (lambda a: a.astype(np.float16).astype(np.float32)) if g.storage == "float16" else (lambda a: a)
+    np.testing.assert_array_equal(got[0], rounded(np.concatenate(xs, axis=1)))
+    for part, want in zip(got[1:], np.split(r, np.cumsum(channels)[:-1], axis=1)):
+        np.testing.assert_array_equal(part, rounded(want))
+
+
 @pytest.mark.parametrize("fmt", ["float32", "float16"])
 @pytest.mark.parametrize("channels", [16, 20, 300])
 @pytest.mark.parametrize("device", GPUS)

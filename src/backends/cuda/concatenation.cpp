@@ -1,4 +1,5 @@
-// Concatenation on cuda: per image, a block of channels moves to or from an offset, one 2-D copy.
+// Concatenation on cuda: rows of channels to or from an offset in the whole (channel_rows),
+// one strided copy.
 #include "backends/cuda/cuda_backend.h"
 #include "kernels.cuh"
 #include "ops/concatenation.h"
@@ -9,31 +10,25 @@ namespace {
 void copy_channels(Backend& backend, const Tensor& in, const Tensor& out, int channel_offset) {
   CudaBackend& b = cuda_of(backend);
   auto lock = b.enter();
-  cuda::with_storage(in.dtype(), [&](auto z) {
-    using T = decltype(z);
-    const size_t block = in.shape().count() * sizeof(T), stride = out.shape().count() * sizeof(T);
-    const size_t skip = static_cast<size_t>(channel_offset) * out.shape().h * out.shape().w;
-    cuda_check(cudaMemcpy2DAsync(out.data_as<T>() + skip, stride, in.data_as<const T>(), block, block, in.batch(),
-                                 cudaMemcpyDeviceToDevice, b.stream()),
-               "concatenation");
-  });
+  const ChannelRows r = channel_rows(out, in, channel_offset);
+  const size_t item = dtype_size(in.dtype());
+  cuda::copy_rows(b.stream(), static_cast<char*>(out.data()) + r.skip * item, r.ld * item, in.data(),
+                  r.columns * item, r.rows, r.columns * item);
 }
 
 void slice_channels(Backend& backend, const Tensor& in, int channel_offset, const Tensor& out) {
   CudaBackend& b = cuda_of(backend);
   auto lock = b.enter();
-  cuda::with_storage(in.dtype(), [&](auto z) {
-    using T = decltype(z);
-    const size_t block = out.shape().count() * sizeof(T), stride = in.shape().count() * sizeof(T);
-    const size_t skip = static_cast<size_t>(channel_offset) * in.shape().h * in.shape().w;
-    cuda_check(cudaMemcpy2DAsync(out.data_as<T>(), block, in.data_as<const T>() + skip, stride, block, in.batch(),
-                                 cudaMemcpyDeviceToDevice, b.stream()),
-               "concatenation_gradient");
-  });
+  const ChannelRows r = channel_rows(in, out, channel_offset);
+  const size_t item = dtype_size(in.dtype());
+  cuda::copy_rows(b.stream(), out.data(), r.columns * item, static_cast<const char*>(in.data()) + r.skip * item,
+                  r.ld * item, r.rows, r.columns * item);
 }
 
 NNGRAPH_KERNEL(CopyChannelsKernel, CUDA, copy_channels);
 NNGRAPH_KERNEL(SliceChannelsKernel, CUDA, slice_channels);
+NNGRAPH_CHANNELS_LAST(CopyChannelsKernel, CUDA);
+NNGRAPH_CHANNELS_LAST(SliceChannelsKernel, CUDA);
 
 }  // namespace
 }  // namespace nngraph
