@@ -146,3 +146,39 @@ def test_networks_learn_a_batch(device, rng, build, lr):
 def test_bad_arguments_name_the_network(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+GPUS = [d for d in ng.built_backends() if d != "cpu" and ng.device_count(d) > 0]
+
+
+@pytest.mark.parametrize("build, shape", [
+    (lambda: models.resnet18(classes=5, size=16, stem="cifar"), (4, 3, 16, 16)),
+    (lambda: models.inception_v3(classes=5, size=75), (2, 3, 75, 75)),
+    (lambda: models.speedrun_net(classes=5, channels=1, size=28, widths=(16, 32, 32)), (4, 1, 28, 28))])
+@pytest.mark.parametrize("device", GPUS)
+def test_float16_channels_last_networks_match_float32(device, rng, build, shape):
+    """Half graphs on cuda lie channels-last: every node of these networks (concatenations,
+    overlapping pooling windows and their gradients among them) computes what float32 does."""
+    net = build()
+    randomize(net, rng)
+    x = rng.normal(size=shape).astype(np.float32)
+    want = ng.Graph(net.logits, device=device).run(x)
+    half = ng.Graph(net.logits, device=device, format="float16")
+    assert half.layout == "NHWC"
+    np.testing.assert_allclose(half.run(x), want, rtol=2e-2, atol=2e-2 * np.abs(want).max())
+    y = rng.integers(0, 5, shape[0])
+    steps = {}
+    for fmt in ("float32", "float16"):
+        for ds in net.sources.values():
+            ds.optimizer = ng.SGD(learning_rate=0.01)
+        graph = ng.Loss(net.logits, "softmax_cross_entropy").training_graph(device=device, format=fmt,
+                                                                            loss_scaling=ng.LossScaling(enabled=False))
+        before = graph.parameters()
+        graph.run(x, labels=y)
+        steps[fmt] = {k: graph.parameters()[k]["weights"] - before[k]["weights"] for k in before
+                      if before[k].get("weights") is not None}
+        for label, t in before.items():  # the next format starts from the same parameters
+            net.sources[label].set_tensors({k: v for k, v in t.items() if v is not None})
+    for label, step in steps["float32"].items():
+        np.testing.assert_allclose(steps["float16"][label], step, rtol=0.1, atol=0.1 * np.abs(step).max() + 1e-7,
+                                   err_msg=label)
