@@ -153,8 +153,22 @@ __global__ void tile_pool_kernel(bool is_max, const T* in, T* out, int c, int h,
   }
 }
 
-// Overlapping windows: a thread per input pixel gathers from the windows holding it (tap k
-// of output o lies at o·s − pad + k·d).
+// f(oy, ox) for each output whose window holds input pixel (iy, ix): tap k of output o lies at
+// o·s − pad + k·d.
+template <class F>
+__device__ inline void each_covering_window(const PoolGeometry& g, int iy, int ix, int oh, int ow, F f) {
+  for (int ky = 0; ky < g.kh; ++ky) {
+    const int ty = iy + g.pad_top - ky * g.dil_y, oy = ty / g.sy;
+    if (ty < 0 || ty % g.sy || oy >= oh) continue;
+    for (int kx = 0; kx < g.kw; ++kx) {
+      const int tx = ix + g.pad_left - kx * g.dil_x, ox = tx / g.sx;
+      if (tx < 0 || tx % g.sx || ox >= ow) continue;
+      f(oy, ox);
+    }
+  }
+}
+
+// Overlapping windows: a thread per input pixel gathers from the windows holding it.
 template <bool Last, class T, class I>
 __global__ void pool_gradient_kernel(bool is_max, PoolGeometry g, const T* in, const T* dy, T* dx, I total, int c,
                                      int h, int w, int oh, int ow, AnyDerivative derivative) {
@@ -165,20 +179,14 @@ __global__ void pool_gradient_kernel(bool is_max, PoolGeometry g, const T* in, c
     const T* x = in + plane_start<Last>(at.plane, c, h * w);
     const T* gy = dy + plane_start<Last>(at.plane, c, oh * ow);
     float acc = 0.f;
-    for (int ky = 0; ky < g.kh; ++ky) {
-      const int ty = iy + g.pad_top - ky * g.dil_y, oy = ty / g.sy;
-      if (ty < 0 || ty % g.sy || oy >= oh) continue;
-      for (int kx = 0; kx < g.kw; ++kx) {
-        const int tx = ix + g.pad_left - kx * g.dil_x, ox = tx / g.sx;
-        if (tx < 0 || tx % g.sx || ox >= ow) continue;
-        if (is_max) {
-          if (window_argmax(g, x, step, oy, ox, h, w) == iy * w + ix) acc += ld(gy[(oy * ow + ox) * step]);
-        } else {
-          const int count = each_tap(g, oy, ox, h, w, [](int) {});
-          acc += ld(gy[(oy * ow + ox) * step]) / static_cast<float>(count);
-        }
+    each_covering_window(g, iy, ix, oh, ow, [&](int oy, int ox) {
+      if (is_max) {
+        if (window_argmax(g, x, step, oy, ox, h, w) == iy * w + ix) acc += ld(gy[(oy * ow + ox) * step]);
+      } else {
+        const int count = each_tap(g, oy, ox, h, w, [](int) {});
+        acc += ld(gy[(oy * ow + ox) * step]) / static_cast<float>(count);
       }
-    }
+    });
     dx[i] = st<T>(acc * derivative(ld(x[(iy * w + ix) * step])));
   }
 }
@@ -201,35 +209,29 @@ __global__ void gather_gradient_packs_kernel(bool is_max, PoolGeometry g, const 
 #pragma unroll
     for (int k = 0; k < V; ++k) acc[k] = 0.f, mine[k] = 0.f;
     if (is_max || !std::is_same_v<D, NoDerivative>) load_values<V>(x + I(me) * c, mine);
-    for (int ky = 0; ky < g.kh; ++ky) {
-      const int ty = iy + g.pad_top - ky * g.dil_y, oy = ty / g.sy;
-      if (ty < 0 || ty % g.sy || oy >= oh) continue;
-      for (int kx = 0; kx < g.kw; ++kx) {
-        const int tx = ix + g.pad_left - kx * g.dil_x, ox = tx / g.sx;
-        if (tx < 0 || tx % g.sx || ox >= ow) continue;
-        float gv[V];
-        load_values<V>(gy + I(oy * ow + ox) * c, gv);
-        if (is_max) {
-          float best[V];
-          int at[V];
+    each_covering_window(g, iy, ix, oh, ow, [&](int oy, int ox) {
+      float gv[V];
+      load_values<V>(gy + I(oy * ow + ox) * c, gv);
+      if (is_max) {
+        float best[V];
+        int at[V];
 #pragma unroll
-          for (int k = 0; k < V; ++k) at[k] = -1, best[k] = 0.f;
-          each_tap(g, oy, ox, h, w, [&](int p) {
-            float v[V];
-            load_values<V>(x + I(p) * c, v);
+        for (int k = 0; k < V; ++k) at[k] = -1, best[k] = 0.f;
+        each_tap(g, oy, ox, h, w, [&](int p) {
+          float v[V];
+          load_values<V>(x + I(p) * c, v);
 #pragma unroll
-            for (int k = 0; k < V; ++k)
-              if (at[k] < 0 || v[k] > best[k]) best[k] = v[k], at[k] = p;
-          });
+          for (int k = 0; k < V; ++k)
+            if (at[k] < 0 || v[k] > best[k]) best[k] = v[k], at[k] = p;
+        });
 #pragma unroll
-          for (int k = 0; k < V; ++k) acc[k] += at[k] == me ? gv[k] : 0.f;
-        } else {
-          const float share = 1.f / static_cast<float>(each_tap(g, oy, ox, h, w, [](int) {}));
+        for (int k = 0; k < V; ++k) acc[k] += at[k] == me ? gv[k] : 0.f;
+      } else {
+        const float share = 1.f / static_cast<float>(each_tap(g, oy, ox, h, w, [](int) {}));
 #pragma unroll
-          for (int k = 0; k < V; ++k) acc[k] += gv[k] * share;
-        }
+        for (int k = 0; k < V; ++k) acc[k] += gv[k] * share;
       }
-    }
+    });
 #pragma unroll
     for (int k = 0; k < V; ++k) acc[k] *= derivative(mine[k]);
     store_values<V>(dx + i * V, acc);
