@@ -33,12 +33,13 @@ class Classifier:
 
 
 def pair(v) -> tuple[int, int]:
+    """(v, v) for an int, else v as a pair."""
     return (v, v) if isinstance(v, int) else tuple(v)
 
 
 class Builder:
-    """Makes each layer and its ArrayDataSource under the layer's label; layer i is
-    He-initialised with seed + i and gets `optimizer`."""
+    """Makes each layer and its ArrayDataSource under the layer's label: layer i is seeded with
+    seed + i (convolutions He-initialised, fully connected layers Glorot) and gets `optimizer`."""
 
     def __init__(self, seed: int, optimizer):
         self.seed, self.optimizer = seed, optimizer

@@ -27,6 +27,10 @@ from nngraph._core import (
     SoftMax,
     Upsampling,
 )
+from nngraph.models._build import Classifier
+
+# What the classifiers return, under their older names.
+DigitNetwork = ActivityNetwork = ResidualNetwork = Classifier
 
 DIGIT_LAYERS = (  # label, kernel, input channels, output channels
     ("conv1", 5, 1, 32),
@@ -45,14 +49,6 @@ def digit_weights(seed: int = 0) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     }
 
 
-@dataclass
-class DigitNetwork:
-    image: ImageNode  # the 1×28×28 source
-    logits: FilterNode  # fc2, what the loss reads
-    probabilities: FilterNode  # softmax over the logits, for inference
-    sources: dict  # label → ArrayDataSource
-
-
 def digit_network(weights=None, keep_probability: float = 0.5, seed: int = 0, optimizer=None) -> DigitNetwork:
     """1×28×28 → conv 5×5 32 + relu → max-pool 2 → conv 5×5 64 + relu → max-pool 2 →
     fc 1024 + relu → dropout → fc 10 → softmax. `weights` maps labels to (weights, biases)
@@ -68,14 +64,6 @@ def digit_network(weights=None, keep_probability: float = 0.5, seed: int = 0, op
     h = Dropout(Neuron(FullyConnected(h, sources["fc1"]), "relu"), keep_probability, seed)
     logits = FullyConnected(h, sources["fc2"])
     return DigitNetwork(image, logits, SoftMax(logits, label="probabilities"), sources)
-
-
-@dataclass
-class ActivityNetwork:
-    image: ImageNode  # channels × 1 × length: one sensor recording
-    logits: FilterNode
-    probabilities: FilterNode
-    sources: dict  # label → data source
 
 
 def activity_network(classes: int = 4, channels: int = 6, length: int = 2000, steps: int = 20,
@@ -101,16 +89,6 @@ def activity_network(classes: int = 4, channels: int = 6, length: int = 2000, st
     h = RNN(h, lstm, output="last", label="lstm")
     logits = FullyConnected(h, sources["fc"])
     return ActivityNetwork(image, logits, SoftMax(logits, label="probabilities"), sources)
-
-
-@dataclass
-class ResidualNetwork:
-    """What residual_network builds: its source, logits, probabilities and data sources."""
-
-    image: ImageNode  # channels × size × size
-    logits: FilterNode
-    probabilities: FilterNode
-    sources: dict  # label → ArrayDataSource, in layer order
 
 
 def residual_layers(widths=(32, 64, 128), channels: int = 1) -> list[tuple]:
