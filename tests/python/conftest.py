@@ -4,6 +4,7 @@ import pytest
 import nngraph as ng
 
 DEVICES = [b for b in ng.built_backends() if ng.device_count(b) > 0]
+GPUS = [d for d in DEVICES if d != "cpu"]
 
 
 @pytest.fixture(params=DEVICES)

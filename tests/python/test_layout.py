@@ -4,13 +4,11 @@ every backend, whether it reads NHWC images itself or the graph hands it NCHW co
 import numpy as np
 import pytest
 import reference as ref
-from conftest import DEVICES
+from conftest import DEVICES, GPUS
 from test_conformance import CASES, TRAINABLE, run, training_step
 
 import nngraph as ng
 from nngraph.models import residual_network
-
-GPUS = [d for d in DEVICES if d != "cpu"]
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -4,6 +4,7 @@ against numpy forwards written apart from them, training, and bad arguments."""
 import numpy as np
 import pytest
 import reference_models as ref
+from conftest import GPUS
 
 import nngraph as ng
 from nngraph import models
@@ -146,9 +147,6 @@ def test_networks_learn_a_batch(device, rng, build, lr):
 def test_bad_arguments_name_the_network(call, message):
     with pytest.raises(ValueError, match=message):
         call()
-
-
-GPUS = [d for d in ng.built_backends() if d != "cpu" and ng.device_count(d) > 0]
 
 
 # Inception's training step is left out of the step comparison: at random initialization its

@@ -3,13 +3,12 @@ computes in the format with float32 parameter masters, statistics and losses."""
 
 import numpy as np
 import pytest
-from conftest import DEVICES
+from conftest import DEVICES, GPUS
 from test_conformance import CASES, run
 
 import nngraph as ng
 
 HALF = ["float16", "bfloat16"]
-GPUS = [d for d in DEVICES if d != "cpu"]
 # Every kind the conformance suite checks runs in half precision on cuda.
 HALF_KINDS = sorted(CASES)
 # Relative error allowed against float32: about 2⁻⁸ per rounding for bfloat16, 2⁻¹¹ for float16,
