@@ -18,6 +18,7 @@ import json
 import os
 import platform
 import sys
+from typing import NamedTuple
 
 import numpy as np
 
@@ -34,25 +35,33 @@ from common import (  # noqa: E402
     torch_training_step,
 )
 
-# network → (builder arguments, PyTorch module arguments, image shape, classes, default batches)
+
+class Network(NamedTuple):
+    builder: str  # in nngraph.models
+    options: dict  # the builder's arguments besides classes
+    shape: tuple  # of one image
+    classes: int
+    batches: list  # measured by default
+
+
 NETWORKS = {
-    "inception_v3": ("inception_v3", {}, (3, 299, 299), 1000, [64, 128]),
-    "resnet50": ("resnet50", {}, (3, 224, 224), 1000, [256]),
-    "resnet18": ("resnet18", {"stem": "cifar", "size": 32}, (3, 32, 32), 10, [512]),
-    "speedrun": ("speedrun_net", {}, (3, 32, 32), 10, [1024]),
+    "inception_v3": Network("inception_v3", {}, (3, 299, 299), 1000, [64, 128]),
+    "resnet50": Network("resnet50", {}, (3, 224, 224), 1000, [256]),
+    "resnet18": Network("resnet18", {"stem": "cifar", "size": 32}, (3, 32, 32), 10, [512]),
+    "speedrun": Network("speedrun_net", {}, (3, 32, 32), 10, [1024]),
 }
 LEARNING_RATE, MOMENTUM = 1e-3, 0.9
 
 
 def build(network: str, optimizer=None):
     from nngraph import models
-    name, kwargs, _, classes, _ = NETWORKS[network]
-    return getattr(models, name)(classes=classes, seed=0, optimizer=optimizer, **kwargs)
+    n = NETWORKS[network]
+    return getattr(models, n.builder)(classes=n.classes, seed=0, optimizer=optimizer, **n.options)
 
 
 def torch_module(network: str, sources):
     import torch_models as T
-    _, kwargs, shape, classes, _ = NETWORKS[network]
+    classes = NETWORKS[network].classes
     module = {"inception_v3": lambda: T.InceptionV3(classes),
               "resnet50": lambda: T.ResNet(True, (3, 4, 6, 3), classes),
               "resnet18": lambda: T.ResNet(False, (2, 2, 2, 2), classes, stem="cifar"),
@@ -61,9 +70,9 @@ def torch_module(network: str, sources):
 
 
 def batch_data(network: str, batch: int):
-    _, _, shape, classes, _ = NETWORKS[network]
+    n = NETWORKS[network]
     rng = np.random.default_rng(2)
-    return rng.standard_normal((batch, *shape), dtype=np.float32), rng.integers(0, classes, batch).astype(np.int64)
+    return rng.standard_normal((batch, *n.shape), dtype=np.float32), rng.integers(0, n.classes, batch).astype(np.int64)
 
 
 def run_nngraph(network, batch, steps, device, tf32, fmt) -> dict:
@@ -141,7 +150,7 @@ def main():
     print("| batch | timing | nngraph img/s | " + " | ".join(f"PyTorch {m} img/s" for m in a.modes) +
           " | best ratio | peak MiB nngraph / " + " / ".join(a.modes) + " | arena MiB planned / naive |")
     print("|---:|---|---:|" + "---:|" * len(a.modes) + "---:|---|---|")
-    for batch in a.batches or NETWORKS[a.network][4]:
+    for batch in a.batches or NETWORKS[a.network].batches:
         frameworks = ["nngraph", *(f"torch-{m}" for m in a.modes)]
         args = ["--network", a.network, "--steps", str(a.steps), "--device", a.device, "--format", a.format]
         r = measure_frameworks(__file__, frameworks, [str(batch), *args] + (["--tf32"] if a.tf32 else []), a.rounds)

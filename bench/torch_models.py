@@ -131,17 +131,15 @@ def load_sources(module: torch.nn.Module, sources: dict) -> torch.nn.Module:
 
 
 class ConvBN(torch.nn.Module):
-    """Convolution without biases, batch norm, optional relu (torchvision's BasicConv2d)."""
+    """Convolution without biases, batch norm (epsilon 1e-3), relu: torchvision's BasicConv2d."""
 
-    def __init__(self, cin, cout, kernel, stride=1, padding=0, eps=1e-3, relu=True, names=("conv", "bn")):
+    def __init__(self, cin, cout, kernel, stride=1, padding=0):
         super().__init__()
-        self.names, self.relu = names, relu
-        self.add_module(names[0], torch.nn.Conv2d(cin, cout, kernel, stride, padding, bias=False))
-        self.add_module(names[1], torch.nn.BatchNorm2d(cout, eps=eps))
+        self.conv = torch.nn.Conv2d(cin, cout, kernel, stride, padding, bias=False)
+        self.bn = torch.nn.BatchNorm2d(cout, eps=1e-3)
 
     def forward(self, x):
-        x = getattr(self, self.names[1])(getattr(self, self.names[0])(x))
-        return torch.relu(x) if self.relu else x
+        return torch.relu(self.bn(self.conv(x)))
 
 
 class ResNet(torch.nn.Module):
