@@ -351,6 +351,7 @@ void pooling_gradient(cudaStream_t s, PoolingMode mode, const PoolGeometry& g, c
   const bool is_max = mode == PoolingMode::Max;
   with_layout(last, [&](auto layout) {
     constexpr bool Last = decltype(layout)::value;
+    const bool whole = Last && c % kPack<T> == 0 && packed(in) && packed(dy) && packed(dx);  // 16-byte packs
     if (g.halves()) {
       if (h != 2 * oh || w != 2 * ow) cudaMemsetAsync(dx, 0, inputs * sizeof(T), s);
       with_derivative(nd, [&](auto derivative) {
@@ -360,7 +361,6 @@ void pooling_gradient(cudaStream_t s, PoolingMode mode, const PoolGeometry& g, c
         });
       });
     } else if (!is_max && g.tiles(h, w)) {
-      const bool whole = Last && c % kPack<T> == 0 && packed(in) && packed(dy) && packed(dx);
       with_derivative(nd, [&](auto derivative) {
         with_index_type(largest, [&](auto i) {
           using I = decltype(i);
@@ -378,7 +378,7 @@ void pooling_gradient(cudaStream_t s, PoolingMode mode, const PoolGeometry& g, c
         disjoint_gradient_kernel<Last><<<blocks_for(outputs), kThreads, 0, s>>>(
             is_max, g, in, dy, dx, decltype(i)(outputs), c, h, w, oh, ow, AnyDerivative{nd});
       });
-    } else if (Last && c % kPack<T> == 0 && packed(in) && packed(dy) && packed(dx)) {
+    } else if (whole) {
       with_derivative(nd, [&](auto derivative) {
         with_index_type(largest, [&](auto i) {
           gather_gradient_packs_kernel<kPack<T>><<<blocks_for(inputs / kPack<T>), kThreads, 0, s>>>(
