@@ -17,6 +17,9 @@ struct LossScaleState;
 enum class Regularization { None, L1, L2 };
 
 // g ← clamp(gradient_rescale·g) (when clipping), then + scale·w (L2) or + scale·sign(w) (L1).
+// The built-in optimizers also take decoupled weight decay (w ← w·(1 − lr·weight_decay) before
+// the rule, as AdamW and SGDW) and lookahead: every lookahead_steps-th update moves the slow
+// weights lookahead_alpha of the way to the fast ones and restarts the fast ones from there.
 struct OptimizerDescriptor {
   float learning_rate = 1e-3f;
   float gradient_rescale = 1.f;
@@ -24,6 +27,9 @@ struct OptimizerDescriptor {
   float gradient_clip_min = 0.f, gradient_clip_max = 0.f;
   Regularization regularization = Regularization::None;
   float regularization_scale = 0.f;
+  float weight_decay = 0.f;
+  int lookahead_steps = 0;  // 0: no lookahead
+  float lookahead_alpha = 0.5f;
   void validate() const;
 };
 
@@ -44,14 +50,24 @@ struct OptimizerStep {
   const math::LossScaleState* scaling = nullptr;
 };
 
+// The state vectors the step's rule keeps per tensor; lookahead's comes after them.
+inline int rule_slot_count(const OptimizerStep& s) {
+  switch (s.kind) {
+    case OptimizerKind::SGD: return s.momentum > 0.f ? 1 : 0;
+    case OptimizerKind::Adam: return s.amsgrad ? 3 : 2;
+    case OptimizerKind::RMSProp: return 1;
+  }
+  return 0;
+}
+
 // One parameter tensor of a batched update: its values, gradient, state vectors (null when
-// unused) and the step count of the data source it belongs to. The values and state are
+// unused; the rule's, then lookahead's) and the step count of the data source it belongs to. The values and state are
 // float32 whatever the graph computes in (they are the master copies); a half graph's
 // gradient is in its storage dtype, and the update writes the graph's half copy too.
 struct TensorUpdate {
   float* values;
   const void* gradient;
-  float* slots[3];
+  float* slots[4];
   size_t count;
   int64_t step;
   DType gradient_dtype = DType::Float32;

@@ -57,6 +57,32 @@ OptimizerDescriptor make_descriptor(float lr, float rescale, std::optional<float
   py::arg("gradient_rescale") = 1.f, py::arg("clip_min") = py::none(), py::arg("clip_max") = py::none(), \
       py::arg("regularization") = "none", py::arg("regularization_scale") = 0.f
 
+// The built-in optimizers' own options, after the descriptor's.
+struct BuiltinOptions {
+  float weight_decay;
+  int lookahead_steps;
+  float lookahead_alpha;
+};
+#define BUILTIN_ARGS \
+  py::arg("weight_decay") = 0.f, py::arg("lookahead_steps") = 0, py::arg("lookahead_alpha") = 0.5f
+
+OptimizerDescriptor with_builtin(OptimizerDescriptor d, BuiltinOptions o) {
+  d.weight_decay = o.weight_decay;
+  d.lookahead_steps = o.lookahead_steps;
+  d.lookahead_alpha = o.lookahead_alpha;
+  d.validate();
+  return d;
+}
+
+// A descriptor field that may change between steps, checked before it does.
+template <class T>
+void set_checked(Optimizer& o, T OptimizerDescriptor::*field, T value) {
+  OptimizerDescriptor d = o.descriptor;
+  d.*field = value;
+  d.validate();
+  o.descriptor.*field = value;
+}
+
 }  // namespace
 
 void init_optimizers(py::module_& m) {
@@ -70,36 +96,51 @@ void init_optimizers(py::module_& m) {
            }),
            py::arg("learning_rate") = 1e-3f, DESCRIPTOR_ARGS)
       .def_property("learning_rate", [](const Optimizer& o) { return o.descriptor.learning_rate; },
-                    [](Optimizer& o, float lr) {
-                      OptimizerDescriptor d = o.descriptor;
-                      d.learning_rate = lr;
-                      d.validate();
-                      o.descriptor.learning_rate = lr;
-                    })
+                    [](Optimizer& o, float lr) { set_checked(o, &OptimizerDescriptor::learning_rate, lr); })
       .def_property_readonly("gradient_rescale", [](const Optimizer& o) { return o.descriptor.gradient_rescale; })
       .def_property_readonly("regularization_scale", [](const Optimizer& o) { return o.descriptor.regularization_scale; })
       .def("slot_count", &Optimizer::slot_count);
 
   py::class_<BuiltinOptimizer, Optimizer, std::shared_ptr<BuiltinOptimizer>>(
-      m, "BuiltinOptimizer", "An optimizer whose update runs on the device inside the step: SGD, Adam, RMSProp.");
+      m, "BuiltinOptimizer",
+      "An optimizer whose update runs on the device inside the step: SGD, Adam, RMSProp. Each also takes "
+      "weight_decay (decoupled, as AdamW and SGDW: w ← w·(1 − lr·weight_decay) before the rule) and lookahead "
+      "(Zhang et al. 2019): every lookahead_steps-th update moves the slow weights lookahead_alpha of the way "
+      "to the fast ones and restarts the fast ones from there (one more state vector per tensor).")
+      .def_property("weight_decay", [](const Optimizer& o) { return o.descriptor.weight_decay; },
+                    [](Optimizer& o, float v) { set_checked(o, &OptimizerDescriptor::weight_decay, v); },
+                    "Decoupled weight decay; may change between steps, as learning_rate.")
+      .def_property("lookahead_alpha", [](const Optimizer& o) { return o.descriptor.lookahead_alpha; },
+                    [](Optimizer& o, float v) { set_checked(o, &OptimizerDescriptor::lookahead_alpha, v); },
+                    "How far each lookahead sync moves the slow weights toward the fast ones, in [0, 1]; may "
+                    "change between steps.")
+      .def_property_readonly("lookahead_steps", [](const Optimizer& o) { return o.descriptor.lookahead_steps; },
+                             "Updates between lookahead syncs (0: none); fixed, as it adds a state vector.");
   m.def("SGD", [](float lr, float momentum, bool nesterov, float rescale, std::optional<float> cmin,
-                  std::optional<float> cmax, const std::string& reg, float reg_scale) {
-          return make_sgd(make_descriptor(lr, rescale, cmin, cmax, reg, reg_scale), momentum, nesterov);
+                  std::optional<float> cmax, const std::string& reg, float reg_scale, float wd, int la_steps,
+                  float la_alpha) {
+          return make_sgd(with_builtin(make_descriptor(lr, rescale, cmin, cmax, reg, reg_scale), {wd, la_steps, la_alpha}),
+                          momentum, nesterov);
         },
         py::arg("learning_rate") = 0.01f, py::arg("momentum") = 0.f, py::arg("nesterov") = false, DESCRIPTOR_ARGS,
-        "SGD: v ← μ·v + g; w ← w − lr·(nesterov ? g + μ·v : v).");
+        BUILTIN_ARGS, "SGD: v ← μ·v + g; w ← w − lr·(nesterov ? g + μ·v : v).");
   m.def("Adam", [](float lr, float beta1, float beta2, float epsilon, bool amsgrad, float rescale,
-                   std::optional<float> cmin, std::optional<float> cmax, const std::string& reg, float reg_scale) {
-          return make_adam(make_descriptor(lr, rescale, cmin, cmax, reg, reg_scale), beta1, beta2, epsilon, amsgrad);
+                   std::optional<float> cmin, std::optional<float> cmax, const std::string& reg, float reg_scale,
+                   float wd, int la_steps, float la_alpha) {
+          return make_adam(with_builtin(make_descriptor(lr, rescale, cmin, cmax, reg, reg_scale), {wd, la_steps, la_alpha}),
+                           beta1, beta2, epsilon, amsgrad);
         },
         py::arg("learning_rate") = 1e-3f, py::arg("beta1") = 0.9f, py::arg("beta2") = 0.999f,
-        py::arg("epsilon") = 1e-8f, py::arg("amsgrad") = false, DESCRIPTOR_ARGS, "Adam with bias correction.");
+        py::arg("epsilon") = 1e-8f, py::arg("amsgrad") = false, DESCRIPTOR_ARGS, BUILTIN_ARGS,
+        "Adam with bias correction (with weight_decay, AdamW).");
   m.def("RMSProp", [](float lr, float decay, float epsilon, float rescale, std::optional<float> cmin,
-                      std::optional<float> cmax, const std::string& reg, float reg_scale) {
-          return make_rmsprop(make_descriptor(lr, rescale, cmin, cmax, reg, reg_scale), decay, epsilon);
+                      std::optional<float> cmax, const std::string& reg, float reg_scale, float wd, int la_steps,
+                      float la_alpha) {
+          return make_rmsprop(with_builtin(make_descriptor(lr, rescale, cmin, cmax, reg, reg_scale), {wd, la_steps, la_alpha}),
+                              decay, epsilon);
         },
         py::arg("learning_rate") = 0.01f, py::arg("decay") = 0.9f, py::arg("epsilon") = 1e-8f, DESCRIPTOR_ARGS,
-        "RMSProp: s ← ρ·s + (1−ρ)·g²; w ← w − lr·g/(√s + ε).");
+        BUILTIN_ARGS, "RMSProp: s ← ρ·s + (1−ρ)·g²; w ← w − lr·g/(√s + ε).");
 }
 
 }  // namespace nngraph::py_bind

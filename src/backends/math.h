@@ -391,11 +391,16 @@ struct Preprocess {
 struct UpdateConstants {
   Preprocess pre;
   float lr = 0.f, mu = 0.f, nesterov = 0.f, b1 = 0.f, b2 = 0.f, eps = 0.f, rho = 0.f, step_size = 0.f, inv_sqrt_c2 = 0.f;
+  float shrink = 1.f;      // decoupled weight decay's factor, 1 − lr·weight_decay
+  int lookahead = 0;       // 0: none; 1: the slow weights follow; 2: and this step syncs
+  float slow_keep = 0.f;   // 1 − lookahead_alpha
   UpdateConstants() = default;  // kernel parameter arrays
   explicit UpdateConstants(const OptimizerStep& s)
       : pre(s.d), lr(s.d.learning_rate), mu(s.momentum), nesterov(s.nesterov ? 1.f : 0.f), b1(s.beta1),
-        b2(s.beta2), eps(s.epsilon), rho(s.decay) {
+        b2(s.beta2), eps(s.epsilon), rho(s.decay), shrink(1.f - s.d.learning_rate * s.d.weight_decay),
+        slow_keep(1.f - s.d.lookahead_alpha) {
     at_step(s.step);
+    if (s.d.lookahead_steps > 0) lookahead = s.step % s.d.lookahead_steps == 0 ? 2 : 1;
   }
   // Adam: lr·(m/c1)/(√(v/c2) + ε) = (lr/c1)·m/(√v·(1/√c2) + ε)
   NNGRAPH_HD void at_step(int64_t step) {
@@ -434,10 +439,13 @@ NNGRAPH_HD inline void advance_loss_scale(LossScaleState& s, float growth, float
   s.found = 0;
 }
 
-// One parameter's update; the kind is a template argument so loops over it vectorize.
+// One parameter's update; the kind is a template argument so loops over it vectorize. `slow`
+// is lookahead's state: the slow weight less the fast one, so it starts at zero.
 template <OptimizerKind K, bool Slot, bool AmsGrad = false>
-NNGRAPH_HD inline void update(const UpdateConstants& k, float& w, float gradient, float* s0, float* s1, float* s2) {
-  const float g = k.pre(gradient, w);
+NNGRAPH_HD inline void update(const UpdateConstants& k, float& w, float gradient, float* s0, float* s1, float* s2,
+                              float* slow) {
+  const float g = k.pre(gradient, w), before = w;
+  w *= k.shrink;
   if constexpr (K == OptimizerKind::SGD) {
     if constexpr (!Slot) {
       w -= k.lr * g;
@@ -454,6 +462,14 @@ NNGRAPH_HD inline void update(const UpdateConstants& k, float& w, float gradient
   } else {
     *s0 = k.rho * *s0 + (1.f - k.rho) * g * g;
     w -= k.lr * g / (sqrtf(*s0) + k.eps);
+  }
+  if (k.lookahead) {
+    float d = *slow - (w - before);
+    if (k.lookahead == 2) {  // slow += alpha·(fast − slow); fast = slow
+      w += k.slow_keep * d;
+      d = 0.f;
+    }
+    *slow = d;
   }
 }
 

@@ -288,7 +288,7 @@ std::vector<TensorUpdate> ArrayDataSource::prepare_update(const GradientState& g
     // With scaling, the update subtracts the steps skipped so far (a count on the device).
     TensorUpdate t{static_cast<float*>(w.tensors[i]->data()), gradient.tensors[i]->data(), {}, w.counts[i],
                    state_.step + state_.skips_from, gradient.dtype(i)};
-    for (size_t j = 0; j < state_.slots[i].size() && j < 3; ++j) t.slots[j] = static_cast<float*>(state_.slots[i][j]->data());
+    for (size_t j = 0; j < state_.slots[i].size() && j < 4; ++j) t.slots[j] = static_cast<float*>(state_.slots[i][j]->data());
     out.push_back(t);
   }
   return out;

@@ -18,6 +18,11 @@ void OptimizerDescriptor::validate() const {
   if (!std::isfinite(gradient_rescale)) fail("[optimizer] gradient_rescale must be finite, got ", gradient_rescale);
   if (apply_gradient_clipping && (std::isnan(gradient_clip_min) || std::isnan(gradient_clip_max)))
     fail("[optimizer] gradient_clip_min and gradient_clip_max must not be NaN");
+  if (!(weight_decay >= 0.f) || !std::isfinite(weight_decay))
+    fail("[optimizer] weight_decay must be finite and >= 0, got ", weight_decay);
+  if (lookahead_steps < 0) fail("[optimizer] lookahead_steps must be >= 0, got ", lookahead_steps);
+  if (!(lookahead_alpha >= 0.f && lookahead_alpha <= 1.f))
+    fail("[optimizer] lookahead_alpha must be in [0, 1], got ", lookahead_alpha);
 }
 
 void LossScaling::validate() const {
@@ -38,12 +43,7 @@ BuiltinOptimizer::BuiltinOptimizer(OptimizerStep params) : Optimizer(params.d), 
 }
 
 int BuiltinOptimizer::slot_count() const {
-  switch (params_.kind) {
-    case OptimizerKind::SGD: return params_.momentum > 0.f ? 1 : 0;
-    case OptimizerKind::Adam: return params_.amsgrad ? 3 : 2;
-    case OptimizerKind::RMSProp: return 1;
-  }
-  return 0;
+  return rule_slot_count(params_) + (descriptor.lookahead_steps > 0 ? 1 : 0);
 }
 
 void BuiltinOptimizer::apply(const Device& device, float* values, const float* gradient,
@@ -53,7 +53,7 @@ void BuiltinOptimizer::apply(const Device& device, float* values, const float* g
   s.d.validate();
   s.step = step;
   TensorUpdate t{values, gradient, {}, count, step};
-  for (size_t i = 0; i < slots.size() && i < 3; ++i) t.slots[i] = slots[i];
+  for (size_t i = 0; i < slots.size() && i < 4; ++i) t.slots[i] = slots[i];
   dispatch<OptimizerKernel>(backend_for(device), s, std::vector<TensorUpdate>{t});
 }
 

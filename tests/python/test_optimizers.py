@@ -15,6 +15,7 @@ def numpy_step(kind, p, w, g, state, t):
     if p.get("regularization") == "l1":
         g = g + p["regularization_scale"] * np.sign(w)
     lr = p["learning_rate"]
+    w = w * (1 - lr * p.get("weight_decay", 0.0))  # decoupled, after the gradient saw w
     if kind == "sgd":
         mu = p.get("momentum", 0.0)
         if mu == 0:
@@ -44,7 +45,21 @@ CASES = [
     ("adam", {"learning_rate": 0.01}),
     ("adam", {"learning_rate": 0.01, "beta1": 0.8, "beta2": 0.99, "epsilon": 1e-6, "amsgrad": True}),
     ("rmsprop", {"learning_rate": 0.01, "decay": 0.95}),
+    ("sgd", {"learning_rate": 0.02, "momentum": 0.9, "nesterov": True, "weight_decay": 0.5}),
+    ("adam", {"learning_rate": 0.01, "weight_decay": 0.2, "lookahead_steps": 2, "lookahead_alpha": 0.6}),
+    ("sgd", {"learning_rate": 0.05, "lookahead_steps": 3, "lookahead_alpha": 0.3}),
+    ("adam", {"learning_rate": 0.01, "amsgrad": True, "lookahead_steps": 2}),
+    ("rmsprop", {"learning_rate": 0.01, "lookahead_steps": 1, "lookahead_alpha": 0.8}),
 ]
+
+
+def lookahead(p, t, w, slow):
+    """Every k-th step the slow weights move alpha toward the fast ones, which restart there."""
+    k = p.get("lookahead_steps", 0)
+    if not k or t % k:
+        return w, slow
+    slow = slow + p.get("lookahead_alpha", 0.5) * (w - slow)
+    return slow, slow
 MAKERS = {"sgd": ng.SGD, "adam": ng.Adam, "rmsprop": ng.RMSProp}
 
 
@@ -71,16 +86,25 @@ def test_builtin_optimizer_matches_numpy(device, rng, kind, params):
     x, target, w, b, ds, g = linear_setup(rng, opt, device)
     w, b = w.astype(np.float64), b.astype(np.float64)
     sw, sb = {}, {}
+    slow_w, slow_b = w, b
     for t in range(1, 6):
-        if t == 4:  # the learning rate may change between steps
+        if t == 4:  # the learning rate (and lookahead's alpha) may change between steps
             opt.learning_rate = params["learning_rate"] * 0.5
             params = {**params, "learning_rate": params["learning_rate"] * 0.5}
+            if "lookahead_steps" in params:
+                opt.lookahead_alpha = params["lookahead_alpha"] = 0.25
         g.run(x, labels=target.reshape(6, 3, 1, 1))
         gw, gb = numpy_grads(x, target, w, b)
         w, b = numpy_step(kind, params, w, gw, sw, t), numpy_step(kind, params, b, gb, sb, t)
+        w, slow_w = lookahead(params, t, w, slow_w)
+        b, slow_b = lookahead(params, t, b, slow_b)
     np.testing.assert_allclose(ds.weights(), w, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(ds.biases(), b, rtol=1e-4, atol=1e-5)
-    assert ds.optimizer_state()["step"] == 5
+    state = ds.optimizer_state()
+    assert state["step"] == 5
+    if "lookahead_steps" in params:  # its state: the slow weights less the fast ones
+        np.testing.assert_allclose(state["slots"][opt.slot_count() - 1], (slow_w - w).ravel(), rtol=1e-3, atol=1e-5)
+        np.testing.assert_allclose(state["slots"][-1], slow_b - b, rtol=1e-3, atol=1e-5)
 
 
 class SignSGD(ng.Optimizer):
@@ -121,6 +145,14 @@ def test_optimizer_arguments_are_checked():
         ng.SGD(regularization="l3")
     with pytest.raises(ValueError, match="exceeds"):
         ng.SGD(clip_min=1.0, clip_max=-1.0)
-    opt = ng.Adam()
+    with pytest.raises(ValueError, match="weight_decay"):
+        ng.SGD(weight_decay=-0.1)
+    with pytest.raises(ValueError, match="lookahead_steps"):
+        ng.Adam(lookahead_steps=-1)
+    opt = ng.Adam(lookahead_steps=5)
+    assert opt.lookahead_steps == 5 and opt.lookahead_alpha == 0.5 and opt.slot_count() == 3
     with pytest.raises(ValueError, match="learning_rate"):
         opt.learning_rate = -1.0
+    with pytest.raises(ValueError, match="lookahead_alpha"):
+        opt.lookahead_alpha = 1.5
+    assert opt.lookahead_alpha == 0.5

@@ -12,7 +12,7 @@ namespace {
 // Slots a kind does not use point at a dummy and are never read.
 struct Loop {
   math::UpdateConstants k;
-  float *w, *s0, *s1, *s2;
+  float *w, *s0, *s1, *s2, *slow;
   const float* g;
   size_t b, e;
   template <OptimizerKind K, bool Slot, bool AmsGrad>
@@ -23,7 +23,8 @@ struct Loop {
     float* __restrict a = s0;
     float* __restrict v = s1;
     float* __restrict m = s2;
-    for (size_t i = b; i < e; ++i) math::update<K, Slot, AmsGrad>(c, wr[i], gr[i], a + i, v + i, m + i);
+    float* __restrict l = slow;
+    for (size_t i = b; i < e; ++i) math::update<K, Slot, AmsGrad>(c, wr[i], gr[i], a + i, v + i, m + i, l + i);
   }
 };
 
@@ -44,7 +45,8 @@ void optimizer(Backend& backend, const OptimizerStep& s, const std::vector<Tenso
       one.step = t.step;
       auto slot = [&](size_t j) { return t.slots[j] ? t.slots[j] : dummy.data(); };
       const size_t lo = std::max(b, start[i]) - start[i], hi = std::min(e, start[i + 1]) - start[i];
-      math::dispatch_update(one, Loop{math::UpdateConstants(one), t.values, slot(0), slot(1), slot(2), static_cast<const float*>(t.gradient), lo, hi});
+      math::dispatch_update(one, Loop{math::UpdateConstants(one), t.values, slot(0), slot(1), slot(2),
+                                      slot(rule_slot_count(s)), static_cast<const float*>(t.gradient), lo, hi});
     }
   });
 }
