@@ -8,8 +8,9 @@ from nngraph import Error
 from nngraph import InvalidInputError
 from nngraph import OutOfMemoryError
 from nngraph import UnsupportedError
+import numpy
 import typing
-__all__: list[str] = ['Adam', 'Addition', 'Arithmetic', 'ArrayDataSource', 'BatchNormalization', 'BatchNormalizationDescriptor', 'BuiltinOptimizer', 'Concatenation', 'Convolution', 'ConvolutionDescriptor', 'ConvolutionTranspose', 'Crop', 'DataSource', 'Device', 'DeviceError', 'Division', 'Dropout', 'Error', 'FilterNode', 'FullyConnected', 'GRU', 'GlobalAveragePooling', 'GlobalMaxPooling', 'Graph', 'GroupNormalization', 'Handle', 'Image', 'ImageCopyToMatrixNode', 'ImageNode', 'InstanceNormalization', 'InvalidInputError', 'LSTM', 'LayerNormalization', 'LogSoftMax', 'Loss', 'LossDescriptor', 'LossScaling', 'MGU', 'Matrix', 'MatrixCopyToImageNode', 'MatrixDescriptor', 'Multiplication', 'Neuron', 'NeuronDescriptor', 'NormalizationDescriptor', 'Optimizer', 'OutOfMemoryError', 'Padding', 'Pooling', 'RMSProp', 'RNN', 'RNNDescriptor', 'RNNMatrixLayer', 'RNNMatrixTrainingLayer', 'RNNMatrixTrainingState', 'SGD', 'SingleGate', 'SoftMax', 'Subtraction', 'TensorSpec', 'UnsupportedError', 'Upsampling', 'WeightsLayout', 'built_backends', 'device_count', 'image_copy_to_matrix', 'kernels', 'matrix_copy_to_image', 'memory_stats', 'reset_peak_memory']
+__all__: list[str] = ['Adam', 'Addition', 'Arithmetic', 'ArrayDataSource', 'BatchNormalization', 'BatchNormalizationDescriptor', 'BuiltinOptimizer', 'Concatenation', 'Convolution', 'ConvolutionDescriptor', 'ConvolutionTranspose', 'Crop', 'DataSource', 'Device', 'DeviceDataset', 'DeviceError', 'Division', 'Dropout', 'Error', 'FilterNode', 'FullyConnected', 'GRU', 'GlobalAveragePooling', 'GlobalMaxPooling', 'Graph', 'GroupNormalization', 'Handle', 'Image', 'ImageCopyToMatrixNode', 'ImageNode', 'InstanceNormalization', 'InvalidInputError', 'LSTM', 'LayerNormalization', 'LogSoftMax', 'Loss', 'LossDescriptor', 'LossScaling', 'MGU', 'Matrix', 'MatrixCopyToImageNode', 'MatrixDescriptor', 'Multiplication', 'Neuron', 'NeuronDescriptor', 'NormalizationDescriptor', 'Optimizer', 'OutOfMemoryError', 'Padding', 'Pooling', 'RMSProp', 'RNN', 'RNNDescriptor', 'RNNMatrixLayer', 'RNNMatrixTrainingLayer', 'RNNMatrixTrainingState', 'SGD', 'SingleGate', 'SoftMax', 'Subtraction', 'TensorSpec', 'UnsupportedError', 'Upsampling', 'WeightsLayout', 'built_backends', 'device_count', 'image_copy_to_matrix', 'kernels', 'matrix_copy_to_image', 'memory_stats', 'reset_peak_memory']
 class Device:
     """
     Where a graph runs: 'cpu', 'cuda', 'cuda:N' ('mps' reserved).
@@ -262,8 +263,29 @@ class Optimizer:
         ...
 class BuiltinOptimizer(Optimizer):
     """
-    An optimizer whose update runs on the device inside the step: SGD, Adam, RMSProp.
+    An optimizer whose update runs on the device inside the step: SGD, Adam, RMSProp. Each also takes weight_decay (decoupled, as AdamW and SGDW: w ← w·(1 − lr·weight_decay) before the rule) and lookahead (Zhang et al. 2019): every lookahead_steps-th update moves the slow weights lookahead_alpha of the way to the fast ones and restarts the fast ones from there (one more state vector per tensor).
     """
+    @property
+    def lookahead_alpha(self) -> float:
+        """
+        How far each lookahead sync moves the slow weights toward the fast ones, in [0, 1]; may change between steps.
+        """
+    @lookahead_alpha.setter
+    def lookahead_alpha(self, arg1: typing.SupportsFloat | typing.SupportsIndex) -> None:
+        ...
+    @property
+    def lookahead_steps(self) -> int:
+        """
+        Updates between lookahead syncs (0: none); fixed, as it adds a state vector.
+        """
+    @property
+    def weight_decay(self) -> float:
+        """
+        Decoupled weight decay; may change between steps, as learning_rate.
+        """
+    @weight_decay.setter
+    def weight_decay(self, arg1: typing.SupportsFloat | typing.SupportsIndex) -> None:
+        ...
 class WeightsLayout:
     """
     Members:
@@ -899,9 +921,52 @@ class Graph:
         """
         The dtype those images are stored and computed in on its device (cpu: float32).
         """
-def Adam(learning_rate: typing.SupportsFloat | typing.SupportsIndex = 0.0010000000474974513, beta1: typing.SupportsFloat | typing.SupportsIndex = 0.8999999761581421, beta2: typing.SupportsFloat | typing.SupportsIndex = 0.9990000128746033, epsilon: typing.SupportsFloat | typing.SupportsIndex = 9.99999993922529e-09, amsgrad: bool = False, gradient_rescale: typing.SupportsFloat | typing.SupportsIndex = 1.0, clip_min: typing.SupportsFloat | typing.SupportsIndex | None = None, clip_max: typing.SupportsFloat | typing.SupportsIndex | None = None, regularization: str = 'none', regularization_scale: typing.SupportsFloat | typing.SupportsIndex = 0.0) -> BuiltinOptimizer:
+class DeviceDataset:
     """
-    Adam with bias correction.
+    A labelled dataset uploaded once to a device; fit() and evaluate() take it in place of (images, labels). Each batch is gathered there in the epoch's shuffled order and augmented on the way: translate=t shifts each image by up to t pixels each way (a random crop of the image padded by t: pad='reflect', 'zero' or 'edge'); flip='random' mirrors each image with probability 1/2, 'alternating' mirrors a random half in even epochs and the other half in odd ones. Every draw follows from (seed, epoch, image), the same on every backend. images: (N, C, H, W) (or (N, H, W, C) with layout='NHWC') or (N, C); labels: class indices (N,) (one-hot over `classes`, default the largest + 1) or float targets. dtype converts the images on the device ('float32', 'float16', 'bfloat16'; None keeps float16 or float32 as given).
+    """
+    def __init__(self, images: typing.Any, labels: typing.Any, device: typing.Any = 'cpu', *, classes: typing.Any = None, layout: str = 'NCHW', dtype: typing.Any = None, translate: typing.SupportsInt | typing.SupportsIndex = 0, pad: str = 'reflect', flip: typing.Any = None, seed: typing.SupportsInt | typing.SupportsIndex = 0) -> None:
+        ...
+    def __len__(self) -> int:
+        ...
+    def __repr__(self) -> str:
+        ...
+    def batch(self, epoch: typing.SupportsInt | typing.SupportsIndex, start: typing.SupportsInt | typing.SupportsIndex, count: typing.SupportsInt | typing.SupportsIndex, shuffle: bool = True) -> tuple[Image, Image]:
+        """
+        (images, labels) at positions [start, start + count) of the epoch's order, the images augmented as drawn for that epoch; both Images on the dataset's device.
+        """
+    def order(self, epoch: typing.SupportsInt | typing.SupportsIndex, shuffle: bool = True) -> numpy.ndarray:
+        """
+        The images' order in that epoch (a permutation drawn from (seed, epoch), or 0..N-1 unshuffled).
+        """
+    def view(self, start: typing.SupportsInt | typing.SupportsIndex, count: typing.SupportsInt | typing.SupportsIndex, *, flip: bool = False, shift: typing.Any = 0) -> Image:
+        """
+        Images [start, start + count) in the dataset's order, every one mirrored (flip) and then shifted: out(y, x) = in(y + dy, x + dx) for shift=(dy, dx), with the dataset's padding (test-time augmentation).
+        """
+    @property
+    def device(self) -> Device:
+        ...
+    @property
+    def dtype(self) -> str:
+        ...
+    @property
+    def images(self) -> Image:
+        """
+        Every image, as uploaded (an Image).
+        """
+    @property
+    def labels(self) -> numpy.ndarray:
+        """
+        The labels as a numpy array: one-hot or target rows (N, K), or (N, K, H, W).
+        """
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        """
+        (C, H, W) of each image.
+        """
+def Adam(learning_rate: typing.SupportsFloat | typing.SupportsIndex = 0.0010000000474974513, beta1: typing.SupportsFloat | typing.SupportsIndex = 0.8999999761581421, beta2: typing.SupportsFloat | typing.SupportsIndex = 0.9990000128746033, epsilon: typing.SupportsFloat | typing.SupportsIndex = 9.99999993922529e-09, amsgrad: bool = False, gradient_rescale: typing.SupportsFloat | typing.SupportsIndex = 1.0, clip_min: typing.SupportsFloat | typing.SupportsIndex | None = None, clip_max: typing.SupportsFloat | typing.SupportsIndex | None = None, regularization: str = 'none', regularization_scale: typing.SupportsFloat | typing.SupportsIndex = 0.0, weight_decay: typing.SupportsFloat | typing.SupportsIndex = 0.0, lookahead_steps: typing.SupportsInt | typing.SupportsIndex = 0, lookahead_alpha: typing.SupportsFloat | typing.SupportsIndex = 0.5) -> BuiltinOptimizer:
+    """
+    Adam with bias correction (with weight_decay, AdamW).
     """
 def Crop(source: typing.Any, window: typing.Any = None, channels: typing.Any = None, label: str = '') -> Padding:
     """
@@ -939,11 +1004,11 @@ def MGU(input_channels: typing.SupportsInt | typing.SupportsIndex, output_channe
     """
     Minimal gated unit, gates f, n: h = (1−f)⊙h₋ + f⊙tanh(Wₙx + Uₙ(f⊙h₋) + bₙ).
     """
-def RMSProp(learning_rate: typing.SupportsFloat | typing.SupportsIndex = 0.009999999776482582, decay: typing.SupportsFloat | typing.SupportsIndex = 0.8999999761581421, epsilon: typing.SupportsFloat | typing.SupportsIndex = 9.99999993922529e-09, gradient_rescale: typing.SupportsFloat | typing.SupportsIndex = 1.0, clip_min: typing.SupportsFloat | typing.SupportsIndex | None = None, clip_max: typing.SupportsFloat | typing.SupportsIndex | None = None, regularization: str = 'none', regularization_scale: typing.SupportsFloat | typing.SupportsIndex = 0.0) -> BuiltinOptimizer:
+def RMSProp(learning_rate: typing.SupportsFloat | typing.SupportsIndex = 0.009999999776482582, decay: typing.SupportsFloat | typing.SupportsIndex = 0.8999999761581421, epsilon: typing.SupportsFloat | typing.SupportsIndex = 9.99999993922529e-09, gradient_rescale: typing.SupportsFloat | typing.SupportsIndex = 1.0, clip_min: typing.SupportsFloat | typing.SupportsIndex | None = None, clip_max: typing.SupportsFloat | typing.SupportsIndex | None = None, regularization: str = 'none', regularization_scale: typing.SupportsFloat | typing.SupportsIndex = 0.0, weight_decay: typing.SupportsFloat | typing.SupportsIndex = 0.0, lookahead_steps: typing.SupportsInt | typing.SupportsIndex = 0, lookahead_alpha: typing.SupportsFloat | typing.SupportsIndex = 0.5) -> BuiltinOptimizer:
     """
     RMSProp: s ← ρ·s + (1−ρ)·g²; w ← w − lr·g/(√s + ε).
     """
-def SGD(learning_rate: typing.SupportsFloat | typing.SupportsIndex = 0.009999999776482582, momentum: typing.SupportsFloat | typing.SupportsIndex = 0.0, nesterov: bool = False, gradient_rescale: typing.SupportsFloat | typing.SupportsIndex = 1.0, clip_min: typing.SupportsFloat | typing.SupportsIndex | None = None, clip_max: typing.SupportsFloat | typing.SupportsIndex | None = None, regularization: str = 'none', regularization_scale: typing.SupportsFloat | typing.SupportsIndex = 0.0) -> BuiltinOptimizer:
+def SGD(learning_rate: typing.SupportsFloat | typing.SupportsIndex = 0.009999999776482582, momentum: typing.SupportsFloat | typing.SupportsIndex = 0.0, nesterov: bool = False, gradient_rescale: typing.SupportsFloat | typing.SupportsIndex = 1.0, clip_min: typing.SupportsFloat | typing.SupportsIndex | None = None, clip_max: typing.SupportsFloat | typing.SupportsIndex | None = None, regularization: str = 'none', regularization_scale: typing.SupportsFloat | typing.SupportsIndex = 0.0, weight_decay: typing.SupportsFloat | typing.SupportsIndex = 0.0, lookahead_steps: typing.SupportsInt | typing.SupportsIndex = 0, lookahead_alpha: typing.SupportsFloat | typing.SupportsIndex = 0.5) -> BuiltinOptimizer:
     """
     SGD: v ← μ·v + g; w ← w − lr·(nesterov ? g + μ·v : v).
     """

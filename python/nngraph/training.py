@@ -8,7 +8,15 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 
-from nngraph._core import ArrayDataSource, Graph, InvalidInputError
+from nngraph._core import ArrayDataSource, DeviceDataset, Graph, InvalidInputError
+
+# Test-time augmentations: (flip, (dy, dx), weight) per view, the plain view first. "flip_shift"
+# is airbench's: half the mirrored pair, half the same pair shifted one pixel either way.
+TTA_VIEWS = {
+    "flip": ((False, (0, 0), 0.5), (True, (0, 0), 0.5)),
+    "flip_shift": ((False, (0, 0), 0.25), (True, (0, 0), 0.25), (False, (-1, -1), 0.125), (True, (-1, 1), 0.125),
+                   (False, (1, 1), 0.125), (True, (1, -1), 0.125)),
+}
 
 
 def as_images(x, what: str):
@@ -56,40 +64,68 @@ def drain(handles) -> None:
             pass
 
 
-def evaluate(graph: Graph, images, labels, batch_size: int = 256) -> dict:
+def evaluate(graph: Graph, images, labels=None, batch_size: int = 256, tta: str | None = None) -> dict:
     """Loss and classification accuracy of `graph` over a data set, with double-buffered
     encodes: {"loss": mean loss, "accuracy": fraction correct}.
 
-    A training graph is evaluated through its evaluation() graph: forward nodes in inference
-    mode (no dropout), the loss computed, nothing trained. An inference graph has no loss, so
-    "loss" is None."""
-    images, labels = _data((images, labels), "evaluate")
+    images, labels: arrays, or a DeviceDataset in place of both (its images unaugmented, in
+    order). A training graph is evaluated through its evaluation() graph: forward nodes in
+    inference mode (no dropout), the loss computed, nothing trained. An inference graph has no
+    loss, so "loss" is None.
+
+    tta (test-time augmentation) classifies by the weighted mean of the results over views of
+    each image, made on the device: "flip" (the image and its mirror), "flip_shift" (half that,
+    half the same pair shifted one pixel up-left and down-right, reflected at the edges). The
+    loss stays the plain view's."""
+    if isinstance(images, DeviceDataset):
+        if labels is not None:
+            raise InvalidInputError("[evaluate] a DeviceDataset holds its labels: pass labels=None")
+        data = images
+    else:
+        images, labels = _data((images, labels), "evaluate")
+        data = None
     if batch_size < 1:
         raise InvalidInputError(f"[evaluate] batch_size must be >= 1, got {batch_size}")
+    if tta is not None and tta not in TTA_VIEWS:
+        raise InvalidInputError(f"[evaluate] tta must be None or one of {sorted(TTA_VIEWS)}, got {tta!r}")
     if graph.is_training:
         graph = graph.evaluation()
+    if data is not None:
+        labels = data.labels
+    elif tta is not None:  # the views are made on the device; the labels stay these
+        data = DeviceDataset(images, labels, graph.device)
+    views = TTA_VIEWS[tta] if tta is not None else ((False, (0, 0), 1.0),)
     with_loss = bool(graph.loss_labels)
-    correct, loss, pending = 0, 0.0, []
+    correct, loss, pending, sums = 0, 0.0, [], {}
+    count = len(data) if data is not None else len(images)
 
-    def finish(start, handle):
+    def finish(start, view, handle):
         nonlocal correct, loss
         batch = labels[start:start + batch_size]
-        correct += _correct(handle.result(), batch)
-        if with_loss:
+        if view == 0 and with_loss:
             loss += handle.loss() * len(batch)
+        weighted = handle.result() * views[view][2]
+        sums[start] = weighted if view == 0 else sums[start] + weighted
+        if view == len(views) - 1:
+            correct += _correct(sums.pop(start), batch)
 
     try:
-        for start in range(0, len(images), batch_size):
+        for start in range(0, count, batch_size):
             batch_labels = labels[start:start + batch_size] if with_loss else None
-            pending.append((start, graph.encode(images[start:start + batch_size], labels=batch_labels)))
-            if len(pending) >= graph.max_in_flight:
-                finish(*pending.pop(0))
+            for view, (flip, shift, _) in enumerate(views):
+                if data is None:
+                    x = images[start:start + batch_size]
+                else:
+                    x = data.view(start, min(batch_size, count - start), flip=flip, shift=shift)
+                pending.append((start, view, graph.encode(x, labels=batch_labels)))
+                if len(pending) >= graph.max_in_flight:
+                    finish(*pending.pop(0))
         while pending:
             finish(*pending.pop(0))
     except BaseException:
-        drain(h for _, h in pending)
+        drain(h for _, _, h in pending)
         raise
-    n = max(1, len(images))
+    n = max(1, count)
     return {"loss": loss / n if with_loss else None, "accuracy": correct / n}
 
 
@@ -97,19 +133,24 @@ def fit(graph: Graph, train: tuple, epochs: int = 1, batch_size: int = 64, shuff
         validation: tuple | None = None, stop_at_accuracy: float | None = None,
         callbacks: Iterable[Callable[[int, dict], object]] = (),
         batch_callbacks: Iterable[Callable[[int, dict], object]] = (),
-        lr_schedule: Callable[[int], float] | None = None, progress: bool = True, seed: int = 0,
-        test: tuple | None = None) -> dict:
-    """Trains `graph` (from Loss.training_graph) on train = (images, labels).
+        lr_schedule: Callable[[int], float | dict] | None = None, progress: bool = True, seed: int = 0,
+        test: tuple | None = None, drop_last: bool = False) -> dict:
+    """Trains `graph` (from Loss.training_graph) on train = (images, labels), or on a
+    DeviceDataset, whose batches are gathered, shuffled (in its own seed's order) and augmented
+    on the device, so no image crosses the host.
 
     - Up to graph.max_in_flight batches are encoded ahead while Python prepares the next one;
       images are converted to float32 once (float64 is numpy's default).
-    - lr_schedule(step) sets the learning rate of the graph's optimizers before each step
-      (steps count from 0 over all epochs); see nngraph.schedules.
+    - lr_schedule(step) sets the learning rate of the graph's optimizers before each step is
+      encoded (steps count from 0 over all epochs); see nngraph.schedules. It returns one rate
+      for every optimizer, or {optimizer: rate} for optimizers with rates of their own (the
+      first one's is logged).
     - batch_callbacks get (step, {"loss", "learning_rate", "epoch"}) after each step;
       callbacks get (epoch, logs) after each epoch. Any returning True stops training.
-    - validation = (images, labels) is evaluated after each epoch (loss and accuracy, no
-      dropout); stop_at_accuracy stops once its accuracy reaches that value. `test` is the
-      older name of `validation`.
+    - validation = (images, labels) or a DeviceDataset is evaluated after each epoch (loss and
+      accuracy, no dropout); stop_at_accuracy stops once its accuracy reaches that value.
+      `test` is the older name of `validation`.
+    - drop_last leaves out each epoch's last batch where it is smaller than batch_size.
     - progress: a bar redrawn in place on a terminal; elsewhere (a log file) one line per epoch.
 
     Returns the history, one entry per epoch: loss, accuracy, val_loss, val_accuracy,
@@ -121,9 +162,14 @@ def fit(graph: Graph, train: tuple, epochs: int = 1, batch_size: int = 64, shuff
     if test is not None and validation is not None:
         raise InvalidInputError("[fit] give validation= (or its older name test=), not both")
     validation = validation if validation is not None else test
-    x, y = _data(train, "fit")
-    if validation is not None:
+    if isinstance(train, DeviceDataset):
+        on_device, x, y = train, None, train.labels
+    else:
+        on_device, (x, y) = None, _data(train, "fit")
+    if validation is not None and not isinstance(validation, DeviceDataset):
         validation = _data(validation, "fit validation")
+    elif validation is not None:
+        validation = (validation, None)
     if batch_size < 1 or epochs < 0:
         raise InvalidInputError(f"[fit] batch_size must be >= 1 and epochs >= 0, got {batch_size} and {epochs}")
     optimizers = _optimizers(graph)
@@ -134,10 +180,15 @@ def fit(graph: Graph, train: tuple, epochs: int = 1, batch_size: int = 64, shuff
     keys = ("loss", "accuracy", "val_loss", "val_accuracy", "learning_rate", "seconds")
     history = {k: [] for k in keys}
     step, callbacks, batch_callbacks = 0, list(callbacks), list(batch_callbacks)
+    count = len(y)
+    last = count - count % batch_size if drop_last else count
     for epoch in range(epochs):
         t0 = time.perf_counter()
-        order = rng.permutation(len(x)) if shuffle else np.arange(len(x))
-        totals = _Totals(_progress(len(x), epoch, epochs) if progress and sys.stderr.isatty() else None)
+        if on_device is not None:
+            order = on_device.order(epoch, shuffle)
+        else:
+            order = rng.permutation(count) if shuffle else np.arange(count)
+        totals = _Totals(_progress(last, epoch, epochs) if progress and sys.stderr.isatty() else None)
         pending, stop = [], False
         lr = optimizers[0].learning_rate if optimizers else None
 
@@ -148,15 +199,17 @@ def fit(graph: Graph, train: tuple, epochs: int = 1, batch_size: int = 64, shuff
             return any(a is True for a in answers)
 
         try:
-            for start in range(0, len(x), batch_size):
+            for start in range(0, last, batch_size):
                 if stop:
                     break
                 idx = order[start:start + batch_size]
                 if lr_schedule is not None:
-                    lr = float(lr_schedule(step))
-                    for opt in optimizers:
-                        opt.learning_rate = lr
-                pending.append((idx, graph.encode(x[idx], labels=y[idx]), step, lr))
+                    lr = _set_rates(lr_schedule(step), optimizers)
+                if on_device is not None:
+                    images, labels = on_device.batch(epoch, start, len(idx), shuffle)
+                else:
+                    images, labels = x[idx], y[idx]
+                pending.append((idx, graph.encode(images, labels=labels), step, lr))
                 step += 1
                 if len(pending) >= graph.max_in_flight:  # read the oldest while the newest runs
                     stop = finish(*pending.pop(0)) or stop
@@ -182,6 +235,18 @@ def fit(graph: Graph, train: tuple, epochs: int = 1, batch_size: int = 64, shuff
         if stop or (stop_at_accuracy is not None and (logs.get("val_accuracy") or 0.0) >= stop_at_accuracy):
             break
     return history
+
+
+def _set_rates(rates, optimizers: list) -> float:
+    """Sets a schedule's rate(s) (one for all, or {optimizer: rate}); returns the one logged."""
+    if not isinstance(rates, dict):
+        rates = dict.fromkeys(optimizers, float(rates))
+    for opt, lr in rates.items():
+        if all(opt is not o for o in optimizers):
+            raise InvalidInputError("[fit] lr_schedule set the rate of an optimizer that trains none of the graph's "
+                                    "data sources")
+        opt.learning_rate = float(lr)
+    return float(rates[optimizers[0]]) if optimizers[0] in rates else float(next(iter(rates.values())))
 
 
 def _optimizers(graph: Graph) -> list:

@@ -34,6 +34,7 @@ void init_optimizers(py::module_& m);
 void init_losses(py::module_& m);
 void init_graph(py::module_& m);
 void init_rnn(py::module_& m);
+void init_dataset(py::module_& m);
 
 Layout parse_layout(const std::string& layout);
 
@@ -57,6 +58,10 @@ class Uploads {
   };
   std::vector<Entry> entries_;
 };
+
+// Class indices (n·h·w of them, each below sh.c) as one-hot float32 labels of shape `sh`,
+// written straight into the upload; errors start with `name`.
+size_t one_hot(const py::array& indices, int n, const ImageShape& sh, const std::string& name, Uploads& uploads);
 
 // A float16/float32 array of rank 4 (NCHW or NHWC) or 2 (N, C) copied into an Image on
 // `device`, strided or not. Errors start with `what` and name `expected` when given.

@@ -70,25 +70,6 @@ py::object to_python(const std::vector<Image>& results, Layout layout) {
   return out;
 }
 
-// Class indices, one per image or pixel: one-hot over the labels' channels, written straight
-// into the device's staging memory (or the labels image on cpu).
-size_t one_hot(const py::array& indices, int n, const ImageShape& sh, const std::string& name, Uploads& uploads) {
-  const auto a = py::array_t<int64_t, py::array::c_style | py::array::forcecast>::ensure(indices);
-  const int64_t* v = a.data();
-  const size_t plane = static_cast<size_t>(sh.h) * sh.w, count = static_cast<size_t>(n) * plane;
-  if (static_cast<size_t>(a.size()) != count)
-    fail("[", name, "] ", a.size(), " class indices for ", n, " images of ", sh.h, "x", sh.w, " labels: expected ",
-         count);
-  for (size_t i = 0; i < count; ++i)
-    if (v[i] < 0 || v[i] >= sh.c) fail("[", name, "] label ", v[i], " out of range for ", sh.c, " classes");
-  return uploads.add({n, sh, DType::Float32}, [a, plane, count, c = sh.c](void* out) {
-    const int64_t* v = a.data();
-    float* f = static_cast<float*>(out);
-    std::fill_n(f, count * c, 0.f);
-    for (size_t i = 0; i < count; ++i) f[(i / plane * c + v[i]) * plane + i % plane] = 1.f;
-  });
-}
-
 // Labels for each loss node: an array (class indices, one-hot or targets), a LossLabels, or a
 // list with one of those per loss. nngraph.losses does the numpy side of the conversion.
 // Each loss's (labels, weights or none) entries in `uploads`.
@@ -115,6 +96,10 @@ LabelEntries to_labels(Graph& g, const std::vector<ImageShape>& shapes, int n, c
     const auto& sh = label_shapes[i];
     const std::string name = losses[i]->label();
     given->push_back(items[i]);
+    if (py::isinstance<Image>(items[i])) {  // a DeviceDataset's batch, already on the device
+      out.push_back({uploads.add(items[i], Layout::NCHW, name), std::nullopt});
+      continue;
+    }
     if (py::isinstance<py::array>(items[i])) {  // the common case, class indices (N,), needs no Python
       const auto array = py::reinterpret_borrow<py::array>(items[i]);
       const char kind = array.dtype().kind();

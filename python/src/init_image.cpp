@@ -131,6 +131,24 @@ std::vector<Image> Uploads::upload(const Device& device) const {
   return out;
 }
 
+// Written straight into the device's staging memory (or the labels image on cpu).
+size_t one_hot(const py::array& indices, int n, const ImageShape& sh, const std::string& name, Uploads& uploads) {
+  const auto a = py::array_t<int64_t, py::array::c_style | py::array::forcecast>::ensure(indices);
+  const int64_t* v = a.data();
+  const size_t plane = static_cast<size_t>(sh.h) * sh.w, count = static_cast<size_t>(n) * plane;
+  if (static_cast<size_t>(a.size()) != count)
+    fail("[", name, "] ", a.size(), " class indices for ", n, " images of ", sh.h, "x", sh.w, " labels: expected ",
+         count);
+  for (size_t i = 0; i < count; ++i)
+    if (v[i] < 0 || v[i] >= sh.c) fail("[", name, "] label ", v[i], " out of range for ", sh.c, " classes");
+  return uploads.add({n, sh, DType::Float32}, [a, plane, count, c = sh.c](void* out) {
+    const int64_t* v = a.data();
+    float* f = static_cast<float*>(out);
+    std::fill_n(f, count * c, 0.f);
+    for (size_t i = 0; i < count; ++i) f[(i / plane * c + v[i]) * plane + i % plane] = 1.f;
+  });
+}
+
 Image image_from_array(const py::handle& obj, Layout layout, const Device& device,
                        const std::string& what, const std::optional<ImageShape>& expected) {
   Uploads u;

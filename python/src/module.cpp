@@ -14,6 +14,7 @@ PYBIND11_MODULE(_core, m) {
   init_rnn(m);
   init_losses(m);
   init_graph(m);
+  init_dataset(m);
 }
 
 }  // namespace nngraph::py_bind
