@@ -137,12 +137,12 @@ class FilterNode : public std::enable_shared_from_this<FilterNode> {
   // Fusion hooks; the planner folds a node into the step producing its source 0 where the
   // producer accepts it and nothing else reads that source.
   // A node applying a neuron to source 0 that a producer may apply in its epilogue instead.
-  virtual const NeuronDescriptor* fusable_neuron(bool training) const {
-    (void)training;
-    return nullptr;
-  }
+  virtual const NeuronDescriptor* fusable_neuron() const { return nullptr; }
   // Producers that apply a following neuron in their epilogue (EncodeArgs::fused).
   virtual bool accepts_fused_neuron() const { return false; }
+  // Producers whose gradient recomputes their output from what it reads anyway, so that in a
+  // training graph a neuron whose derivative needs its input (GELU) may fold in too.
+  virtual bool recomputes_neuron_input() const { return false; }
   // A gradient node computing dY ⊙ f'(source 1) (dY its source 0), which dY's producer may
   // do in its own pass when that producer reads the same source 1.
   virtual const NeuronDescriptor* fusable_neuron_gradient() const { return nullptr; }

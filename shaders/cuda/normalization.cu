@@ -46,20 +46,38 @@ struct MomentTerms {  // forward: (x − shift) and its square; shift is the cha
   }
 };
 
-// f'(neuron(v)), the derivative of the neuron the forward pass applied to its normalized v.
+// f'(v), the derivative of the neuron the forward pass applied to its normalized v: from its
+// output neuron(v) where it can be, else from v itself (GELU, swish).
 template <class N, class D>
 struct Through {
   N neuron;
   D derivative;
+  bool from_output = true;
   Through() = default;
-  explicit Through(const NeuronDescriptor& nd) : neuron{nd}, derivative{nd} {}
+  explicit Through(const NeuronDescriptor& nd)
+      : neuron{nd}, derivative{nd}, from_output(math::derivative_from_output(nd)) {}
   static constexpr bool kNone = std::is_same_v<D, NoDerivative>;
-  __device__ float operator()(float v) const { return derivative(neuron(v)); }
+  __device__ float operator()(float v) const { return derivative(from_output ? neuron(v) : v); }
+};
+// GELU (the speed run's) by its own formulas: the switch over every neuron in these loops
+// costs more than the passes the folding saves.
+struct GELUNeuron {
+  __device__ float operator()(float v) const { return math::neurons::GELU::f(0.f, 0.f, 0.f, v); }
+};
+struct GELUThrough {
+  static constexpr bool kNone = false;
+  __device__ float operator()(float v) const { return math::neurons::GELU::df(0.f, 0.f, 0.f, v); }
 };
 template <class F>
 void with_through(const NeuronDescriptor& nd, F&& f) {
+  if (nd.type == NeuronType::GELU) return f(GELUThrough{});
   with_functor<Through<NoNeuron, NoDerivative>, Through<ReLUNeuron, ReLUDerivative>,
                Through<AnyNeuron, AnyDerivative>>(nd, f);
+}
+template <class F>
+void with_normalized_neuron(const NeuronDescriptor& nd, F&& f) {
+  if (nd.type == NeuronType::GELU) return f(GELUNeuron{});
+  with_neuron(nd, f);
 }
 
 // A channel's batch mean, and the scale and shift that normalized it (normalize_kernel's).
@@ -338,7 +356,7 @@ void batch_norm_forward(cudaStream_t s, const T* x, const float* gamma, const fl
                                                           epsilon, stats);
   }
   const size_t count = static_cast<size_t>(n) * c * hw;
-  with_neuron(nd, [&](auto neuron) {
+  with_normalized_neuron(nd, [&](auto neuron) {
     with_index_type(count, [&](auto index) {
       using I = decltype(index);
       with_pack<T>(c, hw, packed(x) && packed(y), [&](auto v) {

@@ -7,6 +7,7 @@
 
 #include "nngraph/error.h"
 #include "ops/arithmetic.h"
+#include "ops/neuron.h"
 
 namespace nngraph {
 namespace {
@@ -91,6 +92,26 @@ Structure build_structure(const std::vector<ImageNodePtr>& results, const std::v
   for (const auto& ins : s.node_inputs)
     for (int t : ins) ++uses[t];
   for (int t : s.results) ++uses[t];
+  std::vector<std::vector<const FilterNode*>> readers(s.tensor_count());
+  for (size_t i = 0; i < s.order.size(); ++i)
+    for (int t : s.node_inputs[i]) readers[t].push_back(s.order[i]);
+  // Whether a training graph may fold neuron f, whose derivative needs its input t, into t's
+  // producer: every other reader of t is f's own gradient, whose result only the producer's
+  // gradient reads, which then recomputes t (takes_neuron_gradient_of) so nothing reads it.
+  auto input_recomputed = [&](const FilterNode* f, int t, const FilterNode* producer) {
+    if (!producer->recomputes_neuron_input()) return false;
+    int others = 0;
+    for (const FilterNode* r : readers[t]) {
+      if (r == f) continue;
+      const auto* g = dynamic_cast<const NeuronGradientNode*>(r);
+      if (!g || g->forward() != f) return false;
+      const int out = out_of.at(g);
+      if (uses[out] != 1 || readers[out].size() != 1 || readers[out][0]->takes_neuron_gradient_of() != producer)
+        return false;
+      ++others;
+    }
+    return uses[t] == 1 + others;
+  };
 
   s.root.resize(s.tensor_count());
   for (size_t t = 0; t < s.root.size(); ++t) s.root[t] = static_cast<int>(t);
@@ -111,9 +132,17 @@ Structure build_structure(const std::vector<ImageNodePtr>& results, const std::v
       s.root[out] = s.root[ins[0]];
       continue;
     }
-    // A neuron folds into the step computing its source (a convolution's epilogue).
-    if (const NeuronDescriptor* neuron = f->fusable_neuron(s.training)) {
-      if (Step* p = fold_target(ins[0]); p && p->node->accepts_fused_neuron()) {
+    // A neuron folds into the step computing its source (a convolution's epilogue). In
+    // training, one whose derivative needs its input only where that input is recomputed.
+    if (const NeuronDescriptor* neuron = f->fusable_neuron()) {
+      const int producer = step_of[ins[0]];
+      Step* p = s.training && !neuron->derivative_from_output()
+                    ? (producer >= 0 && s.steps[producer].fused.type == NeuronType::None &&
+                               input_recomputed(f, ins[0], s.steps[producer].node)
+                           ? &s.steps[producer]
+                           : nullptr)
+                    : fold_target(ins[0]);
+      if (p && p->node->accepts_fused_neuron()) {
         p->fused = *neuron;
         s.root[out] = s.root[ins[0]];
         continue;
@@ -132,7 +161,9 @@ Structure build_structure(const std::vector<ImageNodePtr>& results, const std::v
     }
     // A neuron gradient whose dY comes from a gradient step for the neuron's own output (max
     // pooling after relu) folds into that step: one pass instead of two.
-    if (const NeuronDescriptor* neuron = f->fusable_neuron_gradient()) {
+    // (Only where the derivative comes from the output: source 1 may be the input of a neuron
+    // folded into its producer, which then holds the output.)
+    if (const NeuronDescriptor* neuron = f->fusable_neuron_gradient(); neuron && neuron->derivative_from_output()) {
       Step* p = fold_target(ins[0]);
       if (p && p->node->accepts_fused_neuron_gradient() && p->inputs[1] == s.root[ins[1]]) {
         p->fused = *neuron;

@@ -19,7 +19,7 @@ std::vector<FilterNodePtr> NeuronNode::make_gradients(const ImageNodePtr& dy) {
 NeuronGradientNode::NeuronGradientNode(const ImageNodePtr& dy, std::shared_ptr<NeuronNode> forward)
     : GradientNode({dy, forward->neuron().derivative_from_output() ? forward->result_image() : forward->sources()[0]},
                    *forward, kKind),
-      neuron_(forward->neuron()) {}
+      neuron_(forward->neuron()), forward_(forward.get()) {}
 
 void NeuronGradientNode::encode(const EncodeArgs& a) const {
   dispatch<NeuronGradientKernel>(a.backend, neuron_, *a.sources[1], *a.sources[0], a.result);

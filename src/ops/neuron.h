@@ -24,10 +24,9 @@ class NeuronNode : public FilterNode {
   const NeuronDescriptor& neuron() const { return neuron_; }
   // Elementwise: any layout is the same to it.
   bool channels_last(DeviceType, const std::vector<ImageShape>&) const override { return true; }
-  // A training graph folds it only where its gradient can work from the output.
-  const NeuronDescriptor* fusable_neuron(bool training) const override {
-    return !training || neuron_.derivative_from_output() ? &neuron_ : nullptr;
-  }
+  // A training graph folds one whose derivative needs its input only into a producer that
+  // recomputes it (the planner checks).
+  const NeuronDescriptor* fusable_neuron() const override { return &neuron_; }
 
  protected:
   std::vector<FilterNodePtr> make_gradients(const ImageNodePtr& source_gradient) override;
@@ -45,12 +44,14 @@ class NeuronGradientNode : public GradientNode {
   ImageShape infer(const std::vector<ImageShape>& sources) const override { return sources[1]; }
   void encode(const EncodeArgs& args) const override;
   const NeuronDescriptor& neuron() const { return neuron_; }
+  const NeuronNode* forward() const { return forward_; }
   const NeuronDescriptor* fusable_neuron_gradient() const override { return &neuron_; }
   // Elementwise: any layout is the same to it.
   bool channels_last(DeviceType, const std::vector<ImageShape>&) const override { return true; }
 
  private:
   NeuronDescriptor neuron_;
+  const NeuronNode* forward_;  // identifies the forward node to the planner; never read
 };
 
 }  // namespace nngraph

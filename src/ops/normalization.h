@@ -62,6 +62,8 @@ class BatchNormalizationNode : public FilterNode {
   size_t batch_state_size(const std::vector<ImageShape>& sources) const override;
   void encode_commit(const EncodeArgs& args) const override;
   bool accepts_fused_neuron() const override { return true; }
+  // Its gradient recomputes x·scale + shift from x, so any neuron folds in while training.
+  bool recomputes_neuron_input() const override { return true; }
   // Reads channels-last images as rows of pixels (Tensor::pixels).
   bool channels_last(DeviceType, const std::vector<ImageShape>&) const override { return true; }
   // Into a convolution or fully connected layer without a neuron of its own: its running

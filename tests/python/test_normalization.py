@@ -60,10 +60,11 @@ def test_inference_uses_the_running_statistics(device, rng, shape):
 
 
 @pytest.mark.parametrize("shape", SHAPES)
-@pytest.mark.parametrize("neuron", [None, "relu", "sigmoid"])
+@pytest.mark.parametrize("neuron", [None, "relu", "sigmoid", "gelu"])
 def test_training_forward_and_every_gradient(device, rng, shape, neuron):
     """With a neuron after it, the neuron runs in the normalizing pass and its gradient in the
-    normalization's gradient passes (from x recomputed: no steps of their own)."""
+    normalization's gradient passes (from x recomputed: no steps of their own), GELU's too,
+    whose derivative needs its input."""
     x = rng.standard_normal(shape).astype(np.float32) * 1.5 + 0.5
     t = random_tensors(rng, shape[1])
     ds = NormCapture(t)
@@ -86,6 +87,25 @@ def test_training_forward_and_every_gradient(device, rng, shape, neuron):
     dgamma, dbeta = ds.grads[0], ds.grads[1]
     check(dgamma, numeric_grad(lambda v: (fwd(x, gamma=v) * r).sum(), t["gamma"]), rtol=3e-3, atol=3e-4)
     check(dbeta, numeric_grad(lambda v: (fwd(x, beta=v) * r).sum(), t["beta"]), rtol=3e-3, atol=3e-4)
+
+
+def test_gelu_stays_apart_where_its_input_is_read_otherwise(device, rng):
+    """GELU's gradient reads its input: without the normalization's gradient to recompute it,
+    the normalization keeps it, and GELU runs in a step of its own."""
+    shape = (3, 4, 5, 2)
+    x = rng.standard_normal(shape).astype(np.float32)
+    t = random_tensors(rng, 4)
+    src, dy = ng.ImageNode(label="x"), ng.ImageNode(label="dy")
+    bn = ng.BatchNormalization(src, NormCapture(t), label="bn")
+    out = ng.Neuron(bn, "gelu", label="act")
+    dz = out.gradient_filter(dy)
+    g = ng.Graph([out.result_image, dz.result_image], device=device)
+    r = rng.standard_normal(shape).astype(np.float32)
+    y, dxz = g.run({"x": x, "dy": r})
+    assert "bn+gelu" not in g.memory_plan(3)["steps"]
+    z = bn_reference(x, t["gamma"], t["beta"])
+    check(y, ref.neuron(z, "gelu"), rtol=1e-4, atol=1e-4)
+    check(dxz, numeric_grad(lambda v: (ref.neuron(v, "gelu") * r).sum(), z), rtol=3e-3, atol=3e-4)
 
 
 def bn_net(c, optimizer, momentum=0.1, source=None):

@@ -113,7 +113,7 @@ void batch_normalization_gradient(Backend& backend, const Tensor& xt, const Tens
     std::vector<float> passed(through ? l.n * l.hw : 0);  // dy through the neuron, a channel's rows
     for (int c = static_cast<int>(c0); c < static_cast<int>(c1); ++c) {
       const float mu = stats[c], inv = stats[l.c + c];
-      // dy ⊙ f'(neuron(x·scale + shift)): the forward pass's neuron output, recomputed.
+      // dy ⊙ f'(x·scale + shift), from the forward pass's neuron output or input, recomputed.
       auto dy_row = [&](int i) { return through ? passed.data() + static_cast<size_t>(i) * l.hw : dy + l.row(i, c); };
       if (through) {
         const float scale = g[c] * inv, shift = b[c] - mu * scale;
@@ -121,7 +121,7 @@ void batch_normalization_gradient(Backend& backend, const Tensor& xt, const Tens
           const float* xr = x + l.row(i, c);
           float* pr = passed.data() + static_cast<size_t>(i) * l.hw;
           for (size_t k = 0; k < l.hw; ++k) pr[k] = xr[k] * scale + shift;
-          bias_neuron(pr, l.hw, nullptr, neuron);
+          if (neuron.derivative_from_output()) bias_neuron(pr, l.hw, nullptr, neuron);
           neuron_derivative(dy + l.row(i, c), pr, pr, l.hw, neuron);
         }
       }
