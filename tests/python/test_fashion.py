@@ -65,6 +65,16 @@ def test_the_classifier_example_learns(device, capsys):
     assert "epoch 2: loss" in out and "wall time" in out
 
 
+def test_the_speedrun_example_learns(device, capsys):
+    from nngraph.examples import speedrun
+
+    result = speedrun.main(["--device", device, "--limit", "2048", "--test-limit", "1000", "--epochs", "6",
+                            "--batch-size", "128", "--widths", "16", "32", "32", "--seeds", "2", "--target", "0.65"])
+    assert len(result["accuracies"]) == 2 and min(result["accuracies"]) >= 0.65
+    out = capsys.readouterr().out
+    assert "seed 1: test accuracy" in out and "reached 65.0%" in out
+
+
 def test_the_denoising_example_removes_noise(device, capsys):
     from nngraph.examples import denoise
 
