@@ -57,9 +57,10 @@ template <class T>
 void neuron(cudaStream_t s, const T* in, T* out, size_t count, const NeuronDescriptor& neuron);
 template <class T>
 void neuron_gradient(cudaStream_t s, const T* v, const T* dy, T* dx, size_t count, const NeuronDescriptor& neuron);
-// Batch normalization, NCHW. With stats (5·c floats: mean, inverse deviation, variance, two
-// sums) the batch's statistics are computed into it and used; without, mean and var. partial
-// holds 2·c·batch_norm_chunks(n, c, hw) floats.
+// Batch normalization, NCHW. With stats (kBatchNormStatistics·c floats: mean, inverse
+// deviation, variance, two sums, then the coefficients the passes load) the batch's statistics
+// are computed into it and used; without, mean and var. partial holds
+// 2·c·batch_norm_chunks(n, c, hw) floats.
 int batch_norm_chunks(int n, int c, int hw);
 template <class T>
 void batch_norm_forward(cudaStream_t s, const T* x, const float* gamma, const float* beta, const float* mean,
@@ -69,7 +70,7 @@ void batch_norm_forward(cudaStream_t s, const T* x, const float* gamma, const fl
 // after the normalization) dy is taken as dy ⊙ f'(neuron(y)), y recomputed from x.
 template <class T>
 void batch_norm_gradient(cudaStream_t s, const T* x, const T* dy, const float* gamma, const float* beta,
-                         const float* stats, const NeuronDescriptor& neuron, float* partial, T* dx, float* dgamma,
+                         float* stats, const NeuronDescriptor& neuron, float* partial, T* dx, float* dgamma,
                          float* dbeta, int n, int c, int hw);
 void batch_norm_statistics(cudaStream_t s, float momentum, float unbias, const float* stats, float* mean, float* var,
                            int c);

@@ -7,6 +7,7 @@
 
 #include "common.cuh"
 #include "kernels.cuh"
+#include "ops/normalization.h"
 
 namespace nngraph::cuda {
 namespace {
@@ -243,28 +244,44 @@ __device__ double2 channel_totals(const float* partial, int chunks, int c, int c
 }
 
 // Stage 2, forward, a block per channel: mean, 1/sqrt(var + eps) and var.
+// Where the passes' per-channel coefficients lie in the batch state (after what every backend
+// keeps there): y = x·scale + shift; dx = scale·passed + slope·(x − mean) + offset.
+enum Coefficient { kScale = 5, kShift, kSlope, kOffset };
+static_assert(kOffset < kBatchNormStatistics, "the batch state holds every coefficient");
+
 template <class T>
+
 __global__ void moments_kernel(const T* x, const float* partial, int chunks, int c, int hw, double count,
-                               float epsilon, float* stats) {
+                               float epsilon, const float* gamma, const float* beta, float* stats) {
   const int ch = blockIdx.x;
   const double2 t = channel_totals(partial, chunks, c, ch);
   if (threadIdx.x != 0) return;
   const double a = t.x, b = t.y;
   const double d = a / count;  // mean − shift
   const double var = fmax(b / count - d * d, 0.0);
-  stats[ch] = static_cast<float>(ld(x[static_cast<size_t>(ch) * hw]) + d);
-  stats[c + ch] = static_cast<float>(1.0 / sqrt(var + epsilon));
+  const float mean = static_cast<float>(ld(x[static_cast<size_t>(ch) * hw]) + d);
+  const float inv = static_cast<float>(1.0 / sqrt(var + epsilon));
+  stats[ch] = mean;
+  stats[c + ch] = inv;
   stats[2 * c + ch] = static_cast<float>(var);
+  const float scale = gamma[ch] * inv;
+  stats[kScale * c + ch] = scale;
+  stats[kShift * c + ch] = beta[ch] - mean * scale;
 }
 
-// Stage 2, backward, a block per channel: dgamma = Σdy·(x − mean)·inv, dbeta = Σdy.
-__global__ void gradient_totals_kernel(const float* partial, int chunks, int c, const float* stats, float* dgamma,
-                                       float* dbeta) {
+// Stage 2, backward, a block per channel: dgamma = Σdy·(x − mean)·inv, dbeta = Σdy, and the
+// input gradient's coefficients (input_gradient_kernel's formula, M = 1/inv_count).
+__global__ void gradient_totals_kernel(const float* partial, int chunks, int c, float* stats, float* dgamma,
+                                       float* dbeta, float inv_count) {
   const int ch = blockIdx.x;
   const double2 t = channel_totals(partial, chunks, c, ch);
   if (threadIdx.x != 0) return;
-  dbeta[ch] = static_cast<float>(t.x);
-  dgamma[ch] = static_cast<float>(t.y * stats[c + ch]);
+  const float db = static_cast<float>(t.x), dg = static_cast<float>(t.y * stats[c + ch]);
+  dbeta[ch] = db;
+  dgamma[ch] = dg;
+  const float scale = stats[kScale * c + ch];
+  stats[kSlope * c + ch] = -scale * stats[c + ch] * dg * inv_count;
+  stats[kOffset * c + ch] = -scale * db * inv_count;
 }
 
 // The channel of value k of item i (values i·V to i·V + V − 1): planes of hw values, a
@@ -274,23 +291,53 @@ __device__ inline unsigned channel_of(I i, int k, unsigned c, unsigned hw) {
   return hw == 1 ? static_cast<unsigned>((i * V) % c) + k : static_cast<unsigned>((i * V / hw) % c);
 }
 
-// y = neuron(x·scale + shift); scale and shift per channel from the batch statistics or the
-// running ones.
+// Coefficient `a` (c floats) of item i's V values: of V consecutive channels for rows (in
+// 16-byte loads where `wide`: V a multiple of 4, the array aligned), else of the item's one.
+template <int V, class I>
+__device__ inline void coefficients(const float* a, I i, unsigned c, unsigned hw, bool wide, float (&out)[V]) {
+  if (hw != 1) {
+    const float v = a[channel_of<V>(i, 0, c, hw)];
+#pragma unroll
+    for (int k = 0; k < V; ++k) out[k] = v;
+    return;
+  }
+  const unsigned ch0 = channel_of<V>(i, 0, c, hw);
+  if constexpr (V % 4 == 0) {
+    if (wide) {
+#pragma unroll
+      for (int q = 0; q < V / 4; ++q) {
+        const float4 t = reinterpret_cast<const float4*>(a + ch0)[q];
+        out[4 * q] = t.x, out[4 * q + 1] = t.y, out[4 * q + 2] = t.z, out[4 * q + 3] = t.w;
+      }
+      return;
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < V; ++k) out[k] = a[ch0 + k];
+}
+
+// y = neuron(x·scale + shift); scale and shift per channel from the batch state (training)
+// or the running statistics.
 template <int V, class T, class I, class F>
 __global__ void normalize_kernel(const T* x, T* y, I items, unsigned c, unsigned hw, const float* gamma,
                                  const float* beta, const float* mean, const float* var, const float* stats,
-                                 float epsilon, F neuron) {
+                                 float epsilon, F neuron, bool wide) {
   NNGRAPH_GRID_LOOP_T(I, i, items) {
-    float v[V];
+    float v[V], scale[V], shift[V];
     load_values<V>(x + i * V, v);
+    if (stats) {
+      coefficients<V>(stats + kScale * c, i, c, hw, wide, scale);
+      coefficients<V>(stats + kShift * c, i, c, hw, wide, shift);
+    } else {
 #pragma unroll
-    for (int k = 0; k < V; ++k) {
-      const unsigned ch = channel_of<V>(i, k, c, hw);
-      const float inv = stats ? stats[c + ch] : rsqrtf(var[ch] + epsilon);
-      const float mu = stats ? stats[ch] : mean[ch];
-      const float scale = gamma[ch] * inv, shift = beta[ch] - mu * scale;
-      v[k] = neuron(v[k] * scale + shift);
+      for (int k = 0; k < V; ++k) {
+        const unsigned ch = channel_of<V>(i, k, c, hw);
+        scale[k] = gamma[ch] * rsqrtf(var[ch] + epsilon);
+        shift[k] = beta[ch] - mean[ch] * scale[k];
+      }
     }
+#pragma unroll
+    for (int k = 0; k < V; ++k) v[k] = neuron(v[k] * scale[k] + shift[k]);
     store_values<V>(y + i * V, v);
   }
 }
@@ -298,19 +345,21 @@ __global__ void normalize_kernel(const T* x, T* y, I items, unsigned c, unsigned
 // dx = k·dy + kx·(x − mean) + k0 per channel (BatchNormalizationGradientKernel's formula),
 // dy passed through the terms' neuron gradient; items as normalize_kernel's.
 template <int V, class I, class T, class P>
-__global__ void input_gradient_kernel(GradientTerms<T, P> terms, T* dx, I items, unsigned hw, const float* dgamma,
-                                      const float* dbeta, float inv_count) {
+__global__ void input_gradient_kernel(GradientTerms<T, P> terms, T* dx, I items, unsigned hw, bool wide) {
   const unsigned c = terms.c;
   NNGRAPH_GRID_LOOP_T(I, i, items) {
-    float v[V], g[V];
+    float v[V], g[V], mean[V], scale[V], shift[V], slope[V], offset[V];
     load_values<V>(terms.x + i * V, v);
     load_values<V>(terms.dy + i * V, g);
+    coefficients<V>(terms.stats, i, c, hw, wide, mean);
+    coefficients<V>(terms.stats + kScale * c, i, c, hw, wide, scale);
+    if constexpr (!P::kNone) coefficients<V>(terms.stats + kShift * c, i, c, hw, wide, shift);
+    coefficients<V>(terms.stats + kSlope * c, i, c, hw, wide, slope);
+    coefficients<V>(terms.stats + kOffset * c, i, c, hw, wide, offset);
 #pragma unroll
     for (int k = 0; k < V; ++k) {
-      const unsigned ch = channel_of<V>(i, k, c, hw);
-      const Normalized n = terms.constants(ch);
-      const float gx = terms.stats[c + ch] * dgamma[ch] * inv_count, g0 = dbeta[ch] * inv_count;
-      v[k] = n.scale * (terms.passed(g[k], v[k], n) - (g0 + (v[k] - n.mean) * gx));
+      const float passed = P::kNone ? g[k] : g[k] * terms.through(v[k] * scale[k] + shift[k]);
+      v[k] = scale[k] * passed + slope[k] * (v[k] - mean[k]) + offset[k];
     }
     store_values<V>(dx + i * V, v);
   }
@@ -352,17 +401,18 @@ void batch_norm_forward(cudaStream_t s, const T* x, const float* gamma, const fl
   if (stats) {
     const int chunks = batch_norm_chunks(n, c, hw);
     partial_sums<T>(s, MomentTerms<T>{x, hw}, partial, n, c, hw, chunks);
-    moments_kernel<<<c, kThreads, 0, s>>>(x, partial, chunks, c, hw, static_cast<double>(n) * hw,
-                                                          epsilon, stats);
+    moments_kernel<<<c, kThreads, 0, s>>>(x, partial, chunks, c, hw, static_cast<double>(n) * hw, epsilon, gamma,
+                                          beta, stats);
   }
   const size_t count = static_cast<size_t>(n) * c * hw;
+  const bool wide = packed(stats) && c % 4 == 0;
   with_normalized_neuron(nd, [&](auto neuron) {
     with_index_type(count, [&](auto index) {
       using I = decltype(index);
       with_pack<T>(c, hw, packed(x) && packed(y), [&](auto v) {
         constexpr int V = decltype(v)::value;
         normalize_kernel<V><<<blocks_for(count / V), kThreads, 0, s>>>(x, y, static_cast<I>(count / V), c, hw, gamma,
-                                                                      beta, mean, var, stats, epsilon, neuron);
+                                                                      beta, mean, var, stats, epsilon, neuron, wide);
       });
     });
   });
@@ -371,22 +421,23 @@ void batch_norm_forward(cudaStream_t s, const T* x, const float* gamma, const fl
 
 template <class T>
 void batch_norm_gradient(cudaStream_t s, const T* x, const T* dy, const float* gamma, const float* beta,
-                         const float* stats, const NeuronDescriptor& neuron, float* partial, T* dx, float* dgamma,
+                         float* stats, const NeuronDescriptor& neuron, float* partial, T* dx, float* dgamma,
                          float* dbeta, int n, int c, int hw) {
   const int chunks = batch_norm_chunks(n, c, hw);
+  const float inv_count = static_cast<float>(1.0 / (static_cast<double>(n) * hw));
   with_through(neuron, [&](auto through) {
     const GradientTerms<T, decltype(through)> terms{x, dy, gamma, beta, stats, c, through};
     partial_sums<T>(s, terms, partial, n, c, hw, chunks);
-    gradient_totals_kernel<<<c, kThreads, 0, s>>>(partial, chunks, c, stats, dgamma, dbeta);
+    gradient_totals_kernel<<<c, kThreads, 0, s>>>(partial, chunks, c, stats, dgamma, dbeta, inv_count);
     if (!dx) return;
     const size_t count = static_cast<size_t>(n) * c * hw;
-    const float inv_count = static_cast<float>(1.0 / (static_cast<double>(n) * hw));
+    const bool wide = packed(stats) && c % 4 == 0;
     with_index_type(count, [&](auto index) {
       using I = decltype(index);
       with_pack<T>(c, hw, terms.aligned() && packed(dx), [&](auto v) {
         constexpr int V = decltype(v)::value;
         input_gradient_kernel<V><<<blocks_for(count / V), kThreads, 0, s>>>(terms, dx, static_cast<I>(count / V), hw,
-                                                                          dgamma, dbeta, inv_count);
+                                                                          wide);
       });
     });
   });
@@ -396,7 +447,7 @@ void batch_norm_gradient(cudaStream_t s, const T* x, const T* dy, const float* g
 #define INSTANTIATE(T)                                                                                           \
   template void batch_norm_forward(cudaStream_t, const T*, const float*, const float*, const float*, const float*, \
                                    float*, float*, float, const NeuronDescriptor&, T*, int, int, int);              \
-  template void batch_norm_gradient(cudaStream_t, const T*, const T*, const float*, const float*, const float*,    \
+  template void batch_norm_gradient(cudaStream_t, const T*, const T*, const float*, const float*, float*,          \
                                     const NeuronDescriptor&, float*, T*, float*, float*, int, int, int);
 NNGRAPH_STORAGE_TYPES(INSTANTIATE)
 #undef INSTANTIATE

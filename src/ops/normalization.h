@@ -7,8 +7,10 @@ namespace nngraph {
 
 // The batch state a training step keeps per channel (C floats each, in this order): the
 // batch mean, inverse deviation 1/sqrt(var + eps) and biased variance, then the gradient's
-// two sums Σdy and Σdy·x̂ where the step keeps no gamma and beta gradients.
-constexpr size_t kBatchNormStatistics = 5;
+// two sums Σdy and Σdy·x̂ where the step keeps no gamma and beta gradients; then what a
+// backend may keep for its passes (cuda: each channel's scale and shift, and the input
+// gradient's two coefficients, so its elementwise passes load them instead of computing them).
+constexpr size_t kBatchNormStatistics = 9;
 
 // y = gamma·(x − mean)/sqrt(var + eps) + beta per channel, then neuron. With `batch` (training)
 // mean and var are the batch's over N×H×W, written into it; without, the running mean and

@@ -447,7 +447,8 @@ TEST_F(CudaVsCpu, PoolingNeuronSoftmaxDropoutAndChannels) {
 // Large planes split into chunks per channel, and one value per plane (after a fully
 // connected layer) summed down columns.
 TEST_F(CudaVsCpu, BatchNormalizationPassesAndStatistics) {
-  for (const auto& [n, c, h, w] : {std::array<int, 4>{64, 8, 28, 28}, std::array<int, 4>{300, 70, 1, 1}}) {
+  for (const auto& [n, c, h, w] :
+       {std::array<int, 4>{64, 8, 28, 28}, std::array<int, 4>{300, 70, 1, 1}, std::array<int, 4>{520, 64, 1, 1}}) {
     const size_t count = static_cast<size_t>(n) * c * h * w;
     auto xv = random(count, 2.f);
     for (size_t i = 0; i < count; ++i) xv[i] += 3.f;  // off-centre: sums of squares must not cancel
@@ -468,7 +469,7 @@ TEST_F(CudaVsCpu, BatchNormalizationPassesAndStatistics) {
     near(std::vector<float>(bc.begin(), bc.begin() + 3 * c), std::vector<float>(sh.begin(), sh.begin() + 3 * c), 1e-4f);
     auto [dyc, dyg] = pair(n, {c, h, w}, random(count));
     // dy as it is, and through the gradient of a neuron after the normalization.
-    for (NeuronType through : {NeuronType::None, NeuronType::ReLU, NeuronType::Sigmoid}) {
+    for (NeuronType through : {NeuronType::None, NeuronType::ReLU, NeuronType::Sigmoid, NeuronType::GELU}) {
       const auto nd = NeuronDescriptor::make(through);
       auto [dxc, dxg] = empty(n, {c, h, w});
       std::vector<float> dgc(c), dbc(c);
