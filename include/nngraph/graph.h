@@ -99,6 +99,14 @@ class Graph {
                                          int max_in_flight = 2, std::shared_ptr<Optimizer> optimizer = nullptr,
                                          DType format = DType::Float32, LossScaling scaling = {},
                                          Layout layout = Layout::Auto);
+  // The same for several losses (an auxiliary classifier's beside the main one): the gradient
+  // of their sum, each weighted by its descriptor's weight. Results: each loss's source, in
+  // the order given; encode takes their labels in loss_labels()' order.
+  static std::shared_ptr<Graph> training(const std::vector<std::shared_ptr<LossNode>>& losses,
+                                         Device device = Device(), int max_in_flight = 2,
+                                         std::shared_ptr<Optimizer> optimizer = nullptr,
+                                         DType format = DType::Float32, LossScaling scaling = {},
+                                         Layout layout = Layout::Auto);
   // Inference over this graph's results that reads this graph's weight buffers in place.
   std::shared_ptr<Graph> inference() const;
   // Of a training graph: its forward nodes in inference mode and its loss nodes, taking labels

@@ -818,9 +818,9 @@ class Graph:
             image. Shapes are known once declared on the source nodes or after a first run.
         """
     @staticmethod
-    def training(loss: Loss, device: typing.Any = 'cpu', optimizer: typing.Any = None, max_in_flight: typing.SupportsInt | typing.SupportsIndex = 2, check_numerics: bool = False, format: str = 'float32', loss_scaling: typing.Any = None, layout: str = 'auto') -> Graph:
+    def training(loss: typing.Any, device: typing.Any = 'cpu', optimizer: typing.Any = None, max_in_flight: typing.SupportsInt | typing.SupportsIndex = 2, check_numerics: bool = False, format: str = 'float32', loss_scaling: typing.Any = None, layout: str = 'auto') -> Graph:
         """
-        The training graph of a loss node (see Loss.training_graph).
+        The training graph of a loss node (see Loss.training_graph), or of a list of them: the gradient of their sum, each weighted by its LossDescriptor's weight (an auxiliary classifier's loss beside the main one). Its results are the losses' sources in that order; encode takes one labels array per loss, in loss_labels' order.
         """
     def __init__(self, result: typing.Any, device: typing.Any = 'cpu', max_in_flight: typing.SupportsInt | typing.SupportsIndex = 2, format: str = 'float32', layout: str = 'auto') -> None:
         ...

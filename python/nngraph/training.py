@@ -55,6 +55,24 @@ def _correct(predictions: np.ndarray, labels: np.ndarray) -> int:
     return int((guess == labels.reshape(guess.shape)).sum())
 
 
+def _per_loss(graph: Graph, labels):
+    """A graph with several loss nodes (an auxiliary classifier's beside the main one) takes the
+    same labels for each."""
+    n = len(graph.loss_labels)
+    return [labels] * n if n > 1 and labels is not None else labels
+
+
+def _scores(handle):
+    """The main result of an encode: the first loss's source where there are several."""
+    result = handle.result()
+    return result[0] if isinstance(result, list) else result
+
+
+def _loss(handle, graph: Graph) -> float:
+    """The step's loss: the sum of its loss nodes' (each weighted as its descriptor says)."""
+    return sum(handle.loss(i) for i in range(len(graph.loss_labels)))
+
+
 def drain(handles) -> None:
     """Waits for encodes still in flight, so that nothing runs on once an error is raised."""
     for handle in handles:
@@ -103,8 +121,8 @@ def evaluate(graph: Graph, images, labels=None, batch_size: int = 256, tta: str 
         nonlocal correct, loss
         batch = labels[start:start + batch_size]
         if view == 0 and with_loss:
-            loss += handle.loss() * len(batch)
-        weighted = handle.result() * views[view][2]
+            loss += _loss(handle, graph) * len(batch)
+        weighted = _scores(handle) * views[view][2]
         sums[start] = weighted if view == 0 else sums[start] + weighted
         if view == len(views) - 1:
             correct += _correct(sums.pop(start), batch)
@@ -117,7 +135,7 @@ def evaluate(graph: Graph, images, labels=None, batch_size: int = 256, tta: str 
                     x = images[start:start + batch_size]
                 else:
                     x = data.view(start, min(batch_size, count - start), flip=flip, shift=shift)
-                pending.append((start, view, graph.encode(x, labels=batch_labels)))
+                pending.append((start, view, graph.encode(x, labels=_per_loss(graph, batch_labels))))
                 if len(pending) >= graph.max_in_flight:
                     finish(*pending.pop(0))
         while pending:
@@ -151,6 +169,8 @@ def fit(graph: Graph, train: tuple, epochs: int = 1, batch_size: int = 64, shuff
       accuracy, no dropout); stop_at_accuracy stops once its accuracy reaches that value.
       `test` is the older name of `validation`.
     - drop_last leaves out each epoch's last batch where it is smaller than batch_size.
+    - A graph of several losses (Graph.training([loss, aux_loss])) gets the same labels for
+      each; its loss is their weighted sum, its accuracy the first loss's source's.
     - progress: a bar redrawn in place on a terminal; elsewhere (a log file) one line per epoch.
 
     Returns the history, one entry per epoch: loss, accuracy, val_loss, val_accuracy,
@@ -193,8 +213,8 @@ def fit(graph: Graph, train: tuple, epochs: int = 1, batch_size: int = 64, shuff
         lr = optimizers[0].learning_rate if optimizers else None
 
         def finish(idx, handle, at_step, at_lr, totals=totals, epoch=epoch):
-            totals.add(idx, handle, y)
-            logs = {"loss": handle.loss(), "learning_rate": at_lr, "epoch": epoch}
+            totals.add(idx, handle, y, _loss(handle, graph))
+            logs = {"loss": _loss(handle, graph), "learning_rate": at_lr, "epoch": epoch}
             answers = [cb(at_step, logs) for cb in batch_callbacks]  # every callback runs, then any may stop
             return any(a is True for a in answers)
 
@@ -209,7 +229,7 @@ def fit(graph: Graph, train: tuple, epochs: int = 1, batch_size: int = 64, shuff
                     images, labels = on_device.batch(epoch, start, len(idx), shuffle)
                 else:
                     images, labels = x[idx], y[idx]
-                pending.append((idx, graph.encode(images, labels=labels), step, lr))
+                pending.append((idx, graph.encode(images, labels=_per_loss(graph, labels)), step, lr))
                 step += 1
                 if len(pending) >= graph.max_in_flight:  # read the oldest while the newest runs
                     stop = finish(*pending.pop(0)) or stop
@@ -276,9 +296,9 @@ class _Totals:
     def __init__(self, bar):
         self.bar, self.loss, self.correct, self.seen = bar, 0.0, 0, 0
 
-    def add(self, idx, handle, labels):
-        predictions = handle.result()
-        self.loss += handle.loss() * len(idx)
+    def add(self, idx, handle, labels, loss: float):
+        predictions = _scores(handle)
+        self.loss += loss * len(idx)
         self.correct += _correct(predictions, labels[idx])
         self.seen += len(idx)
         if self.bar is not None:

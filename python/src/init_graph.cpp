@@ -182,12 +182,28 @@ std::shared_ptr<Graph> python_owned(std::shared_ptr<Graph> graph) {
 
 namespace {
 
-std::shared_ptr<Graph> training_graph(const std::shared_ptr<LossNode>& loss, const py::object& device,
+// One Loss, or a list of them (their weighted sum trains).
+std::vector<std::shared_ptr<LossNode>> to_losses(const py::object& loss) {
+  std::vector<std::shared_ptr<LossNode>> out;
+  auto one = [&](const py::handle& l) {
+    if (!py::isinstance<LossNode>(l)) fail("[graph] training takes a Loss or a list of them, got ", type_name(l));
+    out.push_back(l.cast<std::shared_ptr<LossNode>>());
+  };
+  if (py::isinstance<py::list>(loss) || py::isinstance<py::tuple>(loss)) {
+    for (const auto& l : loss) one(l);
+  } else {
+    one(loss);
+  }
+  return out;
+}
+
+std::shared_ptr<Graph> training_graph(const py::object& loss_or_losses, const py::object& device,
                                       const py::object& optimizer, int max_in_flight, bool check_numerics,
                                       const std::string& format, const py::object& loss_scaling,
                                       const std::string& layout) {
+  const auto losses = to_losses(loss_or_losses);
   const LossScaling scaling = loss_scaling.is_none() ? LossScaling{} : loss_scaling.cast<LossScaling>();
-  auto g = Graph::training(loss, to_device(device), max_in_flight, hold_python<Optimizer>(optimizer, "Optimizer"),
+  auto g = Graph::training(losses, to_device(device), max_in_flight, hold_python<Optimizer>(optimizer, "Optimizer"),
                            dtype_named(format.c_str(), "graph"), scaling, layout_named(layout, "graph"));
   g->set_check_numerics(check_numerics);
   auto owned = python_owned(std::move(g));
@@ -195,7 +211,7 @@ std::shared_ptr<Graph> training_graph(const std::shared_ptr<LossNode>& loss, con
   for (DataSource* ds : owned->data_sources())
     if (!ds->trainable()) frozen += (frozen.empty() ? "'" : ", '") + ds->label() + "'";
   if (!optimizer.is_none() && !frozen.empty()) {
-    const std::string msg = cat("[", loss->label(), "] data source(s) ", frozen,
+    const std::string msg = cat("[", losses.empty() ? "graph" : losses[0]->label(), "] data source(s) ", frozen,
                                 " define no update() and stay frozen: the optimizer trains ArrayDataSources");
     if (PyErr_WarnEx(PyExc_UserWarning, msg.c_str(), 2) < 0) throw py::error_already_set();
   }
@@ -309,7 +325,11 @@ void init_graph(py::module_& m) {
       .def_static("training", &training_graph,
            py::arg("loss"), py::arg("device") = "cpu", py::arg("optimizer") = py::none(), py::arg("max_in_flight") = 2,
            py::arg("check_numerics") = false, py::arg("format") = "float32", py::arg("loss_scaling") = py::none(),
-           py::arg("layout") = "auto", "The training graph of a loss node (see Loss.training_graph).")
+           py::arg("layout") = "auto",
+           "The training graph of a loss node (see Loss.training_graph), or of a list of them: the gradient of "
+           "their sum, each weighted by its LossDescriptor's weight (an auxiliary classifier's loss beside the main "
+           "one). Its results are the losses' sources in that order; encode takes one labels array per loss, in "
+           "loss_labels' order.")
       .def("inference", [](const Graph& g) { return python_owned(g.inference()); },
            "An inference graph over this graph's results, reading its (trained) weights in place.")
       .def("evaluation", [](const Graph& g) { return python_owned(g.evaluation()); },

@@ -25,6 +25,19 @@ struct GraphSpec {
   Layout layout = Layout::Auto;                // of the images between nodes
 };
 
+// The loss nodes in the order their results were given (Graph::training's), not the order the
+// gradient pass reached them: encode takes their labels in this order.
+Structure with_losses_in_order(Structure s, const std::vector<ImageNodePtr>& loss_results) {
+  auto rank = [&](const LossBinding& l) {
+    for (size_t i = 0; i < loss_results.size(); ++i)
+      if (loss_results[i]->producer() == l.node) return i;
+    return loss_results.size();
+  };
+  std::stable_sort(s.losses.begin(), s.losses.end(),
+                   [&](const LossBinding& a, const LossBinding& b) { return rank(a) < rank(b); });
+  return s;
+}
+
 struct Graph::Impl {
   Device device;
   Backend& backend;
@@ -49,7 +62,7 @@ struct Graph::Impl {
         layout(spec.layout == Layout::Auto ? backend.layout_for(storage) : spec.layout), results(spec.results),
         roots(spec.roots),
         loss_results(spec.loss_results),
-        structure(build_structure(results, roots, spec.inference)),
+        structure(with_losses_in_order(build_structure(results, roots, spec.inference), spec.loss_results)),
         runner(structure, backend, device, storage, spec.scaling),
         executor(spec.max_in_flight) {
     for (int i : structure.image_sources) image_sources.push_back(structure.sources[i]);
@@ -100,8 +113,23 @@ Graph::Graph(GraphSpec spec) {
 std::shared_ptr<Graph> Graph::training(const std::shared_ptr<LossNode>& loss, Device device, int max_in_flight,
                                        std::shared_ptr<Optimizer> optimizer, DType format, LossScaling scaling,
                                        Layout layout) {
-  if (!loss) fail("[graph] training needs a loss node");
-  const Structure forward = build_structure({loss->sources()[0]}, {});
+  return training(std::vector<std::shared_ptr<LossNode>>{loss}, device, max_in_flight, std::move(optimizer), format,
+                  scaling, layout);
+}
+
+std::shared_ptr<Graph> Graph::training(const std::vector<std::shared_ptr<LossNode>>& losses, Device device,
+                                       int max_in_flight, std::shared_ptr<Optimizer> optimizer, DType format,
+                                       LossScaling scaling, Layout layout) {
+  if (losses.empty()) fail("[graph] training needs a loss node");
+  std::vector<ImageNodePtr> sources, results;
+  for (size_t i = 0; i < losses.size(); ++i) {
+    if (!losses[i]) fail("[graph] training: loss ", i, " is None");
+    for (size_t j = 0; j < i; ++j)
+      if (losses[j] == losses[i]) fail("[", losses[i]->label(), "] is given twice");
+    sources.push_back(losses[i]->sources()[0]);
+    results.push_back(losses[i]->result_image());
+  }
+  const Structure forward = build_structure(sources, {});
   for (const FilterNode* f : forward.order)
     for (const WeightSource& w : f->weight_sources()) {
       auto* ds = dynamic_cast<ArrayDataSource*>(w.source);
@@ -112,8 +140,8 @@ std::shared_ptr<Graph> Graph::training(const std::shared_ptr<LossNode>& loss, De
         ds->set_optimizer(optimizer);
       }
     }
-  return std::make_shared<Graph>(GraphSpec{{loss->sources()[0]}, build_gradient_pass(loss), device, max_in_flight,
-                                           nullptr, {loss->result_image()}, false, format, scaling, layout});
+  return std::make_shared<Graph>(GraphSpec{sources, build_gradient_pass(losses), device, max_in_flight, nullptr,
+                                           results, false, format, scaling, layout});
 }
 
 std::shared_ptr<Graph> Graph::inference() const {

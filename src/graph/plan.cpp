@@ -214,17 +214,19 @@ Structure build_structure(const std::vector<ImageNodePtr>& results, const std::v
   return s;
 }
 
-std::vector<ImageNodePtr> build_gradient_pass(const std::shared_ptr<LossNode>& loss) {
+std::vector<ImageNodePtr> build_gradient_pass(const std::vector<std::shared_ptr<LossNode>>& losses) {
   Structure fwd;
   std::unordered_set<const FilterNode*> seen;
   std::unordered_map<const ImageNode*, int> tensor;
-  visit(loss->sources()[0], fwd, seen, tensor);
   std::unordered_map<const ImageNode*, std::vector<ImageNodePtr>> incoming;
-  incoming[loss->sources()[0].get()] = {loss->result_image()};
+  for (const auto& loss : losses) {  // each loss's gradient (its weight applied) flows into its source
+    visit(loss->sources()[0], fwd, seen, tensor);
+    incoming[loss->sources()[0].get()].push_back(loss->result_image());
+  }
   std::vector<ImageNodePtr> roots;
   for (auto it = fwd.order.rbegin(); it != fwd.order.rend(); ++it) {
     FilterNode* f = *it;
-    if (f->is_gradient()) fail("[", loss->label(), "] the loss source depends on gradient node '", f->label(), "'");
+    if (f->is_gradient()) fail("[", f->label(), "] a loss source depends on this gradient node");
     auto found = incoming.find(f->result_image().get());
     if (found == incoming.end()) continue;
     // A result read by several nodes receives the sum of their gradients.

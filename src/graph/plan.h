@@ -55,7 +55,7 @@ Structure build_structure(const std::vector<ImageNodePtr>& results, const std::v
                           bool inference = false);
 
 // Every gradient node from `loss` back to the graph sources; returns their result images.
-std::vector<ImageNodePtr> build_gradient_pass(const std::shared_ptr<LossNode>& loss);
+std::vector<ImageNodePtr> build_gradient_pass(const std::vector<std::shared_ptr<LossNode>>& losses);
 
 struct Plan {
   DType storage = DType::Float32;  // of every image between nodes

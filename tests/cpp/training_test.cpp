@@ -131,7 +131,7 @@ TEST(GradientPass, SharedResultsSumTheirGradientsAndInputGradientsAreSkipped) {
   auto b = NeuronNode::create(conv->result_image(), NeuronDescriptor::make(NeuronType::Sigmoid));
   auto sum = AdditionNode::create(a->result_image(), b->result_image());
   auto loss = LossNode::create(sum->result_image(), LossDescriptor{LossType::MeanSquaredError, Reduction::Sum});
-  const auto roots = build_gradient_pass(loss);  // owns the gradient nodes the structure points at
+  const auto roots = build_gradient_pass({loss});  // owns the gradient nodes the structure points at
   const Structure s = build_structure({}, roots);
   EXPECT_TRUE(s.training);
   int sums = 0;

@@ -276,3 +276,62 @@ def test_captured_steps_match_eager_steps(device, digits):
     np.testing.assert_allclose(runs[0][1], runs[1][1], rtol=1e-4)
     for k in runs[0][0]:
         np.testing.assert_allclose(runs[0][0][k], runs[1][0][k], rtol=1e-4, atol=1e-5)
+
+
+def two_heads(seed, aux_weight):
+    """A shared convolution and two fully connected heads, each under its own loss."""
+    opt = ng.SGD(learning_rate=0.1)
+    src = ng.ImageNode((1, 8, 8))
+    trunk = ng.Convolution(src, ng.ArrayDataSource(ng.ConvolutionDescriptor(3, 1, 4, neuron="tanh"), seed=seed,
+                                                   label="trunk", optimizer=opt), padding="same")
+    heads = [ng.FullyConnected(trunk, ng.ArrayDataSource(ng.ConvolutionDescriptor(8, 4, 10), seed=seed + i,
+                                                         label=f"head{i}", optimizer=opt)) for i in (1, 2)]
+    main = ng.Loss(heads[0], ng.LossDescriptor("softmax_cross_entropy", "mean"), label="main")
+    aux = ng.Loss(heads[1], ng.LossDescriptor("softmax_cross_entropy", "mean", weight=aux_weight), label="aux")
+    return main, aux
+
+
+def deltas(graph, x, y):
+    before = graph.parameters()
+    graph.run(x, labels=y)
+    after = graph.parameters()
+    return {k: after[k]["weights"] - before[k]["weights"] for k in after}
+
+
+def test_several_losses_train_on_their_weighted_sum(device, digits):
+    """Plain SGD is linear in the gradient: a step on main + 0.4·aux moves every weight by the
+    main loss's step plus 0.4 of the auxiliary loss's alone."""
+    (x, y), _ = digits
+    x, y = x[:32], y[:32]
+    both = ng.Graph.training(list(two_heads(0, 0.4)), device=device)
+    assert both.loss_labels == ["main", "aux"]
+    main_only = two_heads(0, 0.4)[0].training_graph(device=device)
+    aux_only = two_heads(0, 1.0)[1].training_graph(device=device)
+    d_both = deltas(both, x, [y, y])
+    d_main, d_aux = deltas(main_only, x, y), deltas(aux_only, x, y)
+    np.testing.assert_allclose(d_both["trunk"], d_main["trunk"] + 0.4 * d_aux["trunk"], rtol=1e-4, atol=1e-7)
+    np.testing.assert_allclose(d_both["head1"], d_main["head1"], rtol=1e-4, atol=1e-7)
+    np.testing.assert_allclose(d_both["head2"], 0.4 * d_aux["head2"], rtol=1e-4, atol=1e-7)
+    handle = both.encode(x, labels=[y, y])
+    assert len(handle.result()) == 2 and handle.loss(1) > 0
+    history = ng.fit(both, (x, y), epochs=2, batch_size=16, validation=(x, y), progress=False)
+    assert history["loss"][1] < history["loss"][0] and history["val_accuracy"][-1] > 0.1
+    with pytest.raises(ValueError, match="expected labels for 2 loss nodes"):
+        both.encode(x, labels=[y])
+    with pytest.raises(ValueError, match="is given twice"):
+        main = two_heads(0, 1.0)[0]
+        ng.Graph.training([main, main])
+
+
+def test_inception_trains_with_its_auxiliary_classifier():
+    from nngraph.models import inception_v3
+
+    net = inception_v3(classes=5, size=299, aux=True, optimizer=ng.SGD(learning_rate=0.01))
+    main = ng.Loss(net.logits, ng.LossDescriptor("softmax_cross_entropy", "mean"))
+    aux = ng.Loss(net.aux_logits, ng.LossDescriptor("softmax_cross_entropy", "mean", weight=0.4))
+    graph = ng.Graph.training([main, aux])
+    x = np.random.default_rng(0).standard_normal((2, 3, 299, 299)).astype(np.float32)
+    before = net.sources["AuxLogits.fc"].weights().copy()
+    handle = graph.encode(x, labels=[np.array([1, 3]), np.array([1, 3])])
+    assert np.isfinite(handle.loss(0)) and np.isfinite(handle.loss(1))
+    assert not np.allclose(net.sources["AuxLogits.fc"].weights(), before)
