@@ -928,7 +928,9 @@ class DeviceDataset:
     def __init__(self, images: typing.Any, labels: typing.Any, device: typing.Any = 'cpu', *, classes: typing.Any = None, layout: str = 'NCHW', dtype: typing.Any = None, translate: typing.SupportsInt | typing.SupportsIndex = 0, pad: str = 'reflect', flip: typing.Any = None, seed: typing.SupportsInt | typing.SupportsIndex = 0) -> None:
         ...
     def __len__(self) -> int:
-        ...
+        """
+        The number of images.
+        """
     def __repr__(self) -> str:
         ...
     def batch(self, epoch: typing.SupportsInt | typing.SupportsIndex, start: typing.SupportsInt | typing.SupportsIndex, count: typing.SupportsInt | typing.SupportsIndex, shuffle: bool = True) -> tuple[Image, Image]:
@@ -945,10 +947,14 @@ class DeviceDataset:
         """
     @property
     def device(self) -> Device:
-        ...
+        """
+        Where the images and labels lie.
+        """
     @property
     def dtype(self) -> str:
-        ...
+        """
+        The images' dtype on the device: float32, float16 or bfloat16.
+        """
     @property
     def images(self) -> Image:
         """

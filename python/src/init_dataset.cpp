@@ -71,13 +71,15 @@ void init_dataset(py::module_& m) {
            py::arg("images"), py::arg("labels"), py::arg("device") = "cpu", py::kw_only(),
            py::arg("classes") = py::none(), py::arg("layout") = "NCHW", py::arg("dtype") = py::none(),
            py::arg("translate") = 0, py::arg("pad") = "reflect", py::arg("flip") = py::none(), py::arg("seed") = 0)
-      .def("__len__", &DeviceDataset::size)
+      .def("__len__", &DeviceDataset::size, "The number of images.")
       .def_property_readonly("shape", [](const DeviceDataset& ds) {
         const ImageShape& s = ds.images().shape();
         return py::make_tuple(s.c, s.h, s.w);
       }, "(C, H, W) of each image.")
-      .def_property_readonly("device", [](const DeviceDataset& ds) { return ds.images().device(); })
-      .def_property_readonly("dtype", [](const DeviceDataset& ds) { return std::string(dtype_name(ds.images().dtype())); })
+      .def_property_readonly("device", [](const DeviceDataset& ds) { return ds.images().device(); },
+                             "Where the images and labels lie.")
+      .def_property_readonly("dtype", [](const DeviceDataset& ds) { return std::string(dtype_name(ds.images().dtype())); },
+                             "The images' dtype on the device: float32, float16 or bfloat16.")
       .def_property_readonly("images", &DeviceDataset::images, "Every image, as uploaded (an Image).")
       .def_property_readonly("labels", [](const DeviceDataset& ds) {
         const py::array a = image_to_array(ds.labels(), Layout::NCHW);
