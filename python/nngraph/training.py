@@ -213,8 +213,9 @@ def fit(graph: Graph, train: tuple, epochs: int = 1, batch_size: int = 64, shuff
         lr = optimizers[0].learning_rate if optimizers else None
 
         def finish(idx, handle, at_step, at_lr, totals=totals, epoch=epoch):
-            totals.add(idx, handle, y, _loss(handle, graph))
-            logs = {"loss": _loss(handle, graph), "learning_rate": at_lr, "epoch": epoch}
+            loss = _loss(handle, graph)
+            totals.add(idx, handle, y, loss)
+            logs = {"loss": loss, "learning_rate": at_lr, "epoch": epoch}
             answers = [cb(at_step, logs) for cb in batch_callbacks]  # every callback runs, then any may stop
             return any(a is True for a in answers)
 

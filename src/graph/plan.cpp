@@ -135,13 +135,12 @@ Structure build_structure(const std::vector<ImageNodePtr>& results, const std::v
     // A neuron folds into the step computing its source (a convolution's epilogue). In
     // training, one whose derivative needs its input only where that input is recomputed.
     if (const NeuronDescriptor* neuron = f->fusable_neuron()) {
-      const int producer = step_of[ins[0]];
-      Step* p = s.training && !neuron->derivative_from_output()
-                    ? (producer >= 0 && s.steps[producer].fused.type == NeuronType::None &&
-                               input_recomputed(f, ins[0], s.steps[producer].node)
-                           ? &s.steps[producer]
-                           : nullptr)
-                    : fold_target(ins[0]);
+      Step* p = fold_target(ins[0]);
+      if (s.training && !neuron->derivative_from_output()) {
+        const int producer = step_of[ins[0]];
+        const bool free = producer >= 0 && s.steps[producer].fused.type == NeuronType::None;
+        p = free && input_recomputed(f, ins[0], s.steps[producer].node) ? &s.steps[producer] : nullptr;
+      }
       if (p && p->node->accepts_fused_neuron()) {
         p->fused = *neuron;
         s.root[out] = s.root[ins[0]];
