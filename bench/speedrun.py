@@ -26,9 +26,6 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(__file__))
 from common import measure_in_subprocess  # noqa: E402
 
-TTA = [(False, (0, 0), 0.25), (True, (0, 0), 0.25), (False, (-1, -1), 0.125), (True, (-1, 1), 0.125),
-       (False, (1, 1), 0.125), (True, (1, -1), 0.125)]
-
 
 def data(kind: str):
     """(train images, train labels, test images, test labels), normalised, as numpy."""
@@ -156,6 +153,7 @@ class TorchRecipe:
                     v.copy_(s)
 
     def evaluate(self) -> float:
+        from nngraph.training import TTA_VIEWS
         torch = self.torch
         self.model.eval()
         correct = 0
@@ -165,7 +163,7 @@ class TorchRecipe:
                 padded = torch.nn.functional.pad(x, (1,) * 4, mode="reflect")
                 h, w = x.shape[2:]
                 logits = 0
-                for flip, (dy, dx), weight in TTA:
+                for flip, (dy, dx), weight in TTA_VIEWS["flip_shift"]:
                     view = padded[:, :, 1 + dy:1 + dy + h, 1 + dx:1 + dx + w] if not flip else \
                         padded.flip(3)[:, :, 1 + dy:1 + dy + h, 1 + dx:1 + dx + w]
                     logits = logits + weight * self.model(view.contiguous(memory_format=torch.channels_last)).float()

@@ -259,15 +259,19 @@ def fit(graph: Graph, train: tuple, epochs: int = 1, batch_size: int = 64, shuff
 
 
 def _set_rates(rates, optimizers: list) -> float:
-    """Sets a schedule's rate(s) (one for all, or {optimizer: rate}); returns the one logged."""
-    if not isinstance(rates, dict):
-        rates = dict.fromkeys(optimizers, float(rates))
+    """Sets a schedule's rate(s) (one for all, or {optimizer: rate}), all or none: every rate is
+    checked before any is set. Returns the one logged."""
+    rates = {opt: float(lr) for opt, lr in rates.items()} if isinstance(rates, dict) else \
+        dict.fromkeys(optimizers, float(rates))
     for opt, lr in rates.items():
         if all(opt is not o for o in optimizers):
             raise InvalidInputError("[fit] lr_schedule set the rate of an optimizer that trains none of the graph's "
                                     "data sources")
-        opt.learning_rate = float(lr)
-    return float(rates[optimizers[0]]) if optimizers[0] in rates else float(next(iter(rates.values())))
+        if not (np.isfinite(lr) and lr >= 0):
+            raise InvalidInputError(f"[fit] lr_schedule returned the rate {lr}: rates must be finite and >= 0")
+    for opt, lr in rates.items():
+        opt.learning_rate = lr
+    return rates[optimizers[0]] if optimizers[0] in rates else next(iter(rates.values()))
 
 
 def _optimizers(graph: Graph) -> list:

@@ -130,6 +130,26 @@ def test_each_step_uses_the_rate_set_when_it_was_encoded(device, digits):  # noq
         np.testing.assert_allclose(srcs[k].weights(), ref_srcs[k].weights(), rtol=1e-5, atol=1e-6)
 
 
+def test_a_schedule_may_set_each_optimizer_its_own_rate(digits):  # noqa: F811
+    """{optimizer: rate} sets each; a bad rate for one sets none of them."""
+    (x, y), _ = digits
+    loss, srcs = small_net(keep=1.0)
+    first, second = ng.SGD(learning_rate=0.5), ng.SGD(learning_rate=0.5)
+    srcs["c1"].optimizer = first
+    srcs["f1"].optimizer = srcs["f2"].optimizer = second
+    g = loss.training_graph()
+    history = ng.fit(g, (x[:64], y[:64]), batch_size=32, progress=False,
+                     lr_schedule=lambda step: {first: 0.01 * (step + 1), second: 0.2})
+    assert (first.learning_rate, second.learning_rate) == pytest.approx((0.02, 0.2))
+    assert history["learning_rate"] == [pytest.approx(0.02)]
+    with pytest.raises(ValueError, match="rates must be finite and >= 0"):
+        ng.fit(g, (x[:64], y[:64]), progress=False, lr_schedule=lambda step: {first: 0.3, second: -1.0})
+    assert (first.learning_rate, second.learning_rate) == pytest.approx((0.02, 0.2))
+    with pytest.raises(ValueError, match="trains none of the graph's data sources"):
+        ng.fit(g, (x[:64], y[:64]), progress=False, lr_schedule=lambda step: {first: 0.3, ng.SGD(): 0.1})
+    assert first.learning_rate == pytest.approx(0.02)
+
+
 def test_history_has_validation_loss_and_accuracy(digits):  # noqa: F811
     (x, y), (xt, yt) = digits
     loss, _ = small_net(ng.Adam(learning_rate=0.003))
