@@ -61,9 +61,10 @@ inline int rule_slot_count(const OptimizerStep& s) {
 }
 
 // One parameter tensor of a batched update: its values, gradient, state vectors (null when
-// unused; the rule's, then lookahead's) and the step count of the data source it belongs to. The values and state are
-// float32 whatever the graph computes in (they are the master copies); a half graph's
-// gradient is in its storage dtype, and the update writes the graph's half copy too.
+// unused; the rule's, then lookahead's) and the step count of the data source it belongs to.
+// The values and state are float32 whatever the graph computes in (they are the master
+// copies); a half graph's gradient is in its storage dtype, and the update writes the graph's
+// half copy too.
 struct TensorUpdate {
   float* values;
   const void* gradient;

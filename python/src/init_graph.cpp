@@ -211,7 +211,7 @@ std::shared_ptr<Graph> training_graph(const py::object& loss_or_losses, const py
   for (DataSource* ds : owned->data_sources())
     if (!ds->trainable()) frozen += (frozen.empty() ? "'" : ", '") + ds->label() + "'";
   if (!optimizer.is_none() && !frozen.empty()) {
-    const std::string msg = cat("[", losses.empty() ? "graph" : losses[0]->label(), "] data source(s) ", frozen,
+    const std::string msg = cat("[", losses[0]->label(), "] data source(s) ", frozen,
                                 " define no update() and stay frozen: the optimizer trains ArrayDataSources");
     if (PyErr_WarnEx(PyExc_UserWarning, msg.c_str(), 2) < 0) throw py::error_already_set();
   }

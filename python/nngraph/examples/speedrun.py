@@ -57,7 +57,7 @@ def recipe(epochs: int, steps_per_epoch: int, batch_size: int, lr: float = 11.5,
     return weights, biases, schedule
 
 
-def build(images: np.ndarray, seed: int, device: str, steps_per_epoch: int, args):
+def build(images: np.ndarray, seed: int, steps_per_epoch: int, args):
     """The network with its whitening weights from the first 5000 training images, its two
     optimizers and the training graph."""
     weights, biases, schedule = recipe(args.epochs, steps_per_epoch, args.batch_size)
@@ -67,15 +67,15 @@ def build(images: np.ndarray, seed: int, device: str, steps_per_epoch: int, args
         if ".norm" in label:
             source.optimizer = biases
     loss = ng.Loss(net.logits, ng.LossDescriptor("softmax_cross_entropy", "sum", label_smoothing=0.2))
-    fmt = "bfloat16" if device != "cpu" else "float32"
-    return net, loss.training_graph(device=device, format=fmt), schedule
+    fmt = "bfloat16" if args.device != "cpu" else "float32"
+    return net, loss.training_graph(device=args.device, format=fmt), schedule
 
 
 def run(seed: int, train: ng.DeviceDataset, test: ng.DeviceDataset, images: np.ndarray, args) -> tuple[float, float]:
     """One timed run: (seconds, test accuracy with TTA)."""
     steps_per_epoch = len(train) // args.batch_size
     start = time.perf_counter()
-    net, graph, schedule = build(images, seed, args.device, steps_per_epoch, args)
+    net, graph, schedule = build(images, seed, steps_per_epoch, args)
 
     def stop_whitening_biases(epoch: int, logs: dict) -> None:
         if epoch + 1 == args.whiten_bias_epochs:
