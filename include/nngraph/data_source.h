@@ -191,6 +191,8 @@ class ArrayDataSource : public DataSource {
   // Checks slots and step against the optimizer and the values, raising before any change.
   void check_optimizer_state(const std::vector<std::vector<float>>& slots, int64_t step);
   void set_optimizer_state(const std::vector<std::vector<float>>& slots, int64_t step);
+  // Fresh optimizer state (zero slots, step 0) from the next update, as a new optimizer's.
+  void reset_optimizer_state();
   // The optimizer's slot_count(), checked (0 to 16): a Python optimizer may return anything.
   size_t slot_count() const;
 

@@ -108,9 +108,11 @@ class Graph {
                                          DType format = DType::Float32, LossScaling scaling = {},
                                          Layout layout = Layout::Auto);
   // Inference over this graph's results that reads this graph's weight buffers in place.
+  // Made once: later calls return the same graph (its plans and captures kept).
   std::shared_ptr<Graph> inference() const;
   // Of a training graph: its forward nodes in inference mode and its loss nodes, taking labels
   // and giving losses but training nothing (a validation set's loss); reads weights in place.
+  // Made once, as inference().
   std::shared_ptr<Graph> evaluation() const;
   explicit Graph(GraphSpec spec);
   ~Graph();
@@ -162,7 +164,7 @@ class Graph {
   HandlePtr encode(std::vector<Image> sources, std::vector<LossLabels> labels = {}, Callback on_complete = {});
   std::vector<Image> run(std::vector<Image> sources, std::vector<LossLabels> labels = {});
   // Reads every data source again (load, copy, purge, one node at a time). All or nothing:
-  // on error the graph keeps its previous weights.
+  // on error the graph keeps its previous weights. inference() and evaluation() are made anew.
   void reload_from_data_sources();
   // For the declared source shapes, or else those of the latest encode.
   MemoryPlan memory_plan(int batch) const;

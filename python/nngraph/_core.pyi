@@ -383,6 +383,10 @@ class ArrayDataSource(DataSource):
         """
         {'step': updates so far, 'slots': [...]} as numpy arrays: slot_count() vectors per trained tensor in the descriptor's order (convolutions: weight slots, then bias slots).
         """
+    def reset_optimizer_state(self) -> None:
+        """
+        Forgets the optimizer's state (momentum, moments, lookahead): the next update starts from zero slots at step 0, as with a new optimizer.
+        """
     def set_tensors(self, tensors: dict) -> None:
         """
         Replaces the named tensors ({name: array}); the others keep their values.
@@ -834,11 +838,11 @@ class Graph:
         """
     def evaluation(self) -> Graph:
         """
-        Of a training graph: forward nodes in inference mode plus the loss nodes. It takes labels and gives losses (a validation set's) but trains nothing; reads the weights in place.
+        Of a training graph: forward nodes in inference mode plus the loss nodes. It takes labels and gives losses (a validation set's) but trains nothing; reads the weights in place. Made once, as inference().
         """
     def inference(self) -> Graph:
         """
-        An inference graph over this graph's results, reading its (trained) weights in place.
+        An inference graph over this graph's results, reading its (trained) weights in place. Made once: later calls return the same graph, planned and captured already.
         """
     def memory_plan(self, batch: typing.SupportsInt | typing.SupportsIndex) -> dict:
         """
@@ -846,7 +850,7 @@ class Graph:
         """
     def reload_from_data_sources(self) -> None:
         """
-        Reads every data source again (load, copy, purge); all or nothing.
+        Reads every data source again (load, copy, purge); all or nothing. inference() and evaluation() are made anew.
         """
     def run(self, images: typing.Any, labels: typing.Any = None, layout: str = 'NCHW') -> typing.Any:
         """

@@ -271,7 +271,10 @@ void init_data_source(py::module_& m) {
              const auto [slots, step] = optimizer_state_arg(ds, state);
              ds.set_optimizer_state(slots, step);
            },
-           py::arg("state"), "Restores what optimizer_state() returned (checked first); used at the next update.");
+           py::arg("state"), "Restores what optimizer_state() returned (checked first); used at the next update.")
+      .def("reset_optimizer_state", &ArrayDataSource::reset_optimizer_state,
+           "Forgets the optimizer's state (momentum, moments, lookahead): the next update starts from zero "
+           "slots at step 0, as with a new optimizer.");
 }
 
 }  // namespace nngraph::py_bind

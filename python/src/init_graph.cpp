@@ -331,10 +331,12 @@ void init_graph(py::module_& m) {
            "one). Its results are the losses' sources in that order; encode takes one labels array per loss, in "
            "loss_labels' order.")
       .def("inference", [](const Graph& g) { return python_owned(g.inference()); },
-           "An inference graph over this graph's results, reading its (trained) weights in place.")
+           "An inference graph over this graph's results, reading its (trained) weights in place. Made "
+           "once: later calls return the same graph, planned and captured already.")
       .def("evaluation", [](const Graph& g) { return python_owned(g.evaluation()); },
            "Of a training graph: forward nodes in inference mode plus the loss nodes. It takes labels and "
-           "gives losses (a validation set's) but trains nothing; reads the weights in place.")
+           "gives losses (a validation set's) but trains nothing; reads the weights in place. Made once, "
+           "as inference().")
       .def("_summary_rows", [](const Graph& g) {
              py::list out;
              for (const auto& r : g.summary()) {
@@ -378,7 +380,8 @@ void init_graph(py::module_& m) {
            "Runs synchronously: one array per source (a list, a dict keyed by node or label, or "
            "the array alone for one source) → the result array(s).")
       .def("reload_from_data_sources", &Graph::reload_from_data_sources,
-           "Reads every data source again (load, copy, purge); all or nothing.")
+           "Reads every data source again (load, copy, purge); all or nothing. inference() and "
+           "evaluation() are made anew.")
       .def("memory_plan", [](const Graph& g, int batch) {
              const MemoryPlan p = g.memory_plan(batch);
              py::dict d;

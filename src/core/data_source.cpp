@@ -116,7 +116,12 @@ const WeightsState& ArrayDataSource::device_values(const Device& device, const s
 void ArrayDataSource::set_optimizer(std::shared_ptr<Optimizer> optimizer) {
   optimizer_ = std::move(optimizer);
   if (optimizer_) slot_count();  // a bad slot count fails here, not at the first step
-  state_ = OptimizerState{};  // a new optimizer starts from fresh state
+  reset_optimizer_state();  // a new optimizer starts from fresh state
+}
+
+void ArrayDataSource::reset_optimizer_state() {
+  state_ = OptimizerState{};
+  pending_slots_.clear();
 }
 
 size_t ArrayDataSource::slot_count() const {

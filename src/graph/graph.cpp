@@ -55,6 +55,9 @@ struct Graph::Impl {
   std::map<std::vector<int>, std::shared_ptr<const Plan>> plans;
   std::vector<ImageShape> latest_shapes;
   std::shared_ptr<Parameters> weights;
+  // inference() and evaluation(), made on first call (planned and captured once), dropped when
+  // the weights are reloaded.
+  std::shared_ptr<Graph> inference, evaluation;
 
   explicit Impl(const GraphSpec& spec)
       : device(spec.device), backend(backend_for(spec.device)), max_in_flight(spec.max_in_flight),
@@ -145,25 +148,22 @@ std::shared_ptr<Graph> Graph::training(const std::vector<std::shared_ptr<LossNod
 }
 
 std::shared_ptr<Graph> Graph::inference() const {
-  std::shared_ptr<Parameters> weights;
-  {
-    std::lock_guard<std::mutex> lock(impl_->mutex);
-    weights = impl_->weights;
-  }
-  return std::make_shared<Graph>(
-      GraphSpec{impl_->results, {}, impl_->device, impl_->max_in_flight, weights, {}, false, impl_->format,
-                LossScaling::off(), impl_->layout});
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  if (!impl_->inference)
+    impl_->inference = std::make_shared<Graph>(GraphSpec{impl_->results, {}, impl_->device, impl_->max_in_flight,
+                                                         impl_->weights, {}, false, impl_->format, LossScaling::off(),
+                                                         impl_->layout});
+  return impl_->inference;
 }
 
 std::shared_ptr<Graph> Graph::evaluation() const {
   if (impl_->loss_results.empty()) fail("[graph] evaluation() needs a training graph (it computes its losses)");
-  std::shared_ptr<Parameters> weights;
-  {
-    std::lock_guard<std::mutex> lock(impl_->mutex);
-    weights = impl_->weights;
-  }
-  return std::make_shared<Graph>(GraphSpec{impl_->results, impl_->loss_results, impl_->device, impl_->max_in_flight,
-                                           weights, {}, true, impl_->format, LossScaling::off(), impl_->layout});
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  if (!impl_->evaluation)
+    impl_->evaluation = std::make_shared<Graph>(GraphSpec{impl_->results, impl_->loss_results, impl_->device,
+                                                          impl_->max_in_flight, impl_->weights, {}, true,
+                                                          impl_->format, LossScaling::off(), impl_->layout});
+  return impl_->evaluation;
 }
 
 Graph::~Graph() = default;
@@ -351,6 +351,8 @@ void Graph::reload_from_data_sources() {
   auto fresh = load_parameters(impl_->structure, impl_->backend);  // may throw: the old weights stay
   std::lock_guard<std::mutex> lock(impl_->mutex);
   impl_->weights = std::move(fresh);
+  impl_->inference.reset();
+  impl_->evaluation.reset();
 }
 
 MemoryPlan Graph::memory_plan(int batch) const {

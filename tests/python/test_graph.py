@@ -113,6 +113,25 @@ def test_python_data_source_loaded_just_in_time_one_node_at_a_time(device, rng):
     assert g.node_labels == ["a", "b"]
 
 
+def test_inference_and_evaluation_graphs_are_made_once_until_a_reload(device, rng):
+    w = rng.standard_normal((3, 2, 3, 3)).astype(np.float32)
+    source = ng.ArrayDataSource(ng.ConvolutionDescriptor(3, 2, 3), weights=w, optimizer=ng.SGD(0.1))
+    conv = ng.Convolution(ng.ImageNode(), source, padding="same")
+    g = ng.Loss(conv, "mean_squared_error").training_graph(device=device)
+    inference, evaluation = g.inference(), g.evaluation()
+    assert g.inference() is inference and g.evaluation() is evaluation
+    xs = rng.standard_normal((2, 2, 5, 5)).astype(np.float32)
+    ys = rng.standard_normal((2, 3, 5, 5)).astype(np.float32)
+    before = inference.run(xs)
+    g.run(xs, labels=ys)  # trains the weights the kept graphs read in place
+    after = g.inference().run(xs)
+    assert np.abs(after - before).max() > 1e-4
+    np.testing.assert_allclose(g.evaluation().run(xs, labels=ys), after, rtol=1e-6)
+    g.reload_from_data_sources()  # the (trained) values read again into new buffers
+    assert g.inference() is not inference and g.evaluation() is not evaluation
+    np.testing.assert_allclose(g.inference().run(xs), after, rtol=1e-6)
+
+
 def test_ohwi_weights_layout_matches_oihw(device, rng):
     w = rng.standard_normal((3, 2, 3, 2)).astype(np.float32)
     xs = rng.standard_normal((2, 2, 5, 5)).astype(np.float32)

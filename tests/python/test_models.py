@@ -121,6 +121,37 @@ def test_speedrun_net_freezes_the_whitening_and_batch_norm_scales(device, rng):
     assert np.abs(after["block2.norm1"]["beta"] - before["block2.norm1"]["beta"]).max() > 0
 
 
+def test_reset_trains_one_graph_as_a_fresh_network_would(device, rng):
+    """reset(seed) puts back a fresh build's values, frozen tensors and optimizer state, so the
+    same graph then trains exactly as a new network built with that seed."""
+    def build(seed):
+        opt = ng.SGD(learning_rate=0.05, momentum=0.9, nesterov=True, lookahead_steps=2)
+        net = models.speedrun_net(classes=4, channels=1, size=28, widths=(8, 8, 8), seed=seed, optimizer=opt)
+        loss = ng.Loss(net.logits, ng.LossDescriptor("softmax_cross_entropy", "sum", label_smoothing=0.2))
+        return net, loss.training_graph(device=device)
+
+    x = rng.normal(size=(4, 16, 1, 28, 28)).astype(np.float32)
+    y = rng.integers(0, 4, (4, 16))
+    fresh, fresh_graph = build(5)
+    want = [fresh_graph.encode(xb, labels=yb).loss() for xb, yb in zip(x, y)]
+    net, graph = build(0)
+    net.sources["whiten"].frozen = ["weights", "biases"]
+    for xb, yb in zip(x[::-1], y[::-1]):
+        graph.encode(xb, labels=yb).wait()
+    net.reset(5)
+    untrained = build(5)[0].sources  # the fresh network's are trained by now
+    for label, ds in net.sources.items():
+        assert ds.frozen == fresh.sources[label].frozen
+        assert ds.optimizer_state() == {"step": 0, "slots": []}
+        for name, v in ds.tensors().items():
+            if v is not None:
+                np.testing.assert_array_equal(v, untrained[label].tensor(name), err_msg=label)
+    got = [graph.encode(xb, labels=yb).loss() for xb, yb in zip(x, y)]
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    net.reset()  # the build's own seed
+    np.testing.assert_array_equal(net.sources["head"].weights(), build(0)[0].sources["head"].weights())
+
+
 @pytest.mark.parametrize("build, lr", [
     (lambda: models.resnet18(classes=4, size=16, stem="cifar"), 0.005),
     (lambda: models.resnet50(classes=4, size=32), 0.005),

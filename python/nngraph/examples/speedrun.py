@@ -10,8 +10,9 @@ the whitening biases trained for the first 3 epochs only, and test-time augmenta
 one-pixel shifts) in the evaluation. bfloat16 on cuda, float32 on the cpu.
 
 Timed as airbench times itself: the whitening initialisation, training and the evaluation with
-TTA; the data's loading and upload and a first warm-up run (the graph's planning, the cuDNN
-algorithm search and capture) are not. Prints the time and the test accuracy of each seed."""
+TTA; the data's loading and upload, making the graph and a first warm-up run (its planning,
+the cuDNN algorithm search and capture) are not: each seed resets the weights of that graph.
+Prints the time and the test accuracy of each seed."""
 
 from __future__ import annotations
 
@@ -57,12 +58,13 @@ def recipe(epochs: int, steps_per_epoch: int, batch_size: int, lr: float = 11.5,
     return weights, biases, schedule
 
 
-def build(images: np.ndarray, seed: int, steps_per_epoch: int, args):
-    """The network with its whitening weights from the first 5000 training images, its two
-    optimizers and the training graph."""
+def build(images: np.ndarray, steps_per_epoch: int, args):
+    """The network (whitening weights set per run), its two optimizers and the training graph,
+    made once: each run resets the weights and trains the same graph (its plan, algorithm
+    choices and capture kept)."""
     weights, biases, schedule = recipe(args.epochs, steps_per_epoch, args.batch_size)
-    net = speedrun_net(10, channels=images.shape[1], size=images.shape[2], widths=tuple(args.widths), seed=seed,
-                       optimizer=weights, whitening=whitening_weights(images[:5000]))
+    net = speedrun_net(10, channels=images.shape[1], size=images.shape[2], widths=tuple(args.widths),
+                       optimizer=weights)
     for label, source in net.sources.items():
         if ".norm" in label:
             source.optimizer = biases
@@ -71,18 +73,21 @@ def build(images: np.ndarray, seed: int, steps_per_epoch: int, args):
     return net, loss.training_graph(device=args.device, format=fmt), schedule
 
 
-def run(seed: int, train: ng.DeviceDataset, test: ng.DeviceDataset, images: np.ndarray, args) -> tuple[float, float]:
-    """One timed run: (seconds, test accuracy with TTA)."""
-    steps_per_epoch = len(train) // args.batch_size
+def run(seed: int, setup: tuple, train: ng.DeviceDataset, test: ng.DeviceDataset, images: np.ndarray, args,
+        epochs: int | None = None) -> tuple[float, float]:
+    """One timed run of build()'s `setup` from fresh weights (seed) and whitening from the first
+    5000 images: (seconds, test accuracy with TTA). epochs: fewer than the recipe's (a warm-up)."""
+    net, graph, schedule = setup
     start = time.perf_counter()
-    net, graph, schedule = build(images, seed, steps_per_epoch, args)
+    net.reset(seed)
+    net.sources["whiten"].set_weights(whitening_weights(images[:5000]), "zeros")
 
     def stop_whitening_biases(epoch: int, logs: dict) -> None:
         if epoch + 1 == args.whiten_bias_epochs:
             net.sources["whiten"].frozen = ["weights", "biases"]
 
-    ng.fit(graph, train, epochs=args.epochs, batch_size=args.batch_size, drop_last=True, lr_schedule=schedule,
-           callbacks=[stop_whitening_biases], progress=False)
+    ng.fit(graph, train, epochs=epochs or args.epochs, batch_size=args.batch_size, drop_last=True,
+           lr_schedule=schedule, callbacks=[stop_whitening_biases], progress=False)
     accuracy = ng.evaluate(graph, test, batch_size=2000, tta="flip_shift")["accuracy"]
     return time.perf_counter() - start, accuracy
 
@@ -112,11 +117,11 @@ def main(argv=None) -> dict:
     test = ng.DeviceDataset(x_test, y_test, args.device, classes=10)
     print(f"Fashion-MNIST on {args.device}: {len(train)} training and {len(test)} test images, "
           f"{args.epochs} epochs of batch {args.batch_size}")
-    warmup = argparse.Namespace(**{**vars(args), "epochs": 1})
-    run(0, train, test, x_train, warmup)  # untimed: planning, algorithm search, capture
+    setup = build(x_train, len(train) // args.batch_size, args)
+    run(0, setup, train, test, x_train, args, epochs=1)  # untimed: planning, algorithm search, capture
     results = []
     for seed in range(args.seeds):
-        seconds, accuracy = run(seed, train, test, x_train, args)
+        seconds, accuracy = run(seed, setup, train, test, x_train, args)
         results.append((seconds, accuracy))
         print(f"seed {seed}: test accuracy {100 * accuracy:.2f}% in {seconds:.2f} s", flush=True)
     accuracies = np.array([a for _, a in results])

@@ -3,7 +3,7 @@ seeded in one place."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from nngraph._core import (
     ArrayDataSource,
@@ -30,6 +30,22 @@ class Classifier:
     probabilities: FilterNode
     sources: dict
     aux_logits: FilterNode | None = None
+    seed: int = 0
+    initial: dict = field(default_factory=dict, repr=False)  # label: ArrayDataSource keyword arguments
+
+    def reset(self, seed: int | None = None) -> None:
+        """Every source back to its initial values, drawn again from `seed` (layer i from
+        seed + i; None: the seed it was built with), with its first frozen tensors and fresh
+        optimizer state (step 0, zero momentum and lookahead). The graphs over the network
+        keep their plans and captures, so the next run trains afresh without them being made
+        again (PyTorch's reset_parameters). The new values are all drawn before any is set."""
+        seed = self.seed if seed is None else seed
+        fresh = [ArrayDataSource(ds.descriptor(), label=label, seed=seed + i, **self.initial[label])
+                 for i, (label, ds) in enumerate(self.sources.items())]
+        for ds, new in zip(self.sources.values(), fresh):
+            ds.set_tensors({name: v for name, v in new.tensors().items() if v is not None})
+            ds.frozen = new.frozen
+            ds.reset_optimizer_state()
 
 
 def pair(v) -> tuple[int, int]:
@@ -44,6 +60,7 @@ class Builder:
     def __init__(self, seed: int, optimizer):
         self.seed, self.optimizer = seed, optimizer
         self.sources: dict = {}
+        self.initial: dict = {}
 
     def _source(self, label: str, descriptor, **kwargs) -> ArrayDataSource:
         if label in self.sources:
@@ -51,6 +68,7 @@ class Builder:
         ds = ArrayDataSource(descriptor, label=label, seed=self.seed + len(self.sources), optimizer=self.optimizer,
                              **kwargs)
         self.sources[label] = ds
+        self.initial[label] = kwargs
         return ds
 
     def conv(self, h, label: str, cin: int, cout: int, kernel, stride=1, padding=0, biases=None, weights="he",
@@ -81,4 +99,5 @@ class Builder:
         return FullyConnected(h, ds, label=label)
 
     def classifier(self, image, logits, aux_logits=None) -> Classifier:
-        return Classifier(image, logits, SoftMax(logits, label="probabilities"), self.sources, aux_logits)
+        return Classifier(image, logits, SoftMax(logits, label="probabilities"), self.sources, aux_logits, self.seed,
+                          self.initial)

@@ -15,14 +15,19 @@ def whitening_weights(images: np.ndarray, epsilon: float = 5e-4) -> np.ndarray:
     """The whitening convolution's weights from training images (N, C, H, W): the eigenvectors
     of the covariance of their 2×2 patches, each divided by sqrt(its eigenvalue + epsilon),
     largest eigenvalue first, then the same negated: (2·C·4, C, 2, 2)."""
-    x = np.asarray(images, np.float64)
+    x = np.asarray(images, np.float32)
     if x.ndim != 4:
         raise ValueError(f"[whiten] images must be (N, C, H, W), got shape {x.shape}")
     n, c, h, w = x.shape
     k = WHITENING_KERNEL
-    patches = np.lib.stride_tricks.sliding_window_view(x, (k, k), axis=(2, 3))  # N, C, H-1, W-1, k, k
-    flat = patches.transpose(0, 2, 3, 1, 4, 5).reshape(-1, c * k * k)
-    values, vectors = np.linalg.eigh(flat.T @ flat / len(flat))
+    # Patch element (channel, dy, dx) of every patch is a shifted view; the Gram matrix of
+    # those columns is summed in float64 over chunks of images, a float32 product each.
+    views = [x[:, ci, dy:h - k + 1 + dy, dx:w - k + 1 + dx] for ci in range(c) for dy in range(k) for dx in range(k)]
+    gram = np.zeros((c * k * k, c * k * k))
+    for at in range(0, n, 512):
+        flat = np.stack([v[at:at + 512].reshape(-1) for v in views], axis=1)
+        gram += flat.T @ flat
+    values, vectors = np.linalg.eigh(gram / (n * (h - k + 1) * (w - k + 1)))
     order = np.argsort(values)[::-1]
     scaled = (vectors[:, order] / np.sqrt(values[order] + epsilon)).T.reshape(c * k * k, c, k, k)
     return np.concatenate([scaled, -scaled]).astype(np.float32)
