@@ -838,11 +838,11 @@ class Graph:
         """
     def evaluation(self) -> Graph:
         """
-        Of a training graph: forward nodes in inference mode plus the loss nodes. It takes labels and gives losses (a validation set's) but trains nothing; reads the weights in place. Made once, as inference().
+        Of a training graph: forward nodes in inference mode plus the loss nodes. It takes labels and gives losses (a validation set's) but trains nothing; reads the weights in place. Kept while referenced, as inference().
         """
     def inference(self) -> Graph:
         """
-        An inference graph over this graph's results, reading its (trained) weights in place. Made once: later calls return the same graph, planned and captured already.
+        An inference graph over this graph's results, reading its (trained) weights in place. While one is referenced, later calls return that graph, planned and captured already.
         """
     def memory_plan(self, batch: typing.SupportsInt | typing.SupportsIndex) -> dict:
         """

@@ -331,12 +331,12 @@ void init_graph(py::module_& m) {
            "one). Its results are the losses' sources in that order; encode takes one labels array per loss, in "
            "loss_labels' order.")
       .def("inference", [](const Graph& g) { return python_owned(g.inference()); },
-           "An inference graph over this graph's results, reading its (trained) weights in place. Made "
-           "once: later calls return the same graph, planned and captured already.")
+           "An inference graph over this graph's results, reading its (trained) weights in place. While "
+           "one is referenced, later calls return that graph, planned and captured already.")
       .def("evaluation", [](const Graph& g) { return python_owned(g.evaluation()); },
            "Of a training graph: forward nodes in inference mode plus the loss nodes. It takes labels and "
-           "gives losses (a validation set's) but trains nothing; reads the weights in place. Made once, "
-           "as inference().")
+           "gives losses (a validation set's) but trains nothing; reads the weights in place. Kept while "
+           "referenced, as inference().")
       .def("_summary_rows", [](const Graph& g) {
              py::list out;
              for (const auto& r : g.summary()) {

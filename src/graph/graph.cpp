@@ -55,9 +55,9 @@ struct Graph::Impl {
   std::map<std::vector<int>, std::shared_ptr<const Plan>> plans;
   std::vector<ImageShape> latest_shapes;
   std::shared_ptr<Parameters> weights;
-  // inference() and evaluation(), made on first call (planned and captured once), dropped when
-  // the weights are reloaded.
-  std::shared_ptr<Graph> inference, evaluation;
+  // inference() and evaluation() while someone holds them (their plans and captures kept;
+  // not held here, so their arenas go with their last user), forgotten when the weights are reloaded.
+  std::weak_ptr<Graph> inference, evaluation;
 
   explicit Impl(const GraphSpec& spec)
       : device(spec.device), backend(backend_for(spec.device)), max_in_flight(spec.max_in_flight),
@@ -147,23 +147,31 @@ std::shared_ptr<Graph> Graph::training(const std::vector<std::shared_ptr<LossNod
                                            results, false, format, scaling, layout});
 }
 
+namespace {
+
+// The graph `made` still points at, else a new one from `spec`, remembered there.
+std::shared_ptr<Graph> kept_or_made(std::weak_ptr<Graph>& made, const GraphSpec& spec) {
+  if (auto g = made.lock()) return g;
+  auto g = std::make_shared<Graph>(spec);
+  made = g;
+  return g;
+}
+
+}  // namespace
+
 std::shared_ptr<Graph> Graph::inference() const {
   std::lock_guard<std::mutex> lock(impl_->mutex);
-  if (!impl_->inference)
-    impl_->inference = std::make_shared<Graph>(GraphSpec{impl_->results, {}, impl_->device, impl_->max_in_flight,
-                                                         impl_->weights, {}, false, impl_->format, LossScaling::off(),
-                                                         impl_->layout});
-  return impl_->inference;
+  return kept_or_made(impl_->inference, GraphSpec{impl_->results, {}, impl_->device, impl_->max_in_flight,
+                                                  impl_->weights, {}, false, impl_->format, LossScaling::off(),
+                                                  impl_->layout});
 }
 
 std::shared_ptr<Graph> Graph::evaluation() const {
   if (impl_->loss_results.empty()) fail("[graph] evaluation() needs a training graph (it computes its losses)");
   std::lock_guard<std::mutex> lock(impl_->mutex);
-  if (!impl_->evaluation)
-    impl_->evaluation = std::make_shared<Graph>(GraphSpec{impl_->results, impl_->loss_results, impl_->device,
-                                                          impl_->max_in_flight, impl_->weights, {}, true,
-                                                          impl_->format, LossScaling::off(), impl_->layout});
-  return impl_->evaluation;
+  return kept_or_made(impl_->evaluation, GraphSpec{impl_->results, impl_->loss_results, impl_->device,
+                                                   impl_->max_in_flight, impl_->weights, {}, true, impl_->format,
+                                                   LossScaling::off(), impl_->layout});
 }
 
 Graph::~Graph() = default;

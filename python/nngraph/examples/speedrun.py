@@ -59,9 +59,9 @@ def recipe(epochs: int, steps_per_epoch: int, batch_size: int, lr: float = 11.5,
 
 
 def build(images: np.ndarray, steps_per_epoch: int, args):
-    """The network (whitening weights set per run), its two optimizers and the training graph,
-    made once: each run resets the weights and trains the same graph (its plan, algorithm
-    choices and capture kept)."""
+    """(network, training graph, its evaluation graph, lr schedule), made once: each run resets
+    the weights (whitening set per run) and trains and evaluates the same graphs (their plans,
+    algorithm choices and captures kept)."""
     weights, biases, schedule = recipe(args.epochs, steps_per_epoch, args.batch_size)
     net = speedrun_net(10, channels=images.shape[1], size=images.shape[2], widths=tuple(args.widths),
                        optimizer=weights)
@@ -70,14 +70,15 @@ def build(images: np.ndarray, steps_per_epoch: int, args):
             source.optimizer = biases
     loss = ng.Loss(net.logits, ng.LossDescriptor("softmax_cross_entropy", "sum", label_smoothing=0.2))
     fmt = "bfloat16" if args.device != "cpu" else "float32"
-    return net, loss.training_graph(device=args.device, format=fmt), schedule
+    graph = loss.training_graph(device=args.device, format=fmt)
+    return net, graph, graph.evaluation(), schedule
 
 
 def run(seed: int, setup: tuple, train: ng.DeviceDataset, test: ng.DeviceDataset, images: np.ndarray, args,
         epochs: int | None = None) -> tuple[float, float]:
     """One timed run of build()'s `setup` from fresh weights (seed) and whitening from the first
     5000 images: (seconds, test accuracy with TTA). epochs: fewer than the recipe's (a warm-up)."""
-    net, graph, schedule = setup
+    net, graph, evaluation, schedule = setup
     start = time.perf_counter()
     net.reset(seed)
     net.sources["whiten"].set_weights(whitening_weights(images[:5000]), "zeros")
@@ -88,7 +89,7 @@ def run(seed: int, setup: tuple, train: ng.DeviceDataset, test: ng.DeviceDataset
 
     ng.fit(graph, train, epochs=epochs or args.epochs, batch_size=args.batch_size, drop_last=True,
            lr_schedule=schedule, callbacks=[stop_whitening_biases], progress=False)
-    accuracy = ng.evaluate(graph, test, batch_size=2000, tta="flip_shift")["accuracy"]
+    accuracy = ng.evaluate(evaluation, test, batch_size=2000, tta="flip_shift")["accuracy"]
     return time.perf_counter() - start, accuracy
 
 
