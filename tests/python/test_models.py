@@ -150,6 +150,11 @@ def test_reset_trains_one_graph_as_a_fresh_network_would(device, rng):
     np.testing.assert_allclose(got, want, rtol=1e-6)
     net.reset()  # the build's own seed
     np.testing.assert_array_equal(net.sources["head"].weights(), build(0)[0].sources["head"].weights())
+    net.sources["extra"] = ng.ArrayDataSource(ng.ConvolutionDescriptor(1, 2, 2))
+    before = net.sources["head"].weights()
+    with pytest.raises(ValueError, match=r"\[reset\] no initializer recorded for source\(s\) \['extra'\]"):
+        net.reset(7)
+    np.testing.assert_array_equal(net.sources["head"].weights(), before)  # nothing changed
 
 
 @pytest.mark.parametrize("build, lr", [

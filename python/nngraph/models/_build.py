@@ -22,8 +22,9 @@ from nngraph._core import (
 @dataclass
 class Classifier:
     """A classifier network: its source image, logits (what a loss reads), softmax
-    probabilities, every data source by label in layer order, and an auxiliary classifier's
-    logits where the network has one (Inception-v3's, else None)."""
+    probabilities, every data source by label in layer order, an auxiliary classifier's
+    logits where the network has one (Inception-v3's, else None), and what reset() draws the
+    sources from again: the build's seed and each source's initializer arguments."""
 
     image: ImageNode
     logits: FilterNode
@@ -40,6 +41,10 @@ class Classifier:
         keep their plans and captures, so the next run trains afresh without them being made
         again (PyTorch's reset_parameters). The new values are all drawn before any is set."""
         seed = self.seed if seed is None else seed
+        missing = [label for label in self.sources if label not in self.initial]
+        if missing:
+            raise ValueError(f"[reset] no initializer recorded for source(s) {missing}: they were not made by "
+                             "the network's builder")
         fresh = [ArrayDataSource(ds.descriptor(), label=label, seed=seed + i, **self.initial[label])
                  for i, (label, ds) in enumerate(self.sources.items())]
         for ds, new in zip(self.sources.values(), fresh):
