@@ -78,6 +78,12 @@ class DataSource {
   }
   // Whether update() will change weights; graphs skip weight gradients otherwise.
   virtual bool trainable() { return false; }
+  // Whether update() will change tensor i of tensor_specs(descriptor()) (a trained one):
+  // graphs compute no gradient for those it will not.
+  virtual bool trains(size_t tensor) {
+    (void)tensor;
+    return trainable();
+  }
 
   // Counts the updates graphs made through update(): a graph whose copy is older reads the
   // source again before its next run, so every graph computes with the latest values.
@@ -154,6 +160,7 @@ class ArrayDataSource : public DataSource {
   // with the other preparations that can fail.
   void count_skips(const std::shared_ptr<const Buffer>& scaling);
   bool trainable() override { return optimizer_ != nullptr; }
+  bool trains(size_t tensor) override { return trainable() && slotted(tensor); }
   // A graph changed `weights` (this source's values on their device) in place, as batch
   // normalization's running statistics: the host arrays and other copies are older now.
   void changed_on_device(const WeightsState& weights);

@@ -124,7 +124,8 @@ class Graph {
   // The format it was made with, and the dtype its images are stored in on its device.
   DType format() const;
   DType storage() const;
-  // The layout its images between nodes lie in on its device (NCHW or NHWC, never Auto).
+  // The layout its images between nodes lie in on its device (NCHW or NHWC, never Auto),
+  // under the current tf32 setting.
   Layout layout() const;
   // Source image handles in the order encode() takes them.
   const std::vector<ImageNodePtr>& sources() const;

@@ -891,7 +891,7 @@ class Graph:
     @property
     def layout(self) -> str:
         """
-        How those images lie on its device: 'NCHW', or channels-last 'NHWC' (layout='auto' takes NHWC for half formats on cuda). Sources and results stay NCHW.
+        How those images lie on its device: 'NCHW', or channels-last 'NHWC' (layout='auto' takes NHWC on cuda for half formats, and for float32 while allow_tf32 is on). Sources and results stay NCHW.
         """
     @property
     def loss_labels(self) -> list[str]:

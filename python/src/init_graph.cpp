@@ -293,7 +293,8 @@ void init_graph(py::module_& m) {
                              "The dtype those images are stored and computed in on its device (cpu: float32).")
       .def_property_readonly("layout", [](const Graph& g) { return std::string(layout_name(g.layout())); },
                              "How those images lie on its device: 'NCHW', or channels-last 'NHWC' (layout='auto' "
-                             "takes NHWC for half formats on cuda). Sources and results stay NCHW.")
+                             "takes NHWC on cuda for half formats, and for float32 while allow_tf32 is on). Sources "
+                             "and results stay NCHW.")
       .def_property_readonly("max_in_flight", &Graph::max_in_flight)
       .def_property_readonly("source_image_handles", &Graph::sources)
       .def_property_readonly("result_images", &Graph::results)

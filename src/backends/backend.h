@@ -71,9 +71,11 @@ class Backend {
   // The dtype a graph of format `format` stores its images between nodes in: the format
   // where the backend computes in it, else float32.
   virtual DType storage_for(DType format) const { return format; }
-  // The layout a graph asking for Layout::Auto stores its images of `storage` in.
-  virtual Layout layout_for(DType storage) const {
+  // The layout a graph asking for Layout::Auto stores its images of `storage` in, where
+  // float32 products may (tf32) or may not round their inputs to tf32.
+  virtual Layout layout_for(DType storage, bool tf32) const {
     (void)storage;
+    (void)tf32;
     return Layout::NCHW;
   }
 };

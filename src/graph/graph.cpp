@@ -43,7 +43,7 @@ struct Graph::Impl {
   Backend& backend;
   int max_in_flight;
   DType format, storage;
-  Layout layout;
+  Layout layout;  // as asked: Auto is resolved per plan
   std::vector<ImageNodePtr> results, roots;  // own every node the structure points at
   std::vector<ImageNodePtr> loss_results;
   std::vector<ArrayDataSource*> array_sources;  // of the nodes, each once
@@ -62,7 +62,7 @@ struct Graph::Impl {
   explicit Impl(const GraphSpec& spec)
       : device(spec.device), backend(backend_for(spec.device)), max_in_flight(spec.max_in_flight),
         format(spec.format), storage(backend.storage_for(spec.format)),
-        layout(spec.layout == Layout::Auto ? backend.layout_for(storage) : spec.layout), results(spec.results),
+        layout(spec.layout), results(spec.results),
         roots(spec.roots),
         loss_results(spec.loss_results),
         structure(with_losses_in_order(build_structure(results, roots, spec.inference), spec.loss_results)),
@@ -71,9 +71,15 @@ struct Graph::Impl {
     for (int i : structure.image_sources) image_sources.push_back(structure.sources[i]);
   }
 
-  // Plans are keyed by image shapes alone: label shapes follow the loss sources.
+  // Layout::Auto as the backend resolves it under the current tf32 setting.
+  Layout resolved_layout() const {
+    return layout == Layout::Auto ? backend.layout_for(storage, allow_tf32) : layout;
+  }
+
+  // Plans are keyed by image shapes and layout: label shapes follow the loss sources.
   std::shared_ptr<const Plan> plan_for(const std::vector<ImageShape>& images) {
-    std::vector<int> key;
+    const Layout resolved = resolved_layout();
+    std::vector<int> key{static_cast<int>(resolved)};
     for (const auto& s : images) key.insert(key.end(), {s.c, s.h, s.w});
     std::lock_guard<std::mutex> lock(mutex);
     latest_shapes = images;
@@ -82,7 +88,7 @@ struct Graph::Impl {
       std::vector<ImageShape> shapes(structure.sources.size(), ImageShape{1, 1, 1});
       for (size_t i = 0; i < images.size(); ++i) shapes[structure.image_sources[i]] = images[i];
       try {
-        slot = std::make_shared<const Plan>(make_plan(structure, shapes, storage, layout, device.type()));
+        slot = std::make_shared<const Plan>(make_plan(structure, shapes, storage, resolved, device.type()));
       } catch (...) {
         plans.erase(key);
         throw;
@@ -180,7 +186,7 @@ const Device& Graph::device() const { return impl_->device; }
 int Graph::max_in_flight() const { return impl_->max_in_flight; }
 DType Graph::format() const { return impl_->format; }
 DType Graph::storage() const { return impl_->storage; }
-Layout Graph::layout() const { return impl_->layout; }
+Layout Graph::layout() const { return impl_->resolved_layout(); }
 const std::vector<ImageNodePtr>& Graph::sources() const { return impl_->image_sources; }
 const std::vector<ImageNodePtr>& Graph::results() const { return impl_->results; }
 bool Graph::is_training() const { return impl_->structure.training; }

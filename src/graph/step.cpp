@@ -56,24 +56,34 @@ std::pair<float, int64_t> StepRunner::loss_scale() const {
   return {s.scale, s.skipped};
 }
 
-std::vector<GradientState>& StepRunner::gradients_for(const FilterNode* forward, const std::vector<WeightsState>& ws) {
+void StepRunner::gradients_for(const FilterNode* forward, const std::vector<WeightsState>& ws) {
+  // Statistics, absent tensors and those the source leaves as they are (frozen) have none.
+  const auto sources = forward->weight_sources();
+  std::vector<std::vector<bool>> trained(ws.size());
+  for (size_t i = 0; i < ws.size(); ++i) {
+    const auto specs = tensor_specs(sources[i].descriptor);
+    for (size_t t = 0; t < ws[i].tensors.size(); ++t)
+      trained[i].push_back(specs[t].trained && ws[i].tensors[t] && sources[i].source->trains(t));
+  }
   auto& gs = gradients_[forward];
-  if (gs.size() != ws.size()) {
-    gs.assign(ws.size(), {});
-    const auto sources = forward->weight_sources();
-    for (size_t i = 0; i < ws.size(); ++i) {
-      const auto specs = tensor_specs(sources[i].descriptor);
-      GradientState& g = gs[i];
-      for (size_t t = 0; t < ws[i].tensors.size(); ++t) {
-        const bool trained = specs[t].trained && ws[i].tensors[t];  // statistics and absent tensors have none
-        const DType dtype = specs[t].operand ? copies_.storage() : DType::Float32;
-        g.tensors.push_back(trained ? backend_.allocate(ws[i].counts[t] * dtype_size(dtype)) : nullptr);
-        g.counts.push_back(trained ? ws[i].counts[t] : 0);
-        g.dtypes.push_back(dtype);
-      }
+  bool same = gs.size() == ws.size();
+  for (size_t i = 0; same && i < ws.size(); ++i) {
+    same = gs[i].tensors.size() == trained[i].size();
+    for (size_t t = 0; same && t < trained[i].size(); ++t) same = static_cast<bool>(gs[i].tensors[t]) == trained[i][t];
+  }
+  if (same) return;
+  captures_.clear();  // they write the old buffers
+  gs.assign(ws.size(), {});
+  for (size_t i = 0; i < ws.size(); ++i) {
+    const auto specs = tensor_specs(sources[i].descriptor);
+    GradientState& g = gs[i];
+    for (size_t t = 0; t < ws[i].tensors.size(); ++t) {
+      const DType dtype = specs[t].operand ? copies_.storage() : DType::Float32;
+      g.tensors.push_back(trained[i][t] ? backend_.allocate(ws[i].counts[t] * dtype_size(dtype)) : nullptr);
+      g.counts.push_back(trained[i][t] ? ws[i].counts[t] : 0);
+      g.dtypes.push_back(dtype);
     }
   }
-  return gs;
 }
 
 void StepRunner::check_scaled(const std::vector<const FilterNode*>& trained, math::LossScaleState* state) {

@@ -35,7 +35,8 @@ class StepRunner {
   std::pair<float, int64_t> loss_scale() const;
 
  private:
-  std::vector<GradientState>& gradients_for(const FilterNode* forward, const std::vector<WeightsState>& ws);
+  // Makes the forward node's gradient buffers, or remakes them where the trained tensors changed.
+  void gradients_for(const FilterNode* forward, const std::vector<WeightsState>& ws);
   void check_finite(const std::vector<Image>& losses, const std::vector<const FilterNode*>& trained);
   // Marks the loss scaling state where a weight gradient holds a NaN or inf (no waiting).
   void check_scaled(const std::vector<const FilterNode*>& trained, math::LossScaleState* state);

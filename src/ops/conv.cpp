@@ -99,14 +99,13 @@ std::vector<FilterNodePtr> ConvolutionNode::make_gradients(const ImageNodePtr& d
 void ConvolutionNode::encode_gradient(const EncodeArgs& a) const {
   const Image& x = *a.sources[1];
   const Tensor y = a.sources.size() > 2 ? image_of(a, *a.sources[2]) : Tensor();
-  const Tensor dw = a.gradients ? Tensor::parameter(a.gradients, 0) : Tensor();
-  if (a.result.empty() && !dw) return;
+  const Tensor dw = Tensor::parameter(a.gradients, 0), db = Tensor::parameter(a.gradients, 1);
+  if (a.result.empty() && !dw && !db) return;
   ConvGeometry g = geometry(x.shape());
   g.tf32 = a.allow_tf32;
   g.half = accumulator_ == AccumulatorPrecision::Half;
   dispatch<ConvolutionGradientKernel>(a.backend, g, image_of(a, x), Tensor::parameter(a.weights, 0),
-                                      image_of(a, *a.sources[0]), y, desc_.neuron, image_of(a, a.result), dw,
-                                      a.gradients ? Tensor::parameter(a.gradients, 1) : Tensor());
+                                      image_of(a, *a.sources[0]), y, desc_.neuron, image_of(a, a.result), dw, db);
 }
 
 ConvolutionGradientNode::ConvolutionGradientNode(const ImageNodePtr& dy, std::shared_ptr<ConvolutionNode> forward)
@@ -144,10 +143,10 @@ void FullyConnectedNode::encode(const EncodeArgs& a) const {
 
 void FullyConnectedNode::encode_gradient(const EncodeArgs& a) const {
   const Tensor y = a.sources.size() > 2 ? Tensor(*a.sources[2]) : Tensor();
-  const Tensor dw = a.gradients ? Tensor::parameter(a.gradients, 0) : Tensor();
-  if (a.result.empty() && !dw) return;
-  dispatch<FullyConnectedGradientKernel>(a.backend, *a.sources[1], Tensor::parameter(a.weights, 0), *a.sources[0], y, desc_.neuron,
-                                    a.result, dw, a.gradients ? Tensor::parameter(a.gradients, 1) : Tensor(), a.allow_tf32,
+  const Tensor dw = Tensor::parameter(a.gradients, 0), db = Tensor::parameter(a.gradients, 1);
+  if (a.result.empty() && !dw && !db) return;
+  dispatch<FullyConnectedGradientKernel>(a.backend, *a.sources[1], Tensor::parameter(a.weights, 0), *a.sources[0], y,
+                                         desc_.neuron, a.result, dw, db, a.allow_tf32,
                                          accumulator_ == AccumulatorPrecision::Half);
 }
 

@@ -95,9 +95,8 @@ std::vector<FilterNodePtr> ConvolutionTransposeNode::make_gradients(const ImageN
 void ConvolutionTransposeNode::encode_gradient(const EncodeArgs& a) const {
   const Image &dy = *a.sources[0], &x = *a.sources[1];
   const Tensor y = a.sources.size() > 2 ? Tensor(*a.sources[2]) : Tensor();
-  const Tensor dw = a.gradients ? Tensor::parameter(a.gradients, 0) : Tensor();
-  const Tensor db = a.gradients ? Tensor::parameter(a.gradients, 1) : Tensor();
-  if (a.result.empty() && !dw) return;
+  const Tensor dw = Tensor::parameter(a.gradients, 0), db = Tensor::parameter(a.gradients, 1);
+  if (a.result.empty() && !dw && !db) return;
   ConvGeometry g = geometry(x.shape());
   g.tf32 = a.allow_tf32;
   g.half = accumulator_ == AccumulatorPrecision::Half;

@@ -73,7 +73,7 @@ GroupNormalizationGradientNode::GroupNormalizationGradientNode(const ImageNodePt
       forward_(std::move(forward)) {}
 
 void GroupNormalizationGradientNode::encode(const EncodeArgs& a) const {
-  if (a.result.empty() && !a.gradients) return;
+  if (a.result.empty() && !Tensor::parameter(a.gradients, 0) && !Tensor::parameter(a.gradients, 1)) return;
   const Image& x = *a.sources[1];
   dispatch<GroupNormalizationGradientKernel>(a.backend, forward_->span(x.shape()), x, *a.sources[0],
                                              Tensor::parameter(a.weights, 0), state_tensor(a.sources[2]), a.result,

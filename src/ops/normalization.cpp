@@ -91,7 +91,7 @@ BatchNormalizationGradientNode::BatchNormalizationGradientNode(const ImageNodePt
       forward_(std::move(forward)) {}
 
 void BatchNormalizationGradientNode::encode(const EncodeArgs& a) const {
-  if (a.result.empty() && !a.gradients) return;
+  if (a.result.empty() && !Tensor::parameter(a.gradients, 0) && !Tensor::parameter(a.gradients, 1)) return;
   dispatch<BatchNormalizationGradientKernel>(a.backend, pixels(a, *a.sources[1]), pixels(a, *a.sources[0]),
                                              Tensor::parameter(a.weights, 0), Tensor::parameter(a.weights, 1),
                                              batch_tensor(a, forward_->feature_channels()), a.fused,

@@ -25,10 +25,12 @@ RNNLayerTensors<P> tensors(const RNNDescriptor& d, const WeightsState* ws) {
     const int cols = unit ? 0 : in;
     const int ld = cols + h + (d.peephole ? 1 : 0);
     for (int q = 0; q < g; ++q) {
-      P* rows = base + size_t(q) * h * ld;
-      if (!unit) t.input[q] = rows;
-      t.recurrent[q] = rows + cols;
-      if (d.peephole) t.memory[q] = rows + cols + h;
+      if (base) {  // null: a gradient nobody wants (frozen weights)
+        P* rows = base + size_t(q) * h * ld;
+        if (!unit) t.input[q] = rows;
+        t.recurrent[q] = rows + cols;
+        if (d.peephole) t.memory[q] = rows + cols + h;
+      }
       if (bias) t.input_bias[q] = bias + q * h;
     }
     t.input_ld = t.recurrent_ld = t.memory_stride = ld;

@@ -134,8 +134,8 @@ TRAINABLE = {
 }
 
 
-def training_step(kind, device, **options):
-    """The parameters before and after one step of a training graph made with these options."""
+def training_graph(kind, device, **options):
+    """The kind's training graph made with these options (SGD) and a step of it."""
     make, shape = TRAINABLE[kind]
     rng = np.random.default_rng(9)
     x = rng.standard_normal(shape).astype(np.float32)
@@ -143,8 +143,14 @@ def training_step(kind, device, **options):
     target = rng.standard_normal(ng.Graph(node).run(x).shape).astype(np.float32)
     loss = ng.Loss(node.result_image, ng.LossDescriptor("mean_squared_error"))
     g = loss.training_graph(optimizer=ng.SGD(learning_rate=0.5), device=device, **options)
+    return g, lambda: g.encode(x, labels=ng.LossLabels(target)).wait()
+
+
+def training_step(kind, device, **options):
+    """The parameters before and after one step of a training graph made with these options."""
+    g, step = training_graph(kind, device, **options)
     before = {label: dict(p) for label, p in g.parameters().items()}
-    g.encode(x, labels=ng.LossLabels(target)).wait()
+    step()
     return before, g.parameters()
 
 
@@ -208,3 +214,38 @@ def test_forward_and_gradients_match_the_cpu_backend(kind, device):
     for w, g in zip(want, got):
         assert np.all(np.isfinite(w))
         np.testing.assert_allclose(g, w, rtol=2e-4, atol=2e-5)
+
+
+def freezings(graph):
+    """Each trained tensor of each source alone, then each source's trained tensors together."""
+    held = graph.parameters()
+    for ds in graph.data_sources:
+        trained = [t.name for t in ds.descriptor().tensors if t.trained and held[ds.label()][t.name] is not None]
+        yield from ({ds.label(): [name]} for name in trained)
+        if len(trained) > 1:
+            yield {ds.label(): trained}
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("kind", sorted(TRAINABLE))
+def test_frozen_tensors_stay_and_the_others_train_as_before(kind, device):
+    """Frozen after a first step (so a graph remakes its gradient buffers and captures): the
+    graph computes no gradient for them, they keep their values, and every other tensor moves
+    as it does when all train."""
+    g, step = training_graph(kind, device)
+    step()
+    step()
+    want = g.parameters()
+    for frozen in freezings(g):
+        h, step = training_graph(kind, device)
+        step()
+        first = h.parameters()
+        for ds in h.data_sources:
+            ds.frozen = frozen.get(ds.label(), [])
+        step()
+        for label, tensors in h.parameters().items():
+            for part, value in tensors.items():
+                if value is None:
+                    continue
+                expect = first[label][part] if part in frozen.get(label, []) else want[label][part]
+                np.testing.assert_allclose(value, expect, rtol=1e-5, atol=1e-6, err_msg=f"{frozen}: {label}.{part}")

@@ -57,11 +57,38 @@ def test_the_layout_is_asked_per_graph():
 
 
 @pytest.mark.parametrize("device", GPUS)
-def test_half_graphs_on_cuda_choose_channels_last(device):
+def test_tensor_core_graphs_on_cuda_choose_channels_last(device):
     net = residual_network()
     assert ng.Graph(net.probabilities, device=device, format="float16").layout == "NHWC"
     assert ng.Graph(net.probabilities, device=device, format="bfloat16").layout == "NHWC"
-    assert ng.Graph(net.probabilities, device=device).layout == "NCHW"
+    g = ng.Graph(net.probabilities, device=device)
+    assert g.layout == "NCHW"
+    g.allow_tf32 = True
+    assert g.layout == "NHWC"
+    assert ng.Graph(net.probabilities, device=device, layout="NCHW").layout == "NCHW"
+
+
+@pytest.mark.parametrize("device", GPUS)
+def test_switching_tf32_switches_a_training_graphs_layout_between_steps(device, rng):
+    """An auto graph plans its steps NCHW while exact and NHWC with tf32: steps either side of
+    the switch train on as a graph held NCHW throughout does (up to tf32 rounding)."""
+    x = rng.random((16, 1, 28, 28), dtype=np.float32)
+    y = rng.integers(0, 10, 16)
+    params, layouts = {}, []
+    for layout in ("auto", "NCHW"):
+        net = residual_network(optimizer=ng.SGD(learning_rate=0.05))
+        g = ng.Loss(net.logits, ng.LossDescriptor("softmax_cross_entropy", "mean")).training_graph(
+            device=device, layout=layout)
+        for tf32 in (False, True, True, False):
+            g.allow_tf32 = tf32
+            layouts.append(g.layout)
+            g.encode(x, labels=y).wait()
+        params[layout] = g.parameters()
+    assert layouts == ["NCHW", "NHWC", "NHWC", "NCHW"] + ["NCHW"] * 4
+    for label, tensors in params["NCHW"].items():
+        for part, value in tensors.items():
+            if value is not None:
+                np.testing.assert_allclose(params["auto"][label][part], value, rtol=2e-2, atol=2e-3)
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -179,12 +179,12 @@ void convolution_gradient(Backend& b, const ConvGeometry& g, const Tensor& x, co
   std::vector<std::vector<float>> partial(chunks);  // each filled by the thread that sums into it
   pool.parallel_for(static_cast<size_t>(chunks), [&](size_t c0, size_t c1) {
     for (size_t chunk = c0; chunk < c1; ++chunk) {
-      if (dw) partial[chunk].assign(wcount + os.c, 0.f);
+      if (dw || db) partial[chunk].assign(wcount + os.c, 0.f);
       const int first = static_cast<int>(n * chunk / chunks), end = static_cast<int>(n * (chunk + 1) / chunks);
       const int per = tiled ? 1 : images_per_product(end - first, p);
       const size_t ld = static_cast<size_t>(per) * p;  // the columns of one product
       std::vector<float> col(tiled ? 0 : static_cast<size_t>(k) * ld), dz(act || per > 1 ? og * ld : 0);
-      float* pdw = dw ? partial[chunk].data() : nullptr;
+      float* sums = dw || db ? partial[chunk].data() : nullptr;  // dw's, then db's
       for (int i0 = first; i0 < end; i0 += per) {
         const int count = std::min(per, end - i0);
         if (dx) std::fill_n(in_of(dx, i0, 0), static_cast<size_t>(count) * is.count(), 0.f);
@@ -204,8 +204,8 @@ void convolution_gradient(Backend& b, const ConvGeometry& g, const Tensor& x, co
             z = dz.data();
           }
           const float* wg = weights + static_cast<size_t>(grp) * og * k;
-          if (pdw) {
-            float* dwg = pdw + static_cast<size_t>(grp) * og * k;
+          if (dw) {
+            float* dwg = sums + static_cast<size_t>(grp) * og * k;
             if (tiled) {
               for (int c = 0; c < cg; ++c)
                 for (int oy = 0; oy < os.h; ++oy)
@@ -217,11 +217,11 @@ void convolution_gradient(Backend& b, const ConvGeometry& g, const Tensor& x, co
               gemm(inner, false, true, og, k, count * p, 1.f, z, static_cast<int>(ld), col.data(), static_cast<int>(ld),
                    1.f, dwg, k);
             }
-            for (int o = 0; o < og; ++o) {
-              double sum = 0;
-              for (int q = 0; q < count * p; ++q) sum += z[o * ld + q];
-              pdw[wcount + grp * og + o] += static_cast<float>(sum);
-            }
+          }
+          for (int o = 0; db && o < og; ++o) {
+            double sum = 0;
+            for (int q = 0; q < count * p; ++q) sum += z[o * ld + q];
+            sums[wcount + grp * og + o] += static_cast<float>(sum);
           }
           if (dx && tiled) {
             for (int c = 0; c < cg; ++c)
@@ -238,15 +238,14 @@ void convolution_gradient(Backend& b, const ConvGeometry& g, const Tensor& x, co
       }
     }
   });
-  if (!dw) return;
+  if (!dw && !db) return;
   pool.parallel_for(wcount + os.c, [&](size_t first, size_t end) {
     for (size_t i = first; i < end; ++i) {
+      float* to = i < wcount ? (dw ? dw + i : nullptr) : (db ? db + i - wcount : nullptr);
+      if (!to) continue;
       float sum = 0.f;
       for (const auto& part : partial) sum += part[i];
-      if (i < wcount)
-        dw[i] = sum;
-      else if (db)
-        db[i - wcount] = sum;
+      *to = sum;
     }
   });
 }
