@@ -9,8 +9,9 @@ from nngraph import InvalidInputError
 from nngraph import OutOfMemoryError
 from nngraph import UnsupportedError
 import numpy
+import numpy.typing
 import typing
-__all__: list[str] = ['Adam', 'Addition', 'Arithmetic', 'ArrayDataSource', 'BatchNormalization', 'BatchNormalizationDescriptor', 'BuiltinOptimizer', 'Concatenation', 'Convolution', 'ConvolutionDescriptor', 'ConvolutionTranspose', 'Crop', 'DataSource', 'Device', 'DeviceDataset', 'DeviceError', 'Division', 'Dropout', 'Error', 'FilterNode', 'FullyConnected', 'GRU', 'GlobalAveragePooling', 'GlobalMaxPooling', 'Graph', 'GroupNormalization', 'Handle', 'Image', 'ImageCopyToMatrixNode', 'ImageNode', 'InstanceNormalization', 'InvalidInputError', 'LSTM', 'LayerNormalization', 'LogSoftMax', 'Loss', 'LossDescriptor', 'LossScaling', 'MGU', 'Matrix', 'MatrixCopyToImageNode', 'MatrixDescriptor', 'Multiplication', 'Neuron', 'NeuronDescriptor', 'NormalizationDescriptor', 'Optimizer', 'OutOfMemoryError', 'Padding', 'Pooling', 'RMSProp', 'RNN', 'RNNDescriptor', 'RNNMatrixLayer', 'RNNMatrixTrainingLayer', 'RNNMatrixTrainingState', 'SGD', 'SingleGate', 'SoftMax', 'Subtraction', 'TensorSpec', 'UnsupportedError', 'Upsampling', 'WeightsLayout', 'built_backends', 'device_count', 'image_copy_to_matrix', 'kernels', 'matrix_copy_to_image', 'memory_stats', 'reset_peak_memory']
+__all__: list[str] = ['Adam', 'Addition', 'Arithmetic', 'ArrayDataSource', 'BatchNormalization', 'BatchNormalizationDescriptor', 'BuiltinOptimizer', 'Concatenation', 'Convolution', 'ConvolutionDescriptor', 'ConvolutionTranspose', 'Crop', 'DataSource', 'Device', 'DeviceDataset', 'DeviceError', 'Division', 'Dropout', 'Error', 'FilterNode', 'FullyConnected', 'GRU', 'GlobalAveragePooling', 'GlobalMaxPooling', 'Graph', 'GroupNormalization', 'Handle', 'Image', 'ImageCopyToMatrixNode', 'ImageNode', 'InstanceNormalization', 'InvalidInputError', 'LSTM', 'LayerNormalization', 'LogSoftMax', 'Loss', 'LossDescriptor', 'LossScaling', 'MGU', 'Matrix', 'MatrixCopyToImageNode', 'MatrixDescriptor', 'Multiplication', 'Neuron', 'NeuronDescriptor', 'NormalizationDescriptor', 'Optimizer', 'OutOfMemoryError', 'Padding', 'Pooling', 'RMSProp', 'RNN', 'RNNDescriptor', 'RNNMatrixLayer', 'RNNMatrixTrainingLayer', 'RNNMatrixTrainingState', 'SGD', 'SingleGate', 'SoftMax', 'Subtraction', 'TensorSpec', 'UnsupportedError', 'Upsampling', 'WeightsLayout', 'built_backends', 'device_count', 'image_copy_to_matrix', 'kernels', 'matrix_copy_to_image', 'memory_stats', 'patch_moments', 'reset_peak_memory']
 class Device:
     """
     Where a graph runs: 'cpu', 'cuda', 'cuda:N' ('mps' reserved).
@@ -1049,6 +1050,10 @@ def matrix_copy_to_image(source: Matrix, destination: typing.Any, data_layout: s
 def memory_stats(device: typing.Any = 'cpu') -> dict:
     """
     Bytes nngraph holds on a device now and at most since reset_peak_memory (images, weights, arenas).
+    """
+def patch_moments(images: typing.Any, kernel: tuple[typing.SupportsInt | typing.SupportsIndex, typing.SupportsInt | typing.SupportsIndex] = (2, 2), count: typing.SupportsInt | typing.SupportsIndex | None = None) -> numpy.typing.NDArray[numpy.float64]:
+    """
+    Σ p·pᵀ over every kh×kw patch p (stride 1, no padding) of the first `count` images (all by default), computed on their device (an Image; a numpy array (N, C, H, W) on the cpu): a (D, D) float64 array, D = C·kh·kw, p's values in (channel, row, column) order as a convolution's weights read them.
     """
 def reset_peak_memory(device: typing.Any = 'cpu') -> None:
     ...

@@ -7,6 +7,7 @@
 #include "backends/cpu/cpu_backend.h"
 #include "bindings.h"
 #include "nngraph/error.h"
+#include "nngraph/statistics.h"
 
 namespace nngraph::py_bind {
 namespace {
@@ -236,6 +237,24 @@ void init_image(py::module_& m) {
       .def_property_readonly("row_stride", &Matrix::row_stride)
       .def_property_readonly("dtype", [](const Matrix& mat) { return std::string(dtype_name(mat.dtype())); })
       .def_property_readonly("device", &Matrix::device);
+
+  m.def("patch_moments", [](const py::object& images, std::pair<int, int> kernel, std::optional<int> count) {
+    const Image image = py::isinstance<Image>(images)
+                            ? images.cast<Image>()
+                            : image_from_array(images.cast<py::array>(), Layout::NCHW, Device(DeviceType::CPU), "patch_moments");
+    std::vector<double> sums;
+    {
+      py::gil_scoped_release release;
+      sums = patch_moments(image, kernel.first, kernel.second, count.value_or(-1));
+    }
+    const auto d = static_cast<py::ssize_t>(image.shape().c) * kernel.first * kernel.second;
+    py::array_t<double> out({d, d});
+    std::copy(sums.begin(), sums.end(), out.mutable_data());
+    return out;
+  }, py::arg("images"), py::arg("kernel") = std::pair<int, int>{2, 2}, py::arg("count") = py::none(),
+     "Σ p·pᵀ over every kh×kw patch p (stride 1, no padding) of the first `count` images (all by default), "
+     "computed on their device (an Image; a numpy array (N, C, H, W) on the cpu): a (D, D) float64 array, "
+     "D = C·kh·kw, p's values in (channel, row, column) order as a convolution's weights read them.");
 }
 
 }  // namespace nngraph::py_bind

@@ -95,11 +95,48 @@ def test_speedrun_net_against_numpy(device, rng, channels, size):
     check_forward(net, lambda p, x: ref.speedrun_net(p, x, (8, 16, 16)), x, device)
 
 
-def test_whitening_weights_whiten_the_patches(rng):
+@pytest.mark.parametrize("shape, kernel, count", [((7, 3, 9, 11), (2, 2), None), ((5, 1, 6, 8), (3, 1), 3),
+                                                   ((300, 4, 32, 32), (2, 3), 257), ((2, 16, 5, 5), (2, 2), None)])
+def test_patch_moments_match_numpy(device, rng, shape, kernel, count):
+    x = rng.normal(1.0, 2.0, size=shape).astype(np.float32)
+    kh, kw = kernel
+    used = x[:count]
+    patches = np.lib.stride_tricks.sliding_window_view(used.astype(np.float64), kernel, axis=(2, 3))
+    flat = patches.transpose(0, 2, 3, 1, 4, 5).reshape(-1, shape[1] * kh * kw)
+    want = flat.T @ flat
+    got = ng.patch_moments(ng.Image(x, device=device), kernel, count)
+    assert got.shape == (shape[1] * kh * kw,) * 2 and got.dtype == np.float64
+    # Float32 products: off-diagonal sums that cancel keep the diagonal's absolute error.
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6 * np.abs(want).max())
+    np.testing.assert_allclose(ng.patch_moments(x, kernel, count), want, rtol=1e-5,  # numpy: on the cpu
+                               atol=1e-6 * np.abs(want).max())
+    half = ng.Image(x, device=device).astype("bfloat16")  # read as float32 values
+    wide = half.numpy().astype(np.float64)[:count]
+    flat = np.lib.stride_tricks.sliding_window_view(wide, kernel, axis=(2, 3)).transpose(0, 2, 3, 1, 4, 5)
+    flat = flat.reshape(-1, shape[1] * kh * kw)
+    want = flat.T @ flat
+    np.testing.assert_allclose(ng.patch_moments(half, kernel, count), want, rtol=1e-5, atol=1e-6 * np.abs(want).max())
+
+
+def test_patch_moments_refuse_what_they_cannot_take():
+    x = ng.Image(np.ones((2, 3, 4, 4), np.float32))
+    with pytest.raises(ValueError, match=r"\[patch_moments\] a 5×2 patch does not fit 4×4 images"):
+        ng.patch_moments(x, (5, 2))
+    with pytest.raises(ValueError, match=r"\[patch_moments\] count must be 1 to 2 \(the images held\), got 3"):
+        ng.patch_moments(x, (2, 2), 3)
+    with pytest.raises(ValueError, match=r"\[patch_moments\] patches of 3×5×5 values are more than 64"):
+        ng.patch_moments(ng.Image(np.ones((1, 3, 5, 5), np.float32)), (5, 5))
+
+
+def test_whitening_weights_whiten_the_patches(device, rng):
     # Correlated channels: the whitened patches' covariance is diag(λ / (λ + ε)), near the identity.
     mix = rng.normal(size=(3, 3))
     images = np.einsum("dc,nchw->ndhw", mix, rng.normal(size=(64, 3, 12, 12)))
     w = models.whitening_weights(images, epsilon=1e-6)
+    on_device = models.whitening_weights(ng.Image(images.astype(np.float32), device=device), epsilon=1e-6)
+    # Eigenvectors are defined up to sign: compare each filter to ± the host's.
+    signs = np.sign(np.sum(on_device * w, axis=(1, 2, 3)))
+    np.testing.assert_allclose(on_device * signs[:, None, None, None], w, rtol=1e-3, atol=1e-3)
     assert w.shape == (24, 3, 2, 2)
     np.testing.assert_array_equal(w[12:], -w[:12])
     patches = np.lib.stride_tricks.sliding_window_view(images, (2, 2), axis=(2, 3))

@@ -5,29 +5,27 @@ from __future__ import annotations
 
 import numpy as np
 
-from nngraph._core import ImageNode, Neuron, Pooling
+from nngraph._core import Image, ImageNode, Neuron, Pooling, patch_moments
 from nngraph.models._build import Builder, Classifier
 
 WHITENING_KERNEL = 2
 
 
-def whitening_weights(images: np.ndarray, epsilon: float = 5e-4) -> np.ndarray:
-    """The whitening convolution's weights from training images (N, C, H, W): the eigenvectors
-    of the covariance of their 2×2 patches, each divided by sqrt(its eigenvalue + epsilon),
-    largest eigenvalue first, then the same negated: (2·C·4, C, 2, 2)."""
-    x = np.asarray(images, np.float32)
-    if x.ndim != 4:
-        raise ValueError(f"[whiten] images must be (N, C, H, W), got shape {x.shape}")
-    n, c, h, w = x.shape
+def whitening_weights(images, epsilon: float = 5e-4, count: int | None = None) -> np.ndarray:
+    """The whitening convolution's weights from training images (an Image, whose patch
+    statistics are computed on its device, or a numpy array (N, C, H, W), on the cpu; the
+    first `count` of them, all by default): the eigenvectors of the second moments of their
+    2×2 patches, each divided by sqrt(its eigenvalue + epsilon), largest eigenvalue first,
+    then the same negated: (2·C·4, C, 2, 2)."""
+    if not isinstance(images, Image):
+        images = np.asarray(images, np.float32)
+        if images.ndim != 4:
+            raise ValueError(f"[whiten] images must be (N, C, H, W), got shape {images.shape}")
+    n, c, h, w = images.shape
     k = WHITENING_KERNEL
-    # Patch element (channel, dy, dx) of every patch is a shifted view; the Gram matrix of
-    # those columns is summed in float64 over chunks of images, a float32 product each.
-    views = [x[:, ci, dy:h - k + 1 + dy, dx:w - k + 1 + dx] for ci in range(c) for dy in range(k) for dx in range(k)]
-    gram = np.zeros((c * k * k, c * k * k))
-    for at in range(0, n, 512):
-        flat = np.stack([v[at:at + 512].reshape(-1) for v in views], axis=1)
-        gram += flat.T @ flat
-    values, vectors = np.linalg.eigh(gram / (n * (h - k + 1) * (w - k + 1)))
+    count = n if count is None else count
+    moments = patch_moments(images, (k, k), count) / (count * (h - k + 1) * (w - k + 1))
+    values, vectors = np.linalg.eigh(moments)
     order = np.argsort(values)[::-1]
     scaled = (vectors[:, order] / np.sqrt(values[order] + epsilon)).T.reshape(c * k * k, c, k, k)
     return np.concatenate([scaled, -scaled]).astype(np.float32)
