@@ -2,8 +2,9 @@
 in PyTorch (torch.compile, bfloat16 autocast, channels-last), each in its own process on the
 same device, timed by airbench's rules: the whitening initialisation, training and the
 evaluation with test-time augmentation; the data's upload and a first whole run (compilation,
-capture, algorithm search) untimed. Each framework's batches are gathered, shuffled and
-augmented on the device (translate 2, reflected; flips alternating by epoch).
+capture, algorithm search) untimed. Each framework keeps the images on the device in bfloat16
+(what autocast and nngraph's bfloat16 graph round them to) and gathers, shuffles and augments
+its batches there (translate 2, reflected; flips alternating by epoch).
 
     python bench/speedrun.py --data synthetic   # 50,000 random 3×32×32 images (CIFAR-10's size): time
     python bench/speedrun.py --data fashion     # real Fashion-MNIST: time and test accuracy
@@ -44,8 +45,7 @@ def nngraph_worker(args, x, y, xt, yt) -> dict:
     import nngraph as ng
     from nngraph.examples import speedrun
 
-    train = ng.DeviceDataset(x, y, "cuda", classes=10, translate=2, flip="alternating")
-    test = ng.DeviceDataset(xt, yt, "cuda", classes=10)
+    train, test = speedrun.datasets(x, y, xt, yt, "cuda")
     options = argparse.Namespace(device="cuda", epochs=args.epochs, batch_size=args.batch_size,
                                  widths=(64, 256, 256), whiten_bias_epochs=3)
     setup = speedrun.build(x, len(train) // args.batch_size, options)
@@ -64,8 +64,10 @@ class TorchRecipe:
         from torch_models import SpeedrunNet
         self.torch, self.args = torch, args
         dev = "cuda"
-        self.x, self.y = torch.tensor(x, device=dev), torch.tensor(y, device=dev, dtype=torch.long)
-        self.xt, self.yt = torch.tensor(xt, device=dev), torch.tensor(yt, device=dev, dtype=torch.long)
+        # Stored in bfloat16 as nngraph's are: autocast rounds them to it anyway.
+        self.x = torch.tensor(x, device=dev, dtype=torch.bfloat16)
+        self.xt = torch.tensor(xt, device=dev, dtype=torch.bfloat16)
+        self.y, self.yt = (torch.tensor(v, device=dev, dtype=torch.long) for v in (y, yt))
         self.padded = torch.nn.functional.pad(self.x, (2,) * 4, mode="reflect")
         self.net = SpeedrunNet(10, x.shape[1], momentum=0.4).to(dev, memory_format=torch.channels_last)
         self.model = torch.compile(self.net, mode=args.compile_mode)

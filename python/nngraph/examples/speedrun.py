@@ -58,6 +58,20 @@ def recipe(epochs: int, steps_per_epoch: int, batch_size: int, lr: float = 11.5,
     return weights, biases, schedule
 
 
+def image_format(device: str) -> str:
+    """The training graph's format: bfloat16 on the GPU, float32 on the cpu."""
+    return "bfloat16" if device != "cpu" else "float32"
+
+
+def datasets(x_train, y_train, x_test, y_test, device: str) -> tuple[ng.DeviceDataset, ng.DeviceDataset]:
+    """The training set (translate 2, flips alternating by epoch) and the test set on `device`,
+    stored in the graph's format: the graph would round them to it at its edge anyway, so
+    they train the same in half the memory."""
+    fmt = image_format(device)
+    train = ng.DeviceDataset(x_train, y_train, device, classes=10, dtype=fmt, translate=2, flip="alternating")
+    return train, ng.DeviceDataset(x_test, y_test, device, classes=10, dtype=fmt)
+
+
 def build(images: np.ndarray, steps_per_epoch: int, args):
     """(network, training graph, its evaluation graph, lr schedule), made once: each run resets
     the weights (whitening set per run) and trains and evaluates the same graphs (their plans,
@@ -69,8 +83,7 @@ def build(images: np.ndarray, steps_per_epoch: int, args):
         if ".norm" in label:
             source.optimizer = biases
     loss = ng.Loss(net.logits, ng.LossDescriptor("softmax_cross_entropy", "sum", label_smoothing=0.2))
-    fmt = "bfloat16" if args.device != "cpu" else "float32"
-    graph = loss.training_graph(device=args.device, format=fmt)
+    graph = loss.training_graph(device=args.device, format=image_format(args.device))
     return net, graph, graph.evaluation(), schedule
 
 
@@ -115,8 +128,7 @@ def main(argv=None) -> dict:
         x_test, y_test = x_test[:args.test_limit], y_test[:args.test_limit]
     mean, std = x_train.mean(), x_train.std()
     x_train, x_test = (x_train - mean) / std, (x_test - mean) / std
-    train = ng.DeviceDataset(x_train, y_train, args.device, classes=10, translate=2, flip="alternating")
-    test = ng.DeviceDataset(x_test, y_test, args.device, classes=10)
+    train, test = datasets(x_train, y_train, x_test, y_test, args.device)
     print(f"Fashion-MNIST on {args.device}: {len(train)} training and {len(test)} test images, "
           f"{args.epochs} epochs of batch {args.batch_size}")
     setup = build(x_train, len(train) // args.batch_size, args)
