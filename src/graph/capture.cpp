@@ -4,9 +4,11 @@
 
 namespace nngraph {
 
-Replay& CaptureCache::replay_for(const Plan& plan, int n, const void* arena, const Parameters& wm, int variant,
+Replay& CaptureCache::replay_for(const Plan& plan, int n, const void* arena, const Parameters& wm, bool tf32,
                                  const std::vector<Image>& sources, size_t losses) {
-  auto key = std::make_tuple(&plan, n, arena, &wm, variant);
+  Sources held;
+  for (const auto& img : sources) held.emplace_back(img.batch(), img.dtype());
+  auto key = std::make_tuple(&plan, n, arena, &wm, tf32, std::move(held));
   auto found = replays_.find(key);
   if (found != replays_.end()) return found->second;
   // Made whole before it is kept: a failed allocation leaves no replay without its buffers.

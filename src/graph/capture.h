@@ -1,10 +1,11 @@
 #pragma once
-// The step-capture cache: a step recorded once per plan, batch, arena, parameters and
-// variant (the tf32 setting, the sources' dtype), then replayed (backends that capture),
+// The step-capture cache: a step recorded once per plan, batch, arena, parameters, tf32
+// setting and sources (each one's batch and dtype), then replayed (backends that capture),
 // with fixed buffers for its sources and losses; and the unit label weights most steps share.
 #include <map>
 #include <memory>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "graph/parameters.h"
@@ -25,7 +26,7 @@ class CaptureCache {
  public:
   explicit CaptureCache(Device device) : device_(device) {}
   // The replay of a step with these sources and `losses` loss nodes, made (uncaptured) on first use.
-  Replay& replay_for(const Plan& plan, int n, const void* arena, const Parameters& wm, int variant,
+  Replay& replay_for(const Plan& plan, int n, const void* arena, const Parameters& wm, bool tf32,
                      const std::vector<Image>& sources, size_t losses);
   // Every replay points at an arena that is about to go.
   void clear() { replays_.clear(); }
@@ -37,7 +38,8 @@ class CaptureCache {
 
  private:
   Device device_;
-  std::map<std::tuple<const Plan*, int, const void*, const Parameters*, int>, Replay> replays_;
+  using Sources = std::vector<std::pair<int, DType>>;  // batch and dtype of each
+  std::map<std::tuple<const Plan*, int, const void*, const Parameters*, bool, Sources>, Replay> replays_;
   std::map<int, Image> unit_weights_;
 };
 

@@ -156,11 +156,10 @@ std::vector<Image> StepRunner::run(const Plan& plan, Parameters& wm, const std::
   const auto& s = structure_;
   // Sources in tensor order: images, then each loss's labels and weights.
   std::vector<Image> sources(s.sources.size());
-  bool all_half = true, all_float = true;
+  bool all_half = true;
   const bool half_graph = plan.storage != DType::Float32;  // casts its image sources into the arena
   for (size_t i = 0; i < src.size(); ++i) {
     all_half = all_half && src[i].dtype() == DType::Float16;
-    all_float = all_float && src[i].dtype() == DType::Float32;
     const bool as_given = half_graph || src[i].dtype() == DType::Float32;
     sources[s.image_sources[i]] = as_given ? src[i] : src[i].converted(DType::Float32);
   }
@@ -192,10 +191,8 @@ std::vector<Image> StepRunner::run(const Plan& plan, Parameters& wm, const std::
   make_batch_states(plan);
   Profile profile(backend_);
   // A step whose sources update themselves on the host is not captured: it must undo them on failure.
-  Replay* r = backend_.can_capture() && (all_float || (half_graph && all_half)) && !options.check_numerics &&
-                      !profile.on() && others.empty()
-                  ? &captures_.replay_for(plan, n, arena_->data(), wm, options.allow_tf32 + 2 * all_half, sources,
-                                          s.losses.size())
+  Replay* r = backend_.can_capture() && !options.check_numerics && !profile.on() && others.empty()
+                  ? &captures_.replay_for(plan, n, arena_->data(), wm, options.allow_tf32, sources, s.losses.size())
                   : nullptr;
   std::vector<Image> t(s.tensor_count());
   std::vector<Backend::Copy> copies_in, copies_out;  // into the replay's buffers; out of them and the arena

@@ -101,6 +101,25 @@ def test_half_training_updates_float32_masters(device, fmt, rng):
             np.testing.assert_allclose(got[label][part], value, rtol=0, atol=0.05 if fmt == "bfloat16" else 0.01)
 
 
+@pytest.mark.parametrize("source", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("device", GPUS)
+def test_a_half_graph_trains_alike_on_images_of_any_dtype(device, source, rng):
+    """Images already in a half dtype (a device dataset's) train as float32 images of the same
+    values do: the graph rounds both alike at its edge. Four steps of each dtype in turn, so
+    each is run eagerly, captured and replayed (a capture per dtype of the sources)."""
+    x = (rng.integers(-64, 64, (16, 1, 8, 8)) / 16).astype(np.float32)  # exact in every format
+    labels = ng.LossLabels(np.eye(3, dtype=np.float32)[rng.integers(0, 3, 16)].reshape(16, 3, 1, 1))
+    losses = {}
+    for given in ("float32", source):
+        loss = ng.Loss(small_network(seed=2), ng.LossDescriptor("softmax_cross_entropy", "mean"))
+        g = loss.training_graph(device=device, optimizer=ng.SGD(learning_rate=0.1), format="bfloat16")
+        images = ng.Image(x, device=device)
+        turns = [images] * 2 + [images.astype(given)] * 4 + [images] * 2
+        losses[given] = [float(g.encode(img, labels=labels).losses().mean()) for img in turns]
+    np.testing.assert_allclose(losses[source], losses["float32"], rtol=1e-5)
+    assert losses["float32"][-1] < losses["float32"][0]
+
+
 @pytest.mark.parametrize("device", GPUS)
 def test_half_copies_follow_their_masters(device, rng):
     x = rng.standard_normal((8, 1, 8, 8)).astype(np.float32)
