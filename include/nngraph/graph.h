@@ -108,7 +108,8 @@ class Graph {
                                          DType format = DType::Float32, LossScaling scaling = {},
                                          Layout layout = Layout::Auto);
   // Inference over this graph's results that reads this graph's weight buffers in place.
-  // While one is held, later calls return that one (its plans and captures kept).
+  // While one is held, later calls return that one (its plans and captures kept). Each call
+  // gives it this graph's tf32 setting.
   std::shared_ptr<Graph> inference() const;
   // Of a training graph: its forward nodes in inference mode and its loss nodes, taking labels
   // and giving losses but training nothing (a validation set's loss); reads weights in place.

@@ -843,7 +843,7 @@ class Graph:
         """
     def inference(self) -> Graph:
         """
-        An inference graph over this graph's results, reading its (trained) weights in place. While one is referenced, later calls return that graph, planned and captured already.
+        An inference graph over this graph's results, reading its (trained) weights in place. While one is referenced, later calls return that graph, planned and captured already. Each call gives it this graph's allow_tf32.
         """
     def memory_plan(self, batch: typing.SupportsInt | typing.SupportsIndex) -> dict:
         """

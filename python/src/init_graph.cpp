@@ -333,7 +333,8 @@ void init_graph(py::module_& m) {
            "loss_labels' order.")
       .def("inference", [](const Graph& g) { return python_owned(g.inference()); },
            "An inference graph over this graph's results, reading its (trained) weights in place. While "
-           "one is referenced, later calls return that graph, planned and captured already.")
+           "one is referenced, later calls return that graph, planned and captured already. Each call gives it "
+           "this graph's allow_tf32.")
       .def("evaluation", [](const Graph& g) { return python_owned(g.evaluation()); },
            "Of a training graph: forward nodes in inference mode plus the loss nodes. It takes labels and "
            "gives losses (a validation set's) but trains nothing; reads the weights in place. Kept while "

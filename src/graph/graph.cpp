@@ -156,10 +156,14 @@ std::shared_ptr<Graph> Graph::training(const std::vector<std::shared_ptr<LossNod
 namespace {
 
 // The graph `made` still points at, else a new one from `spec`, remembered there.
-std::shared_ptr<Graph> kept_or_made(std::weak_ptr<Graph>& made, const GraphSpec& spec) {
-  if (auto g = made.lock()) return g;
-  auto g = std::make_shared<Graph>(spec);
-  made = g;
+// It takes the asking graph's tf32 setting, as it is now.
+std::shared_ptr<Graph> kept_or_made(std::weak_ptr<Graph>& made, const GraphSpec& spec, bool tf32) {
+  auto g = made.lock();
+  if (!g) {
+    g = std::make_shared<Graph>(spec);
+    made = g;
+  }
+  g->set_allow_tf32(tf32);
   return g;
 }
 
@@ -169,7 +173,8 @@ std::shared_ptr<Graph> Graph::inference() const {
   std::lock_guard<std::mutex> lock(impl_->mutex);
   return kept_or_made(impl_->inference, GraphSpec{impl_->results, {}, impl_->device, impl_->max_in_flight,
                                                   impl_->weights, {}, false, impl_->format, LossScaling::off(),
-                                                  impl_->layout});
+                                                  impl_->layout},
+                      impl_->allow_tf32);
 }
 
 std::shared_ptr<Graph> Graph::evaluation() const {
@@ -177,7 +182,8 @@ std::shared_ptr<Graph> Graph::evaluation() const {
   std::lock_guard<std::mutex> lock(impl_->mutex);
   return kept_or_made(impl_->evaluation, GraphSpec{impl_->results, impl_->loss_results, impl_->device,
                                                    impl_->max_in_flight, impl_->weights, {}, true, impl_->format,
-                                                   LossScaling::off(), impl_->layout});
+                                                   LossScaling::off(), impl_->layout},
+                      impl_->allow_tf32);
 }
 
 Graph::~Graph() = default;

@@ -130,6 +130,11 @@ def test_inference_and_evaluation_graphs_are_made_once_until_a_reload(device, rn
     g.reload_from_data_sources()  # the (trained) values read again into new buffers
     assert g.inference() is not inference and g.evaluation() is not evaluation
     np.testing.assert_allclose(g.inference().run(xs), after, rtol=1e-6)
+    g.allow_tf32 = True  # each call hands on the tf32 setting, and with it the layout it plans
+    assert g.inference().allow_tf32 and g.evaluation().allow_tf32
+    assert g.evaluation().layout == g.layout
+    g.allow_tf32 = False
+    assert not g.inference().allow_tf32 and not g.evaluation().allow_tf32
 
 
 def test_ohwi_weights_layout_matches_oihw(device, rng):
