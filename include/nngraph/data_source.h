@@ -78,11 +78,12 @@ class DataSource {
   }
   // Whether update() will change weights; graphs skip weight gradients otherwise.
   virtual bool trainable() { return false; }
-  // Whether update() will change tensor i of tensor_specs(descriptor()) (a trained one):
-  // graphs compute no gradient for those it will not.
+  // Of a trainable source: whether update() will change tensor i of tensor_specs(descriptor())
+  // (a trained one); graphs compute no gradient for those it will not. Asked before every
+  // step, so it must be cheap (the default: all; ArrayDataSource: all but the frozen).
   virtual bool trains(size_t tensor) {
     (void)tensor;
-    return trainable();
+    return true;
   }
 
   // Counts the updates graphs made through update(): a graph whose copy is older reads the

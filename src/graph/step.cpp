@@ -59,11 +59,12 @@ std::pair<float, int64_t> StepRunner::loss_scale() const {
 void StepRunner::gradients_for(const FilterNode* forward, const std::vector<WeightsState>& ws) {
   // Statistics, absent tensors and those the source leaves as they are (frozen) have none.
   const auto sources = forward->weight_sources();
+  std::vector<std::vector<TensorSpec>> specs;
   std::vector<std::vector<bool>> trained(ws.size());
   for (size_t i = 0; i < ws.size(); ++i) {
-    const auto specs = tensor_specs(sources[i].descriptor);
+    specs.push_back(tensor_specs(sources[i].descriptor));
     for (size_t t = 0; t < ws[i].tensors.size(); ++t)
-      trained[i].push_back(specs[t].trained && ws[i].tensors[t] && sources[i].source->trains(t));
+      trained[i].push_back(specs[i][t].trained && ws[i].tensors[t] && sources[i].source->trains(t));
   }
   auto& gs = gradients_[forward];
   bool same = gs.size() == ws.size();
@@ -75,10 +76,9 @@ void StepRunner::gradients_for(const FilterNode* forward, const std::vector<Weig
   captures_.clear();  // they write the old buffers
   gs.assign(ws.size(), {});
   for (size_t i = 0; i < ws.size(); ++i) {
-    const auto specs = tensor_specs(sources[i].descriptor);
     GradientState& g = gs[i];
     for (size_t t = 0; t < ws[i].tensors.size(); ++t) {
-      const DType dtype = specs[t].operand ? copies_.storage() : DType::Float32;
+      const DType dtype = specs[i][t].operand ? copies_.storage() : DType::Float32;
       g.tensors.push_back(trained[i][t] ? backend_.allocate(ws[i].counts[t] * dtype_size(dtype)) : nullptr);
       g.counts.push_back(trained[i][t] ? ws[i].counts[t] : 0);
       g.dtypes.push_back(dtype);
