@@ -59,6 +59,9 @@ struct EncodeArgs {
   // How the step stores its images: NHWC in a channels-last graph where the node reads it
   // (FilterNode::channels_last; its kernels take Tensor::image(image, layout)), else NCHW.
   Layout layout = Layout::NCHW;
+  // An image of the result's shape the step adds before its fused neuron (Plan::joins): the
+  // other addend of an addition whose step this one does too.
+  const Image* addend = nullptr;
 };
 
 class FilterNode : public std::enable_shared_from_this<FilterNode> {
@@ -153,6 +156,12 @@ class FilterNode : public std::enable_shared_from_this<FilterNode> {
   // returns that forward node. The planner then drops the neuron gradient's own pass and hands
   // the neuron over as EncodeArgs::fused.
   virtual const FilterNode* takes_neuron_gradient_of() const { return nullptr; }
+  // An elementwise sum of its two sources (then any neuron folded into it), which the producer
+  // of one addend may compute in its own pass where that producer accepts_addend().
+  virtual bool sums_sources() const { return false; }
+  // Producers that add an image of their result's shape before their fused neuron
+  // (EncodeArgs::addend): batch normalization + a residual addition (+ relu) in one pass.
+  virtual bool accepts_addend() const { return false; }
   // Inference: a node whose parameters fold into those of the node producing its source 0
   // (batch normalization into a convolution); that node's step then computes both with the
   // parameters fold() writes, and takes a neuron after this node.

@@ -64,8 +64,8 @@ void neuron_gradient(cudaStream_t s, const T* v, const T* dy, T* dx, size_t coun
 int batch_norm_chunks(int n, int c, int hw);
 template <class T>
 void batch_norm_forward(cudaStream_t s, const T* x, const float* gamma, const float* beta, const float* mean,
-                        const float* var, float* stats, float* partial, float epsilon, const NeuronDescriptor& neuron,
-                        T* y, int n, int c, int hw);
+                        const float* var, float* stats, float* partial, float epsilon, const T* addend,
+                        const NeuronDescriptor& neuron, T* y, int n, int c, int hw);
 // dgamma and dbeta are written; dx (may be null) from them. With a neuron (the forward pass's
 // after the normalization) dy is taken as dy ⊙ f'(neuron(y)), y recomputed from x.
 template <class T>

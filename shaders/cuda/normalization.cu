@@ -316,10 +316,10 @@ __device__ inline void coefficients(const float* a, I i, unsigned c, unsigned hw
   for (int k = 0; k < V; ++k) out[k] = a[ch0 + k];
 }
 
-// y = neuron(x·scale + shift); scale and shift per channel from the batch state (training)
-// or the running statistics.
+// y = neuron(x·scale + shift (+ addend)); scale and shift per channel from the batch state
+// (training) or the running statistics.
 template <int V, class T, class I, class F>
-__global__ void normalize_kernel(const T* x, T* y, I items, unsigned c, unsigned hw, const float* gamma,
+__global__ void normalize_kernel(const T* x, const T* addend, T* y, I items, unsigned c, unsigned hw, const float* gamma,
                                  const float* beta, const float* mean, const float* var, const float* stats,
                                  float epsilon, F neuron, bool wide) {
   NNGRAPH_GRID_LOOP_T(I, i, items) {
@@ -337,7 +337,15 @@ __global__ void normalize_kernel(const T* x, T* y, I items, unsigned c, unsigned
       }
     }
 #pragma unroll
-    for (int k = 0; k < V; ++k) v[k] = neuron(v[k] * scale[k] + shift[k]);
+    for (int k = 0; k < V; ++k) v[k] = v[k] * scale[k] + shift[k];
+    if (addend) {
+      float a[V];
+      load_values<V>(addend + i * V, a);
+#pragma unroll
+      for (int k = 0; k < V; ++k) v[k] += a[k];
+    }
+#pragma unroll
+    for (int k = 0; k < V; ++k) v[k] = neuron(v[k]);
     store_values<V>(y + i * V, v);
   }
 }
@@ -396,8 +404,8 @@ int batch_norm_chunks(int n, int c, int hw) {
 
 template <class T>
 void batch_norm_forward(cudaStream_t s, const T* x, const float* gamma, const float* beta, const float* mean,
-                        const float* var, float* stats, float* partial, float epsilon, const NeuronDescriptor& nd,
-                        T* y, int n, int c, int hw) {
+                        const float* var, float* stats, float* partial, float epsilon, const T* addend,
+                        const NeuronDescriptor& nd, T* y, int n, int c, int hw) {
   if (stats) {
     const int chunks = batch_norm_chunks(n, c, hw);
     partial_sums<T>(s, MomentTerms<T>{x, hw}, partial, n, c, hw, chunks);
@@ -409,10 +417,11 @@ void batch_norm_forward(cudaStream_t s, const T* x, const float* gamma, const fl
   with_normalized_neuron(nd, [&](auto neuron) {
     with_index_type(count, [&](auto index) {
       using I = decltype(index);
-      with_pack<T>(c, hw, packed(x) && packed(y), [&](auto v) {
+      with_pack<T>(c, hw, packed(x) && packed(y) && packed(addend), [&](auto v) {
         constexpr int V = decltype(v)::value;
-        normalize_kernel<V><<<blocks_for(count / V), kThreads, 0, s>>>(x, y, static_cast<I>(count / V), c, hw, gamma,
-                                                                      beta, mean, var, stats, epsilon, neuron, wide);
+        normalize_kernel<V><<<blocks_for(count / V), kThreads, 0, s>>>(x, addend, y, static_cast<I>(count / V), c, hw,
+                                                                      gamma, beta, mean, var, stats, epsilon, neuron,
+                                                                      wide);
       });
     });
   });
@@ -446,7 +455,7 @@ void batch_norm_gradient(cudaStream_t s, const T* x, const T* dy, const float* g
 
 #define INSTANTIATE(T)                                                                                           \
   template void batch_norm_forward(cudaStream_t, const T*, const float*, const float*, const float*, const float*, \
-                                   float*, float*, float, const NeuronDescriptor&, T*, int, int, int);              \
+                                   float*, float*, float, const T*, const NeuronDescriptor&, T*, int, int, int);    \
   template void batch_norm_gradient(cudaStream_t, const T*, const T*, const float*, const float*, float*,          \
                                     const NeuronDescriptor&, float*, T*, float*, float*, int, int, int);
 NNGRAPH_STORAGE_TYPES(INSTANTIATE)

@@ -394,7 +394,12 @@ MemoryPlan Graph::memory_plan(int batch) const {
     if (plan->passes[k]) continue;
     std::string name = steps[k].node->label();
     if (steps[k].folded) name += "+" + steps[k].folded->label();
-    if (steps[k].fused.type != NeuronType::None) name += std::string("+") + steps[k].fused.name();
+    const NeuronDescriptor* neuron = &steps[k].fused;
+    if (const int j = plan->joins[k].step; j >= 0) {
+      name += "+" + steps[j].node->label();
+      neuron = &steps[j].fused;
+    }
+    if (neuron->type != NeuronType::None) name += std::string("+") + neuron->name();
     m.steps.push_back(name);
   }
   return m;

@@ -45,6 +45,44 @@ bool same_neuron(const NeuronDescriptor& x, const NeuronDescriptor& y) {
   return x.type == y.type && x.a == y.a && x.b == y.b && x.c == y.c;
 }
 
+// A residual addition (+ its neuron) joins the step computing one addend where that step
+// accepts one, has no neuron of its own, runs after the other addend exists, and its result,
+// of the sum's shape, has no other reader: batch norm + add + relu in one pass. Where both
+// addends qualify, the later step joins (the other addend is then ready).
+void join_additions(const Structure& s, Plan& p) {
+  const int n_steps = static_cast<int>(s.steps.size());
+  p.joins.assign(n_steps, {});
+  std::vector<int> readers(s.tensor_count(), 0), producer(s.tensor_count(), -1);
+  for (int i = 0; i < n_steps; ++i) {
+    if (p.passes[i]) continue;
+    producer[p.root[s.steps[i].output]] = i;
+    for (int t : s.steps[i].inputs) ++readers[p.root[t]];
+  }
+  for (int t : s.results) ++readers[p.root[t]];
+  for (int j = 0; j < n_steps; ++j) {
+    const Step& add = s.steps[j];
+    if (p.passes[j] || p.converts[j] || !add.node->sums_sources() || add.state >= 0 || !add.output_needed) continue;
+    const ImageShape& shape = p.shapes[add.output];
+    int best = -1, addend = -1;
+    for (int k = 0; k < 2; ++k) {
+      const int t = p.root[add.inputs[k]], other = p.root[add.inputs[1 - k]];
+      const int i = producer[t];
+      if (i < 0 || i <= best || readers[t] != 1 || p.joins[i].step >= 0 || p.converts[i]) continue;
+      const Step& st = s.steps[i];
+      if (!st.node->accepts_addend() || st.fused.type != NeuronType::None || !(p.shapes[t] == shape) ||
+          !(p.shapes[other] == shape) || p.dtypes[t] != p.dtypes[other] || producer[other] >= i)
+        continue;
+      best = i;
+      addend = other;
+    }
+    if (best < 0) continue;
+    p.joins[best] = {j, addend};
+    p.passes[j] = true;
+    p.root[add.output] = p.root[s.steps[best].output];
+  }
+  for (size_t t = 0; t < p.root.size(); ++t) p.root[t] = p.root[p.root[t]];
+}
+
 }  // namespace
 
 Structure build_structure(const std::vector<ImageNodePtr>& results, const std::vector<ImageNodePtr>& roots,
@@ -296,6 +334,7 @@ Plan make_plan(const Structure& s, const std::vector<ImageShape>& source_shapes,
     }
   }
   for (size_t t = 0; t < p.root.size(); ++t) p.root[t] = p.root[p.root[t]];
+  join_additions(s, p);
   // Liveness of each arena tensor in step indices: [def, last use]; results live to the end.
   std::vector<int> def(s.tensor_count(), -1), last(s.tensor_count(), -1);
   for (int i = 0; i < n_steps; ++i) {
@@ -303,8 +342,10 @@ Plan make_plan(const Structure& s, const std::vector<ImageShape>& source_shapes,
     for (int t : {s.steps[i].output_needed ? s.steps[i].output : -1, s.steps[i].state})
       if (t >= 0) def[t] = last[t] = i;
   }
-  for (int i = 0; i < n_steps; ++i)  // a step that passes its source through reads nothing
+  for (int i = 0; i < n_steps; ++i) {  // a step that passes its source through reads nothing
     for (int t : p.passes[i] ? std::vector<int>{} : s.steps[i].inputs) last[p.root[t]] = std::max(last[p.root[t]], i);
+    if (p.joins[i].addend >= 0) last[p.root[p.joins[i].addend]] = std::max(last[p.root[p.joins[i].addend]], i);
+  }
   for (int t : s.results) last[p.root[t]] = n_steps;
   for (int t : s.image_sources)  // cast or permuted in before the first step
     if (storage != DType::Float32 || p.layouts[t] == Layout::NHWC) def[t] = 0;

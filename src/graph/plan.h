@@ -62,7 +62,15 @@ struct Plan {
   std::vector<ImageShape> shapes;  // per tensor
   std::vector<DType> dtypes;       // per tensor: `storage` for images, float32 for states and labels
   std::vector<int> root;           // the structure's, with the aliases of steps that pass through
-  std::vector<bool> passes;        // per step: its result is its source 0 for these shapes (no kernel)
+  // Per step: it runs no kernel, its result being its source 0 for these shapes, or computed by
+  // the step that joins it.
+  std::vector<bool> passes;
+  // Per step: the addition step whose sum it computes too (-1: none), adding that step's other
+  // source, `addend` (EncodeArgs::addend), and applying its neuron; the two share a result.
+  struct Join {
+    int step = -1, addend = -1;
+  };
+  std::vector<Join> joins;
   std::vector<size_t> offset;      // per root tensor, bytes per image in the arena
   // Per tensor: in the arena, written by a step or, for an image source the graph stores in
   // another dtype than float32 or NHWC, by the cast of the source at the start of the step.

@@ -280,10 +280,16 @@ std::vector<Image> StepRunner::run(const Plan& plan, Parameters& wm, const std::
     for (size_t k = 0; k < s.steps.size(); ++k) {
       if (plan.passes[k]) continue;
       try {
-        if (plan.converts[k])
+        if (plan.converts[k]) {
           encode_on_copies(s.steps[k]);
-        else
-          s.steps[k].node->encode(args_of(s.steps[k], inputs_of(s.steps[k])));
+        } else {
+          EncodeArgs a = args_of(s.steps[k], inputs_of(s.steps[k]));
+          if (const Plan::Join& join = plan.joins[k]; join.step >= 0) {
+            a.addend = &t[join.addend];
+            a.fused = s.steps[join.step].fused;
+          }
+          s.steps[k].node->encode(a);
+        }
       } catch (const KernelRefusal& e) {  // a kernel without this dtype or layout: name the node
         fail<Unsupported>("[", s.steps[k].node->label(), "] ", e.reason());
       }

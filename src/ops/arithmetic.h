@@ -31,6 +31,7 @@ class ArithmeticNode : public FilterNode {
   bool channels_last(DeviceType, const std::vector<ImageShape>& sources) const override;
   // A neuron after it (a residual block's relu) runs in the same pass.
   bool accepts_fused_neuron() const override { return true; }
+  bool sums_sources() const override { return op_ == ArithmeticOp::Add; }
 
  protected:
   ArithmeticNode(ArithmeticOp op, ImageNodePtr a, ImageNodePtr b, std::string label);

@@ -12,13 +12,13 @@ namespace nngraph {
 // gradient's two coefficients, so its elementwise passes load them instead of computing them).
 constexpr size_t kBatchNormStatistics = 9;
 
-// y = gamma·(x − mean)/sqrt(var + eps) + beta per channel, then neuron. With `batch` (training)
-// mean and var are the batch's over N×H×W, written into it; without, the running mean and
-// variance.
+// y = gamma·(x − mean)/sqrt(var + eps) + beta per channel (+ addend, of y's shape and layout
+// where given), then neuron. With `batch` (training) mean and var are the batch's over N×H×W,
+// written into it; without, the running mean and variance.
 struct BatchNormalizationKernel
     : KernelOf<void(Backend&, float epsilon, const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                    const Tensor& mean, const Tensor& variance, const Tensor& batch, const NeuronDescriptor&,
-                    const Tensor& y)> {
+                    const Tensor& mean, const Tensor& variance, const Tensor& batch, const Tensor& addend,
+                    const NeuronDescriptor&, const Tensor& y)> {
   static constexpr const char* name = "batch_normalization";
 };
 // From the batch statistics: dbeta = Σdy, dgamma = Σdy·x̂ (into batch's sums where empty) and
@@ -64,6 +64,8 @@ class BatchNormalizationNode : public FilterNode {
   size_t batch_state_size(const std::vector<ImageShape>& sources) const override;
   void encode_commit(const EncodeArgs& args) const override;
   bool accepts_fused_neuron() const override { return true; }
+  // A residual addition after it (its gradient reads x, not the sum, so nothing changes there).
+  bool accepts_addend() const override { return true; }
   // Its gradient recomputes x·scale + shift from x, so any neuron folds in while training.
   bool recomputes_neuron_input() const override { return true; }
   // Reads channels-last images as rows of pixels (Tensor::pixels).

@@ -456,13 +456,14 @@ TEST_F(CudaVsCpu, BatchNormalizationPassesAndStatistics) {
     const auto gamma = random(c), beta = random(c), mean = random(c);
     std::vector<float> var(c, 0.7f), bc(kBatchNormStatistics * c, 0.f);
     const auto gg = on_gpu(gamma), bg = on_gpu(beta), mg = on_gpu(mean), vg = on_gpu(var), sg = on_gpu(bc);
+    auto [ac, ag] = pair(n, {c, h, w}, random(count));  // a residual addend, in training
     for (bool training : {false, true}) {
       auto [yc, yg] = empty(n, {c, h, w});
       const auto relu = NeuronDescriptor::make(NeuronType::ReLU);
       dispatch<BatchNormalizationKernel>(cpu(), 1e-5f, xc, t(gamma), t(beta), t(mean), t(var),
-                                         training ? t(bc) : Tensor(), relu, yc);
+                                         training ? t(bc) : Tensor(), training ? Tensor(ac) : Tensor(), relu, yc);
       dispatch<BatchNormalizationKernel>(gpu(), 1e-5f, xg, t(gg), t(bg), t(mg), t(vg), training ? t(sg) : Tensor(),
-                                         relu, yg);
+                                         training ? Tensor(ag) : Tensor(), relu, yg);
       near(host(yc), host(yg), 2e-4f);
     }
     const auto sh = host(sg);  // mean, inverse deviation, variance

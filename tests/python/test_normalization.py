@@ -108,6 +108,67 @@ def test_gelu_stays_apart_where_its_input_is_read_otherwise(device, rng):
     check(dxz, numeric_grad(lambda v: (ref.neuron(v, "gelu") * r).sum(), z), rtol=3e-3, atol=3e-4)
 
 
+@pytest.mark.parametrize("neuron", [None, "relu"])
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+def test_a_residual_addition_joins_the_normalization(device, rng, neuron, layout):
+    """bn(x) + r (+ relu) in the normalizing pass, the addition's step left without a kernel:
+    the forward and every gradient agree with numpy and finite differences."""
+    shape = (3, 8, 5, 4)
+    x = rng.standard_normal(shape).astype(np.float32) * 1.5 + 0.5
+    res = rng.standard_normal(shape).astype(np.float32)
+    t = random_tensors(rng, shape[1])
+    ds = NormCapture(t)
+    src, r, dy = ng.ImageNode(label="x"), ng.ImageNode(label="r"), ng.ImageNode(label="dy")
+    bn = ng.BatchNormalization(src, ds)
+    add = ng.Addition(r, bn, label="add")
+    out = ng.Neuron(add, neuron) if neuron else add
+    dz = out.gradient_filter(dy).result_image if neuron else dy
+    dr, dbn = (f.result_image for f in add.gradient_filters(dz))
+    g = ng.Graph([out.result_image, bn.gradient_filter(dbn).result_image, dr], device=device, layout=layout)
+
+    def fwd(v, res=res, gamma=t["gamma"], beta=t["beta"]):
+        z = bn_reference(v, gamma, beta) + res
+        return ref.neuron(z, neuron) if neuron else z
+
+    w = rng.standard_normal(shape).astype(np.float32)
+    y, dx, dres = g.run({"x": x, "r": res, "dy": w})
+    assert g.memory_plan(shape[0])["steps"][0] == "bn+add" + (f"+{neuron}" if neuron else "")
+    assert not any(s.startswith("add") for s in g.memory_plan(shape[0])["steps"])
+    check(y, fwd(x), rtol=1e-4, atol=1e-4)
+    check(dx, numeric_grad(lambda v: (fwd(v) * w).sum(), x), rtol=3e-3, atol=3e-4)
+    check(dres, numeric_grad(lambda v: (fwd(x, res=v) * w).sum(), res), rtol=3e-3, atol=3e-4)
+    check(ds.grads[0], numeric_grad(lambda v: (fwd(x, gamma=v) * w).sum(), t["gamma"]), rtol=3e-3, atol=3e-4)
+    check(ds.grads[1], numeric_grad(lambda v: (fwd(x, beta=v) * w).sum(), t["beta"]), rtol=3e-3, atol=3e-4)
+
+
+def test_the_later_of_two_normalizations_takes_the_addition(device, rng):
+    """A downsampling residual block adds two normalizations: the later one adds the other's
+    result (ready by then); one whose result is read elsewhere stays apart."""
+    shape = (4, 6, 3, 3)
+    x1, x2 = (rng.standard_normal(shape).astype(np.float32) for _ in range(2))
+    t1, t2 = random_tensors(rng, 6), random_tensors(rng, 6)
+    s1, s2 = ng.ImageNode(label="x1"), ng.ImageNode(label="x2")
+    bn1 = ng.BatchNormalization(s1, NormCapture(t1, "bn1"))
+    bn2 = ng.BatchNormalization(s2, NormCapture(t2, "bn2"))
+    out = ng.Neuron(ng.Addition(bn1, bn2, label="add"), "relu")
+    g = ng.Graph(out.result_image, device=device)
+    got = g.run({"x1": x1, "x2": x2})
+    assert g.memory_plan(4)["steps"] == ["bn1", "bn2+add+relu"]
+    want = ref.neuron(bn_reference(x1, t1["gamma"], t1["beta"], t1["mean"], t1["variance"])
+                      + bn_reference(x2, t2["gamma"], t2["beta"], t2["mean"], t2["variance"]), "relu")
+    check(got, want, rtol=1e-4, atol=1e-4)
+    # bn2's result read elsewhere: bn1 runs before bn2, so the addition keeps its own step.
+    g = ng.Graph([out.result_image, bn2.result_image], device=device)
+    got, _ = g.run({"x1": x1, "x2": x2})
+    assert g.memory_plan(4)["steps"] == ["bn1", "bn2", "add+relu"]
+    check(got, want, rtol=1e-4, atol=1e-4)
+    g = ng.Graph([out.result_image, bn1.result_image], device=device)
+    got, b1 = g.run({"x1": x1, "x2": x2})
+    assert g.memory_plan(4)["steps"] == ["bn1", "bn2+add+relu"]
+    check(got, want, rtol=1e-4, atol=1e-4)
+    check(b1, bn_reference(x1, t1["gamma"], t1["beta"], t1["mean"], t1["variance"]), rtol=1e-4, atol=1e-4)
+
+
 def bn_net(c, optimizer, momentum=0.1, source=None):
     ds = source or ng.ArrayDataSource(ng.NormalizationDescriptor(c), label="bn", optimizer=optimizer)
     bn = ng.BatchNormalization(ng.ImageNode(), ds, momentum=momentum)

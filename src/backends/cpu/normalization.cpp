@@ -56,10 +56,11 @@ struct Layout {
 };
 
 void batch_normalization(Backend& backend, float epsilon, const Tensor& xt, const Tensor& gamma, const Tensor& beta,
-                         const Tensor& mean, const Tensor& variance, const Tensor& batch, const NeuronDescriptor& neuron,
-                         const Tensor& yt) {
+                         const Tensor& mean, const Tensor& variance, const Tensor& batch, const Tensor& addend,
+                         const NeuronDescriptor& neuron, const Tensor& yt) {
   const Layout l(xt);
   const float* x = xt.data_as<const float>();
+  const float* add = addend ? addend.data_as<const float>() : nullptr;
   float* y = yt.data_as<float>();
   const float* g = gamma.data_as<const float>();
   const float* b = beta.data_as<const float>();
@@ -89,6 +90,8 @@ void batch_normalization(Backend& backend, float epsilon, const Tensor& xt, cons
         const float* xr = x + l.row(i, c);
         float* yr = y + l.row(i, c);
         for (size_t k = 0; k < l.hw; ++k) yr[k] = xr[k] * scale + shift;
+        if (add)
+          for (size_t k = 0, r = l.row(i, c); k < l.hw; ++k) yr[k] += add[r + k];
         if (neuron.type != NeuronType::None) bias_neuron(yr, l.hw, nullptr, neuron);
       }
     }

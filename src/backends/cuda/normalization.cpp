@@ -16,8 +16,8 @@ struct Planes {
 };
 
 void batch_normalization(Backend& backend, float epsilon, const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                         const Tensor& mean, const Tensor& variance, const Tensor& batch, const NeuronDescriptor& neuron,
-                         const Tensor& y) {
+                         const Tensor& mean, const Tensor& variance, const Tensor& batch, const Tensor& addend,
+                         const NeuronDescriptor& neuron, const Tensor& y) {
   CudaBackend& b = cuda_of(backend);
   auto lock = b.enter();
   const Planes p(x);
@@ -27,8 +27,8 @@ void batch_normalization(Backend& backend, float epsilon, const Tensor& x, const
     cuda::batch_norm_forward(b.stream(), x.data_as<const T>(), gamma.data_as<const float>(),
                              beta.data_as<const float>(), mean.data_as<const float>(),
                              variance.data_as<const float>(), batch ? batch.data_as<float>() : nullptr,
-                             partial ? static_cast<float*>(partial->data()) : nullptr, epsilon, neuron, y.data_as<T>(),
-                             p.n, p.c, p.hw);
+                             partial ? static_cast<float*>(partial->data()) : nullptr, epsilon,
+                             addend ? addend.data_as<const T>() : nullptr, neuron, y.data_as<T>(), p.n, p.c, p.hw);
   });
 }
 
