@@ -96,11 +96,16 @@ class Image {
   void fill_from_host(const std::function<void(void*)>& fill) const;
   // Same images converted to another dtype (a new buffer on the same device).
   Image converted(DType dtype) const;
+  // Channels [first, first + count) of these channels-last images, in place: a graph's view
+  // of a concatenation's part, whose pixels lie pixel_stride() values apart (0: dense).
+  Image channels(int first, int count) const;
+  int pixel_stride() const { return pixel_stride_; }
 
  private:
   ImageDescriptor desc_;
   std::shared_ptr<Buffer> buffer_;
   size_t offset_ = 0;
+  int pixel_stride_ = 0;
 };
 using ImageBatch = Image;
 

@@ -128,6 +128,31 @@ class FilterNode : public std::enable_shared_from_this<FilterNode> {
     return false;
   }
 
+  // Whether its kernel reads source i's values; false where it needs only the shape (the
+  // gradients of a concatenation and of a sum), so the planner need not keep that source.
+  virtual bool reads_values(size_t source) const {
+    (void)source;
+    return true;
+  }
+
+  // A concatenation along channels of its sources, in order (views of whose result its parts
+  // may be made in place).
+  virtual bool concatenates() const { return false; }
+  // Where the result is channels [k, k + C) of source 0 for sources of these shapes (the
+  // gradient of a concatenation's part): k, else -1.
+  virtual int slices_channels(const std::vector<ImageShape>& sources) const {
+    (void)sources;
+    return -1;
+  }
+  // Channels-last graphs: whether its kernels write the result, or read source i, as a view of
+  // some channels of a wider image (Image::channels): a concatenation's part made in place, the
+  // part's gradient read in place.
+  virtual bool writes_channel_view() const { return false; }
+  virtual bool reads_channel_view(size_t source) const {
+    (void)source;
+    return false;
+  }
+
   // Channels-last graphs: whether this node reads and writes NHWC images (EncodeArgs::layout)
   // on `device` for sources of these shapes. The graph hands the others NCHW copies. A node
   // and its gradient node answer alike where they share a training state.

@@ -57,7 +57,8 @@ template <class T>
 void neuron(cudaStream_t s, const T* in, T* out, size_t count, const NeuronDescriptor& neuron);
 template <class T>
 void neuron_gradient(cudaStream_t s, const T* v, const T* dy, T* dx, size_t count, const NeuronDescriptor& neuron);
-// Batch normalization, NCHW. With stats (kBatchNormStatistics·c floats: mean, inverse
+// Batch normalization, NCHW planes or rows of channels (hw 1), whose y (forward) or dy
+// (gradient) rows may lie further apart than c (y_ld, dy_ld: a view of wider ones). With stats (kBatchNormStatistics·c floats: mean, inverse
 // deviation, variance, two sums, then the coefficients the passes load) the batch's statistics
 // are computed into it and used; without, mean and var. partial holds
 // 2·c·batch_norm_chunks(n, c, hw) floats.
@@ -65,13 +66,13 @@ int batch_norm_chunks(int n, int c, int hw);
 template <class T>
 void batch_norm_forward(cudaStream_t s, const T* x, const float* gamma, const float* beta, const float* mean,
                         const float* var, float* stats, float* partial, float epsilon, const T* addend,
-                        const NeuronDescriptor& neuron, T* y, int n, int c, int hw);
+                        const NeuronDescriptor& neuron, T* y, int y_ld, int n, int c, int hw);
 // dgamma and dbeta are written; dx (may be null) from them. With a neuron (the forward pass's
 // after the normalization) dy is taken as dy ⊙ f'(neuron(y)), y recomputed from x.
 template <class T>
 void batch_norm_gradient(cudaStream_t s, const T* x, const T* dy, const float* gamma, const float* beta,
                          float* stats, const NeuronDescriptor& neuron, float* partial, T* dx, float* dgamma,
-                         float* dbeta, int n, int c, int hw);
+                         float* dbeta, int dy_ld, int n, int c, int hw);
 void batch_norm_statistics(cudaStream_t s, float momentum, float unbias, const float* stats, float* mean, float* var,
                            int c);
 // The running statistics folded into the c output channels (`per` weights each) of a convolution.

@@ -97,9 +97,12 @@ struct GradientTerms {  // backward: g and g·(x − mean), g = dy ⊙ through(x
   const float *gamma, *beta, *stats;
   int c;
   P through;
+  int dy_ld;  // rows (hw 1): values between dy's rows, more than c in a view of wider ones
   using Constants = Normalized;
   static constexpr int kReads = 2;  // x, dy
-  bool aligned() const { return packed(x) && packed(dy); }
+  bool aligned() const { return packed(x) && packed(dy) && dy_ld % kPack<T> == 0; }
+  // dy's element for x's element `at` (a pack never straddles rows: c is a multiple of it).
+  __device__ size_t dy_at(size_t at) const { return dy_ld == c ? at : at / c * dy_ld + at % c; }
   __device__ Normalized constants(int ch) const { return normalized(gamma, beta, stats, c, ch); }
   __device__ float passed(float g, float v, const Normalized& k) const {
     return P::kNone ? g : g * through(v * k.scale + k.shift);
@@ -107,7 +110,7 @@ struct GradientTerms {  // backward: g and g·(x − mean), g = dy ⊙ through(x
   template <int V>
   __device__ void load(size_t at, float (&r)[kReads][V]) const {
     load_values<V>(x + at, r[0]);
-    load_values<V>(dy + at, r[1]);
+    load_values<V>(dy + dy_at(at), r[1]);
   }
   template <int V>
   __device__ void add_each(const float (&r)[kReads][V], const Normalized* k, float* a, float* b) const {
@@ -318,10 +321,11 @@ __device__ inline void coefficients(const float* a, I i, unsigned c, unsigned hw
 
 // y = neuron(x·scale + shift (+ addend)); scale and shift per channel from the batch state
 // (training) or the running statistics.
+// Rows (hw 1) of y lie y_ld values apart (c, or more in a view of wider ones).
 template <int V, class T, class I, class F>
-__global__ void normalize_kernel(const T* x, const T* addend, T* y, I items, unsigned c, unsigned hw, const float* gamma,
-                                 const float* beta, const float* mean, const float* var, const float* stats,
-                                 float epsilon, F neuron, bool wide) {
+__global__ void normalize_kernel(const T* x, const T* addend, T* y, unsigned y_ld, I items, unsigned c, unsigned hw,
+                                 const float* gamma, const float* beta, const float* mean, const float* var,
+                                 const float* stats, float epsilon, F neuron, bool wide) {
   NNGRAPH_GRID_LOOP_T(I, i, items) {
     float v[V], scale[V], shift[V];
     load_values<V>(x + i * V, v);
@@ -346,7 +350,8 @@ __global__ void normalize_kernel(const T* x, const T* addend, T* y, I items, uns
     }
 #pragma unroll
     for (int k = 0; k < V; ++k) v[k] = neuron(v[k]);
-    store_values<V>(y + i * V, v);
+    const size_t at = static_cast<size_t>(i) * V;
+    store_values<V>(y + (y_ld == c ? at : at / c * y_ld + at % c), v);
   }
 }
 
@@ -358,7 +363,7 @@ __global__ void input_gradient_kernel(GradientTerms<T, P> terms, T* dx, I items,
   NNGRAPH_GRID_LOOP_T(I, i, items) {
     float v[V], g[V], mean[V], scale[V], shift[V], slope[V], offset[V];
     load_values<V>(terms.x + i * V, v);
-    load_values<V>(terms.dy + i * V, g);
+    load_values<V>(terms.dy + terms.dy_at(i * V), g);
     coefficients<V>(terms.stats, i, c, hw, wide, mean);
     coefficients<V>(terms.stats + kScale * c, i, c, hw, wide, scale);
     if constexpr (!P::kNone) coefficients<V>(terms.stats + kShift * c, i, c, hw, wide, shift);
@@ -405,7 +410,7 @@ int batch_norm_chunks(int n, int c, int hw) {
 template <class T>
 void batch_norm_forward(cudaStream_t s, const T* x, const float* gamma, const float* beta, const float* mean,
                         const float* var, float* stats, float* partial, float epsilon, const T* addend,
-                        const NeuronDescriptor& nd, T* y, int n, int c, int hw) {
+                        const NeuronDescriptor& nd, T* y, int y_ld, int n, int c, int hw) {
   if (stats) {
     const int chunks = batch_norm_chunks(n, c, hw);
     partial_sums<T>(s, MomentTerms<T>{x, hw}, partial, n, c, hw, chunks);
@@ -417,11 +422,11 @@ void batch_norm_forward(cudaStream_t s, const T* x, const float* gamma, const fl
   with_normalized_neuron(nd, [&](auto neuron) {
     with_index_type(count, [&](auto index) {
       using I = decltype(index);
-      with_pack<T>(c, hw, packed(x) && packed(y) && packed(addend), [&](auto v) {
+      with_pack<T>(c, hw, packed(x) && packed(y) && packed(addend) && y_ld % kPack<T> == 0, [&](auto v) {
         constexpr int V = decltype(v)::value;
-        normalize_kernel<V><<<blocks_for(count / V), kThreads, 0, s>>>(x, addend, y, static_cast<I>(count / V), c, hw,
-                                                                      gamma, beta, mean, var, stats, epsilon, neuron,
-                                                                      wide);
+        normalize_kernel<V><<<blocks_for(count / V), kThreads, 0, s>>>(x, addend, y, y_ld, static_cast<I>(count / V), c,
+                                                                      hw, gamma, beta, mean, var, stats, epsilon,
+                                                                      neuron, wide);
       });
     });
   });
@@ -431,11 +436,11 @@ void batch_norm_forward(cudaStream_t s, const T* x, const float* gamma, const fl
 template <class T>
 void batch_norm_gradient(cudaStream_t s, const T* x, const T* dy, const float* gamma, const float* beta,
                          float* stats, const NeuronDescriptor& neuron, float* partial, T* dx, float* dgamma,
-                         float* dbeta, int n, int c, int hw) {
+                         float* dbeta, int dy_ld, int n, int c, int hw) {
   const int chunks = batch_norm_chunks(n, c, hw);
   const float inv_count = static_cast<float>(1.0 / (static_cast<double>(n) * hw));
   with_through(neuron, [&](auto through) {
-    const GradientTerms<T, decltype(through)> terms{x, dy, gamma, beta, stats, c, through};
+    const GradientTerms<T, decltype(through)> terms{x, dy, gamma, beta, stats, c, through, dy_ld};
     partial_sums<T>(s, terms, partial, n, c, hw, chunks);
     gradient_totals_kernel<<<c, kThreads, 0, s>>>(partial, chunks, c, stats, dgamma, dbeta, inv_count);
     if (!dx) return;
@@ -455,9 +460,9 @@ void batch_norm_gradient(cudaStream_t s, const T* x, const T* dy, const float* g
 
 #define INSTANTIATE(T)                                                                                           \
   template void batch_norm_forward(cudaStream_t, const T*, const float*, const float*, const float*, const float*, \
-                                   float*, float*, float, const T*, const NeuronDescriptor&, T*, int, int, int);    \
+                                   float*, float*, float, const T*, const NeuronDescriptor&, T*, int, int, int, int); \
   template void batch_norm_gradient(cudaStream_t, const T*, const T*, const float*, const float*, float*,          \
-                                    const NeuronDescriptor&, float*, T*, float*, float*, int, int, int);
+                                    const NeuronDescriptor&, float*, T*, float*, float*, int, int, int, int);
 NNGRAPH_STORAGE_TYPES(INSTANTIATE)
 #undef INSTANTIATE
 

@@ -5,11 +5,11 @@
 
 namespace nngraph {
 
-Tensor::Tensor(const void* data, int n, ImageShape shape, DType dtype, Layout layout)
+Tensor::Tensor(const void* data, int n, ImageShape shape, DType dtype, Layout layout, int pixel_stride)
     : data_(const_cast<void*>(data)), n_(n), shape_(shape), dtype_(dtype), layout_(layout) {
-  const int64_t c = shape.c, h = shape.h, w = shape.w;
+  const int64_t c = shape.c, h = shape.h, w = shape.w, p = pixel_stride ? pixel_stride : c;
   strides_ = layout == Layout::NCHW ? std::array<int64_t, 4>{c * h * w, h * w, w, 1}
-                                    : std::array<int64_t, 4>{c * h * w, 1, w * c, c};
+                                    : std::array<int64_t, 4>{p * h * w, 1, w * p, p};
 }
 
 Tensor Tensor::rows(const void* data, int rows, int columns, int64_t ld, DType dtype) {

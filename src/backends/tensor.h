@@ -36,21 +36,26 @@ class Tensor {
  public:
   Tensor() = default;
   // Implicit: images are what kernels mostly take.
+  // A view of some channels (Image::channels) is channels-last with its pixel stride.
   Tensor(const Image& image)  // NOLINT(google-explicit-constructor)
-      : Tensor(image.empty() ? nullptr : image.data(), image.batch(), image.shape(), image.dtype()) {}
-  // N×C×H×W values of `dtype` at `data`, contiguous in `layout`.
-  Tensor(const void* data, int n, ImageShape shape, DType dtype = DType::Float32, Layout layout = Layout::NCHW);
+      : Tensor(image.empty() ? nullptr : image.data(), image.batch(), image.shape(), image.dtype(),
+               image.pixel_stride() ? Layout::NHWC : Layout::NCHW, image.pixel_stride()) {}
+  // N×C×H×W values of `dtype` at `data`, contiguous in `layout` (NHWC: pixels `pixel_stride`
+  // values apart where that is given, more than C).
+  Tensor(const void* data, int n, ImageShape shape, DType dtype = DType::Float32, Layout layout = Layout::NCHW,
+         int pixel_stride = 0);
   // A graph's image as its step stores it: channels-last where the step's layout is and the
   // image has more than one channel and pixel (else the two layouts are the same memory).
   static Tensor image(const Image& image, Layout layout) {
     const ImageShape& s = image.shape();
-    const bool last = layout == Layout::NHWC && s.c > 1 && s.h * s.w > 1;
-    return image.empty() ? Tensor() : Tensor(image.data(), image.batch(), s, image.dtype(), last ? layout : Layout::NCHW);
+    const bool last = (layout == Layout::NHWC && s.c > 1 && s.h * s.w > 1) || image.pixel_stride();
+    return image.empty() ? Tensor() : Tensor(image.data(), image.batch(), s, image.dtype(), last ? Layout::NHWC : Layout::NCHW, image.pixel_stride());
   }
-  // Channels-last pixels as rows: N·H·W × C × 1 × 1 over the same memory (per-channel
-  // kernels, batch normalization and softmax among them, read NHWC images so unchanged).
+  // Channels-last pixels as rows: N·H·W × C × 1 × 1 over the same memory, strides()[0] apart
+  // (per-channel kernels, batch normalization and softmax among them, read NHWC images so
+  // unchanged).
   Tensor pixels() const {
-    return layout_ == Layout::NHWC ? Tensor(data_, n_ * shape_.h * shape_.w, {shape_.c, 1, 1}, dtype_) : *this;
+    return layout_ == Layout::NHWC ? rows(data_, n_ * shape_.h * shape_.w, shape_.c, strides_[3], dtype_) : *this;
   }
   // `count` values in a row (parameters, their gradients, optimizer slots): 1×count×1×1.
   static Tensor vector(const void* data, size_t count, DType dtype = DType::Float32) {
@@ -94,6 +99,13 @@ class Tensor {
   T* dense_as() const {
     constexpr DType want = DTypeOf<std::remove_const_t<T>>::value;
     if (data_ && (dtype_ != want || !contiguous(layout_))) refuse(want);
+    return static_cast<T*>(data_);
+  }
+  // The values as T in whatever strides() says (kernels that index by them).
+  template <class T>
+  T* view_as() const {
+    constexpr DType want = DTypeOf<std::remove_const_t<T>>::value;
+    if (data_ && dtype_ != want) refuse(want);
     return static_cast<T*>(data_);
   }
   // The same for a rows() view, whose rows are strides()[0] apart.

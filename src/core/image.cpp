@@ -26,6 +26,16 @@ Layout layout_named(const std::string& name, const char* what) {
   fail("[", what, "] layout must be 'NCHW', 'NHWC' or 'auto', got '", name, "'");
 }
 
+Image Image::channels(int first, int count) const {
+  if (pixel_stride_ || first < 0 || count < 1 || first + count > desc_.shape.c)
+    fail("[image] channels ", first, "..", first + count, " of ", desc_.str());
+  Image part = *this;
+  part.desc_.shape.c = count;
+  part.offset_ += static_cast<size_t>(first) * dtype_size(desc_.dtype);
+  part.pixel_stride_ = desc_.shape.c;
+  return part;
+}
+
 std::string ImageShape::str() const { return cat(c, "×", h, "×", w); }
 
 std::string ImageDescriptor::str() const {

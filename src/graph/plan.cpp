@@ -56,7 +56,8 @@ void join_additions(const Structure& s, Plan& p) {
   for (int i = 0; i < n_steps; ++i) {
     if (p.passes[i]) continue;
     producer[p.root[s.steps[i].output]] = i;
-    for (int t : s.steps[i].inputs) ++readers[p.root[t]];
+    for (size_t k = 0; k < s.steps[i].inputs.size(); ++k)
+      if (s.steps[i].node->reads_values(k)) ++readers[p.root[s.steps[i].inputs[k]]];
   }
   for (int t : s.results) ++readers[p.root[t]];
   for (int j = 0; j < n_steps; ++j) {
@@ -81,6 +82,58 @@ void join_additions(const Structure& s, Plan& p) {
     p.root[add.output] = p.root[s.steps[best].output];
   }
   for (size_t t = 0; t < p.root.size(); ++t) p.root[t] = p.root[p.root[t]];
+}
+
+// Channels-last plans: a concatenation's part that only the concatenation reads, from a
+// producer that writes channel views, is made in place as a view of the result (the
+// concatenation copies only the others, and runs no kernel where there are none); a part's
+// gradient whose every reader reads channel views is read in place from the result's
+// gradient (its slicing step runs no kernel). Views of views resolve to the tensor that owns
+// the memory.
+void place_channel_views(const Structure& s, Plan& p) {
+  const int n_steps = static_cast<int>(s.steps.size());
+  p.views.assign(s.tensor_count(), {});
+  std::vector<std::vector<std::pair<int, size_t>>> readers(s.tensor_count());  // (step, source), step -1: a result
+  std::vector<int> producer(s.tensor_count(), -1);
+  for (int i = 0; i < n_steps; ++i) {
+    if (p.passes[i]) continue;
+    producer[p.root[s.steps[i].output]] = i;
+    for (size_t k = 0; k < s.steps[i].inputs.size(); ++k)
+      if (s.steps[i].node->reads_values(k)) readers[p.root[s.steps[i].inputs[k]]].emplace_back(i, k);
+  }
+  for (int t : s.results) readers[p.root[t]].emplace_back(-1, 0);
+  auto last = [&](int t) { return p.layouts[t] == Layout::NHWC; };
+  for (int i = 0; i < n_steps; ++i) {
+    const Step& st = s.steps[i];
+    const int out = p.root[st.output];
+    if (p.passes[i] || p.converts[i] || !last(out)) continue;
+    if (st.node->concatenates()) {
+      int channel = 0, copies = 0;
+      for (size_t k = 0; k < st.inputs.size(); ++k) {
+        const int t = p.root[st.inputs[k]], q = producer[t];
+        const bool in_place = q >= 0 && last(t) && readers[t].size() == 1 && s.steps[q].node->writes_channel_view() &&
+                              !p.converts[q] && p.views[t].whole < 0;
+        if (in_place) p.views[t] = {out, channel};
+        copies += !in_place;
+        channel += p.shapes[t].c;
+      }
+      p.passes[i] = copies == 0;
+      continue;
+    }
+    std::vector<ImageShape> shapes;
+    for (int t : st.inputs) shapes.push_back(p.shapes[t]);
+    const int channel = st.node->slices_channels(shapes);
+    const int whole = p.root[st.inputs[0]];
+    if (channel < 0 || !last(whole) || readers[out].empty()) continue;
+    bool viewed = true;
+    for (const auto& [r, k] : readers[out])
+      viewed = viewed && r >= 0 && s.steps[r].node->reads_channel_view(k) && !p.converts[r];
+    if (!viewed) continue;
+    p.views[out] = {whole, channel};
+    p.passes[i] = true;
+  }
+  for (auto& v : p.views)
+    while (v.whole >= 0 && p.views[v.whole].whole >= 0) v = {p.views[v.whole].whole, v.channel + p.views[v.whole].channel};
 }
 
 }  // namespace
@@ -335,18 +388,26 @@ Plan make_plan(const Structure& s, const std::vector<ImageShape>& source_shapes,
   }
   for (size_t t = 0; t < p.root.size(); ++t) p.root[t] = p.root[p.root[t]];
   join_additions(s, p);
+  place_channel_views(s, p);
   // Liveness of each arena tensor in step indices: [def, last use]; results live to the end.
+  // A view's reads and writes count for the tensor that holds its memory.
+  auto memory = [&](int t) { return p.views[p.root[t]].whole >= 0 ? p.views[p.root[t]].whole : p.root[t]; };
   std::vector<int> def(s.tensor_count(), -1), last(s.tensor_count(), -1);
+  auto use = [&](int t, int i) { last[memory(t)] = std::max(last[memory(t)], i); };
   for (int i = 0; i < n_steps; ++i) {
     if (p.passes[i]) continue;
-    for (int t : {s.steps[i].output_needed ? s.steps[i].output : -1, s.steps[i].state})
-      if (t >= 0) def[t] = last[t] = i;
+    for (int t : {s.steps[i].output_needed ? s.steps[i].output : -1, s.steps[i].state}) {
+      if (t < 0) continue;
+      if (def[memory(t)] < 0) def[memory(t)] = i;
+      use(t, i);
+    }
   }
   for (int i = 0; i < n_steps; ++i) {  // a step that passes its source through reads nothing
-    for (int t : p.passes[i] ? std::vector<int>{} : s.steps[i].inputs) last[p.root[t]] = std::max(last[p.root[t]], i);
-    if (p.joins[i].addend >= 0) last[p.root[p.joins[i].addend]] = std::max(last[p.root[p.joins[i].addend]], i);
+    for (size_t k = 0; k < s.steps[i].inputs.size() && !p.passes[i]; ++k)
+      if (s.steps[i].node->reads_values(k)) use(s.steps[i].inputs[k], i);
+    if (p.joins[i].addend >= 0) use(p.joins[i].addend, i);
   }
-  for (int t : s.results) last[p.root[t]] = n_steps;
+  for (int t : s.results) use(t, n_steps);
   for (int t : s.image_sources)  // cast or permuted in before the first step
     if (storage != DType::Float32 || p.layouts[t] == Layout::NHWC) def[t] = 0;
   auto padded = [&](int t) {  // 64-byte aligned

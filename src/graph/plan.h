@@ -71,6 +71,12 @@ struct Plan {
     int step = -1, addend = -1;
   };
   std::vector<Join> joins;
+  // Per tensor: channels [channel, channel + C) of tensor `whole` (Image::channels), which
+  // holds its memory, where a concatenation's part is made or its gradient read in place.
+  struct View {
+    int whole = -1, channel = 0;
+  };
+  std::vector<View> views;
   std::vector<size_t> offset;      // per root tensor, bytes per image in the arena
   // Per tensor: in the arena, written by a step or, for an image source the graph stores in
   // another dtype than float32 or NHWC, by the cast of the source at the start of the step.

@@ -217,6 +217,8 @@ std::vector<Image> StepRunner::run(const Plan& plan, Parameters& wm, const std::
     t[i] = slot;
   }
   for (size_t i = n_src; i < t.size(); ++i)
+    if (const Plan::View& v = plan.views[i]; v.whole >= 0) t[i] = t[v.whole].channels(v.channel, plan.shapes[i].c);
+  for (size_t i = n_src; i < t.size(); ++i)
     if (plan.root[i] != static_cast<int>(i)) t[i] = t[plan.root[i]];
   for (size_t i = 0; r && i < losses.size(); ++i)
     copies_out.push_back({losses[i].data(), r->losses[i].data(), losses[i].descriptor().bytes()});

@@ -68,6 +68,7 @@ class ArithmeticGradientNode : public GradientNode {
   void encode(const EncodeArgs& args) const override;
   bool passes_through(const std::vector<ImageShape>& sources) const override;
   bool channels_last(DeviceType, const std::vector<ImageShape>& sources) const override;
+  bool reads_values(size_t source) const override { return source == 0 || sources().size() == 3; }
   // The other operand may broadcast; the one whose gradient it computes may not (its
   // gradient would need a sum over the batch).
   bool broadcasts_batch(size_t source) const override {

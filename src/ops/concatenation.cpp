@@ -23,9 +23,12 @@ ImageShape ConcatenationNode::infer(const std::vector<ImageShape>& s) const {
 }
 
 void ConcatenationNode::encode(const EncodeArgs& a) const {
+  const Tensor whole = image_of(a, a.result);
   int offset = 0;
   for (const Image* s : a.sources) {
-    dispatch<CopyChannelsKernel>(a.backend, image_of(a, *s), image_of(a, a.result), offset);
+    const Tensor part = image_of(a, *s);
+    const char* place = static_cast<const char*>(whole.data()) + channel_rows(whole, part, offset).skip * dtype_size(part.dtype());
+    if (part.data() != place) dispatch<CopyChannelsKernel>(a.backend, part, whole, offset);  // else made in place
     offset += s->shape().c;
   }
 }
@@ -43,10 +46,16 @@ std::vector<FilterNodePtr> ConcatenationNode::make_gradients(const ImageNodePtr&
 SliceGradientNode::SliceGradientNode(std::vector<ImageNodePtr> sources, const FilterNode& forward)
     : GradientNode(std::move(sources), forward, kKind) {}
 
-void SliceGradientNode::encode(const EncodeArgs& a) const {
+int SliceGradientNode::slices_channels(const std::vector<ImageShape>& s) const {
   int offset = 0;
-  for (size_t i = 1; i + 1 < a.sources.size(); ++i) offset += a.sources[i]->shape().c;
-  dispatch<SliceChannelsKernel>(a.backend, image_of(a, *a.sources[0]), offset, image_of(a, a.result));
+  for (size_t i = 1; i + 1 < s.size(); ++i) offset += s[i].c;
+  return offset;
+}
+
+void SliceGradientNode::encode(const EncodeArgs& a) const {
+  std::vector<ImageShape> shapes;
+  for (const Image* s : a.sources) shapes.push_back(s->shape());
+  dispatch<SliceChannelsKernel>(a.backend, image_of(a, *a.sources[0]), slices_channels(shapes), image_of(a, a.result));
 }
 
 }  // namespace nngraph

@@ -6,15 +6,18 @@
 namespace nngraph {
 
 // Channels [offset, offset + C_part) of `whole` as rows of values: one row per image (NCHW)
-// or per pixel (NHWC), `columns` values at `skip` into rows `ld` apart; the part's rows are
-// dense. Both layouts are the same copy, so each backend has one kernel for both.
+// or per pixel (NHWC), `columns` values at `skip` into rows `ld` apart (a whole that is itself
+// a view of a wider image's channels has its pixel stride); the part's rows are dense. Both
+// layouts are the same copy, so each backend has one kernel for both.
 struct ChannelRows {
   size_t rows, columns, ld, skip;
 };
 inline ChannelRows channel_rows(const Tensor& whole, const Tensor& part, int offset) {
   const ImageShape& w = whole.shape();
-  const size_t plane = whole.layout() == Layout::NHWC ? 1 : static_cast<size_t>(w.h) * w.w;
-  return {part.count() / (part.shape().c * plane), part.shape().c * plane, w.c * plane, offset * plane};
+  const bool last = whole.layout() == Layout::NHWC;
+  const size_t plane = last ? 1 : static_cast<size_t>(w.h) * w.w;
+  return {part.count() / (part.shape().c * plane), part.shape().c * plane,
+          static_cast<size_t>(last ? whole.strides()[3] : whole.strides()[0]), offset * plane};
 }
 
 // Writes x into channels [offset, offset + C_x) of y.
@@ -36,6 +39,9 @@ class ConcatenationNode : public FilterNode {
   bool channels_last(DeviceType device, const std::vector<ImageShape>&) const override {
     return reads_channels_last<CopyChannelsKernel>(device);
   }
+  bool concatenates() const override { return true; }
+  // Copies only the sources not made in place; its copies may write into a view.
+  bool writes_channel_view() const override { return true; }
 
  protected:
   std::vector<FilterNodePtr> make_gradients(const ImageNodePtr& source_gradient) override;
@@ -52,6 +58,9 @@ class SliceGradientNode : public GradientNode {
   SliceGradientNode(std::vector<ImageNodePtr> sources, const FilterNode& forward);
   ImageShape infer(const std::vector<ImageShape>& sources) const override { return sources.back(); }
   void encode(const EncodeArgs& args) const override;
+  bool reads_values(size_t source) const override { return source == 0; }
+  int slices_channels(const std::vector<ImageShape>& sources) const override;
+  bool reads_channel_view(size_t source) const override { return source == 0; }
   bool channels_last(DeviceType device, const std::vector<ImageShape>&) const override {
     return reads_channels_last<SliceChannelsKernel>(device);
   }

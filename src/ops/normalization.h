@@ -66,6 +66,7 @@ class BatchNormalizationNode : public FilterNode {
   bool accepts_fused_neuron() const override { return true; }
   // A residual addition after it (its gradient reads x, not the sum, so nothing changes there).
   bool accepts_addend() const override { return true; }
+  bool writes_channel_view() const override { return true; }
   // Its gradient recomputes x·scale + shift from x, so any neuron folds in while training.
   bool recomputes_neuron_input() const override { return true; }
   // Reads channels-last images as rows of pixels (Tensor::pixels).
@@ -103,6 +104,7 @@ class BatchNormalizationGradientNode : public GradientNode {
   // Takes a relu's (any neuron's) gradient between it and the next layer's into its own passes.
   const FilterNode* takes_neuron_gradient_of() const override { return forward_.get(); }
   bool channels_last(DeviceType, const std::vector<ImageShape>&) const override { return true; }
+  bool reads_channel_view(size_t source) const override { return source == 0; }
 
  private:
   std::shared_ptr<BatchNormalizationNode> forward_;

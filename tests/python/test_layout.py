@@ -299,3 +299,57 @@ def test_channels_last_global_pooling_and_its_gradient(device, channels, fmt, rn
     r = rng.standard_normal((3, channels, 1, 1)).astype(np.float32)
     want = np.broadcast_to(r.astype(np.float64) / 42, x.shape) * (exact > 0)
     np.testing.assert_allclose(g.run({"x": x, "dy": r}), want, rtol=tol, atol=tol * 0.05)
+
+
+def concatenating_net(layout, device, fmt="float32", k=1):
+    """Branches conv → bn → relu (two of them inside an inner concatenation) and a max pooling
+    of a convolution, concatenated, then a fully connected layer and a loss; widths × k."""
+    from nngraph.models._build import Builder
+    b = Builder(0, ng.SGD(learning_rate=0.1))
+    x = ng.ImageNode(label="x")
+    pooled = ng.Pooling(b.conv(x, "p", 4, 3 * k, 1), "max", 3, stride=1, padding="same", label="pool")
+    inner = ng.Concatenation([b.conv_bn(x, "c", 4, 2 * k, 1), b.conv_bn(x, "d", 4, 4 * k, 3, padding=1)],
+                             label="inner")
+    cat = ng.Concatenation([b.conv_bn(x, "a", 4, 4 * k, 1), inner, b.conv_bn(x, "b", 4, 6 * k, 3, padding=1), pooled],
+                           label="cat")
+    fc = b.fully_connected(cat, "fc", 19 * k * 5 * 5, 3)
+    return ng.Loss(fc, "softmax_cross_entropy").training_graph(device=device, layout=layout, format=fmt), b.sources
+
+
+def concatenating_steps(layout, device, fmt="float32", k=1, steps=3):
+    """Losses of `steps` training steps of concatenating_net, its trained tensors and its steps."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((3, 4, 5, 5)).astype(np.float32)
+    y = np.eye(3, dtype=np.float32)[[0, 2, 1]]
+    g, sources = concatenating_net(layout, device, fmt, k)
+    losses = [g.encode(x, labels=y).loss(0) for _ in range(steps)]
+    tensors = {(label, n): v for label, s in sources.items() for n, v in s.tensors().items() if v is not None}
+    return losses, tensors, g.memory_plan(3)["steps"]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_concatenated_parts_are_made_and_their_gradients_read_in_place(device):
+    """Channels-last: the normalizations write straight into their channels of the
+    concatenation (the inner one vanishes, the outer copies only the pooling's part) and their
+    gradients read theirs from the concatenation's gradient; training matches the NCHW graph."""
+    want, want_tensors, steps = concatenating_steps("NCHW", device)
+    slices = [s for s in steps if s.startswith(("cat_gradient", "inner_gradient"))]
+    assert "inner" in steps and "cat" in steps and len(slices) == 6
+    got, got_tensors, steps = concatenating_steps("NHWC", device)
+    slices = [s for s in steps if s.startswith(("cat_gradient", "inner_gradient"))]
+    assert "inner" not in steps and "cat" in steps and slices == ["cat_gradient_4"]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)
+    for k, w in want_tensors.items():
+        np.testing.assert_allclose(got_tensors[k], w, rtol=1e-4, atol=1e-6, err_msg=str(k))
+
+
+@pytest.mark.parametrize("device", GPUS)
+def test_half_concatenations_in_place_train_as_float32_does(device):
+    """bfloat16 channels-last, widths that give 16-byte packs: in place as in float32, and
+    training follows the float32 NCHW graph."""
+    want, want_tensors, _ = concatenating_steps("NCHW", device, k=8)
+    got, got_tensors, steps = concatenating_steps("NHWC", device, "bfloat16", k=8)
+    assert "inner" not in steps
+    np.testing.assert_allclose(got, want, rtol=5e-2, atol=5e-3)
+    for k, w in want_tensors.items():
+        np.testing.assert_allclose(got_tensors[k], w, rtol=5e-2, atol=5e-2 * float(np.abs(w).max()), err_msg=str(k))

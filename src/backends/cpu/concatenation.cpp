@@ -16,12 +16,12 @@ void copy_rows(Backend& backend, const ChannelRows& r, float* dst, size_t dst_ld
 
 void copy_channels(Backend& backend, const Tensor& in, const Tensor& out, int channel_offset) {
   const ChannelRows r = channel_rows(out, in, channel_offset);
-  copy_rows(backend, r, out.dense_as<float>() + r.skip, r.ld, in.dense_as<const float>(), r.columns);
+  copy_rows(backend, r, out.view_as<float>() + r.skip, r.ld, in.dense_as<const float>(), r.columns);
 }
 
 void slice_channels(Backend& backend, const Tensor& in, int channel_offset, const Tensor& out) {
   const ChannelRows r = channel_rows(in, out, channel_offset);
-  copy_rows(backend, r, out.dense_as<float>(), r.columns, in.dense_as<const float>() + r.skip, r.ld);
+  copy_rows(backend, r, out.dense_as<float>(), r.columns, in.view_as<const float>() + r.skip, r.ld);
 }
 
 NNGRAPH_KERNEL(CopyChannelsKernel, CPU, copy_channels);

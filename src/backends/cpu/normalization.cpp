@@ -52,8 +52,18 @@ struct Layout {
   int n, c;
   size_t hw;
   explicit Layout(const Tensor& x) : n(x.batch()), c(x.shape().c), hw(static_cast<size_t>(x.shape().h) * x.shape().w) {}
-  size_t row(int image, int channel) const { return (static_cast<size_t>(image) * c + channel) * hw; }
+  size_t row(int image, int channel) const { return row(image, channel, c); }
+  // In an operand whose images (NCHW) or pixels (hw 1) lie `ld` channels apart.
+  size_t row(int image, int channel, size_t ld) const { return (static_cast<size_t>(image) * ld + channel) * hw; }
 };
+
+// An operand's values and its images' distance in channels: rows of pixels (hw 1) may lie
+// further apart than c (a view of a concatenation's part); NCHW planes are dense.
+template <class T>
+std::pair<T*, size_t> rows_of(const Tensor& t, const Layout& l) {
+  if (l.hw == 1) return {t.rows_as<T>(), static_cast<size_t>(t.strides()[0])};
+  return {t.data_as<T>(), static_cast<size_t>(l.c)};
+}
 
 void batch_normalization(Backend& backend, float epsilon, const Tensor& xt, const Tensor& gamma, const Tensor& beta,
                          const Tensor& mean, const Tensor& variance, const Tensor& batch, const Tensor& addend,
@@ -61,7 +71,9 @@ void batch_normalization(Backend& backend, float epsilon, const Tensor& xt, cons
   const Layout l(xt);
   const float* x = xt.data_as<const float>();
   const float* add = addend ? addend.data_as<const float>() : nullptr;
-  float* y = yt.data_as<float>();
+  const auto y_rows = rows_of<float>(yt, l);
+  float* y = y_rows.first;
+  const size_t y_ld = y_rows.second;
   const float* g = gamma.data_as<const float>();
   const float* b = beta.data_as<const float>();
   float* stats = batch ? batch.data_as<float>() : nullptr;
@@ -88,7 +100,7 @@ void batch_normalization(Backend& backend, float epsilon, const Tensor& xt, cons
       const float scale = g[c] * inv, shift = b[c] - mu * scale;
       for (int i = 0; i < l.n; ++i) {
         const float* xr = x + l.row(i, c);
-        float* yr = y + l.row(i, c);
+        float* yr = y + l.row(i, c, y_ld);
         for (size_t k = 0; k < l.hw; ++k) yr[k] = xr[k] * scale + shift;
         if (add)
           for (size_t k = 0, r = l.row(i, c); k < l.hw; ++k) yr[k] += add[r + k];
@@ -103,7 +115,9 @@ void batch_normalization_gradient(Backend& backend, const Tensor& xt, const Tens
                                   const Tensor& dxt, const Tensor& dgamma, const Tensor& dbeta) {
   const Layout l(xt);
   const float* x = xt.data_as<const float>();
-  const float* dy = dyt.data_as<const float>();
+  const auto dy_rows = rows_of<const float>(dyt, l);
+  const float* dy = dy_rows.first;
+  const size_t dy_ld = dy_rows.second;
   const float* g = gamma.data_as<const float>();
   const float* b = beta.data_as<const float>();
   float* stats = batch.data_as<float>();
@@ -117,7 +131,7 @@ void batch_normalization_gradient(Backend& backend, const Tensor& xt, const Tens
     for (int c = static_cast<int>(c0); c < static_cast<int>(c1); ++c) {
       const float mu = stats[c], inv = stats[l.c + c];
       // dy ⊙ f'(x·scale + shift), from the forward pass's neuron output or input, recomputed.
-      auto dy_row = [&](int i) { return through ? passed.data() + static_cast<size_t>(i) * l.hw : dy + l.row(i, c); };
+      auto dy_row = [&](int i) { return through ? passed.data() + static_cast<size_t>(i) * l.hw : dy + l.row(i, c, dy_ld); };
       if (through) {
         const float scale = g[c] * inv, shift = b[c] - mu * scale;
         for (int i = 0; i < l.n; ++i) {
@@ -125,7 +139,7 @@ void batch_normalization_gradient(Backend& backend, const Tensor& xt, const Tens
           float* pr = passed.data() + static_cast<size_t>(i) * l.hw;
           for (size_t k = 0; k < l.hw; ++k) pr[k] = xr[k] * scale + shift;
           if (neuron.derivative_from_output()) bias_neuron(pr, l.hw, nullptr, neuron);
-          neuron_derivative(dy + l.row(i, c), pr, pr, l.hw, neuron);
+          neuron_derivative(dy + l.row(i, c, dy_ld), pr, pr, l.hw, neuron);
         }
       }
       double sdy = 0, sdyx = 0;

@@ -10,6 +10,13 @@ namespace {
 struct Planes {
   int n, c, hw;
   explicit Planes(const Tensor& x) : n(x.batch()), c(x.shape().c), hw(x.shape().h * x.shape().w) {}
+  // An operand's values and the distance between its rows: rows of pixels (hw 1) may lie
+  // further apart than c (a view of a concatenation's part); planes are dense.
+  template <class T>
+  std::pair<T*, int> rows_of(const Tensor& t) const {
+    if (hw == 1) return {t.rows_as<T>(), static_cast<int>(t.strides()[0])};
+    return {t.data_as<T>(), c};
+  }
   std::shared_ptr<Buffer> partial(CudaBackend& b) const {
     return b.allocate(2 * sizeof(float) * static_cast<size_t>(c) * cuda::batch_norm_chunks(n, c, hw));
   }
@@ -28,7 +35,8 @@ void batch_normalization(Backend& backend, float epsilon, const Tensor& x, const
                              beta.data_as<const float>(), mean.data_as<const float>(),
                              variance.data_as<const float>(), batch ? batch.data_as<float>() : nullptr,
                              partial ? static_cast<float*>(partial->data()) : nullptr, epsilon,
-                             addend ? addend.data_as<const T>() : nullptr, neuron, y.data_as<T>(), p.n, p.c, p.hw);
+                             addend ? addend.data_as<const T>() : nullptr, neuron, p.rows_of<T>(y).first,
+                             p.rows_of<T>(y).second, p.n, p.c, p.hw);
   });
 }
 
@@ -42,10 +50,11 @@ void batch_normalization_gradient(Backend& backend, const Tensor& x, const Tenso
   float* stats = batch.data_as<float>();
   cuda::with_storage(x.dtype(), [&](auto z) {
     using T = decltype(z);
-    cuda::batch_norm_gradient(b.stream(), x.data_as<const T>(), dy.data_as<const T>(), gamma.data_as<const float>(),
+    const auto [dy_values, dy_ld] = p.rows_of<const T>(dy);
+    cuda::batch_norm_gradient(b.stream(), x.data_as<const T>(), dy_values, gamma.data_as<const float>(),
                               beta.data_as<const float>(), stats, neuron, static_cast<float*>(partial->data()),
                               dx ? dx.data_as<T>() : nullptr, dgamma ? dgamma.data_as<float>() : stats + 3 * p.c,
-                              dbeta ? dbeta.data_as<float>() : stats + 4 * p.c, p.n, p.c, p.hw);
+                              dbeta ? dbeta.data_as<float>() : stats + 4 * p.c, dy_ld, p.n, p.c, p.hw);
   });
 }
 
