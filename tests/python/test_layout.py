@@ -346,10 +346,11 @@ def test_concatenated_parts_are_made_and_their_gradients_read_in_place(device):
 @pytest.mark.parametrize("device", GPUS)
 def test_half_concatenations_in_place_train_as_float32_does(device):
     """bfloat16 channels-last, widths that give 16-byte packs: in place as in float32, and
-    training follows the float32 NCHW graph."""
+    training follows the float32 NCHW graph (within bfloat16's rounding: a tenth of each
+    tensor's largest value; a misplaced row or channel would be off by as much as it)."""
     want, want_tensors, _ = concatenating_steps("NCHW", device, k=8)
     got, got_tensors, steps = concatenating_steps("NHWC", device, "bfloat16", k=8)
     assert "inner" not in steps
     np.testing.assert_allclose(got, want, rtol=5e-2, atol=5e-3)
     for k, w in want_tensors.items():
-        np.testing.assert_allclose(got_tensors[k], w, rtol=5e-2, atol=5e-2 * float(np.abs(w).max()), err_msg=str(k))
+        np.testing.assert_allclose(got_tensors[k], w, rtol=5e-2, atol=0.1 * float(np.abs(w).max()), err_msg=str(k))
