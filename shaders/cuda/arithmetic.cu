@@ -26,17 +26,38 @@ template <class N>
 struct Apply {  // neuron(a op b)
   ArithmeticOp op;
   N neuron;
-  __device__ float operator()(float a, float b) const { return neuron(math::arithmetic(op, a, b)); }
+  __device__ float operator()(float a, float b, float = 0.f) const { return neuron(math::arithmetic(op, a, b)); }
+};
+template <class D>
+struct Through {  // (a op b)·f'(v): a neuron's gradient taken in the sum of its output's gradients
+  ArithmeticOp op;
+  D derivative;
+  __device__ float operator()(float a, float b, float v) const { return math::arithmetic(op, a, b) * derivative(v); }
 };
 
+// y = f(a, b, v), each V values at a time.
+template <int V, class T, class F>
+__global__ void through_kernel(F f, const T* a, const T* b, const T* v, T* y, size_t items) {
+  NNGRAPH_GRID_LOOP(i, items) {
+    float x[V], u[V], w[V];
+    cuda::load_values<V>(a + i * V, x);
+    cuda::load_values<V>(b + i * V, u);
+    cuda::load_values<V>(v + i * V, w);
+#pragma unroll
+    for (int k = 0; k < V; ++k) x[k] = f(x[k], u[k], w[k]);
+    cuda::store_values<V>(y + i * V, x);
+  }
+}
+
+// v (null, or of y's shape) is the third argument of apply.
 template <class T, class F>
-__global__ void broadcast_kernel(F apply, const T* a, math::Broadcast ba, const T* b, math::Broadcast bb, T* y,
-                                 Extent e, size_t count) {
+__global__ void broadcast_kernel(F apply, const T* a, math::Broadcast ba, const T* b, math::Broadcast bb, const T* v,
+                                 T* y, Extent e, size_t count) {
   NNGRAPH_GRID_LOOP(i, count) {
     const int x = static_cast<int>(i % e.w), r = static_cast<int>(i / e.w % e.h);
     const int c = static_cast<int>(i / (static_cast<size_t>(e.w) * e.h) % e.c);
     const int n = static_cast<int>(i / (static_cast<size_t>(e.w) * e.h * e.c));
-    y[i] = st<T>(apply(ld(a[ba.at(n, c, r, x)]), ld(b[bb.at(n, c, r, x)])));
+    y[i] = st<T>(apply(ld(a[ba.at(n, c, r, x)]), ld(b[bb.at(n, c, r, x)]), v ? ld(v[i]) : 0.f));
   }
 }
 
@@ -82,21 +103,35 @@ __global__ void pointwise_gradient_kernel(ArithmeticOp op, int operand, const T*
 }
 
 void arithmetic(Backend& backend, ArithmeticOp op, const Tensor& a, const Tensor& b, const NeuronDescriptor& neuron,
-                const Tensor& y) {
+                const Tensor& through, const Tensor& y) {
   CudaBackend& cb = cuda_of(backend);
   auto lock = cb.enter();
   const size_t count = y.count();
   cuda::with_storage(y.dtype(), [&](auto z) {
     using T = decltype(z);
-    cuda::with_neuron(neuron, [&](auto n) {
-      const Apply<decltype(n)> apply{op, n};
-      if (a.count() == count && b.count() == count)
+    const T* v = through ? through.data_as<const T>() : nullptr;
+    auto launch = [&](auto apply) {
+      const bool dense = a.count() == count && b.count() == count;
+      if (dense && !v) {
         cuda::map_values(cb.stream(), a.data_as<const T>(), b.data_as<const T>(), y.data_as<T>(), count, apply);
-      else
+      } else if (dense) {
+        constexpr int V = cuda::kPack<T>;
+        const T *pa = a.data_as<const T>(), *pb = b.data_as<const T>();
+        T* py = y.data_as<T>();
+        if (count % V == 0 && cuda::packed(pa) && cuda::packed(pb) && cuda::packed(v) && cuda::packed(py))
+          through_kernel<V><<<blocks_for(count / V), kThreads, 0, cb.stream()>>>(apply, pa, pb, v, py, count / V);
+        else
+          through_kernel<1><<<blocks_for(count), kThreads, 0, cb.stream()>>>(apply, pa, pb, v, py, count);
+      } else {
         broadcast_kernel<<<blocks_for(count), kThreads, 0, cb.stream()>>>(apply, a.data_as<const T>(), broadcast(a),
-                                                                          b.data_as<const T>(), broadcast(b),
+                                                                          b.data_as<const T>(), broadcast(b), v,
                                                                           y.data_as<T>(), extent_of(y), count);
-    });
+      }
+    };
+    if (v)
+      cuda::with_derivative(neuron, [&](auto d) { launch(Through<decltype(d)>{op, d}); });
+    else
+      cuda::with_neuron(neuron, [&](auto n) { launch(Apply<decltype(n)>{op, n}); });
   });
   cuda::check_launch("arithmetic");
 }

@@ -62,7 +62,9 @@ void join_additions(const Structure& s, Plan& p) {
   for (int t : s.results) ++readers[p.root[t]];
   for (int j = 0; j < n_steps; ++j) {
     const Step& add = s.steps[j];
-    if (p.passes[j] || p.converts[j] || !add.node->sums_sources() || add.state >= 0 || !add.output_needed) continue;
+    if (p.passes[j] || p.converts[j] || !add.node->sums_sources() || add.inputs.size() != 2 || add.state >= 0 ||
+        !add.output_needed)
+      continue;
     const ImageShape& shape = p.shapes[add.output];
     int best = -1, addend = -1;
     for (int k = 0; k < 2; ++k) {
@@ -253,9 +255,13 @@ Structure build_structure(const std::vector<ImageNodePtr>& results, const std::v
     // pooling after relu) folds into that step: one pass instead of two.
     // (Only where the derivative comes from the output: source 1 may be the input of a neuron
     // folded into its producer, which then holds the output.)
+    // A sum (the gradients a residual block's output receives) reads the neuron's output as a
+    // third source and multiplies by f' of it in the same pass.
     if (const NeuronDescriptor* neuron = f->fusable_neuron_gradient(); neuron && neuron->derivative_from_output()) {
       Step* p = fold_target(ins[0]);
-      if (p && p->node->accepts_fused_neuron_gradient() && p->inputs[1] == s.root[ins[1]]) {
+      const bool sum = p && p->node->sums_sources() && p->inputs.size() == 2;
+      if (p && ((p->node->accepts_fused_neuron_gradient() && p->inputs[1] == s.root[ins[1]]) || sum)) {
+        if (sum) p->inputs.push_back(s.root[ins[1]]);
         p->fused = *neuron;
         s.root[out] = ins[0];
         continue;

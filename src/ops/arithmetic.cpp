@@ -50,7 +50,8 @@ std::shared_ptr<ArithmeticNode> ArithmeticNode::create(ArithmeticOp op, ImageNod
 ImageShape ArithmeticNode::infer(const std::vector<ImageShape>& s) const { return broadcast_shape(s[0], s[1], label()); }
 
 void ArithmeticNode::encode(const EncodeArgs& a) const {
-  dispatch<ArithmeticKernel>(a.backend, op_, *a.sources[0], *a.sources[1], a.fused, a.result);
+  dispatch<ArithmeticKernel>(a.backend, op_, *a.sources[0], *a.sources[1], a.fused,
+                             a.sources.size() > 2 ? Tensor(*a.sources[2]) : Tensor(), a.result);
 }
 
 namespace {

@@ -7,9 +7,11 @@
 
 namespace nngraph {
 
-// y = neuron(a op b), each operand read with stride 0 along its axes of extent 1.
+// y = neuron(a op b), each operand read with stride 0 along its axes of extent 1; where
+// `through` (of y's shape) is given, y = (a op b)·f'(through) instead: a neuron's gradient,
+// through its output, folded into the sum of the gradients that output receives.
 struct ArithmeticKernel : KernelOf<void(Backend&, ArithmeticOp, const Tensor& a, const Tensor& b,
-                                        const NeuronDescriptor& neuron, const Tensor& y)> {
+                                        const NeuronDescriptor& neuron, const Tensor& through, const Tensor& y)> {
   static constexpr const char* name = "arithmetic";
 };
 // d(loss)/d(operand) for operand 0 (a) or 1 (b): dy ⊙ ∂(a op b)/∂operand, summed over the
@@ -29,7 +31,8 @@ class ArithmeticNode : public FilterNode {
   bool broadcasts_batch(size_t) const override { return true; }
   // Elementwise where no operand broadcasts within an image.
   bool channels_last(DeviceType, const std::vector<ImageShape>& sources) const override;
-  // A neuron after it (a residual block's relu) runs in the same pass.
+  // A neuron after it (a residual block's relu) runs in the same pass; a sum (of gradients)
+  // also takes a neuron's gradient, reading that neuron's output as a third source.
   bool accepts_fused_neuron() const override { return true; }
   bool sums_sources() const override { return op_ == ArithmeticOp::Add; }
 

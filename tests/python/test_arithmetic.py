@@ -100,6 +100,25 @@ def test_an_addend_of_the_result_shape_passes_its_gradient_through(device, rng):
     assert len(g.memory_plan(2)["steps"]) == 1  # only b's gradient runs a kernel
 
 
+@pytest.mark.parametrize("neuron", ["relu", "sigmoid"])
+@pytest.mark.parametrize("sd", [(2, 8, 4, 5), (1, 8, 1, 1)])
+def test_a_sum_of_gradients_takes_the_neurons_gradient_in_its_pass(device, rng, neuron, sd):
+    """The gradients a residual block's output receives are summed and multiplied by f' of
+    that output in one pass (f' from the output: relu, sigmoid); no neuron-gradient step."""
+    shape = (2, 8, 4, 5)
+    a, b, d1 = (rng.standard_normal(shape).astype(np.float32) for _ in range(3))
+    d2 = rng.standard_normal(sd).astype(np.float32)
+    z = ng.Neuron(ng.Addition(ng.ImageNode(label="a"), ng.ImageNode(label="b"), label="add"), neuron)
+    total = ng.Addition(ng.ImageNode(label="d1"), ng.ImageNode(label="d2"), label="sum")
+    dz = z.gradient_filter(total.result_image)
+    g = ng.Graph([z.result_image, dz.result_image], device=device)
+    y, got = g.run({"a": a, "b": b, "d1": d1, "d2": d2})
+    assert g.memory_plan(2)["steps"] == [f"add+{neuron}", f"sum+{neuron}"]
+    v = (a + b).astype(np.float64)
+    check(y, ref.neuron(v, neuron), rtol=1e-5, atol=1e-6)
+    check(got, numeric_grad(lambda u: np.sum(ref.neuron(u, neuron) * (d1 + d2)), v), rtol=3e-3, atol=3e-4)
+
+
 def test_a_single_image_broadcasts_along_the_batch_only_into_arithmetic(device, rng):
     x = rng.standard_normal((4, 3, 2, 2)).astype(np.float32)
     scale = rng.standard_normal((1, 3, 1, 1)).astype(np.float32)

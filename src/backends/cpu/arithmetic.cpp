@@ -11,15 +11,22 @@ math::Broadcast broadcast(const Tensor& t) {
 }
 
 void arithmetic(Backend& backend, ArithmeticOp op, const Tensor& a, const Tensor& b, const NeuronDescriptor& neuron,
-                const Tensor& out) {
+                const Tensor& through, const Tensor& out) {
   const float* x = a.data_as<const float>();
   const float* y = b.data_as<const float>();
+  const float* v = through ? through.data_as<const float>() : nullptr;
   float* z = out.data_as<float>();
-  const bool apply = neuron.type != NeuronType::None;
+  // z[0, n) at `at`: its neuron, or the neuron's derivative at v times it.
+  auto finish = [&](float* zs, size_t at, size_t n) {
+    if (v)
+      neuron_derivative(zs, v + at, zs, n, neuron);
+    else if (neuron.type != NeuronType::None)
+      bias_neuron(zs, n, nullptr, neuron);
+  };
   if (a.count() == out.count() && b.count() == out.count()) {
     pool_of(backend).parallel_for(out.count(), [&](size_t s, size_t e) {
       for (size_t i = s; i < e; ++i) z[i] = math::arithmetic(op, x[i], y[i]);
-      if (apply) bias_neuron(z + s, e - s, nullptr, neuron);
+      finish(z + s, s, e - s);
     });
     return;
   }
@@ -32,7 +39,7 @@ void arithmetic(Backend& backend, ArithmeticOp op, const Tensor& a, const Tensor
       for (int h = 0; h < o.h; ++h)
         for (int w = 0; w < o.w; ++w)
           zp[h * o.w + w] = math::arithmetic(op, x[ba.at(n, c, h, w)], y[bb.at(n, c, h, w)]);
-      if (apply) bias_neuron(zp, static_cast<size_t>(o.h) * o.w, nullptr, neuron);
+      finish(zp, plane * o.h * o.w, static_cast<size_t>(o.h) * o.w);
     }
   });
 }
