@@ -26,12 +26,14 @@ template <class N>
 struct Apply {  // neuron(a op b)
   ArithmeticOp op;
   N neuron;
+  static constexpr bool kThrough = false;
   __device__ float operator()(float a, float b, float = 0.f) const { return neuron(math::arithmetic(op, a, b)); }
 };
 template <class D>
 struct Through {  // (a op b)·f'(v): a neuron's gradient taken in the sum of its output's gradients
   ArithmeticOp op;
   D derivative;
+  static constexpr bool kThrough = true;
   __device__ float operator()(float a, float b, float v) const { return math::arithmetic(op, a, b) * derivative(v); }
 };
 
@@ -112,9 +114,11 @@ void arithmetic(Backend& backend, ArithmeticOp op, const Tensor& a, const Tensor
     const T* v = through ? through.data_as<const T>() : nullptr;
     auto launch = [&](auto apply) {
       const bool dense = a.count() == count && b.count() == count;
-      if (dense && !v) {
-        cuda::map_values(cb.stream(), a.data_as<const T>(), b.data_as<const T>(), y.data_as<T>(), count, apply);
-      } else if (dense) {
+      if constexpr (!decltype(apply)::kThrough) {
+        if (dense)
+          return cuda::map_values(cb.stream(), a.data_as<const T>(), b.data_as<const T>(), y.data_as<T>(), count, apply);
+      }
+      if (dense) {
         constexpr int V = cuda::kPack<T>;
         const T *pa = a.data_as<const T>(), *pb = b.data_as<const T>();
         T* py = y.data_as<T>();
