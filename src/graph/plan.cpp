@@ -45,6 +45,24 @@ bool same_neuron(const NeuronDescriptor& x, const NeuronDescriptor& y) {
   return x.type == y.type && x.a == y.a && x.b == y.b && x.c == y.c;
 }
 
+// Per root tensor of a plan, among the steps that run a kernel: the one computing it and the
+// (step, source) pairs reading its values (step -1: a result).
+struct Uses {
+  std::vector<int> producer;
+  std::vector<std::vector<std::pair<int, size_t>>> readers;
+};
+Uses uses_of(const Structure& s, const Plan& p) {
+  Uses u{std::vector<int>(s.tensor_count(), -1), std::vector<std::vector<std::pair<int, size_t>>>(s.tensor_count())};
+  for (int i = 0; i < static_cast<int>(s.steps.size()); ++i) {
+    if (p.passes[i]) continue;
+    u.producer[p.root[s.steps[i].output]] = i;
+    for (size_t k = 0; k < s.steps[i].inputs.size(); ++k)
+      if (s.steps[i].node->reads_values(k)) u.readers[p.root[s.steps[i].inputs[k]]].emplace_back(i, k);
+  }
+  for (int t : s.results) u.readers[p.root[t]].emplace_back(-1, 0);
+  return u;
+}
+
 // A residual addition (+ its neuron) joins the step computing one addend where that step
 // accepts one, has no neuron of its own, runs after the other addend exists, and its result,
 // of the sum's shape, has no other reader: batch norm + add + relu in one pass. Where both
@@ -52,14 +70,8 @@ bool same_neuron(const NeuronDescriptor& x, const NeuronDescriptor& y) {
 void join_additions(const Structure& s, Plan& p) {
   const int n_steps = static_cast<int>(s.steps.size());
   p.joins.assign(n_steps, {});
-  std::vector<int> readers(s.tensor_count(), 0), producer(s.tensor_count(), -1);
-  for (int i = 0; i < n_steps; ++i) {
-    if (p.passes[i]) continue;
-    producer[p.root[s.steps[i].output]] = i;
-    for (size_t k = 0; k < s.steps[i].inputs.size(); ++k)
-      if (s.steps[i].node->reads_values(k)) ++readers[p.root[s.steps[i].inputs[k]]];
-  }
-  for (int t : s.results) ++readers[p.root[t]];
+  const Uses u = uses_of(s, p);
+  const auto& producer = u.producer;
   for (int j = 0; j < n_steps; ++j) {
     const Step& add = s.steps[j];
     if (p.passes[j] || p.converts[j] || !add.node->sums_sources() || add.inputs.size() != 2 || add.state >= 0 ||
@@ -70,7 +82,7 @@ void join_additions(const Structure& s, Plan& p) {
     for (int k = 0; k < 2; ++k) {
       const int t = p.root[add.inputs[k]], other = p.root[add.inputs[1 - k]];
       const int i = producer[t];
-      if (i < 0 || i <= best || readers[t] != 1 || p.joins[i].step >= 0 || p.converts[i]) continue;
+      if (i < 0 || i <= best || u.readers[t].size() != 1 || p.joins[i].step >= 0 || p.converts[i]) continue;
       const Step& st = s.steps[i];
       if (!st.node->accepts_addend() || st.fused.type != NeuronType::None || !(p.shapes[t] == shape) ||
           !(p.shapes[other] == shape) || p.dtypes[t] != p.dtypes[other] || producer[other] >= i)
@@ -95,15 +107,8 @@ void join_additions(const Structure& s, Plan& p) {
 void place_channel_views(const Structure& s, Plan& p) {
   const int n_steps = static_cast<int>(s.steps.size());
   p.views.assign(s.tensor_count(), {});
-  std::vector<std::vector<std::pair<int, size_t>>> readers(s.tensor_count());  // (step, source), step -1: a result
-  std::vector<int> producer(s.tensor_count(), -1);
-  for (int i = 0; i < n_steps; ++i) {
-    if (p.passes[i]) continue;
-    producer[p.root[s.steps[i].output]] = i;
-    for (size_t k = 0; k < s.steps[i].inputs.size(); ++k)
-      if (s.steps[i].node->reads_values(k)) readers[p.root[s.steps[i].inputs[k]]].emplace_back(i, k);
-  }
-  for (int t : s.results) readers[p.root[t]].emplace_back(-1, 0);
+  const Uses u = uses_of(s, p);
+  const auto& [producer, readers] = u;
   auto last = [&](int t) { return p.layouts[t] == Layout::NHWC; };
   for (int i = 0; i < n_steps; ++i) {
     const Step& st = s.steps[i];
