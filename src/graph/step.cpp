@@ -57,20 +57,24 @@ std::pair<float, int64_t> StepRunner::loss_scale() const {
 }
 
 void StepRunner::gradients_for(const FilterNode* forward, const std::vector<WeightsState>& ws) {
-  // Statistics, absent tensors and those the source leaves as they are (frozen) have none.
-  const auto sources = forward->weight_sources();
-  std::vector<std::vector<TensorSpec>> specs;
-  std::vector<std::vector<bool>> trained(ws.size());
-  for (size_t i = 0; i < ws.size(); ++i) {
-    specs.push_back(tensor_specs(sources[i].descriptor));
-    for (size_t t = 0; t < ws[i].tensors.size(); ++t)
-      trained[i].push_back(specs[i][t].trained && ws[i].tensors[t] && sources[i].source->trains(t));
+  // What the node's descriptors say, read once: statistics have no gradient, half operands a half one.
+  auto [kind, first] = trainable_.try_emplace(forward);
+  if (first) {
+    for (const auto& w : forward->weight_sources()) {
+      kind->second.sources.push_back(w.source);
+      kind->second.specs.push_back(tensor_specs(w.descriptor));
+    }
   }
+  const Trainable& tr = kind->second;
+  // Absent tensors and those the source leaves as they are (frozen) have none either.
+  auto trains = [&](size_t i, size_t t) {
+    return tr.specs[i][t].trained && ws[i].tensors[t] && tr.sources[i]->trains(t);
+  };
   auto& gs = gradients_[forward];
   bool same = gs.size() == ws.size();
   for (size_t i = 0; same && i < ws.size(); ++i) {
-    same = gs[i].tensors.size() == trained[i].size();
-    for (size_t t = 0; same && t < trained[i].size(); ++t) same = static_cast<bool>(gs[i].tensors[t]) == trained[i][t];
+    same = gs[i].tensors.size() == ws[i].tensors.size();
+    for (size_t t = 0; same && t < ws[i].tensors.size(); ++t) same = static_cast<bool>(gs[i].tensors[t]) == trains(i, t);
   }
   if (same) return;
   captures_.clear();  // they write the old buffers
@@ -78,9 +82,10 @@ void StepRunner::gradients_for(const FilterNode* forward, const std::vector<Weig
   for (size_t i = 0; i < ws.size(); ++i) {
     GradientState& g = gs[i];
     for (size_t t = 0; t < ws[i].tensors.size(); ++t) {
-      const DType dtype = specs[i][t].operand ? copies_.storage() : DType::Float32;
-      g.tensors.push_back(trained[i][t] ? backend_.allocate(ws[i].counts[t] * dtype_size(dtype)) : nullptr);
-      g.counts.push_back(trained[i][t] ? ws[i].counts[t] : 0);
+      const DType dtype = tr.specs[i][t].operand ? copies_.storage() : DType::Float32;
+      const bool made = trains(i, t);
+      g.tensors.push_back(made ? backend_.allocate(ws[i].counts[t] * dtype_size(dtype)) : nullptr);
+      g.counts.push_back(made ? ws[i].counts[t] : 0);
       g.dtypes.push_back(dtype);
     }
   }

@@ -52,6 +52,13 @@ class StepRunner {
   Device device_;
   std::shared_ptr<Buffer> arena_;
   Gradients gradients_;
+  // Per trained node, from its weight sources' descriptors (fixed for its life): each source
+  // and its tensors' specs, so a step asks only whether each tensor is there and trained.
+  struct Trainable {
+    std::vector<DataSource*> sources;
+    std::vector<std::vector<TensorSpec>> specs;
+  };
+  std::unordered_map<const FilterNode*, Trainable> trainable_;
   FoldedParameters folded_;
   ParameterCopies copies_;
   std::unordered_map<const FilterNode*, std::shared_ptr<Buffer>> batch_states_;
