@@ -76,7 +76,8 @@ struct MemoryPlan {
   size_t planned_bytes = 0;  // one arena, intermediates aliased by liveness
   size_t naive_bytes = 0;    // one buffer per intermediate image
   // Executed nodes in order: "conv1+relu" with a folded neuron, "conv1+bn1+relu" with a folded
-  // batch normalization too.
+  // batch normalization too, "bn1+relu (recomputed)" where a result is computed again for the
+  // gradient pass (Graph::recompute).
   std::vector<std::string> steps;
 };
 
@@ -157,6 +158,11 @@ class Graph {
   // relative error, as PyTorch's default for convolutions). Off: exact float32.
   void set_allow_tf32(bool on);
   bool allow_tf32() const;
+  // Training graphs: a batch normalization's result (with its neuron) that only later layers'
+  // gradients read again is computed again before them rather than kept through the forward
+  // pass (less memory, one more pass each). On by default; off keeps every such result.
+  void set_recompute(bool on);
+  bool recompute() const;
   // Float16 training graphs: the loss scale the next step uses and the steps skipped so far
   // (after the work queued so far); 1 and 0 for graphs that do not scale.
   double loss_scale() const;

@@ -62,6 +62,9 @@ struct EncodeArgs {
   // An image of the result's shape the step adds before its fused neuron (Plan::joins): the
   // other addend of an addition whose step this one does too.
   const Image* addend = nullptr;
+  // Training graphs: this forward node's result computed again for the gradient pass
+  // (replays_result), from its batch state as the forward pass left it; nothing else changes.
+  bool replay = false;
 };
 
 class FilterNode : public std::enable_shared_from_this<FilterNode> {
@@ -187,6 +190,10 @@ class FilterNode : public std::enable_shared_from_this<FilterNode> {
   // Producers that add an image of their result's shape before their fused neuron
   // (EncodeArgs::addend): batch normalization + a residual addition (+ relu) in one pass.
   virtual bool accepts_addend() const { return false; }
+  // Training graphs: whether it can compute its result again, to the same values, from its
+  // sources and batch state without changing either (EncodeArgs::replay), so a result that only
+  // gradient steps read later is computed again before them instead of kept (Graph::recompute).
+  virtual bool replays_result() const { return false; }
   // Inference: a node whose parameters fold into those of the node producing its source 0
   // (batch normalization into a convolution); that node's step then computes both with the
   // parameters fold() writes, and takes a neuron after this node.

@@ -411,7 +411,7 @@ template <class T>
 void batch_norm_forward(cudaStream_t s, const T* x, const float* gamma, const float* beta, const float* mean,
                         const float* var, float* stats, float* partial, float epsilon, const T* addend,
                         const NeuronDescriptor& nd, T* y, int y_ld, int n, int c, int hw) {
-  if (stats) {
+  if (partial) {
     const int chunks = batch_norm_chunks(n, c, hw);
     partial_sums<T>(s, MomentTerms<T>{x, hw}, partial, n, c, hw, chunks);
     moments_kernel<<<c, kThreads, 0, s>>>(x, partial, chunks, c, hw, static_cast<double>(n) * hw, epsilon, gamma,

@@ -49,7 +49,7 @@ struct Graph::Impl {
   std::vector<ArrayDataSource*> array_sources;  // of the nodes, each once
   Structure structure;
   std::vector<ImageNodePtr> image_sources;
-  std::atomic<bool> check_numerics{false}, allow_tf32{false};
+  std::atomic<bool> check_numerics{false}, allow_tf32{false}, recompute{true};
   std::atomic<uint64_t> encodes{0};
   mutable std::mutex mutex;  // plans, latest shapes, weights
   std::map<std::vector<int>, std::shared_ptr<const Plan>> plans;
@@ -79,7 +79,8 @@ struct Graph::Impl {
   // Plans are keyed by image shapes and layout: label shapes follow the loss sources.
   std::shared_ptr<const Plan> plan_for(const std::vector<ImageShape>& images) {
     const Layout resolved = resolved_layout();
-    std::vector<int> key{static_cast<int>(resolved)};
+    const bool again = recompute;
+    std::vector<int> key{static_cast<int>(resolved), again};
     for (const auto& s : images) key.insert(key.end(), {s.c, s.h, s.w});
     std::lock_guard<std::mutex> lock(mutex);
     latest_shapes = images;
@@ -88,7 +89,7 @@ struct Graph::Impl {
       std::vector<ImageShape> shapes(structure.sources.size(), ImageShape{1, 1, 1});
       for (size_t i = 0; i < images.size(); ++i) shapes[structure.image_sources[i]] = images[i];
       try {
-        slot = std::make_shared<const Plan>(make_plan(structure, shapes, storage, resolved, device.type()));
+        slot = std::make_shared<const Plan>(make_plan(structure, shapes, storage, resolved, device.type(), again));
       } catch (...) {
         plans.erase(key);
         throw;
@@ -200,6 +201,8 @@ void Graph::set_check_numerics(bool on) { impl_->check_numerics = on; }
 bool Graph::check_numerics() const { return impl_->check_numerics; }
 void Graph::set_allow_tf32(bool on) { impl_->allow_tf32 = on; }
 bool Graph::allow_tf32() const { return impl_->allow_tf32; }
+void Graph::set_recompute(bool on) { impl_->recompute = on; }
+bool Graph::recompute() const { return impl_->recompute; }
 double Graph::loss_scale() const { return impl_->runner.loss_scale().first; }
 int64_t Graph::skipped_steps() const { return impl_->runner.loss_scale().second; }
 
@@ -400,6 +403,7 @@ MemoryPlan Graph::memory_plan(int batch) const {
       neuron = &steps[j].fused;
     }
     if (neuron->type != NeuronType::None) name += std::string("+") + neuron->name();
+    if (steps[k].replay) name += " (recomputed)";
     m.steps.push_back(name);
   }
   return m;

@@ -143,6 +143,53 @@ void place_channel_views(const Structure& s, Plan& p) {
     while (v.whole >= 0 && p.views[v.whole].whole >= 0) v = {p.views[v.whole].whole, v.channel + p.views[v.whole].channel};
 }
 
+// Training: a result that gradient steps read again, from a node that replays it (batch
+// normalization + relu before a convolution), is computed again just before the first of
+// them, into a new tensor those steps read: the forward result dies with its last forward
+// reader. Only where every forward reader comes first and the node's own gradient (which
+// keeps the source alive anyway, and may reuse its batch state) comes after.
+void add_replays(Structure& s) {
+  const int n = static_cast<int>(s.steps.size());
+  std::vector<std::vector<std::pair<int, size_t>>> readers(s.tensor_count());
+  for (int j = 0; j < n; ++j)
+    for (size_t k = 0; k < s.steps[j].inputs.size(); ++k)
+      if (s.steps[j].node->reads_values(k)) readers[s.steps[j].inputs[k]].emplace_back(j, k);
+  std::vector<bool> result(s.tensor_count(), false);
+  for (int t : s.results) result[s.root[t]] = true;
+  std::vector<std::vector<Step>> before(n + 1);  // replay steps to insert before step j
+  for (int i = 0; i < n; ++i) {
+    const Step& st = s.steps[i];
+    const int y = st.output;
+    if (st.node->is_gradient() || !st.node->replays_result() || !st.output_needed || result[y]) continue;
+    int first_gradient = n, last_forward = i, own = n;
+    for (const auto& [j, k] : readers[y]) {
+      if (s.steps[j].node->is_gradient()) first_gradient = std::min(first_gradient, j);
+      else last_forward = std::max(last_forward, j);
+    }
+    for (int j = i + 1; j < n && own == n; ++j)
+      if (s.steps[j].node->trains() == st.node) own = j;
+    if (first_gradient == n || first_gradient < last_forward || own < first_gradient || own == n) continue;
+    const int copy = static_cast<int>(s.tensor_count());
+    s.recomputed.push_back(y);
+    s.root.push_back(copy);
+    for (const auto& [j, k] : readers[y])
+      if (s.steps[j].node->is_gradient()) s.steps[j].inputs[k] = copy;
+    Step replay = st;
+    replay.output = copy;
+    replay.state = -1;
+    replay.trains_weights = false;
+    replay.replay = true;
+    before[first_gradient].push_back(replay);
+  }
+  if (s.recomputed.empty()) return;
+  std::vector<Step> steps;
+  for (int j = 0; j < n; ++j) {
+    steps.insert(steps.end(), before[j].begin(), before[j].end());
+    steps.push_back(s.steps[j]);
+  }
+  s.steps = std::move(steps);
+}
+
 }  // namespace
 
 Structure build_structure(const std::vector<ImageNodePtr>& results, const std::vector<ImageNodePtr>& roots,
@@ -312,6 +359,7 @@ Structure build_structure(const std::vector<ImageNodePtr>& results, const std::v
     kept.push_back(*it);
   }
   s.steps.assign(kept.rbegin(), kept.rend());
+  if (s.training) add_replays(s);
   return s;
 }
 
@@ -344,7 +392,7 @@ std::vector<ImageNodePtr> build_gradient_pass(const std::vector<std::shared_ptr<
 }
 
 Plan make_plan(const Structure& s, const std::vector<ImageShape>& source_shapes, DType storage, Layout layout,
-               DeviceType device) {
+               DeviceType device, bool recompute) {
   Plan p;
   p.storage = storage;
   p.layout = layout;
@@ -373,6 +421,12 @@ Plan make_plan(const Structure& s, const std::vector<ImageShape>& source_shapes,
   };
   for (int t : s.image_sources) lay_out(t);
   for (size_t i = 0; i < s.order.size(); ++i) lay_out(n_src + i);
+  for (size_t t = n_src + 2 * s.order.size(); t < s.tensor_count(); ++t) {  // recomputed results
+    const int of = s.recomputed_of(static_cast<int>(t));
+    p.shapes[t] = p.shapes[of];
+    p.dtypes[t] = p.dtypes[of];
+    p.layouts[t] = p.layouts[of];
+  }
   // Steps that pass their source through for these shapes alias it instead (tensor ids only
   // point back, so one pass in order resolves chains).
   const int n_steps = static_cast<int>(s.steps.size());
@@ -390,7 +444,10 @@ Plan make_plan(const Structure& s, const std::vector<ImageShape>& source_shapes,
     }
     p.converts[i] = last && !st.node->channels_last(device, ins);
     if (s.training && !st.node->is_gradient()) p.batch_state[i] = st.node->batch_state_size(ins);
-    if (st.state < 0 && st.node->passes_through(ins)) {
+    if (st.replay && !recompute) {  // the forward result is kept instead
+      p.passes[i] = true;
+      p.root[st.output] = p.root[s.recomputed_of(st.output)];
+    } else if (st.state < 0 && st.node->passes_through(ins)) {
       p.passes[i] = true;
       p.root[st.output] = p.root[st.inputs[0]];
     } else if (last && !p.converts[i]) {

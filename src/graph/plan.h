@@ -23,6 +23,9 @@ struct Step {
   // Inference: the batch normalization folded into this convolution (it computes with the
   // folded weights and biases, and any neuron after the normalization is `fused`).
   const FilterNode* folded = nullptr;
+  // Training: computes again, for the gradient steps after it, the result of this node's
+  // forward step (FilterNode::replays_result) into a tensor of Structure::recomputed.
+  bool replay = false;
 };
 
 struct LossBinding {
@@ -30,8 +33,8 @@ struct LossBinding {
   int labels, weights;  // source tensor ids
 };
 
-// Tensors 0..S-1 are the graph sources; tensor S+i is the result of order[i] and S+O+i its
-// training state (O nodes).
+// Tensors 0..S-1 are the graph sources; tensor S+i is the result of order[i], S+O+i its
+// training state (O nodes) and S+2O+r the r-th recomputed result.
 struct Structure {
   std::vector<ImageNodePtr> sources;   // every producer-less image node
   std::vector<int> image_sources;      // of those, the ones encode() takes as images
@@ -41,8 +44,15 @@ struct Structure {
   std::vector<int> results;                   // tensor ids
   std::vector<int> root;                      // tensor whose memory a tensor uses
   std::vector<Step> steps;
+  // Per recomputed result: the tensor a replay step computes again (what the gradient steps
+  // after it read instead, so it need not live through the forward pass's end).
+  std::vector<int> recomputed;
   bool training = false;  // holds gradient or loss nodes: forward nodes run in training mode
-  size_t tensor_count() const { return sources.size() + 2 * order.size(); }
+  size_t tensor_count() const { return sources.size() + 2 * order.size() + recomputed.size(); }
+  int recomputed_of(int t) const {  // the tensor that t computes again, else t
+    const int r = t - static_cast<int>(sources.size() + 2 * order.size());
+    return r >= 0 ? recomputed[r] : t;
+  }
   int state_of(size_t i) const { return static_cast<int>(sources.size() + order.size() + i); }
 };
 
@@ -98,7 +108,8 @@ struct Plan {
 
 // Infers every shape (errors name the node; label states take their loss source's shape)
 // and places intermediates, stored as `storage` in `layout` (NCHW or NHWC), in one arena.
+// Without `recompute` the replay steps run no kernel and their results are the ones kept.
 Plan make_plan(const Structure& s, const std::vector<ImageShape>& source_shapes, DType storage = DType::Float32,
-               Layout layout = Layout::NCHW, DeviceType device = DeviceType::CPU);
+               Layout layout = Layout::NCHW, DeviceType device = DeviceType::CPU, bool recompute = true);
 
 }  // namespace nngraph

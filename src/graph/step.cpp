@@ -262,6 +262,7 @@ std::vector<Image> StepRunner::run(const Plan& plan, Parameters& wm, const std::
     a.batch_state = batch == batch_states_.end() ? nullptr : batch->second.get();
     if (scale_state) a.loss_scale = &scale_state->scale;
     a.layout = plan.layout;
+    a.replay = st.replay;
     return a;
   };
   // A step whose node does not read NHWC images: NCHW copies in, its NCHW result permuted back.
@@ -305,7 +306,7 @@ std::vector<Image> StepRunner::run(const Plan& plan, Parameters& wm, const std::
   };
   auto commit = [&] {
     for (const Step& st : s.steps) {
-      if (st.node->is_gradient() || !batch_states_.count(st.node)) continue;
+      if (st.node->is_gradient() || st.replay || !batch_states_.count(st.node)) continue;
       st.node->encode_commit(args_of(st, inputs_of(st)));
     }
   };

@@ -52,7 +52,7 @@ void BatchNormalizationNode::encode(const EncodeArgs& a) const {
   if (a.training && !batch) fail("[", label(), "] a training step gave no batch state");
   dispatch<BatchNormalizationKernel>(a.backend, epsilon_, pixels(a, *a.sources[0]), Tensor::parameter(a.weights, 0),
                                      Tensor::parameter(a.weights, 1), Tensor::parameter(a.weights, 2),
-                                     Tensor::parameter(a.weights, 3), batch,
+                                     Tensor::parameter(a.weights, 3), batch, a.replay,
                                      a.addend ? pixels(a, *a.addend) : Tensor(), a.fused, pixels(a, a.result));
 }
 

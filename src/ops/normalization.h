@@ -14,11 +14,12 @@ constexpr size_t kBatchNormStatistics = 9;
 
 // y = gamma·(x − mean)/sqrt(var + eps) + beta per channel (+ addend, of y's shape and layout
 // where given), then neuron. With `batch` (training) mean and var are the batch's over N×H×W,
-// written into it; without, the running mean and variance.
+// written into it (`replay`: already there, y computed again as that pass computed it);
+// without, the running mean and variance.
 struct BatchNormalizationKernel
     : KernelOf<void(Backend&, float epsilon, const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                    const Tensor& mean, const Tensor& variance, const Tensor& batch, const Tensor& addend,
-                    const NeuronDescriptor&, const Tensor& y)> {
+                    const Tensor& mean, const Tensor& variance, const Tensor& batch, bool replay,
+                    const Tensor& addend, const NeuronDescriptor&, const Tensor& y)> {
   static constexpr const char* name = "batch_normalization";
 };
 // From the batch statistics: dbeta = Σdy, dgamma = Σdy·x̂ (into batch's sums where empty) and
@@ -67,6 +68,7 @@ class BatchNormalizationNode : public FilterNode {
   // A residual addition after it (its gradient reads x, not the sum, so nothing changes there).
   bool accepts_addend() const override { return true; }
   bool writes_channel_view() const override { return true; }
+  bool replays_result() const override { return true; }
   // Its gradient recomputes x·scale + shift from x, so any neuron folds in while training.
   bool recomputes_neuron_input() const override { return true; }
   // Reads channels-last images as rows of pixels (Tensor::pixels).

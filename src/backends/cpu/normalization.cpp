@@ -66,8 +66,8 @@ std::pair<T*, size_t> rows_of(const Tensor& t, const Layout& l) {
 }
 
 void batch_normalization(Backend& backend, float epsilon, const Tensor& xt, const Tensor& gamma, const Tensor& beta,
-                         const Tensor& mean, const Tensor& variance, const Tensor& batch, const Tensor& addend,
-                         const NeuronDescriptor& neuron, const Tensor& yt) {
+                         const Tensor& mean, const Tensor& variance, const Tensor& batch, bool replay,
+                         const Tensor& addend, const NeuronDescriptor& neuron, const Tensor& yt) {
   const Layout l(xt);
   const float* x = xt.data_as<const float>();
   const float* add = addend ? addend.data_as<const float>() : nullptr;
@@ -80,8 +80,8 @@ void batch_normalization(Backend& backend, float epsilon, const Tensor& xt, cons
   const double m = static_cast<double>(l.n) * l.hw;
   pool_of(backend).parallel_for(l.c, [&](size_t c0, size_t c1) {
     for (int c = static_cast<int>(c0); c < static_cast<int>(c1); ++c) {
-      float mu, var;
-      if (stats) {
+      float mu = stats ? stats[c] : mean.data_as<const float>()[c], var = 0;
+      if (stats && !replay) {
         double s = 0;
         for (int i = 0; i < l.n; ++i) s += lane_sum<1>(x + l.row(i, c), l.hw, 0.f);
         mu = static_cast<float>(s / m);
@@ -91,8 +91,7 @@ void batch_normalization(Backend& backend, float epsilon, const Tensor& xt, cons
         stats[c] = mu;
         stats[l.c + c] = 1.f / std::sqrt(var + epsilon);
         stats[2 * l.c + c] = var;
-      } else {
-        mu = mean.data_as<const float>()[c];
+      } else if (!stats) {
         var = variance.data_as<const float>()[c];
       }
       // The gradient recomputes x·scale + shift from the batch's inverse deviation: the same floats.

@@ -23,12 +23,12 @@ struct Planes {
 };
 
 void batch_normalization(Backend& backend, float epsilon, const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                         const Tensor& mean, const Tensor& variance, const Tensor& batch, const Tensor& addend,
-                         const NeuronDescriptor& neuron, const Tensor& y) {
+                         const Tensor& mean, const Tensor& variance, const Tensor& batch, bool replay,
+                         const Tensor& addend, const NeuronDescriptor& neuron, const Tensor& y) {
   CudaBackend& b = cuda_of(backend);
   auto lock = b.enter();
   const Planes p(x);
-  const auto partial = batch ? p.partial(b) : nullptr;
+  const auto partial = batch && !replay ? p.partial(b) : nullptr;  // none: the statistics are there
   cuda::with_storage(x.dtype(), [&](auto z) {
     using T = decltype(z);
     cuda::batch_norm_forward(b.stream(), x.data_as<const T>(), gamma.data_as<const float>(),
