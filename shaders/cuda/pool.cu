@@ -1,8 +1,9 @@
 // Pooling: one thread per output pixel forward (a block per output for the many taps of
 // global pooling); the gradient gathers, one thread per input pixel, from the windows that
-// cover it, writes each pixel's share where average windows tile the image, or scatters
-// from each output where windows are disjoint (no atomics, deterministic, same first-maximum
-// rule as the cpu backend). A folded neuron gradient multiplies by f'(x) in the same pass.
+// cover it (from their winners where max pooling kept them), writes each pixel's share where
+// average windows tile the image, or scatters from each output where windows are disjoint (no
+// atomics, deterministic, same first-maximum rule as the cpu backend). A folded neuron
+// gradient multiplies by f'(x) in the same pass.
 // Images lie NCHW or, with Last, NHWC: a thread's neighbours then take the neighbouring
 // channels, so reads and writes coalesce.
 #include <type_traits>
@@ -70,19 +71,36 @@ __device__ inline int window_argmax(const PoolGeometry& g, const T* x, int step,
   return best;
 }
 
-// NCHW: a thread per output pixel of a plane.
+// Pixel p of the window of output (oy, ox) as its tap ky·kw + kx (PoolingKernel's winners).
+__device__ inline uint8_t tap_of(const PoolGeometry& g, int p, int w, int oy, int ox) {
+  const int ky = (p / w - oy * g.sy + g.pad_top) / g.dil_y, kx = (p % w - ox * g.sx + g.pad_left) / g.dil_x;
+  return static_cast<uint8_t>(ky * g.kw + kx);
+}
+
+// Where output element e (of images of c·oh·ow values) keeps its winner.
+template <class I>
+__device__ inline uint8_t* winner_at(uint8_t* won, size_t won_image, I e, size_t per_image) {
+  const size_t at = static_cast<size_t>(e);
+  return won + at / per_image * won_image + at % per_image;
+}
+
+// NCHW: a thread per output pixel of a plane; max pooling's first maximum in scan order is
+// its winner.
 template <class T, class I>
 __global__ void pool_kernel(bool is_max, PoolGeometry g, const T* in, T* out, I total, int c, int h, int w, int oh,
-                            int ow) {
+                            int ow, uint8_t* won, size_t won_image) {
   NNGRAPH_GRID_LOOP_T(I, i, total) {
     const Site<I> o = site_of<false>(i, c, oh, ow);
     const T* x = in + plane_start<false>(o.plane, c, h * w);
     float acc = is_max ? -INFINITY : 0.f;
+    int best = -1;
     const int count = each_tap(g, o.y, o.x, h, w, [&](int p) {
       const float v = ld(x[p]);
+      if (is_max && (best < 0 || v > acc)) best = p;
       acc = is_max ? fmaxf(acc, v) : acc + v;
     });
     out[i] = st<T>(is_max ? acc : acc / static_cast<float>(count));
+    if (won) *winner_at(won, won_image, i, size_t(c) * oh * ow) = tap_of(g, best, w, o.y, o.x);
   }
 }
 
@@ -90,24 +108,33 @@ __global__ void pool_kernel(bool is_max, PoolGeometry g, const T* in, T* out, I 
 // whole packs, else 1), each tap one load of V values.
 template <int V, class T, class I>
 __global__ void pool_packs_kernel(bool is_max, PoolGeometry g, const T* in, T* out, I items, int c, int h, int w,
-                                  int oh, int ow) {
+                                  int oh, int ow, uint8_t* won, size_t won_image) {
   const int packs = c / V;
   NNGRAPH_GRID_LOOP_T(I, i, items) {
     const I pixel = i / packs;
     const int x = static_cast<int>(pixel % ow), y = static_cast<int>(pixel / ow % oh);
     const T* image = in + (pixel / (I(oh) * ow)) * (I(h) * w * c) + static_cast<int>(i % packs) * V;
     float acc[V];
+    int best[V];
 #pragma unroll
-    for (int k = 0; k < V; ++k) acc[k] = is_max ? -INFINITY : 0.f;
+    for (int k = 0; k < V; ++k) acc[k] = is_max ? -INFINITY : 0.f, best[k] = -1;
     const int count = each_tap(g, y, x, h, w, [&](int p) {
       float v[V];
       load_values<V>(image + I(p) * c, v);
 #pragma unroll
-      for (int k = 0; k < V; ++k) acc[k] = is_max ? fmaxf(acc[k], v[k]) : acc[k] + v[k];
+      for (int k = 0; k < V; ++k) {
+        if (is_max && (best[k] < 0 || v[k] > acc[k])) best[k] = p;
+        acc[k] = is_max ? fmaxf(acc[k], v[k]) : acc[k] + v[k];
+      }
     });
 #pragma unroll
     for (int k = 0; k < V; ++k) acc[k] = is_max ? acc[k] : acc[k] / static_cast<float>(count);
     store_values<V>(out + i * V, acc);
+    if (won) {
+      uint8_t* at = winner_at(won, won_image, i * V, size_t(c) * oh * ow);
+#pragma unroll
+      for (int k = 0; k < V; ++k) at[k] = tap_of(g, best[k], w, y, x);
+    }
   }
 }
 
@@ -153,8 +180,8 @@ __global__ void tile_pool_kernel(bool is_max, const T* in, T* out, int c, int h,
   }
 }
 
-// f(oy, ox) for each output whose window holds input pixel (iy, ix): tap k of output o lies at
-// o·s − pad + k·d.
+// f(oy, ox, tap) for each output whose window holds input pixel (iy, ix) as its tap ky·kw + kx:
+// tap k of output o lies at o·s − pad + k·d.
 template <class F>
 __device__ inline void each_covering_window(const PoolGeometry& g, int iy, int ix, int oh, int ow, F f) {
   for (int ky = 0; ky < g.kh; ++ky) {
@@ -163,8 +190,41 @@ __device__ inline void each_covering_window(const PoolGeometry& g, int iy, int i
     for (int kx = 0; kx < g.kw; ++kx) {
       const int tx = ix + g.pad_left - kx * g.dil_x, ox = tx / g.sx;
       if (tx < 0 || tx % g.sx || ox >= ow) continue;
-      f(oy, ox);
+      f(oy, ox, ky * g.kw + kx);
     }
+  }
+}
+
+// Max pooling from its winners: a thread per input pixel and pack of V channels (NHWC; 1
+// otherwise) adds the dy (⊙ f'(y), the winner's value, with a folded neuron gradient) of each
+// covering window whose winner it is. x is not read; a window's taps are not read again.
+template <int V, bool Last, class T, class I, class D>
+__global__ void winners_gradient_kernel(PoolGeometry g, const uint8_t* won, size_t won_image, const T* y, const T* dy,
+                                        T* dx, I items, int c, int h, int w, int oh, int ow, D derivative) {
+  const size_t per_image = size_t(c) * oh * ow;
+  NNGRAPH_GRID_LOOP_T(I, i, items) {
+    const I e = i * V;
+    const Site<I> at = site_of<Last>(e, c, h, w);
+    const I first = plane_start<Last>(at.plane, c, oh * ow);
+    float acc[V];
+#pragma unroll
+    for (int k = 0; k < V; ++k) acc[k] = 0.f;
+    each_covering_window(g, at.y, at.x, oh, ow, [&](int oy, int ox, int tap) {
+      const I o = first + I(oy * ow + ox) * pixel_step<Last>(c);
+      const uint8_t* wins = winner_at(const_cast<uint8_t*>(won), won_image, o, per_image);
+      float gv[V], yv[V];
+      load_values<V>(dy + o, gv);
+      if constexpr (!std::is_same_v<D, NoDerivative>) load_values<V>(y + o, yv);
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        if (wins[k] != tap) continue;
+        if constexpr (std::is_same_v<D, NoDerivative>)
+          acc[k] += gv[k];
+        else
+          acc[k] += gv[k] * derivative(yv[k]);
+      }
+    });
+    store_values<V>(dx + e, acc);
   }
 }
 
@@ -179,7 +239,7 @@ __global__ void pool_gradient_kernel(bool is_max, PoolGeometry g, const T* in, c
     const T* x = in + plane_start<Last>(at.plane, c, h * w);
     const T* gy = dy + plane_start<Last>(at.plane, c, oh * ow);
     float acc = 0.f;
-    each_covering_window(g, iy, ix, oh, ow, [&](int oy, int ox) {
+    each_covering_window(g, iy, ix, oh, ow, [&](int oy, int ox, int) {
       if (is_max) {
         if (window_argmax(g, x, step, oy, ox, h, w) == iy * w + ix) acc += ld(gy[(oy * ow + ox) * step]);
       } else {
@@ -209,7 +269,7 @@ __global__ void gather_gradient_packs_kernel(bool is_max, PoolGeometry g, const 
 #pragma unroll
     for (int k = 0; k < V; ++k) acc[k] = 0.f, mine[k] = 0.f;
     if (is_max || !std::is_same_v<D, NoDerivative>) load_values<V>(x + I(me) * c, mine);
-    each_covering_window(g, iy, ix, oh, ow, [&](int oy, int ox) {
+    each_covering_window(g, iy, ix, oh, ow, [&](int oy, int ox, int) {
       float gv[V];
       load_values<V>(gy + I(oy * ow + ox) * c, gv);
       if (is_max) {
@@ -315,7 +375,7 @@ __global__ void halve_gradient_kernel(bool is_max, const T* in, const T* dy, T* 
 
 template <class T>
 void pooling(cudaStream_t s, PoolingMode mode, const PoolGeometry& g, const T* in, T* out, int n, int c, int h, int w,
-             int oh, int ow, bool last) {
+             int oh, int ow, bool last, uint8_t* won, size_t won_image) {
   const size_t total = static_cast<size_t>(n) * c * oh * ow, inputs = static_cast<size_t>(n) * c * h * w;
   const bool is_max = mode == PoolingMode::Max;
   with_index_type(std::max(total, inputs), [&](auto i) {
@@ -323,12 +383,13 @@ void pooling(cudaStream_t s, PoolingMode mode, const PoolGeometry& g, const T* i
     auto packs = [&](auto v) {
       constexpr int V = decltype(v)::value;
       pool_packs_kernel<V><<<blocks_for(total / V), kThreads, 0, s>>>(is_max, g, in, out, I(total / V), c, h, w, oh,
-                                                                      ow);
+                                                                      ow, won, won_image);
     };
     const bool whole = c % kPack<T> == 0 && packed(in) && packed(out);
     if (!last) {
-      pool_kernel<<<blocks_for(total), kThreads, 0, s>>>(is_max, g, in, out, I(total), c, h, w, oh, ow);
-    } else if (g.tiles(h, w) && g.kh * g.kw >= 16) {
+      pool_kernel<<<blocks_for(total), kThreads, 0, s>>>(is_max, g, in, out, I(total), c, h, w, oh, ow, won,
+                                                          won_image);
+    } else if (g.tiles(h, w) && g.kh * g.kw >= 16 && !won) {
       const unsigned outputs = static_cast<unsigned>(static_cast<size_t>(n) * oh * ow);
       if (whole)
         tile_pool_kernel<kPack<T>><<<outputs, kThreads, 0, s>>>(is_max, in, out, c, h, w, g.kh, g.kw, oh, ow);
@@ -344,13 +405,29 @@ void pooling(cudaStream_t s, PoolingMode mode, const PoolGeometry& g, const T* i
 }
 
 template <class T>
-void pooling_gradient(cudaStream_t s, PoolingMode mode, const PoolGeometry& g, const T* in, const T* dy, T* dx, int n,
-                      int c, int h, int w, int oh, int ow, bool last, const NeuronDescriptor& nd) {
+void pooling_gradient(cudaStream_t s, PoolingMode mode, const PoolGeometry& g, const T* in, const T* dy,
+                      const uint8_t* won, size_t won_image, const T* y, T* dx, int n, int c, int h, int w, int oh,
+                      int ow, bool last, const NeuronDescriptor& nd) {
   const size_t inputs = static_cast<size_t>(n) * c * h * w, outputs = static_cast<size_t>(n) * c * oh * ow;
   const size_t largest = std::max(inputs, outputs);
   const bool is_max = mode == PoolingMode::Max;
   with_layout(last, [&](auto layout) {
     constexpr bool Last = decltype(layout)::value;
+    if (won) {
+      const bool whole = Last && c % kPack<T> == 0 && packed(dy) && packed(dx) && packed(y);  // 16-byte packs
+      with_derivative(nd, [&](auto derivative) {
+        with_index_type(largest, [&](auto i) {
+          using I = decltype(i);
+          if (whole)
+            winners_gradient_kernel<kPack<T>, Last><<<blocks_for(inputs / kPack<T>), kThreads, 0, s>>>(
+                g, won, won_image, y, dy, dx, I(inputs / kPack<T>), c, h, w, oh, ow, derivative);
+          else
+            winners_gradient_kernel<1, Last><<<blocks_for(inputs), kThreads, 0, s>>>(
+                g, won, won_image, y, dy, dx, I(inputs), c, h, w, oh, ow, derivative);
+        });
+      });
+      return;
+    }
     const bool whole = Last && c % kPack<T> == 0 && packed(in) && packed(dy) && packed(dx);  // 16-byte packs
     if (g.halves()) {
       if (h != 2 * oh || w != 2 * ow) cudaMemsetAsync(dx, 0, inputs * sizeof(T), s);
@@ -397,9 +474,9 @@ void pooling_gradient(cudaStream_t s, PoolingMode mode, const PoolGeometry& g, c
 
 #define INSTANTIATE(T)                                                                                             \
   template void pooling(cudaStream_t, PoolingMode, const PoolGeometry&, const T*, T*, int, int, int, int, int, int, \
-                        bool);                                                                                     \
-  template void pooling_gradient(cudaStream_t, PoolingMode, const PoolGeometry&, const T*, const T*, T*, int, int,  \
-                                 int, int, int, int, bool, const NeuronDescriptor&);
+                        bool, uint8_t*, size_t);                                                                   \
+  template void pooling_gradient(cudaStream_t, PoolingMode, const PoolGeometry&, const T*, const T*, const uint8_t*, \
+                                 size_t, const T*, T*, int, int, int, int, int, int, bool, const NeuronDescriptor&);
 NNGRAPH_STORAGE_TYPES(INSTANTIATE)
 #undef INSTANTIATE
 

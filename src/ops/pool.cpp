@@ -56,22 +56,43 @@ PoolGeometry PoolingNode::geometry(const ImageShape& in) const {
   return PoolGeometry{kh_, kw_, sy_, sx_, y.pad_before, x.pad_before, count_include_pad_, dil_y_, dil_x_};
 }
 
+bool PoolingNode::keeps_winners() const {
+  const bool disjoint = sy_ >= (kh_ - 1) * dil_y_ + 1 && sx_ >= (kw_ - 1) * dil_x_ + 1;  // each pixel read once
+  return mode_ == PoolingMode::Max && !global_ && !disjoint && kh_ * kw_ <= 256;
+}
+
+size_t PoolingNode::state_size(const std::vector<ImageShape>& sources) const {
+  if (!keeps_winners()) return 0;
+  const size_t bytes = infer(sources).count();
+  return (bytes + 15) / 16 * 4;  // whole 16-byte blocks: each image's winners aligned for packed loads
+}
+
 void PoolingNode::encode(const EncodeArgs& a) const {
+  const bool winners = a.training && a.state && !a.state->empty();
   dispatch<PoolingKernel>(a.backend, mode_, geometry(a.sources[0]->shape()), image_of(a, *a.sources[0]),
-                          image_of(a, a.result));
+                          image_of(a, a.result), winners ? Tensor(*a.state) : Tensor());
 }
 
 std::vector<FilterNodePtr> PoolingNode::make_gradients(const ImageNodePtr& dy) {
   return {std::make_shared<PoolingGradientNode>(dy, std::static_pointer_cast<PoolingNode>(shared_from_this()))};
 }
 
+namespace {
+std::vector<ImageNodePtr> gradient_sources(const ImageNodePtr& dy, PoolingNode& forward) {
+  if (!forward.keeps_winners()) return {dy, forward.sources()[0]};
+  return {dy, forward.sources()[0], forward.state_image(), forward.result_image()};
+}
+}  // namespace
+
 PoolingGradientNode::PoolingGradientNode(const ImageNodePtr& dy, std::shared_ptr<PoolingNode> forward)
-    : GradientNode({dy, forward->sources()[0]}, *forward, kKind), forward_(std::move(forward)) {}
+    : GradientNode(gradient_sources(dy, *forward), *forward, kKind), forward_(std::move(forward)) {}
 
 void PoolingGradientNode::encode(const EncodeArgs& a) const {
   const Image& x = *a.sources[1];
+  const bool winners = a.sources.size() > 2;
   dispatch<PoolingGradientKernel>(a.backend, forward_->mode(), forward_->geometry(x.shape()), image_of(a, x),
-                                  image_of(a, *a.sources[0]), image_of(a, a.result), a.fused);
+                                  image_of(a, *a.sources[0]), winners ? Tensor(*a.sources[2]) : Tensor(),
+                                  winners ? image_of(a, *a.sources[3]) : Tensor(), image_of(a, a.result), a.fused);
 }
 
 }  // namespace nngraph

@@ -27,14 +27,22 @@ struct PoolGeometry {
   }
 };
 
+// Max pooling's winners (a training state): per output value, in y's order, one byte holding
+// the tap ky·kw + kx of its window's first maximum (scan order); each image's bytes start
+// `winners.shape().count()` floats after the one before.
 // x's layout is the kernel's: a channels-last y of one pixel per image is the same memory.
-struct PoolingKernel : KernelOf<void(Backend&, PoolingMode, const PoolGeometry&, const Tensor& x, const Tensor& y)> {
+// Max pooling writes the winners where given.
+struct PoolingKernel : KernelOf<void(Backend&, PoolingMode, const PoolGeometry&, const Tensor& x, const Tensor& y,
+                                     const Tensor& winners)> {
   static constexpr const char* name = "pooling";
 };
 // Max routes each dy to the first maximum of its window in x; average spreads it evenly.
 // Then dx ⊙ neuron'(x) when `neuron` is set: x is that neuron's output (a folded neuron gradient).
-struct PoolingGradientKernel : KernelOf<void(Backend&, PoolingMode, const PoolGeometry&, const Tensor& x,
-                                             const Tensor& dy, const Tensor& dx, const NeuronDescriptor& neuron)> {
+// With winners (max pooling) x's values are not read: each dy goes to its window's winner,
+// times neuron'(y), the winner's value.
+struct PoolingGradientKernel
+    : KernelOf<void(Backend&, PoolingMode, const PoolGeometry&, const Tensor& x, const Tensor& dy,
+                    const Tensor& winners, const Tensor& y, const Tensor& dx, const NeuronDescriptor& neuron)> {
   static constexpr const char* name = "pooling_gradient";
 };
 
@@ -54,6 +62,10 @@ class PoolingNode : public FilterNode {
   bool channels_last(DeviceType device, const std::vector<ImageShape>&) const override {
     return reads_channels_last<PoolingKernel>(device);
   }
+  // Training: overlapping max windows keep their winners for the gradient, which then reads
+  // neither this node's source nor its windows again.
+  size_t state_size(const std::vector<ImageShape>& sources) const override;
+  bool keeps_winners() const;
   PoolingMode mode() const { return mode_; }
   PoolGeometry geometry(const ImageShape& in) const;
 
@@ -69,7 +81,8 @@ class PoolingNode : public FilterNode {
   bool count_include_pad_ = false;
 };
 
-// Sources: dY, X. Takes a following neuron gradient into its pass (relu before max pooling).
+// Sources: dY, X, and where the forward node keeps winners its state and Y (X then for its
+// shape only). Takes a following neuron gradient into its pass (relu before max pooling).
 class PoolingGradientNode : public GradientNode {
  public:
   static constexpr const char* kKind = "pooling_gradient";
@@ -77,6 +90,7 @@ class PoolingGradientNode : public GradientNode {
   ImageShape infer(const std::vector<ImageShape>& sources) const override { return sources[1]; }
   void encode(const EncodeArgs& args) const override;
   bool accepts_fused_neuron_gradient() const override { return true; }
+  bool reads_values(size_t source) const override { return source != 1 || !forward_->keeps_winners(); }
   bool channels_last(DeviceType device, const std::vector<ImageShape>&) const override {
     return reads_channels_last<PoolingGradientKernel>(device);
   }

@@ -391,15 +391,34 @@ TEST_F(CudaVsCpu, PoolingNeuronSoftmaxDropoutAndChannels) {
                                  PoolGeometry{3, 2, 1, 2, 1, 0, true}}) {
       const int oh = (h + 2 * g.pad_top - g.kh) / g.sy + 1, ow = (w + 2 * g.pad_left - g.kw) / g.sx + 1;
       auto [yc, yg] = empty(n, {c, oh, ow});
-      dispatch<PoolingKernel>(cpu(), mode, g, xc, yc);
-      dispatch<PoolingKernel>(gpu(), mode, g, xg, yg);
+      dispatch<PoolingKernel>(cpu(), mode, g, xc, yc, Tensor());
+      dispatch<PoolingKernel>(gpu(), mode, g, xg, yg, Tensor());
       near(host(yc), host(yg));
+      // Max pooling's winners: the same bytes on each device.
+      const bool max = mode == PoolingMode::Max;
+      const int bytes = c * oh * ow, floats = (bytes + 15) / 16 * 4;
+      auto [wc, wg] = empty(n, {floats, 1, 1});
+      if (max) {
+        dispatch<PoolingKernel>(cpu(), mode, g, xc, yc, Tensor(wc));
+        dispatch<PoolingKernel>(gpu(), mode, g, xg, yg, Tensor(wg));
+        const auto on_cpu = host(wc), on_gpu = host(wg);
+        for (int i = 0; i < n; ++i)
+          EXPECT_EQ(std::memcmp(on_cpu.data() + i * floats, on_gpu.data() + i * floats, bytes), 0);
+      }
       auto [dyc, dyg] = pair(n, {c, oh, ow}, random(yc.descriptor().count()));
       for (auto t : {NeuronType::None, NeuronType::Sigmoid}) {  // with a folded neuron gradient
+        const auto nd = NeuronDescriptor::make(t);
         auto [dxc, dxg] = empty(n, {c, h, w});
-        dispatch<PoolingGradientKernel>(cpu(), mode, g, xc, dyc, dxc, NeuronDescriptor::make(t));
-        dispatch<PoolingGradientKernel>(gpu(), mode, g, xg, dyg, dxg, NeuronDescriptor::make(t));
+        dispatch<PoolingGradientKernel>(cpu(), mode, g, xc, dyc, Tensor(), Tensor(), dxc, nd);
+        dispatch<PoolingGradientKernel>(gpu(), mode, g, xg, dyg, Tensor(), Tensor(), dxg, nd);
         near(host(dxc), host(dxg));
+        if (!max) continue;
+        // From the winners (x not read; f' of y, the winner's value): as from x.
+        auto [ec, eg] = empty(n, {c, h, w});
+        dispatch<PoolingGradientKernel>(cpu(), mode, g, xc, dyc, Tensor(wc), Tensor(yc), ec, nd);
+        dispatch<PoolingGradientKernel>(gpu(), mode, g, xg, dyg, Tensor(wg), Tensor(yg), eg, nd);
+        near(host(ec), host(dxc));
+        near(host(eg), host(dxc));
       }
     }
   for (auto t : {NeuronType::ReLU, NeuronType::Sigmoid, NeuronType::ELU, NeuronType::SoftPlus, NeuronType::Absolute}) {

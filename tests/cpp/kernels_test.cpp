@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdint>
 #include <cmath>
 #include <thread>
 #include <vector>
@@ -120,26 +121,33 @@ TEST(PoolingKernel, MaxAndAverageWithPadding) {
   Image in = image_of(n, {c, h, w}, x);
   const PoolGeometry g{3, 3, 2, 2, 1, 1, false};
   const int ho = 3, wo = 3;
+  // Max pooling's winners: a byte per output, each image's 16-byte blocks apart.
+  const int image_floats = (c * ho * wo + 15) / 16 * 4;
+  Image winners = Image::allocate({n, {image_floats, 1, 1}, DType::Float32}, Device());
   for (auto mode : {PoolingMode::Max, PoolingMode::Average}) {
     Image out = Image::allocate({n, {c, ho, wo}, DType::Float32}, Device());
-    dispatch<PoolingKernel>(cpu_backend(), mode, g, in, out);
+    const bool max = mode == PoolingMode::Max;
+    dispatch<PoolingKernel>(cpu_backend(), mode, g, in, out, max ? Tensor(winners) : Tensor());
     const auto got = host(out);
+    const auto* won = static_cast<const uint8_t*>(winners.data());
     for (int p = 0; p < n * c; ++p)
       for (int oy = 0; oy < ho; ++oy)
         for (int ox = 0; ox < wo; ++ox) {
           double best = -1e30, sum = 0;
-          int count = 0;
+          int count = 0, tap = -1;
           for (int i = 0; i < 3; ++i)
             for (int j = 0; j < 3; ++j) {
               const int iy = oy * 2 - 1 + i, ix = ox * 2 - 1 + j;
               if (iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
               const float v = x[(static_cast<size_t>(p) * h + iy) * w + ix];
+              if (v > best) tap = i * 3 + j;  // the first maximum in scan order
               best = std::max(best, static_cast<double>(v));
               sum += v;
               ++count;
             }
-          const double want = mode == PoolingMode::Max ? best : sum / count;
+          const double want = max ? best : sum / count;
           ASSERT_NEAR(got[(static_cast<size_t>(p) * ho + oy) * wo + ox], want, 1e-6);
+          if (max) EXPECT_EQ(won[p / c * image_floats * 4 + (p % c * ho + oy) * wo + ox], tap);
         }
   }
 }

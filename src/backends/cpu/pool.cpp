@@ -1,5 +1,7 @@
 #include <algorithm>
+#include <cstdint>
 #include <limits>
+#include <vector>
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/geometry.h"
@@ -65,6 +67,15 @@ struct Window {
   }
 };
 
+// A pixel index of the window of (oy, ox) as its tap ky·kw + kx, and back.
+int tap_of(const PoolGeometry& g, int p, int w, int oy, int ox) {
+  const int ky = (p / w - oy * g.sy + g.pad_top) / g.dil_y, kx = (p % w - ox * g.sx + g.pad_left) / g.dil_x;
+  return ky * g.kw + kx;
+}
+int pixel_of(const PoolGeometry& g, int tap, int w, int oy, int ox) {
+  return (oy * g.sy - g.pad_top + tap / g.kw * g.dil_y) * w + ox * g.sx - g.pad_left + tap % g.kw * g.dil_x;
+}
+
 // Any window: zero, then each dy to its window's first maximum (the forward scan order) or
 // spread evenly.
 void scatter_gradient(bool max, const PoolGeometry& g, const ImageShape& is, const ImageShape& os, const float* x,
@@ -87,15 +98,17 @@ void scatter_gradient(bool max, const PoolGeometry& g, const ImageShape& is, con
     }
 }
 
-void pooling(Backend& backend, PoolingMode mode, const PoolGeometry& g, const Tensor& in,
-                         const Tensor& out) {
+void pooling(Backend& backend, PoolingMode mode, const PoolGeometry& g, const Tensor& in, const Tensor& out,
+             const Tensor& winners) {
   const auto& is = in.shape();
   const auto& os = out.shape();
   const float* src = in.data_as<float>();
   float* dst = out.data_as<float>();
   const bool max = mode == PoolingMode::Max;
   const size_t planes = static_cast<size_t>(in.batch()) * is.c;
-  if (g.halves()) {
+  auto* won = static_cast<uint8_t*>(winners.data());
+  const size_t won_image = winners.shape().count() * sizeof(float), plane = static_cast<size_t>(os.h) * os.w;
+  if (g.halves() && !won) {
     pool_of(backend).parallel_for(planes, [&](size_t b, size_t e) {
       for (size_t pl = b; pl < e; ++pl) halve(max, src + pl * is.h * is.w, is.w, dst + pl * os.h * os.w, os.h, os.w);
     });
@@ -104,29 +117,57 @@ void pooling(Backend& backend, PoolingMode mode, const PoolGeometry& g, const Te
   pool_of(backend).parallel_for(planes, [&](size_t b, size_t e) {
     for (size_t pl = b; pl < e; ++pl) {
       const float* x = src + pl * is.h * is.w;
-      float* y = dst + pl * os.h * os.w;
+      float* y = dst + pl * plane;
+      uint8_t* wins = won ? won + pl / is.c * won_image + pl % is.c * plane : nullptr;
       for (int oy = 0; oy < os.h; ++oy)
         for (int ox = 0; ox < os.w; ++ox) {
           const Window win(g, is, oy, ox);
           float acc = max ? -std::numeric_limits<float>::infinity() : 0.f;
-          win.each(g, is.w, [&](int p) { acc = max ? std::max(acc, x[p]) : acc + x[p]; });
+          int best = -1;  // the first maximum in scan order
+          win.each(g, is.w, [&](int p) {
+            if (max && (best < 0 || x[p] > acc)) best = p;
+            acc = max ? std::max(acc, x[p]) : acc + x[p];
+          });
           y[oy * os.w + ox] = max ? acc : acc / static_cast<float>(win.count(g));
+          if (wins) wins[oy * os.w + ox] = static_cast<uint8_t>(tap_of(g, best, is.w, oy, ox));
         }
     }
   });
 }
 
+// Each dy (times neuron'(y), the winner's value, where a neuron is given) to its window's winner.
+void winners_gradient(const PoolGeometry& g, const ImageShape& is, const ImageShape& os, const uint8_t* wins,
+                      const float* y, const float* gy, const NeuronDescriptor& neuron, float* gx) {
+  const size_t plane = static_cast<size_t>(os.h) * os.w;
+  std::vector<float> through(neuron.type != NeuronType::None ? plane : 0);
+  if (!through.empty()) {
+    neuron_derivative(gy, y, through.data(), plane, neuron);
+    gy = through.data();
+  }
+  std::fill_n(gx, static_cast<size_t>(is.h) * is.w, 0.f);
+  for (int oy = 0; oy < os.h; ++oy)
+    for (int ox = 0; ox < os.w; ++ox) gx[pixel_of(g, wins[oy * os.w + ox], is.w, oy, ox)] += gy[oy * os.w + ox];
+}
+
 void pooling_gradient(Backend& backend, PoolingMode mode, const PoolGeometry& g, const Tensor& in, const Tensor& dy,
-                                  const Tensor& dx, const NeuronDescriptor& neuron) {
+                      const Tensor& winners, const Tensor& out, const Tensor& dx, const NeuronDescriptor& neuron) {
   const auto& is = in.shape();
   const auto& os = dy.shape();
-  const float* src = in.data_as<float>();
+  const auto* won = static_cast<const uint8_t*>(winners.data());
+  const float* src = won ? nullptr : in.data_as<float>();  // with winners x is not read (it may be gone)
   const float* grad = dy.data_as<float>();
+  const float* y = won ? out.data_as<float>() : nullptr;
   float* dst = dx.data_as<float>();
   const bool max = mode == PoolingMode::Max, halving = g.halves();
   const size_t planes = static_cast<size_t>(in.batch()) * is.c, area = static_cast<size_t>(is.h) * is.w;
+  const size_t won_image = winners.shape().count() * sizeof(float), plane = static_cast<size_t>(os.h) * os.w;
   pool_of(backend).parallel_for(planes, [&](size_t b, size_t e) {
     for (size_t pl = b; pl < e; ++pl) {
+      if (won) {
+        winners_gradient(g, is, os, won + pl / is.c * won_image + pl % is.c * plane, y + pl * plane,
+                         grad + pl * plane, neuron, dst + pl * area);
+        continue;
+      }
       const float* x = src + pl * area;
       const float* gy = grad + pl * os.h * os.w;
       float* gx = dst + pl * area;

@@ -7,27 +7,32 @@ namespace nngraph {
 namespace {
 
 // The source's layout is the pass's: a result of one pixel per image is the same memory in either.
-void pooling(Backend& backend, PoolingMode mode, const PoolGeometry& g, const Tensor& in, const Tensor& out) {
+size_t winner_image(const Tensor& winners) { return winners.shape().count() * sizeof(float); }
+
+void pooling(Backend& backend, PoolingMode mode, const PoolGeometry& g, const Tensor& in, const Tensor& out,
+             const Tensor& winners) {
   CudaBackend& b = cuda_of(backend);
   auto lock = b.enter();
   const auto& is = in.shape();
   cuda::with_storage(in.dtype(), [&](auto z) {
     using T = decltype(z);
     cuda::pooling(b.stream(), mode, g, in.dense_as<const T>(), out.dense_as<T>(), in.batch(), is.c, is.h, is.w,
-                  out.shape().h, out.shape().w, in.layout() == Layout::NHWC);
+                  out.shape().h, out.shape().w, in.layout() == Layout::NHWC, static_cast<uint8_t*>(winners.data()),
+                  winner_image(winners));
   });
 }
 
 void pooling_gradient(Backend& backend, PoolingMode mode, const PoolGeometry& g, const Tensor& x, const Tensor& dy,
-                      const Tensor& dx, const NeuronDescriptor& neuron) {
+                      const Tensor& winners, const Tensor& y, const Tensor& dx, const NeuronDescriptor& neuron) {
   CudaBackend& b = cuda_of(backend);
   auto lock = b.enter();
   const auto& is = x.shape();
   cuda::with_storage(x.dtype(), [&](auto z) {
     using T = decltype(z);
-    cuda::pooling_gradient(b.stream(), mode, g, x.dense_as<const T>(), dy.dense_as<const T>(), dx.dense_as<T>(),
-                           x.batch(), is.c, is.h, is.w, dy.shape().h, dy.shape().w, x.layout() == Layout::NHWC,
-                           neuron);
+    cuda::pooling_gradient(b.stream(), mode, g, x.dense_as<const T>(), dy.dense_as<const T>(),
+                           static_cast<const uint8_t*>(winners.data()), winner_image(winners), y.dense_as<const T>(),
+                           dx.dense_as<T>(), x.batch(), is.c, is.h, is.w, dy.shape().h, dy.shape().w,
+                           x.layout() == Layout::NHWC, neuron);
   });
 }
 
