@@ -143,43 +143,71 @@ void place_channel_views(const Structure& s, Plan& p) {
     while (v.whole >= 0 && p.views[v.whole].whole >= 0) v = {p.views[v.whole].whole, v.channel + p.views[v.whole].channel};
 }
 
-// Training: a result that gradient steps read again, from a node that replays it (batch
-// normalization + relu before a convolution), is computed again just before the first of
-// them, into a new tensor those steps read: the forward result dies with its last forward
-// reader. Only where every forward reader comes first and the node's own gradient (which
-// keeps the source alive anyway, and may reuse its batch state) comes after.
+// Training: a result that the gradient pass reads again, from a node that replays it (batch
+// normalization + relu before a convolution), is computed again just before its first reader
+// there, into a new tensor those readers read: the forward result dies with its last forward
+// reader. Only where the node's own gradient (which keeps the source alive anyway) comes
+// after. A residual sum (+ relu) of such a node's result and an image the gradient pass keeps
+// anyway (the block before's output) is computed again by that node with the other addend
+// (Step::addend), where the plan joins the two; never two sums in a row, so the addend is there.
 void add_replays(Structure& s) {
   const int n = static_cast<int>(s.steps.size());
   std::vector<std::vector<std::pair<int, size_t>>> readers(s.tensor_count());
-  for (int j = 0; j < n; ++j)
+  std::vector<int> producer(s.tensor_count(), -1);
+  int backward = n;  // the first step of the gradient pass
+  for (int j = 0; j < n; ++j) {
+    producer[s.steps[j].output] = j;
+    if (s.steps[j].node->is_gradient()) backward = std::min(backward, j);
     for (size_t k = 0; k < s.steps[j].inputs.size(); ++k)
       if (s.steps[j].node->reads_values(k)) readers[s.steps[j].inputs[k]].emplace_back(j, k);
-  std::vector<bool> result(s.tensor_count(), false);
+  }
+  std::vector<bool> result(s.tensor_count(), false), recomputed(s.tensor_count(), false);
   for (int t : s.results) result[s.root[t]] = true;
+  auto read_after = [&](int t, int from) {
+    int first = n;
+    for (const auto& [j, k] : readers[t])
+      if (j >= from) first = std::min(first, j);
+    return first;
+  };
   std::vector<std::vector<Step>> before(n + 1);  // replay steps to insert before step j
-  for (int i = 0; i < n; ++i) {
+  for (int i = 0; i < backward; ++i) {
     const Step& st = s.steps[i];
     const int y = st.output;
-    if (st.node->is_gradient() || !st.node->replays_result() || !st.output_needed || result[y]) continue;
-    int first_gradient = n, last_forward = i, own = n;
-    for (const auto& [j, k] : readers[y]) {
-      if (s.steps[j].node->is_gradient()) first_gradient = std::min(first_gradient, j);
-      else last_forward = std::max(last_forward, j);
+    if (!st.output_needed || result[y]) continue;
+    Step replay = st;  // the step that computes y again
+    if (st.node->sums_sources() && st.inputs.size() == 2 && st.state < 0) {
+      int b = -1;
+      for (int k = 1; k >= 0 && b < 0; --k) {  // the later addend's normalization, as the plan joins
+        const int q = producer[st.inputs[k]], other = st.inputs[1 - k];
+        if (q < 0 || !s.steps[q].node->replays_result() || !s.steps[q].node->accepts_addend() ||
+            s.steps[q].fused.type != NeuronType::None || readers[st.inputs[k]].size() != 1 || recomputed[other] ||
+            read_after(other, backward) == n || producer[other] > q)
+          continue;
+        b = q;
+        replay = s.steps[q];
+        replay.fused = st.fused;
+        replay.addend = other;
+      }
+      if (b < 0) continue;
+    } else if (!st.node->replays_result()) {
+      continue;
     }
-    for (int j = i + 1; j < n && own == n; ++j)
-      if (s.steps[j].node->trains() == st.node) own = j;
-    if (first_gradient == n || first_gradient < last_forward || own < first_gradient || own == n) continue;
+    const int first = read_after(y, backward);
+    int own = n;
+    for (int j = backward; j < n && own == n; ++j)
+      if (s.steps[j].node->trains() == replay.node) own = j;
+    if (first == n || own == n || own < first) continue;
     const int copy = static_cast<int>(s.tensor_count());
     s.recomputed.push_back(y);
     s.root.push_back(copy);
+    recomputed[y] = true;
     for (const auto& [j, k] : readers[y])
-      if (s.steps[j].node->is_gradient()) s.steps[j].inputs[k] = copy;
-    Step replay = st;
+      if (j >= backward) s.steps[j].inputs[k] = copy;
     replay.output = copy;
     replay.state = -1;
     replay.trains_weights = false;
     replay.replay = true;
-    before[first_gradient].push_back(replay);
+    before[first].push_back(replay);
   }
   if (s.recomputed.empty()) return;
   std::vector<Step> steps;
@@ -456,6 +484,19 @@ Plan make_plan(const Structure& s, const std::vector<ImageShape>& source_shapes,
   }
   for (size_t t = 0; t < p.root.size(); ++t) p.root[t] = p.root[p.root[t]];
   join_additions(s, p);
+  // A sum computed again by the normalization it joins: where this plan joins no such pair,
+  // the sum is kept instead.
+  for (int i = 0; i < n_steps; ++i) {
+    const Step& st = s.steps[i];
+    if (!st.replay || st.addend < 0 || p.passes[i]) continue;
+    const int sum = s.recomputed_of(st.output);
+    bool joined = false;
+    for (int j = 0; j < n_steps; ++j)
+      joined = joined || (!s.steps[j].replay && s.steps[j].node == st.node && p.root[s.steps[j].output] == p.root[sum]);
+    if (joined) continue;
+    p.passes[i] = true;
+    p.root[st.output] = p.root[sum];
+  }
   place_channel_views(s, p);
   // Liveness of each arena tensor in step indices: [def, last use]; results live to the end.
   // A view's reads and writes count for the tensor that holds its memory.
@@ -474,6 +515,7 @@ Plan make_plan(const Structure& s, const std::vector<ImageShape>& source_shapes,
     for (size_t k = 0; k < s.steps[i].inputs.size() && !p.passes[i]; ++k)
       if (s.steps[i].node->reads_values(k)) use(s.steps[i].inputs[k], i);
     if (p.joins[i].addend >= 0) use(p.joins[i].addend, i);
+    if (s.steps[i].addend >= 0 && !p.passes[i]) use(s.steps[i].addend, i);
   }
   for (int t : s.results) use(t, n_steps);
   for (int t : s.image_sources)  // cast or permuted in before the first step
