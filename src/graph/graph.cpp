@@ -402,9 +402,6 @@ MemoryPlan Graph::memory_plan(int batch) const {
       name += "+" + steps[j].node->label();
       neuron = &steps[j].fused;
     }
-    for (const Step& sum : steps)  // the residual sum a replay computes again
-      if (steps[k].addend >= 0 && !sum.replay && sum.output == impl_->structure.recomputed_of(steps[k].output))
-        name += "+" + sum.node->label();
     if (neuron->type != NeuronType::None) name += std::string("+") + neuron->name();
     if (steps[k].replay) name += " (recomputed)";
     m.steps.push_back(name);

@@ -148,8 +148,8 @@ void place_channel_views(const Structure& s, Plan& p) {
 // there, into a new tensor those readers read: the forward result dies with its last forward
 // reader. Only where the node's own gradient (which keeps the source alive anyway) comes
 // after. A residual sum (+ relu) of such a node's result and an image the gradient pass keeps
-// anyway (the block before's output) is computed again by that node with the other addend
-// (Step::addend), where the plan joins the two; never two sums in a row, so the addend is there.
+// anyway (the block before's output) is computed again by that node, joined to the addition
+// as its forward step is (make_plan); never two sums in a row, so the addend is there.
 void add_replays(Structure& s) {
   const int n = static_cast<int>(s.steps.size());
   std::vector<std::vector<std::pair<int, size_t>>> readers(s.tensor_count());
@@ -185,8 +185,6 @@ void add_replays(Structure& s) {
           continue;
         b = q;
         replay = s.steps[q];
-        replay.fused = st.fused;
-        replay.addend = other;
       }
       if (b < 0) continue;
     } else if (!st.node->replays_result()) {
@@ -484,18 +482,21 @@ Plan make_plan(const Structure& s, const std::vector<ImageShape>& source_shapes,
   }
   for (size_t t = 0; t < p.root.size(); ++t) p.root[t] = p.root[p.root[t]];
   join_additions(s, p);
-  // A sum computed again by the normalization it joins: where this plan joins no such pair,
-  // the sum is kept instead.
+  // A replay of a residual sum takes its node's forward join; where this plan joins no such
+  // pair, the sum is kept instead.
   for (int i = 0; i < n_steps; ++i) {
     const Step& st = s.steps[i];
-    if (!st.replay || st.addend < 0 || p.passes[i]) continue;
-    const int sum = s.recomputed_of(st.output);
-    bool joined = false;
-    for (int j = 0; j < n_steps; ++j)
-      joined = joined || (!s.steps[j].replay && s.steps[j].node == st.node && p.root[s.steps[j].output] == p.root[sum]);
-    if (joined) continue;
-    p.passes[i] = true;
-    p.root[st.output] = p.root[sum];
+    if (!st.replay || p.passes[i]) continue;
+    const int again = s.recomputed_of(st.output);
+    int b = 0;
+    while (s.steps[b].replay || s.steps[b].node != st.node) ++b;  // the forward step
+    if (s.steps[b].output == again) continue;
+    if (const int j = p.joins[b].step; j >= 0 && s.steps[j].output == again) {
+      p.joins[i] = p.joins[b];
+    } else {
+      p.passes[i] = true;
+      p.root[st.output] = p.root[again];
+    }
   }
   place_channel_views(s, p);
   // Liveness of each arena tensor in step indices: [def, last use]; results live to the end.
@@ -515,7 +516,6 @@ Plan make_plan(const Structure& s, const std::vector<ImageShape>& source_shapes,
     for (size_t k = 0; k < s.steps[i].inputs.size() && !p.passes[i]; ++k)
       if (s.steps[i].node->reads_values(k)) use(s.steps[i].inputs[k], i);
     if (p.joins[i].addend >= 0) use(p.joins[i].addend, i);
-    if (s.steps[i].addend >= 0 && !p.passes[i]) use(s.steps[i].addend, i);
   }
   for (int t : s.results) use(t, n_steps);
   for (int t : s.image_sources)  // cast or permuted in before the first step

@@ -24,10 +24,9 @@ struct Step {
   // folded weights and biases, and any neuron after the normalization is `fused`).
   const FilterNode* folded = nullptr;
   // Training: computes again, for the gradient steps after it, the result of this node's
-  // forward step (FilterNode::replays_result) into a tensor of Structure::recomputed; with
-  // `addend` (EncodeArgs::addend) the residual sum that step computes where the plan joins them.
+  // forward step (FilterNode::replays_result) into a tensor of Structure::recomputed, or the
+  // residual sum that step computes where the plan joins them (taking the same Plan::joins).
   bool replay = false;
-  int addend = -1;
 };
 
 struct LossBinding {

@@ -296,7 +296,6 @@ std::vector<Image> StepRunner::run(const Plan& plan, Parameters& wm, const std::
             a.addend = &t[join.addend];
             a.fused = s.steps[join.step].fused;
           }
-          if (s.steps[k].addend >= 0) a.addend = &t[s.steps[k].addend];
           s.steps[k].node->encode(a);
         }
       } catch (const KernelRefusal& e) {  // a kernel without this dtype or layout: name the node
