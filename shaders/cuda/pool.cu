@@ -71,12 +71,6 @@ __device__ inline int window_argmax(const PoolGeometry& g, const T* x, int step,
   return best;
 }
 
-// Pixel p of the window of output (oy, ox) as its tap ky·kw + kx (PoolingKernel's winners).
-__device__ inline uint8_t tap_of(const PoolGeometry& g, int p, int w, int oy, int ox) {
-  const int ky = (p / w - oy * g.sy + g.pad_top) / g.dil_y, kx = (p % w - ox * g.sx + g.pad_left) / g.dil_x;
-  return static_cast<uint8_t>(ky * g.kw + kx);
-}
-
 // Where output element e (of images of c·oh·ow values) keeps its winner.
 template <class I>
 __device__ inline uint8_t* winner_at(uint8_t* won, size_t won_image, I e, size_t per_image) {
@@ -100,7 +94,7 @@ __global__ void pool_kernel(bool is_max, PoolGeometry g, const T* in, T* out, I 
       acc = is_max ? fmaxf(acc, v) : acc + v;
     });
     out[i] = st<T>(is_max ? acc : acc / static_cast<float>(count));
-    if (won) *winner_at(won, won_image, i, size_t(c) * oh * ow) = tap_of(g, best, w, o.y, o.x);
+    if (won) *winner_at(won, won_image, i, size_t(c) * oh * ow) = static_cast<uint8_t>(g.tap(best, w, o.y, o.x));
   }
 }
 
@@ -133,7 +127,7 @@ __global__ void pool_packs_kernel(bool is_max, PoolGeometry g, const T* in, T* o
     if (won) {
       uint8_t* at = winner_at(won, won_image, i * V, size_t(c) * oh * ow);
 #pragma unroll
-      for (int k = 0; k < V; ++k) at[k] = tap_of(g, best[k], w, y, x);
+      for (int k = 0; k < V; ++k) at[k] = static_cast<uint8_t>(g.tap(best[k], w, y, x));
     }
   }
 }

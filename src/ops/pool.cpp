@@ -56,8 +56,8 @@ PoolGeometry PoolingNode::geometry(const ImageShape& in) const {
   return PoolGeometry{kh_, kw_, sy_, sx_, y.pad_before, x.pad_before, count_include_pad_, dil_y_, dil_x_};
 }
 
-bool PoolingNode::keeps_winners() const {
-  const bool disjoint = sy_ >= (kh_ - 1) * dil_y_ + 1 && sx_ >= (kw_ - 1) * dil_x_ + 1;  // each pixel read once
+bool PoolingNode::keeps_winners() const {  // disjoint windows read each pixel once anyway
+  const bool disjoint = PoolGeometry{kh_, kw_, sy_, sx_, 0, 0, false, dil_y_, dil_x_}.disjoint();
   return mode_ == PoolingMode::Max && !global_ && !disjoint && kh_ * kw_ <= 256;
 }
 

@@ -1,6 +1,7 @@
 #pragma once
 // Max and average pooling: node, gradient node and kernels.
 #include "backends/kernel.h"
+#include "backends/math.h"
 #include "ops/gradient.h"
 
 namespace nngraph {
@@ -24,6 +25,14 @@ struct PoolGeometry {
   bool tiles(int h, int w) const {
     return sy == kh && sx == kw && pad_top == 0 && pad_left == 0 && dil_y == 1 && dil_x == 1 && h % kh == 0 &&
            w % kw == 0;
+  }
+  // Max pooling's winners name taps k = ky·kw + kx of a window: the tap of output (oy, ox)'s
+  // window at pixel p of a w-wide image, and the pixel of tap k (each backend's, host or device).
+  NNGRAPH_HD int tap(int p, int w, int oy, int ox) const {
+    return (p / w - oy * sy + pad_top) / dil_y * kw + (p % w - ox * sx + pad_left) / dil_x;
+  }
+  NNGRAPH_HD int pixel(int k, int w, int oy, int ox) const {
+    return (oy * sy - pad_top + k / kw * dil_y) * w + ox * sx - pad_left + k % kw * dil_x;
   }
 };
 

@@ -67,15 +67,6 @@ struct Window {
   }
 };
 
-// A pixel index of the window of (oy, ox) as its tap ky·kw + kx, and back.
-int tap_of(const PoolGeometry& g, int p, int w, int oy, int ox) {
-  const int ky = (p / w - oy * g.sy + g.pad_top) / g.dil_y, kx = (p % w - ox * g.sx + g.pad_left) / g.dil_x;
-  return ky * g.kw + kx;
-}
-int pixel_of(const PoolGeometry& g, int tap, int w, int oy, int ox) {
-  return (oy * g.sy - g.pad_top + tap / g.kw * g.dil_y) * w + ox * g.sx - g.pad_left + tap % g.kw * g.dil_x;
-}
-
 // Any window: zero, then each dy to its window's first maximum (the forward scan order) or
 // spread evenly.
 void scatter_gradient(bool max, const PoolGeometry& g, const ImageShape& is, const ImageShape& os, const float* x,
@@ -129,7 +120,7 @@ void pooling(Backend& backend, PoolingMode mode, const PoolGeometry& g, const Te
             acc = max ? std::max(acc, x[p]) : acc + x[p];
           });
           y[oy * os.w + ox] = max ? acc : acc / static_cast<float>(win.count(g));
-          if (wins) wins[oy * os.w + ox] = static_cast<uint8_t>(tap_of(g, best, is.w, oy, ox));
+          if (wins) wins[oy * os.w + ox] = static_cast<uint8_t>(g.tap(best, is.w, oy, ox));
         }
     }
   });
@@ -146,7 +137,7 @@ void winners_gradient(const PoolGeometry& g, const ImageShape& is, const ImageSh
   }
   std::fill_n(gx, static_cast<size_t>(is.h) * is.w, 0.f);
   for (int oy = 0; oy < os.h; ++oy)
-    for (int ox = 0; ox < os.w; ++ox) gx[pixel_of(g, wins[oy * os.w + ox], is.w, oy, ox)] += gy[oy * os.w + ox];
+    for (int ox = 0; ox < os.w; ++ox) gx[g.pixel(wins[oy * os.w + ox], is.w, oy, ox)] += gy[oy * os.w + ox];
 }
 
 void pooling_gradient(Backend& backend, PoolingMode mode, const PoolGeometry& g, const Tensor& in, const Tensor& dy,
