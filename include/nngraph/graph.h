@@ -158,9 +158,10 @@ class Graph {
   // relative error, as PyTorch's default for convolutions). Off: exact float32.
   void set_allow_tf32(bool on);
   bool allow_tf32() const;
-  // Training graphs: a batch normalization's result (with its neuron) that only later layers'
-  // gradients read again is computed again before them rather than kept through the forward
-  // pass (less memory, one more pass each). On by default; off keeps every such result.
+  // Training graphs: a batch normalization's result (with its neuron, or the residual sum it
+  // computes with its neuron) that only later layers' gradients read again is computed again
+  // before them rather than kept through the forward pass (less memory, one more pass each).
+  // On by default; off keeps every such result.
   void set_recompute(bool on);
   bool recompute() const;
   // Float16 training graphs: the loss scale the next step uses and the steps skipped so far

@@ -316,10 +316,10 @@ void init_graph(py::module_& m) {
                     "cuda: convolutions and fully connected layers may use tf32 tensor cores (about 1e-3 "
                     "relative error); off (the default): exact float32.")
       .def_property("recompute", &Graph::recompute, &Graph::set_recompute,
-                    "Training graphs: a batch normalization's result (with its neuron) that only later "
-                    "layers' gradients read again is computed again just before them instead of kept "
-                    "through the forward pass: less memory for one more pass each (memory_plan shows "
-                    "'bn1+relu (recomputed)'). On by default.")
+                    "Training graphs: a batch normalization's result (with its neuron, or a residual sum "
+                    "it computes) that only later layers' gradients read again is computed again just "
+                    "before them instead of kept through the forward pass: less memory for one more pass "
+                    "each (memory_plan shows 'bn1+relu (recomputed)'). On by default.")
       .def_property_readonly("loss_scale", [](const Graph& g) {
         py::gil_scoped_release release;
         return g.loss_scale();
