@@ -80,8 +80,11 @@ void batch_normalization(Backend& backend, float epsilon, const Tensor& xt, cons
   const double m = static_cast<double>(l.n) * l.hw;
   pool_of(backend).parallel_for(l.c, [&](size_t c0, size_t c1) {
     for (int c = static_cast<int>(c0); c < static_cast<int>(c1); ++c) {
-      float mu = stats ? stats[c] : mean.data_as<const float>()[c], var = 0;
-      if (stats && !replay) {
+      // A replay's statistics are there already; inference reads the running ones.
+      float mu = 0, var = 0;
+      if (stats && replay) {
+        mu = stats[c];
+      } else if (stats) {
         double s = 0;
         for (int i = 0; i < l.n; ++i) s += lane_sum<1>(x + l.row(i, c), l.hw, 0.f);
         mu = static_cast<float>(s / m);
@@ -91,7 +94,8 @@ void batch_normalization(Backend& backend, float epsilon, const Tensor& xt, cons
         stats[c] = mu;
         stats[l.c + c] = 1.f / std::sqrt(var + epsilon);
         stats[2 * l.c + c] = var;
-      } else if (!stats) {
+      } else {
+        mu = mean.data_as<const float>()[c];
         var = variance.data_as<const float>()[c];
       }
       // The gradient recomputes x·scale + shift from the batch's inverse deviation: the same floats.
