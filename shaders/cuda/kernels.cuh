@@ -108,17 +108,19 @@ void gather_windows(cudaStream_t s, const T* x, T* p, int n, int c, int h, int w
 template <class T>
 void scatter_windows(cudaStream_t s, const T* p, T* x, int n, int c, int h, int w, int wo, int kw);
 
-// Images n × c × h × w, NCHW or (last) NHWC. Max pooling writes its winners where given
+// Images n × c × h × w, NCHW or (last) NHWC; NHWC output pixels lie ys values apart (c, or
+// more for channels of a wider image). Max pooling writes its winners where given
 // (PoolingKernel's: a byte per output value, each image's `winner_image` bytes apart).
 template <class T>
 void pooling(cudaStream_t s, PoolingMode mode, const PoolGeometry& g, const T* in, T* out, int n, int c, int h, int w,
-             int oh, int ow, bool last, uint8_t* winners, size_t winner_image);
+             int oh, int ow, bool last, int ys, uint8_t* winners, size_t winner_image);
 // dx ⊙ nd'(x) when nd is set (a folded neuron gradient; x that neuron's output). With winners
-// (max pooling) x is not read: each dy ⊙ nd'(y) goes to its window's winner.
+// (max pooling) x is not read: each dy ⊙ nd'(y) goes to its window's winner; NHWC dy and y
+// pixels then lie gs and ys values apart (without winners, both must be c).
 template <class T>
 void pooling_gradient(cudaStream_t s, PoolingMode mode, const PoolGeometry& g, const T* in, const T* dy,
                       const uint8_t* winners, size_t winner_image, const T* y, T* dx, int n, int c, int h, int w,
-                      int oh, int ow, bool last, const NeuronDescriptor& nd);
+                      int oh, int ow, bool last, int gs, int ys, const NeuronDescriptor& nd);
 
 template <class T>
 void softmax(cudaStream_t s, bool log, const T* in, T* out, int n, int c, int hw);

@@ -6,6 +6,7 @@
 // gradient multiplies by f'(x) in the same pass.
 // Images lie NCHW or, with Last, NHWC: a thread's neighbours then take the neighbouring
 // channels, so reads and writes coalesce.
+#include <algorithm>
 #include <type_traits>
 
 #include "backends/geometry.h"
@@ -99,10 +100,11 @@ __global__ void pool_kernel(bool is_max, PoolGeometry g, const T* in, T* out, I 
 }
 
 // NHWC: a thread per output pixel and pack of V channels (16 bytes where the channels are
-// whole packs, else 1), each tap one load of V values.
+// whole packs, else 1), each tap one load of V values. Output pixels lie ys values apart
+// (more than c: channels of a concatenation, made in place).
 template <int V, class T, class I>
 __global__ void pool_packs_kernel(bool is_max, PoolGeometry g, const T* in, T* out, I items, int c, int h, int w,
-                                  int oh, int ow, uint8_t* won, size_t won_image) {
+                                  int oh, int ow, int ys, uint8_t* won, size_t won_image) {
   const int packs = c / V;
   NNGRAPH_GRID_LOOP_T(I, i, items) {
     const I pixel = i / packs;
@@ -123,7 +125,7 @@ __global__ void pool_packs_kernel(bool is_max, PoolGeometry g, const T* in, T* o
     });
 #pragma unroll
     for (int k = 0; k < V; ++k) acc[k] = is_max ? acc[k] : acc[k] / static_cast<float>(count);
-    store_values<V>(out + i * V, acc);
+    store_values<V>(out + pixel * ys + static_cast<int>(i % packs) * V, acc);
     if (won) {
       uint8_t* at = winner_at(won, won_image, i * V, size_t(c) * oh * ow);
 #pragma unroll
@@ -138,7 +140,7 @@ __global__ void pool_packs_kernel(bool is_max, PoolGeometry g, const T* in, T* o
 // (global pooling has a handful of outputs per image).
 template <int V, class T>
 __global__ void tile_pool_kernel(bool is_max, const T* in, T* out, int c, int h, int w, int kh, int kw, int oh,
-                                 int ow) {
+                                 int ow, int ys) {
   __shared__ float partial[kThreads][V];
   const int packs = c / V, per = min(packs, kThreads), groups = kThreads / per, taps = kh * kw;
   const int o = blockIdx.x, ox = o % ow, oy = o / ow % oh, t = threadIdx.x, group = t / per;
@@ -168,16 +170,25 @@ __global__ void tile_pool_kernel(bool is_max, const T* in, T* out, int c, int h,
         }
 #pragma unroll
       for (int k = 0; k < V; ++k) acc[k] = is_max ? acc[k] : acc[k] / static_cast<float>(taps);
-      store_values<V>(out + static_cast<size_t>(o) * c + pack * V, acc);
+      store_values<V>(out + static_cast<size_t>(o) * ys + pack * V, acc);
     }
     __syncthreads();
   }
 }
 
 // f(oy, ox, tap) for each output whose window holds input pixel (iy, ix) as its tap ky·kw + kx:
-// tap k of output o lies at o·s − pad + k·d.
+// tap k of output o lies at o·s − pad + k·d. Undilated windows name their range directly
+// (o·s ≤ i + pad < o·s + k), with no division per tap.
 template <class F>
 __device__ inline void each_covering_window(const PoolGeometry& g, int iy, int ix, int oh, int ow, F f) {
+  if (g.dil_y == 1 && g.dil_x == 1) {
+    const int ty = iy + g.pad_top, tx = ix + g.pad_left;
+    const int y1 = min(oh - 1, ty / g.sy), x1 = min(ow - 1, tx / g.sx);
+    for (int oy = max(0, (ty - g.kh + g.sy) / g.sy); oy <= y1; ++oy)
+      for (int ox = max(0, (tx - g.kw + g.sx) / g.sx); ox <= x1; ++ox)
+        f(oy, ox, (ty - oy * g.sy) * g.kw + tx - ox * g.sx);
+    return;
+  }
   for (int ky = 0; ky < g.kh; ++ky) {
     const int ty = iy + g.pad_top - ky * g.dil_y, oy = ty / g.sy;
     if (ty < 0 || ty % g.sy || oy >= oh) continue;
@@ -189,29 +200,56 @@ __device__ inline void each_covering_window(const PoolGeometry& g, int iy, int i
   }
 }
 
+// V winner bytes in one load (V-aligned: channels in whole packs, images 16-byte blocks apart).
+template <int V>
+__device__ inline void load_winners(const uint8_t* p, uint8_t* out) {
+  if constexpr (V == 8) {
+    *reinterpret_cast<uint2*>(out) = *reinterpret_cast<const uint2*>(p);
+  } else if constexpr (V == 4) {
+    *reinterpret_cast<uint32_t*>(out) = *reinterpret_cast<const uint32_t*>(p);
+  } else {
+#pragma unroll
+    for (int k = 0; k < V; ++k) out[k] = p[k];
+  }
+}
+
 // Max pooling from its winners: a thread per input pixel and pack of V channels (NHWC; 1
 // otherwise) adds the dy (⊙ f'(y), the winner's value, with a folded neuron gradient) of each
-// covering window whose winner it is. x is not read; a window's taps are not read again.
+// covering window whose winner it is, reading dy and y only for windows it won. x is not read;
+// a window's taps are not read again. NHWC dy and y pixels lie gs and ys values apart (more
+// than c: a concatenation's part, read in place); the winners are dense.
 template <int V, bool Last, class T, class I, class D>
 __global__ void winners_gradient_kernel(PoolGeometry g, const uint8_t* won, size_t won_image, const T* y, const T* dy,
-                                        T* dx, I items, int c, int h, int w, int oh, int ow, D derivative) {
-  const size_t per_image = size_t(c) * oh * ow;
+                                        T* dx, I items, int c, int h, int w, int oh, int ow, int gs, int ys,
+                                        D derivative) {
+  const I plane = I(oh) * ow;
+  const int step = pixel_step<Last>(c);
   NNGRAPH_GRID_LOOP_T(I, i, items) {
     const I e = i * V;
     const Site<I> at = site_of<Last>(e, c, h, w);
-    const I first = plane_start<Last>(at.plane, c, oh * ow);
+    const I image = at.plane / c;
+    const int channel = static_cast<int>(at.plane % c);
+    const uint8_t* wins = won + image * won_image + (Last ? channel : channel * plane);
+    // Where the image's values of this pack start in dy and y, and their pixels' spacing.
+    const I gy0 = Last ? image * plane * gs + channel : at.plane * plane, y0 = Last ? image * plane * ys + channel : gy0;
+    const int gstep = Last ? gs : 1, ystep = Last ? ys : 1;
     float acc[V];
 #pragma unroll
     for (int k = 0; k < V; ++k) acc[k] = 0.f;
     each_covering_window(g, at.y, at.x, oh, ow, [&](int oy, int ox, int tap) {
-      const I o = first + I(oy * ow + ox) * pixel_step<Last>(c);
-      const uint8_t* wins = winner_at(const_cast<uint8_t*>(won), won_image, o, per_image);
+      const int q = oy * ow + ox;
+      uint8_t wv[V];
+      load_winners<V>(wins + q * step, wv);
+      bool any = false;
+#pragma unroll
+      for (int k = 0; k < V; ++k) any = any || wv[k] == tap;
+      if (!any) return;
       float gv[V], yv[V];
-      load_values<V>(dy + o, gv);
-      if constexpr (!std::is_same_v<D, NoDerivative>) load_values<V>(y + o, yv);
+      load_values<V>(dy + gy0 + I(q) * gstep, gv);
+      if constexpr (!std::is_same_v<D, NoDerivative>) load_values<V>(y + y0 + I(q) * ystep, yv);
 #pragma unroll
       for (int k = 0; k < V; ++k) {
-        if (wins[k] != tap) continue;
+        if (wv[k] != tap) continue;
         if constexpr (std::is_same_v<D, NoDerivative>)
           acc[k] += gv[k];
         else
@@ -369,26 +407,27 @@ __global__ void halve_gradient_kernel(bool is_max, const T* in, const T* dy, T* 
 
 template <class T>
 void pooling(cudaStream_t s, PoolingMode mode, const PoolGeometry& g, const T* in, T* out, int n, int c, int h, int w,
-             int oh, int ow, bool last, uint8_t* won, size_t won_image) {
+             int oh, int ow, bool last, int ys, uint8_t* won, size_t won_image) {
   const size_t total = static_cast<size_t>(n) * c * oh * ow, inputs = static_cast<size_t>(n) * c * h * w;
+  const size_t spread = static_cast<size_t>(n) * oh * ow * (last ? ys : c);  // past y's last value
   const bool is_max = mode == PoolingMode::Max;
-  with_index_type(std::max(total, inputs), [&](auto i) {
+  with_index_type(std::max({total, inputs, spread}), [&](auto i) {
     using I = decltype(i);
     auto packs = [&](auto v) {
       constexpr int V = decltype(v)::value;
       pool_packs_kernel<V><<<blocks_for(total / V), kThreads, 0, s>>>(is_max, g, in, out, I(total / V), c, h, w, oh,
-                                                                      ow, won, won_image);
+                                                                      ow, ys, won, won_image);
     };
-    const bool whole = c % kPack<T> == 0 && packed(in) && packed(out);
+    const bool whole = c % kPack<T> == 0 && ys % kPack<T> == 0 && packed(in) && packed(out);
     if (!last) {
       pool_kernel<<<blocks_for(total), kThreads, 0, s>>>(is_max, g, in, out, I(total), c, h, w, oh, ow, won,
                                                           won_image);
     } else if (g.tiles(h, w) && g.kh * g.kw >= 16 && !won) {
       const unsigned outputs = static_cast<unsigned>(static_cast<size_t>(n) * oh * ow);
       if (whole)
-        tile_pool_kernel<kPack<T>><<<outputs, kThreads, 0, s>>>(is_max, in, out, c, h, w, g.kh, g.kw, oh, ow);
+        tile_pool_kernel<kPack<T>><<<outputs, kThreads, 0, s>>>(is_max, in, out, c, h, w, g.kh, g.kw, oh, ow, ys);
       else
-        tile_pool_kernel<1><<<outputs, kThreads, 0, s>>>(is_max, in, out, c, h, w, g.kh, g.kw, oh, ow);
+        tile_pool_kernel<1><<<outputs, kThreads, 0, s>>>(is_max, in, out, c, h, w, g.kh, g.kw, oh, ow, ys);
     } else if (whole) {
       packs(std::integral_constant<int, kPack<T>>{});
     } else {
@@ -401,23 +440,25 @@ void pooling(cudaStream_t s, PoolingMode mode, const PoolGeometry& g, const T* i
 template <class T>
 void pooling_gradient(cudaStream_t s, PoolingMode mode, const PoolGeometry& g, const T* in, const T* dy,
                       const uint8_t* won, size_t won_image, const T* y, T* dx, int n, int c, int h, int w, int oh,
-                      int ow, bool last, const NeuronDescriptor& nd) {
+                      int ow, bool last, int gs, int ys, const NeuronDescriptor& nd) {
   const size_t inputs = static_cast<size_t>(n) * c * h * w, outputs = static_cast<size_t>(n) * c * oh * ow;
-  const size_t largest = std::max(inputs, outputs);
+  const size_t largest =
+      std::max({inputs, outputs, static_cast<size_t>(n) * oh * ow * (last ? std::max(gs, ys) : c)});
   const bool is_max = mode == PoolingMode::Max;
   with_layout(last, [&](auto layout) {
     constexpr bool Last = decltype(layout)::value;
     if (won) {
-      const bool whole = Last && c % kPack<T> == 0 && packed(dy) && packed(dx) && packed(y);  // 16-byte packs
+      const bool whole = Last && c % kPack<T> == 0 && gs % kPack<T> == 0 && ys % kPack<T> == 0 && packed(dy) &&
+                         packed(dx) && packed(y);
       with_derivative(nd, [&](auto derivative) {
         with_index_type(largest, [&](auto i) {
           using I = decltype(i);
           if (whole)
             winners_gradient_kernel<kPack<T>, Last><<<blocks_for(inputs / kPack<T>), kThreads, 0, s>>>(
-                g, won, won_image, y, dy, dx, I(inputs / kPack<T>), c, h, w, oh, ow, derivative);
+                g, won, won_image, y, dy, dx, I(inputs / kPack<T>), c, h, w, oh, ow, gs, ys, derivative);
           else
             winners_gradient_kernel<1, Last><<<blocks_for(inputs), kThreads, 0, s>>>(
-                g, won, won_image, y, dy, dx, I(inputs), c, h, w, oh, ow, derivative);
+                g, won, won_image, y, dy, dx, I(inputs), c, h, w, oh, ow, gs, ys, derivative);
         });
       });
       return;
@@ -468,9 +509,10 @@ void pooling_gradient(cudaStream_t s, PoolingMode mode, const PoolGeometry& g, c
 
 #define INSTANTIATE(T)                                                                                             \
   template void pooling(cudaStream_t, PoolingMode, const PoolGeometry&, const T*, T*, int, int, int, int, int, int, \
-                        bool, uint8_t*, size_t);                                                                   \
+                        bool, int, uint8_t*, size_t);                                                              \
   template void pooling_gradient(cudaStream_t, PoolingMode, const PoolGeometry&, const T*, const T*, const uint8_t*, \
-                                 size_t, const T*, T*, int, int, int, int, int, int, bool, const NeuronDescriptor&);
+                                 size_t, const T*, T*, int, int, int, int, int, int, bool, int, int,                \
+                                 const NeuronDescriptor&);
 NNGRAPH_STORAGE_TYPES(INSTANTIATE)
 #undef INSTANTIATE
 

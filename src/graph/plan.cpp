@@ -61,8 +61,9 @@ void join_additions(const Structure& s, Plan& p) {
   for (size_t t = 0; t < p.root.size(); ++t) p.root[t] = p.root[p.root[t]];
 }
 
-// Channels-last plans: a concatenation's part that only the concatenation reads, from a
-// producer that writes channel views, is made in place as a view of the result (the
+// Channels-last plans: a concatenation's part from a producer that writes channel views, read
+// once by the concatenation and otherwise only by steps that read channel views (max
+// pooling's gradient reads its result), is made in place as a view of the result (the
 // concatenation copies only the others, and runs no kernel where there are none); a part's
 // gradient whose every reader reads channel views is read in place from the result's
 // gradient (its slicing step runs no kernel). Views of views resolve to the tensor that owns
@@ -73,6 +74,7 @@ void place_channel_views(const Structure& s, Plan& p) {
   const Uses u = uses_of(s, p);
   const auto& [producer, readers] = u;
   auto last = [&](int t) { return p.layouts[t] == Layout::NHWC; };
+  auto reads_view = [&](int r, size_t k) { return r >= 0 && s.steps[r].node->reads_channel_view(k) && !p.converts[r]; };
   for (int i = 0; i < n_steps; ++i) {
     const Step& st = s.steps[i];
     const int out = p.root[st.output];
@@ -81,8 +83,14 @@ void place_channel_views(const Structure& s, Plan& p) {
       int channel = 0, copies = 0;
       for (size_t k = 0; k < st.inputs.size(); ++k) {
         const int t = p.root[st.inputs[k]], q = producer[t];
-        const bool in_place = q >= 0 && last(t) && readers[t].size() == 1 && s.steps[q].node->writes_channel_view() &&
-                              !p.converts[q] && p.views[t].whole < 0;
+        int by_this = 0;
+        bool others_view = true;
+        for (const auto& [r, j] : readers[t]) {
+          by_this += r == i;
+          others_view = others_view && (r == i || reads_view(r, j));
+        }
+        const bool in_place = q >= 0 && last(t) && by_this == 1 && others_view &&
+                              s.steps[q].node->writes_channel_view() && !p.converts[q] && p.views[t].whole < 0;
         if (in_place) p.views[t] = {out, channel};
         copies += !in_place;
         channel += p.shapes[t].c;
@@ -96,8 +104,7 @@ void place_channel_views(const Structure& s, Plan& p) {
     const int whole = p.root[st.inputs[0]];
     if (channel < 0 || !last(whole) || readers[out].empty()) continue;
     bool viewed = true;
-    for (const auto& [r, k] : readers[out])
-      viewed = viewed && r >= 0 && s.steps[r].node->reads_channel_view(k) && !p.converts[r];
+    for (const auto& [r, k] : readers[out]) viewed = viewed && reads_view(r, k);
     if (!viewed) continue;
     p.views[out] = {whole, channel};
     p.passes[i] = true;

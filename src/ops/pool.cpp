@@ -56,10 +56,7 @@ PoolGeometry PoolingNode::geometry(const ImageShape& in) const {
   return PoolGeometry{kh_, kw_, sy_, sx_, y.pad_before, x.pad_before, count_include_pad_, dil_y_, dil_x_};
 }
 
-bool PoolingNode::keeps_winners() const {  // disjoint windows read each pixel once anyway
-  const bool disjoint = PoolGeometry{kh_, kw_, sy_, sx_, 0, 0, false, dil_y_, dil_x_}.disjoint();
-  return mode_ == PoolingMode::Max && !global_ && !disjoint && kh_ * kw_ <= 256;
-}
+bool PoolingNode::keeps_winners() const { return mode_ == PoolingMode::Max && !global_ && kh_ * kw_ <= 256; }
 
 size_t PoolingNode::state_size(const std::vector<ImageShape>& sources) const {
   if (!keeps_winners()) return 0;

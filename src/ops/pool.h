@@ -36,11 +36,12 @@ struct PoolGeometry {
   }
 };
 
-// Max pooling's winners (a training state): per output value, in y's order, one byte holding
+// Max pooling's winners (a training state): per output value, in y's dense order, one byte holding
 // the tap ky·kw + kx of its window's first maximum (scan order); each image's bytes start
 // `winners.shape().count()` floats after the one before.
-// x's layout is the kernel's: a channels-last y of one pixel per image is the same memory.
-// Max pooling writes the winners where given.
+// x's layout is the kernel's: a channels-last y of one pixel per image is the same memory; a
+// channels-last y may be a view of some channels of a wider image (Image::channels). Max
+// pooling writes the winners where given.
 struct PoolingKernel : KernelOf<void(Backend&, PoolingMode, const PoolGeometry&, const Tensor& x, const Tensor& y,
                                      const Tensor& winners)> {
   static constexpr const char* name = "pooling";
@@ -48,7 +49,7 @@ struct PoolingKernel : KernelOf<void(Backend&, PoolingMode, const PoolGeometry&,
 // Max routes each dy to the first maximum of its window in x; average spreads it evenly.
 // Then dx ⊙ neuron'(x) when `neuron` is set: x is that neuron's output (a folded neuron gradient).
 // With winners (max pooling) x's values are not read: each dy goes to its window's winner,
-// times neuron'(y), the winner's value.
+// times neuron'(y), the winner's value; channels-last dy and y may then be views of wider images.
 struct PoolingGradientKernel
     : KernelOf<void(Backend&, PoolingMode, const PoolGeometry&, const Tensor& x, const Tensor& dy,
                     const Tensor& winners, const Tensor& y, const Tensor& dx, const NeuronDescriptor& neuron)> {
@@ -71,8 +72,10 @@ class PoolingNode : public FilterNode {
   bool channels_last(DeviceType device, const std::vector<ImageShape>&) const override {
     return reads_channels_last<PoolingKernel>(device);
   }
-  // Training: overlapping max windows keep their winners for the gradient, which then reads
-  // neither this node's source nor its windows again.
+  bool writes_channel_view() const override { return true; }
+  // Training: max windows (but global ones) keep their winners for the gradient, which then
+  // reads neither this node's source nor its windows again, so the source need not outlive
+  // the forward pass.
   size_t state_size(const std::vector<ImageShape>& sources) const override;
   bool keeps_winners() const;
   PoolingMode mode() const { return mode_; }
@@ -100,6 +103,10 @@ class PoolingGradientNode : public GradientNode {
   void encode(const EncodeArgs& args) const override;
   bool accepts_fused_neuron_gradient() const override { return true; }
   bool reads_values(size_t source) const override { return source != 1 || !forward_->keeps_winners(); }
+  // From winners it reads dY and Y as views of wider images (a concatenation's part).
+  bool reads_channel_view(size_t source) const override {
+    return forward_->keeps_winners() && (source == 0 || source == 3);
+  }
   bool channels_last(DeviceType device, const std::vector<ImageShape>&) const override {
     return reads_channels_last<PoolingGradientKernel>(device);
   }

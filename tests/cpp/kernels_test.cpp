@@ -119,36 +119,38 @@ TEST(PoolingKernel, MaxAndAverageWithPadding) {
   const int n = 2, c = 3, h = 5, w = 6;
   const auto x = random_values(static_cast<size_t>(n) * c * h * w, 7);
   Image in = image_of(n, {c, h, w}, x);
-  const PoolGeometry g{3, 3, 2, 2, 1, 1, false};
-  const int ho = 3, wo = 3;
-  // Max pooling's winners: a byte per output, each image's 16-byte blocks apart.
-  const int image_floats = (c * ho * wo + 15) / 16 * 4;
-  Image winners = Image::allocate({n, {image_floats, 1, 1}, DType::Float32}, Device());
-  for (auto mode : {PoolingMode::Max, PoolingMode::Average}) {
-    Image out = Image::allocate({n, {c, ho, wo}, DType::Float32}, Device());
-    const bool max = mode == PoolingMode::Max;
-    dispatch<PoolingKernel>(cpu_backend(), mode, g, in, out, max ? Tensor(winners) : Tensor());
-    const auto got = host(out);
-    const auto* won = static_cast<const uint8_t*>(winners.data());
-    for (int p = 0; p < n * c; ++p)
-      for (int oy = 0; oy < ho; ++oy)
-        for (int ox = 0; ox < wo; ++ox) {
-          double best = -1e30, sum = 0;
-          int count = 0, tap = -1;
-          for (int i = 0; i < 3; ++i)
-            for (int j = 0; j < 3; ++j) {
-              const int iy = oy * 2 - 1 + i, ix = ox * 2 - 1 + j;
-              if (iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
-              const float v = x[(static_cast<size_t>(p) * h + iy) * w + ix];
-              if (v > best) tap = i * 3 + j;  // the first maximum in scan order
-              best = std::max(best, static_cast<double>(v));
-              sum += v;
-              ++count;
-            }
-          const double want = max ? best : sum / count;
-          ASSERT_NEAR(got[(static_cast<size_t>(p) * ho + oy) * wo + ox], want, 1e-6);
-          if (max) EXPECT_EQ(won[p / c * image_floats * 4 + (p % c * ho + oy) * wo + ox], tap);
-        }
+  // Overlapping padded windows, and the halving ones (their own path; an odd row left over).
+  for (const PoolGeometry g : {PoolGeometry{3, 3, 2, 2, 1, 1, false}, PoolGeometry{2, 2, 2, 2, 0, 0, false}}) {
+    const int ho = (h + 2 * g.pad_top - g.kh) / g.sy + 1, wo = (w + 2 * g.pad_left - g.kw) / g.sx + 1;
+    // Max pooling's winners: a byte per output, each image's 16-byte blocks apart.
+    const int image_floats = (c * ho * wo + 15) / 16 * 4;
+    Image winners = Image::allocate({n, {image_floats, 1, 1}, DType::Float32}, Device());
+    for (auto mode : {PoolingMode::Max, PoolingMode::Average}) {
+      Image out = Image::allocate({n, {c, ho, wo}, DType::Float32}, Device());
+      const bool max = mode == PoolingMode::Max;
+      dispatch<PoolingKernel>(cpu_backend(), mode, g, in, out, max ? Tensor(winners) : Tensor());
+      const auto got = host(out);
+      const auto* won = static_cast<const uint8_t*>(winners.data());
+      for (int p = 0; p < n * c; ++p)
+        for (int oy = 0; oy < ho; ++oy)
+          for (int ox = 0; ox < wo; ++ox) {
+            double best = -1e30, sum = 0;
+            int count = 0, tap = -1;
+            for (int i = 0; i < g.kh; ++i)
+              for (int j = 0; j < g.kw; ++j) {
+                const int iy = oy * g.sy - g.pad_top + i, ix = ox * g.sx - g.pad_left + j;
+                if (iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
+                const float v = x[(static_cast<size_t>(p) * h + iy) * w + ix];
+                if (v > best) tap = i * g.kw + j;  // the first maximum in scan order
+                best = std::max(best, static_cast<double>(v));
+                sum += v;
+                ++count;
+              }
+            const double want = max ? best : sum / count;
+            ASSERT_NEAR(got[(static_cast<size_t>(p) * ho + oy) * wo + ox], want, 1e-6);
+            if (max) EXPECT_EQ(won[p / c * image_floats * 4 + (p % c * ho + oy) * wo + ox], tap);
+          }
+    }
   }
 }
 

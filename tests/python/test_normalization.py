@@ -203,17 +203,18 @@ def recomputing_steps(device, fmt, recompute, residual=False):
 
 @pytest.mark.parametrize("fmt", ["float32", "bfloat16"])
 def test_results_only_gradients_read_again_are_recomputed(device, fmt):
-    """A normalization + relu whose result a convolution (or max pooling) reads, and later that
-    layer's gradient, is computed again just before the gradient instead of kept: less memory,
-    the same training (each step's statistics move once), and recompute switches per step."""
+    """A normalization + relu whose result a convolution reads, and later that layer's
+    gradient, is computed again just before the gradient instead of kept: less memory, the same
+    training (each step's statistics move once), and recompute switches per step. Max
+    pooling's gradient reads its winners, not its source: b2's result is neither kept nor
+    computed again."""
     if fmt == "bfloat16" and device == "cpu":
         pytest.skip("the cpu computes half formats in float32")
     kept, kept_tensors, plans = recomputing_steps(device, fmt, [False] * 4)
     assert not any("recomputed" in s for s in plans[0]["steps"])
     got, got_tensors, again = recomputing_steps(device, fmt, [True, False, True, True])
     steps = again[0]["steps"]
-    assert [s for s in steps if "recomputed" in s] == ["b2.bn+relu (recomputed)", "b1.bn+relu (recomputed)"]
-    assert steps.index("b2.bn+relu (recomputed)") + 1 == steps.index("pool_gradient+relu")
+    assert [s for s in steps if "recomputed" in s] == ["b1.bn+relu (recomputed)"]
     assert steps.index("b1.bn+relu (recomputed)") + 1 == steps.index("b2.conv_gradient")
     assert again[0]["planned_bytes"] < plans[0]["planned_bytes"]
     assert again[1] == plans[0]

@@ -11,13 +11,22 @@ namespace nngraph {
 namespace {
 
 // The halving windows (PoolGeometry::halves): the gradient writes every input pixel once
-// instead of zero-fill then scatter.
-void halve(bool max, const float* __restrict x, int w, float* __restrict y, int oh, int ow) {
+// instead of zero-fill then scatter. Max pooling writes each window's winner where given
+// (taps 0 1 / 2 3, the first maximum in scan order).
+void halve(bool max, const float* __restrict x, int w, float* __restrict y, int oh, int ow, uint8_t* wins) {
   for (int oy = 0; oy < oh; ++oy) {
     const float* r0 = x + static_cast<size_t>(2 * oy) * w;
     const float* r1 = r0 + w;
     float* out = y + static_cast<size_t>(oy) * ow;
-    if (max) {
+    if (max && wins) {
+      uint8_t* won = wins + static_cast<size_t>(oy) * ow;
+      for (int ox = 0; ox < ow; ++ox) {
+        const float a = r0[2 * ox], b = r0[2 * ox + 1], c = r1[2 * ox], d = r1[2 * ox + 1];
+        const float m = std::max(std::max(a, b), std::max(c, d));
+        out[ox] = m;
+        won[ox] = a == m ? 0 : b == m ? 1 : c == m ? 2 : 3;
+      }
+    } else if (max) {
       for (int ox = 0; ox < ow; ++ox)
         out[ox] = std::max(std::max(r0[2 * ox], r0[2 * ox + 1]), std::max(r1[2 * ox], r1[2 * ox + 1]));
     } else {
@@ -99,9 +108,11 @@ void pooling(Backend& backend, PoolingMode mode, const PoolGeometry& g, const Te
   const size_t planes = static_cast<size_t>(in.batch()) * is.c;
   auto* won = static_cast<uint8_t*>(winners.data());
   const size_t won_image = winners.shape().count() * sizeof(float), plane = static_cast<size_t>(os.h) * os.w;
-  if (g.halves() && !won) {
+  if (g.halves()) {
     pool_of(backend).parallel_for(planes, [&](size_t b, size_t e) {
-      for (size_t pl = b; pl < e; ++pl) halve(max, src + pl * is.h * is.w, is.w, dst + pl * os.h * os.w, os.h, os.w);
+      for (size_t pl = b; pl < e; ++pl)
+        halve(max, src + pl * is.h * is.w, is.w, dst + pl * plane, os.h, os.w,
+              won ? won + pl / is.c * won_image + pl % is.c * plane : nullptr);
     });
     return;
   }
