@@ -201,6 +201,10 @@ class ArrayDataSource : public DataSource {
   void set_optimizer_state(const std::vector<std::vector<float>>& slots, int64_t step);
   // Fresh optimizer state (zero slots, step 0) from the next update, as a new optimizer's.
   void reset_optimizer_state();
+  // Exchanges each trained tensor's values with the average the optimizer keeps of them
+  // (ema_decay), so a second call puts both back; before any update the average is the
+  // values. Statistics and frozen tensors stay. Whole or not at all.
+  void swap_average();
   // The optimizer's slot_count(), checked (0 to 16): a Python optimizer may return anything.
   size_t slot_count() const;
 

@@ -18,8 +18,10 @@ enum class Regularization { None, L1, L2 };
 
 // g ← clamp(gradient_rescale·g) (when clipping), then + scale·w (L2) or + scale·sign(w) (L1).
 // The built-in optimizers also take decoupled weight decay (w ← w·(1 − lr·weight_decay) before
-// the rule, as AdamW and SGDW) and lookahead: every lookahead_steps-th update moves the slow
-// weights lookahead_alpha of the way to the fast ones and restarts the fast ones from there.
+// the rule, as AdamW and SGDW), lookahead (every lookahead_steps-th update moves the slow
+// weights lookahead_alpha of the way to the fast ones and restarts the fast ones from there)
+// and an exponential moving average of the weights: after each update a ← ema_decay·a +
+// (1 − ema_decay)·w, starting from the weights (ArrayDataSource::swap_average reads it).
 struct OptimizerDescriptor {
   float learning_rate = 1e-3f;
   float gradient_rescale = 1.f;
@@ -30,6 +32,7 @@ struct OptimizerDescriptor {
   float weight_decay = 0.f;
   int lookahead_steps = 0;  // 0: no lookahead
   float lookahead_alpha = 0.5f;
+  float ema_decay = 0.f;  // 0: no average
   void validate() const;
 };
 
@@ -50,7 +53,8 @@ struct OptimizerStep {
   const math::LossScaleState* scaling = nullptr;
 };
 
-// The state vectors the step's rule keeps per tensor; lookahead's comes after them.
+// The state vectors the step's rule keeps per tensor; lookahead's and then the average's come
+// after them.
 inline int rule_slot_count(const OptimizerStep& s) {
   switch (s.kind) {
     case OptimizerKind::SGD: return s.momentum > 0.f ? 1 : 0;
@@ -59,16 +63,22 @@ inline int rule_slot_count(const OptimizerStep& s) {
   }
   return 0;
 }
+inline int lookahead_slot(const OptimizerStep& s) { return s.d.lookahead_steps > 0 ? rule_slot_count(s) : -1; }
+inline int average_slot(const OptimizerStep& s) {
+  return s.d.ema_decay > 0.f ? rule_slot_count(s) + (s.d.lookahead_steps > 0 ? 1 : 0) : -1;
+}
+constexpr int kMaxSlots = 5;  // Adam with amsgrad, lookahead and an average
 
 // One parameter tensor of a batched update: its values, gradient, state vectors (null when
-// unused; the rule's, then lookahead's) and the step count of the data source it belongs to.
+// unused; the rule's, then lookahead's, then the average's) and the step count of the data
+// source it belongs to.
 // The values and state are float32 whatever the graph computes in (they are the master
 // copies); a half graph's gradient is in its storage dtype, and the update writes the graph's
 // half copy too.
 struct TensorUpdate {
   float* values;
   const void* gradient;
-  float* slots[4];
+  float* slots[kMaxSlots];
   size_t count;
   int64_t step;
   DType gradient_dtype = DType::Float32;

@@ -23,7 +23,7 @@ from nngraph.graphs import predict as _predict  # noqa: E402
 from nngraph.graphs import summary as _summary  # noqa: E402
 from nngraph.losses import LossDataDescriptor, LossLabels  # noqa: E402
 from nngraph.plotting import plot_history  # noqa: E402
-from nngraph.training import evaluate, fit  # noqa: E402
+from nngraph.training import averaged_weights, evaluate, fit  # noqa: E402
 
 # Graph's conveniences written in Python (batching, tables) become its methods.
 _core.Graph.predict = _predict
@@ -34,5 +34,6 @@ _core.Graph.__repr__ = _describe
 __version__ = "0.1.0"
 
 # The Python layer's names, then the engine's, which follow from its bindings.
-__all__ = ["LossDataDescriptor", "LossLabels", "evaluate", "fit", "load", "plot_history", "save", "schedules"]
+__all__ = ["LossDataDescriptor", "LossLabels", "averaged_weights", "evaluate", "fit", "load", "plot_history", "save",
+           "schedules"]
 __all__ += sorted(name for name in dir(_core) if not name.startswith("_"))

@@ -264,8 +264,16 @@ class Optimizer:
         ...
 class BuiltinOptimizer(Optimizer):
     """
-    An optimizer whose update runs on the device inside the step: SGD, Adam, RMSProp. Each also takes weight_decay (decoupled, as AdamW and SGDW: w ← w·(1 − lr·weight_decay) before the rule) and lookahead (Zhang et al. 2019): every lookahead_steps-th update moves the slow weights lookahead_alpha of the way to the fast ones and restarts the fast ones from there (one more state vector per tensor).
+    An optimizer whose update runs on the device inside the step: SGD, Adam, RMSProp. Each also takes weight_decay (decoupled, as AdamW and SGDW: w ← w·(1 − lr·weight_decay) before the rule) and lookahead (Zhang et al. 2019): every lookahead_steps-th update moves the slow weights lookahead_alpha of the way to the fast ones and restarts the fast ones from there (one more state vector per tensor); and with ema_decay > 0 an exponential moving average of the weights, a ← ema_decay·a + (1 − ema_decay)·w after each update, starting from the weights (one more state vector per tensor; evaluate with it inside nngraph.averaged_weights).
     """
+    @property
+    def ema_decay(self) -> float:
+        """
+        Decay of the weights' exponential moving average, in [0, 1) (0: none); may change between steps (a warm-up) but not to or from 0.
+        """
+    @ema_decay.setter
+    def ema_decay(self, arg1: typing.SupportsFloat | typing.SupportsIndex) -> None:
+        ...
     @property
     def lookahead_alpha(self) -> float:
         """
@@ -386,7 +394,7 @@ class ArrayDataSource(DataSource):
         """
     def reset_optimizer_state(self) -> None:
         """
-        Forgets the optimizer's state (momentum, moments, lookahead): the next update starts from zero slots at step 0, as with a new optimizer.
+        Forgets the optimizer's state (momentum, moments, lookahead, average): the next update starts from zero slots at step 0, as with a new optimizer.
         """
     def set_tensors(self, tensors: dict) -> None:
         """
@@ -395,6 +403,10 @@ class ArrayDataSource(DataSource):
     def set_weights(self, weights: typing.Any, biases: typing.Any = None) -> None:
         """
         Replaces the weights and biases, here and in the graph that trains them.
+        """
+    def swap_average(self) -> None:
+        """
+        Exchanges the trained tensors' values with the exponential moving average the optimizer keeps of them (its ema_decay), so a second call exchanges them back (nngraph.averaged_weights does both around a block). Statistics and frozen tensors stay; raises without an average.
         """
     @property
     def frozen(self) -> list[str]:
@@ -983,7 +995,7 @@ class DeviceDataset:
         """
         (C, H, W) of each image.
         """
-def Adam(learning_rate: typing.SupportsFloat | typing.SupportsIndex = 0.0010000000474974513, beta1: typing.SupportsFloat | typing.SupportsIndex = 0.8999999761581421, beta2: typing.SupportsFloat | typing.SupportsIndex = 0.9990000128746033, epsilon: typing.SupportsFloat | typing.SupportsIndex = 9.99999993922529e-09, amsgrad: bool = False, gradient_rescale: typing.SupportsFloat | typing.SupportsIndex = 1.0, clip_min: typing.SupportsFloat | typing.SupportsIndex | None = None, clip_max: typing.SupportsFloat | typing.SupportsIndex | None = None, regularization: str = 'none', regularization_scale: typing.SupportsFloat | typing.SupportsIndex = 0.0, weight_decay: typing.SupportsFloat | typing.SupportsIndex = 0.0, lookahead_steps: typing.SupportsInt | typing.SupportsIndex = 0, lookahead_alpha: typing.SupportsFloat | typing.SupportsIndex = 0.5) -> BuiltinOptimizer:
+def Adam(learning_rate: typing.SupportsFloat | typing.SupportsIndex = 0.0010000000474974513, beta1: typing.SupportsFloat | typing.SupportsIndex = 0.8999999761581421, beta2: typing.SupportsFloat | typing.SupportsIndex = 0.9990000128746033, epsilon: typing.SupportsFloat | typing.SupportsIndex = 9.99999993922529e-09, amsgrad: bool = False, gradient_rescale: typing.SupportsFloat | typing.SupportsIndex = 1.0, clip_min: typing.SupportsFloat | typing.SupportsIndex | None = None, clip_max: typing.SupportsFloat | typing.SupportsIndex | None = None, regularization: str = 'none', regularization_scale: typing.SupportsFloat | typing.SupportsIndex = 0.0, weight_decay: typing.SupportsFloat | typing.SupportsIndex = 0.0, lookahead_steps: typing.SupportsInt | typing.SupportsIndex = 0, lookahead_alpha: typing.SupportsFloat | typing.SupportsIndex = 0.5, ema_decay: typing.SupportsFloat | typing.SupportsIndex = 0.0) -> BuiltinOptimizer:
     """
     Adam with bias correction (with weight_decay, AdamW).
     """
@@ -1023,11 +1035,11 @@ def MGU(input_channels: typing.SupportsInt | typing.SupportsIndex, output_channe
     """
     Minimal gated unit, gates f, n: h = (1−f)⊙h₋ + f⊙tanh(Wₙx + Uₙ(f⊙h₋) + bₙ).
     """
-def RMSProp(learning_rate: typing.SupportsFloat | typing.SupportsIndex = 0.009999999776482582, decay: typing.SupportsFloat | typing.SupportsIndex = 0.8999999761581421, epsilon: typing.SupportsFloat | typing.SupportsIndex = 9.99999993922529e-09, gradient_rescale: typing.SupportsFloat | typing.SupportsIndex = 1.0, clip_min: typing.SupportsFloat | typing.SupportsIndex | None = None, clip_max: typing.SupportsFloat | typing.SupportsIndex | None = None, regularization: str = 'none', regularization_scale: typing.SupportsFloat | typing.SupportsIndex = 0.0, weight_decay: typing.SupportsFloat | typing.SupportsIndex = 0.0, lookahead_steps: typing.SupportsInt | typing.SupportsIndex = 0, lookahead_alpha: typing.SupportsFloat | typing.SupportsIndex = 0.5) -> BuiltinOptimizer:
+def RMSProp(learning_rate: typing.SupportsFloat | typing.SupportsIndex = 0.009999999776482582, decay: typing.SupportsFloat | typing.SupportsIndex = 0.8999999761581421, epsilon: typing.SupportsFloat | typing.SupportsIndex = 9.99999993922529e-09, gradient_rescale: typing.SupportsFloat | typing.SupportsIndex = 1.0, clip_min: typing.SupportsFloat | typing.SupportsIndex | None = None, clip_max: typing.SupportsFloat | typing.SupportsIndex | None = None, regularization: str = 'none', regularization_scale: typing.SupportsFloat | typing.SupportsIndex = 0.0, weight_decay: typing.SupportsFloat | typing.SupportsIndex = 0.0, lookahead_steps: typing.SupportsInt | typing.SupportsIndex = 0, lookahead_alpha: typing.SupportsFloat | typing.SupportsIndex = 0.5, ema_decay: typing.SupportsFloat | typing.SupportsIndex = 0.0) -> BuiltinOptimizer:
     """
     RMSProp: s ← ρ·s + (1−ρ)·g²; w ← w − lr·g/(√s + ε).
     """
-def SGD(learning_rate: typing.SupportsFloat | typing.SupportsIndex = 0.009999999776482582, momentum: typing.SupportsFloat | typing.SupportsIndex = 0.0, nesterov: bool = False, gradient_rescale: typing.SupportsFloat | typing.SupportsIndex = 1.0, clip_min: typing.SupportsFloat | typing.SupportsIndex | None = None, clip_max: typing.SupportsFloat | typing.SupportsIndex | None = None, regularization: str = 'none', regularization_scale: typing.SupportsFloat | typing.SupportsIndex = 0.0, weight_decay: typing.SupportsFloat | typing.SupportsIndex = 0.0, lookahead_steps: typing.SupportsInt | typing.SupportsIndex = 0, lookahead_alpha: typing.SupportsFloat | typing.SupportsIndex = 0.5) -> BuiltinOptimizer:
+def SGD(learning_rate: typing.SupportsFloat | typing.SupportsIndex = 0.009999999776482582, momentum: typing.SupportsFloat | typing.SupportsIndex = 0.0, nesterov: bool = False, gradient_rescale: typing.SupportsFloat | typing.SupportsIndex = 1.0, clip_min: typing.SupportsFloat | typing.SupportsIndex | None = None, clip_max: typing.SupportsFloat | typing.SupportsIndex | None = None, regularization: str = 'none', regularization_scale: typing.SupportsFloat | typing.SupportsIndex = 0.0, weight_decay: typing.SupportsFloat | typing.SupportsIndex = 0.0, lookahead_steps: typing.SupportsInt | typing.SupportsIndex = 0, lookahead_alpha: typing.SupportsFloat | typing.SupportsIndex = 0.5, ema_decay: typing.SupportsFloat | typing.SupportsIndex = 0.0) -> BuiltinOptimizer:
     """
     SGD: v ← μ·v + g; w ← w − lr·(nesterov ? g + μ·v : v).
     """

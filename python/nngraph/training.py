@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 
@@ -319,3 +320,34 @@ class _Totals:
 def _progress(total: int, epoch: int, epochs: int):
     from tqdm import tqdm
     return tqdm(total=total, desc=f"epoch {epoch + 1}/{epochs}", unit="img", leave=False)
+
+
+@contextlib.contextmanager
+def averaged_weights(sources) -> Iterator[list]:
+    """Within the block, the trained tensors of every data source whose optimizer keeps an
+    exponential moving average of them (ema_decay > 0) hold that average; after it, their
+    values again (ArrayDataSource.swap_average, twice). sources: a Graph (its data sources), a
+    dict of sources (a model's .sources) or an iterable of them. Yields the sources swapped;
+    raises InvalidInputError where none keeps an average.
+
+        with ng.averaged_weights(model.sources):
+            ng.evaluate(evaluation_graph, test)
+    """
+    if isinstance(sources, Graph):
+        sources = sources.data_sources
+    elif isinstance(sources, dict):
+        sources = sources.values()
+    averaged = [ds for ds in sources if isinstance(ds, ArrayDataSource) and ds.optimizer is not None
+                and getattr(ds.optimizer, "ema_decay", 0.0) > 0.0]
+    if not averaged:
+        raise InvalidInputError("[averaged_weights] no data source's optimizer keeps an average of the weights "
+                                "(give the optimizer ema_decay > 0)")
+    swapped = []
+    try:
+        for ds in averaged:
+            ds.swap_average()
+            swapped.append(ds)
+        yield swapped
+    finally:
+        for ds in reversed(swapped):
+            ds.swap_average()

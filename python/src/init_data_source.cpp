@@ -273,8 +273,12 @@ void init_data_source(py::module_& m) {
            },
            py::arg("state"), "Restores what optimizer_state() returned (checked first); used at the next update.")
       .def("reset_optimizer_state", &ArrayDataSource::reset_optimizer_state,
-           "Forgets the optimizer's state (momentum, moments, lookahead): the next update starts from zero "
-           "slots at step 0, as with a new optimizer.");
+           "Forgets the optimizer's state (momentum, moments, lookahead, average): the next update starts from "
+           "zero slots at step 0, as with a new optimizer.")
+      .def("swap_average", &ArrayDataSource::swap_average,
+           "Exchanges the trained tensors' values with the exponential moving average the optimizer keeps of "
+           "them (its ema_decay), so a second call exchanges them back (nngraph.averaged_weights does both "
+           "around a block). Statistics and frozen tensors stay; raises without an average.");
 }
 
 }  // namespace nngraph::py_bind

@@ -61,15 +61,17 @@ OptimizerDescriptor make_descriptor(float lr, float rescale, std::optional<float
 struct BuiltinOptions {
   float weight_decay;
   int lookahead_steps;
-  float lookahead_alpha;
+  float lookahead_alpha, ema_decay;
 };
-#define BUILTIN_ARGS \
-  py::arg("weight_decay") = 0.f, py::arg("lookahead_steps") = 0, py::arg("lookahead_alpha") = 0.5f
+#define BUILTIN_ARGS                                                                                   \
+  py::arg("weight_decay") = 0.f, py::arg("lookahead_steps") = 0, py::arg("lookahead_alpha") = 0.5f, \
+      py::arg("ema_decay") = 0.f
 
 OptimizerDescriptor with_builtin(OptimizerDescriptor d, BuiltinOptions o) {
   d.weight_decay = o.weight_decay;
   d.lookahead_steps = o.lookahead_steps;
   d.lookahead_alpha = o.lookahead_alpha;
+  d.ema_decay = o.ema_decay;
   d.validate();
   return d;
 }
@@ -106,7 +108,10 @@ void init_optimizers(py::module_& m) {
       "An optimizer whose update runs on the device inside the step: SGD, Adam, RMSProp. Each also takes "
       "weight_decay (decoupled, as AdamW and SGDW: w ← w·(1 − lr·weight_decay) before the rule) and lookahead "
       "(Zhang et al. 2019): every lookahead_steps-th update moves the slow weights lookahead_alpha of the way "
-      "to the fast ones and restarts the fast ones from there (one more state vector per tensor).")
+      "to the fast ones and restarts the fast ones from there (one more state vector per tensor); and with "
+      "ema_decay > 0 an exponential moving average of the weights, a ← ema_decay·a + (1 − ema_decay)·w after "
+      "each update, starting from the weights (one more state vector per tensor; evaluate with it inside "
+      "nngraph.averaged_weights).")
       .def_property("weight_decay", [](const Optimizer& o) { return o.descriptor.weight_decay; },
                     [](Optimizer& o, float v) { set_checked(o, &OptimizerDescriptor::weight_decay, v); },
                     "Decoupled weight decay; may change between steps, as learning_rate.")
@@ -115,19 +120,28 @@ void init_optimizers(py::module_& m) {
                     "How far each lookahead sync moves the slow weights toward the fast ones, in [0, 1]; may "
                     "change between steps.")
       .def_property_readonly("lookahead_steps", [](const Optimizer& o) { return o.descriptor.lookahead_steps; },
-                             "Updates between lookahead syncs (0: none); fixed, as it adds a state vector.");
+                             "Updates between lookahead syncs (0: none); fixed, as it adds a state vector.")
+      .def_property("ema_decay", [](const Optimizer& o) { return o.descriptor.ema_decay; },
+                    [](Optimizer& o, float v) {
+                      if ((v > 0.f) != (o.descriptor.ema_decay > 0.f))
+                        fail("[optimizer] ema_decay cannot turn the average on or off (it adds a state vector); "
+                             "make a new optimizer");
+                      set_checked(o, &OptimizerDescriptor::ema_decay, v);
+                    },
+                    "Decay of the weights' exponential moving average, in [0, 1) (0: none); may change between "
+                    "steps (a warm-up) but not to or from 0.");
   m.def("SGD", [](float lr, float momentum, bool nesterov, float rescale, std::optional<float> cmin,
                   std::optional<float> cmax, const std::string& reg, float reg_scale, float wd, int la_steps,
-                  float la_alpha) {
-          return make_sgd(with_builtin(make_descriptor(lr, rescale, cmin, cmax, reg, reg_scale), {wd, la_steps, la_alpha}),
+                  float la_alpha, float ema) {
+          return make_sgd(with_builtin(make_descriptor(lr, rescale, cmin, cmax, reg, reg_scale), {wd, la_steps, la_alpha, ema}),
                           momentum, nesterov);
         },
         py::arg("learning_rate") = 0.01f, py::arg("momentum") = 0.f, py::arg("nesterov") = false, DESCRIPTOR_ARGS,
         BUILTIN_ARGS, "SGD: v ← μ·v + g; w ← w − lr·(nesterov ? g + μ·v : v).");
   m.def("Adam", [](float lr, float beta1, float beta2, float epsilon, bool amsgrad, float rescale,
                    std::optional<float> cmin, std::optional<float> cmax, const std::string& reg, float reg_scale,
-                   float wd, int la_steps, float la_alpha) {
-          return make_adam(with_builtin(make_descriptor(lr, rescale, cmin, cmax, reg, reg_scale), {wd, la_steps, la_alpha}),
+                   float wd, int la_steps, float la_alpha, float ema) {
+          return make_adam(with_builtin(make_descriptor(lr, rescale, cmin, cmax, reg, reg_scale), {wd, la_steps, la_alpha, ema}),
                            beta1, beta2, epsilon, amsgrad);
         },
         py::arg("learning_rate") = 1e-3f, py::arg("beta1") = 0.9f, py::arg("beta2") = 0.999f,
@@ -135,8 +149,8 @@ void init_optimizers(py::module_& m) {
         "Adam with bias correction (with weight_decay, AdamW).");
   m.def("RMSProp", [](float lr, float decay, float epsilon, float rescale, std::optional<float> cmin,
                       std::optional<float> cmax, const std::string& reg, float reg_scale, float wd, int la_steps,
-                      float la_alpha) {
-          return make_rmsprop(with_builtin(make_descriptor(lr, rescale, cmin, cmax, reg, reg_scale), {wd, la_steps, la_alpha}),
+                      float la_alpha, float ema) {
+          return make_rmsprop(with_builtin(make_descriptor(lr, rescale, cmin, cmax, reg, reg_scale), {wd, la_steps, la_alpha, ema}),
                               decay, epsilon);
         },
         py::arg("learning_rate") = 0.01f, py::arg("decay") = 0.9f, py::arg("epsilon") = 1e-8f, DESCRIPTOR_ARGS,

@@ -21,6 +21,7 @@ struct MultiUpdate {
   float* s1[kMaxTensors];
   float* s2[kMaxTensors];
   float* slow[kMaxTensors];  // lookahead's state (unused without it)
+  float* avg[kMaxTensors];   // the average's state (unused without it)
   size_t count[kMaxTensors];
   int64_t step[kMaxTensors];
   unsigned first_block[kMaxTensors + 1];
@@ -34,21 +35,22 @@ static_assert(sizeof(MultiUpdate) <= 4096, "kernel parameters are limited to 4 K
 // alias the values and are neither loaded nor stored.
 template <OptimizerKind K, bool Slot, bool AmsGrad>
 __device__ void update_four(const math::UpdateConstants& k, float4* w, const float4* g, float4* s0, float4* s1,
-                            float4* s2, float4* slow) {
+                            float4* s2, float4* slow, float4* avg) {
   constexpr bool use0 = Slot, use1 = K == OptimizerKind::Adam, use2 = AmsGrad;
-  const bool use3 = k.lookahead != 0;
+  const bool use3 = k.lookahead != 0, use4 = k.average > 0.f;
   float4 vw = *w, a = use0 ? *s0 : float4{}, b = use1 ? *s1 : float4{}, c = use2 ? *s2 : float4{};
-  float4 d = use3 ? *slow : float4{};
+  float4 d = use3 ? *slow : float4{}, e = use4 ? *avg : float4{};
   const float4 vg = *g;
-  math::update<K, Slot, AmsGrad>(k, vw.x, vg.x, &a.x, &b.x, &c.x, &d.x);
-  math::update<K, Slot, AmsGrad>(k, vw.y, vg.y, &a.y, &b.y, &c.y, &d.y);
-  math::update<K, Slot, AmsGrad>(k, vw.z, vg.z, &a.z, &b.z, &c.z, &d.z);
-  math::update<K, Slot, AmsGrad>(k, vw.w, vg.w, &a.w, &b.w, &c.w, &d.w);
+  math::update<K, Slot, AmsGrad>(k, vw.x, vg.x, &a.x, &b.x, &c.x, &d.x, &e.x);
+  math::update<K, Slot, AmsGrad>(k, vw.y, vg.y, &a.y, &b.y, &c.y, &d.y, &e.y);
+  math::update<K, Slot, AmsGrad>(k, vw.z, vg.z, &a.z, &b.z, &c.z, &d.z, &e.z);
+  math::update<K, Slot, AmsGrad>(k, vw.w, vg.w, &a.w, &b.w, &c.w, &d.w, &e.w);
   *w = vw;
   if (use0) *s0 = a;
   if (use1) *s1 = b;
   if (use2) *s2 = c;
   if (use3) *slow = d;
+  if (use4) *avg = e;
 }
 
 // Where OIHW value i of an O × inputs × taps filter lies in its KRSC copy (O × taps × inputs).
@@ -60,9 +62,10 @@ __device__ inline size_t krsc_index(size_t i, int inputs, int taps) {
 // Values one at a time: a half gradient read, the copy written (KRSC where taps is not 0).
 template <OptimizerKind K, bool Slot, bool AmsGrad, class G, class C>
 __device__ void update_each(const math::UpdateConstants& k, float* w, const G* g, float* s0, float* s1, float* s2,
-                            float* slow, C* copy, int inputs, int taps, size_t first, size_t stride, size_t count) {
+                            float* slow, float* avg, C* copy, int inputs, int taps, size_t first, size_t stride,
+                            size_t count) {
   for (size_t i = first; i < count; i += stride) {
-    math::update<K, Slot, AmsGrad>(k, w[i], ld(g[i]), s0 + i, s1 + i, s2 + i, slow + i);
+    math::update<K, Slot, AmsGrad>(k, w[i], ld(g[i]), s0 + i, s1 + i, s2 + i, slow + i, avg + i);
     if (copy) copy[taps ? krsc_index(i, inputs, taps) : i] = st<C>(w[i]);
   }
 }
@@ -73,11 +76,11 @@ __device__ void update_typed(const MultiUpdate& m, const math::UpdateConstants& 
   const G* g = static_cast<const G*>(m.g[t]);
   const int inputs = m.copy_inputs[t], taps = m.copy_taps[t];
   if (m.copy_dtype[t] == DType::BFloat16)
-    update_each<K, Slot, AmsGrad>(k, m.w[t], g, m.s0[t], m.s1[t], m.s2[t], m.slow[t],
+    update_each<K, Slot, AmsGrad>(k, m.w[t], g, m.s0[t], m.s1[t], m.s2[t], m.slow[t], m.avg[t],
                                   static_cast<__nv_bfloat16*>(m.copy[t]), inputs, taps, first, stride, m.count[t]);
   else
-    update_each<K, Slot, AmsGrad>(k, m.w[t], g, m.s0[t], m.s1[t], m.s2[t], m.slow[t], static_cast<__half*>(m.copy[t]),
-                                  inputs, taps, first, stride, m.count[t]);
+    update_each<K, Slot, AmsGrad>(k, m.w[t], g, m.s0[t], m.s1[t], m.s2[t], m.slow[t], m.avg[t],
+                                  static_cast<__half*>(m.copy[t]), inputs, taps, first, stride, m.count[t]);
 }
 
 template <OptimizerKind K, bool Slot, bool AmsGrad>
@@ -103,21 +106,23 @@ __global__ void multi_update_kernel(MultiUpdate m) {
   }
   float* w = m.w[t];
   const float* g = static_cast<const float*>(m.g[t]);
-  float *s0 = m.s0[t], *s1 = m.s1[t], *s2 = m.s2[t], *slow = m.slow[t];
+  float *s0 = m.s0[t], *s1 = m.s1[t], *s2 = m.s2[t], *slow = m.slow[t], *avg = m.avg[t];
   size_t start = 0;
   const auto bits = reinterpret_cast<uintptr_t>(w) | reinterpret_cast<uintptr_t>(g) |
                     reinterpret_cast<uintptr_t>(s0) | reinterpret_cast<uintptr_t>(s1) |
-                    reinterpret_cast<uintptr_t>(s2) | reinterpret_cast<uintptr_t>(slow);
+                    reinterpret_cast<uintptr_t>(s2) | reinterpret_cast<uintptr_t>(slow) |
+                    reinterpret_cast<uintptr_t>(avg);
   if (bits % 16 == 0) {
     const size_t fours = m.count[t] / 4;
     for (size_t i = first; i < fours; i += stride)
       update_four<K, Slot, AmsGrad>(k, reinterpret_cast<float4*>(w) + i, reinterpret_cast<const float4*>(g) + i,
                                     reinterpret_cast<float4*>(s0) + i, reinterpret_cast<float4*>(s1) + i,
-                                    reinterpret_cast<float4*>(s2) + i, reinterpret_cast<float4*>(slow) + i);
+                                    reinterpret_cast<float4*>(s2) + i, reinterpret_cast<float4*>(slow) + i,
+                                    reinterpret_cast<float4*>(avg) + i);
     start = fours * 4;
   }
   for (size_t i = start + first; i < m.count[t]; i += stride)
-    math::update<K, Slot, AmsGrad>(k, w[i], g[i], s0 + i, s1 + i, s2 + i, slow + i);
+    math::update<K, Slot, AmsGrad>(k, w[i], g[i], s0 + i, s1 + i, s2 + i, slow + i, avg + i);
 }
 
 struct LaunchMulti {
@@ -153,8 +158,9 @@ void optimizer_steps(const StepLaunch& l, const OptimizerStep& step, const Tenso
       m.s0[i] = t.slots[0] ? t.slots[0] : t.values;
       m.s1[i] = t.slots[1] ? t.slots[1] : t.values;
       m.s2[i] = t.slots[2] ? t.slots[2] : t.values;
-      float* slow = t.slots[rule_slot_count(step)];
-      m.slow[i] = slow ? slow : t.values;
+      const int look = lookahead_slot(step), average = average_slot(step);
+      m.slow[i] = look >= 0 && t.slots[look] ? t.slots[look] : t.values;
+      m.avg[i] = average >= 0 && t.slots[average] ? t.slots[average] : t.values;
       m.count[i] = t.count;
       m.first_block[i + 1] = m.first_block[i] + std::min<unsigned>(blocks_for((t.count + 3) / 4), 2048);
     }

@@ -394,11 +394,12 @@ struct UpdateConstants {
   float shrink = 1.f;      // decoupled weight decay's factor, 1 − lr·weight_decay
   int lookahead = 0;       // 0: none; 1: the slow weights follow; 2: and this step syncs
   float slow_keep = 0.f;   // 1 − lookahead_alpha
+  float average = 0.f;     // ema_decay (0: no average)
   UpdateConstants() = default;  // kernel parameter arrays
   explicit UpdateConstants(const OptimizerStep& s)
       : pre(s.d), lr(s.d.learning_rate), mu(s.momentum), nesterov(s.nesterov ? 1.f : 0.f), b1(s.beta1),
         b2(s.beta2), eps(s.epsilon), rho(s.decay), shrink(1.f - s.d.learning_rate * s.d.weight_decay),
-        slow_keep(1.f - s.d.lookahead_alpha) {
+        slow_keep(1.f - s.d.lookahead_alpha), average(s.d.ema_decay) {
     at_step(s.step);
     if (s.d.lookahead_steps > 0) lookahead = s.step % s.d.lookahead_steps == 0 ? 2 : 1;
   }
@@ -440,10 +441,11 @@ NNGRAPH_HD inline void advance_loss_scale(LossScaleState& s, float growth, float
 }
 
 // One parameter's update; the kind is a template argument so loops over it vectorize. `slow`
-// is lookahead's state: the slow weight less the fast one, so it starts at zero.
+// is lookahead's state: the slow weight less the fast one, so it starts at zero; `avg` the
+// average's, the average less the weight (a = w + avg: a' = decay·a + (1 − decay)·w').
 template <OptimizerKind K, bool Slot, bool AmsGrad = false>
 NNGRAPH_HD inline void update(const UpdateConstants& k, float& w, float gradient, float* s0, float* s1, float* s2,
-                              float* slow) {
+                              float* slow, float* avg) {
   const float g = k.pre(gradient, w), before = w;
   w *= k.shrink;
   if constexpr (K == OptimizerKind::SGD) {
@@ -471,6 +473,7 @@ NNGRAPH_HD inline void update(const UpdateConstants& k, float& w, float gradient
     }
     *slow = d;
   }
+  if (k.average > 0.f) *avg = k.average * (*avg + before - w);
 }
 
 // Calls fn.template operator()<K, Slot, AmsGrad>() for the step's optimizer (host side).

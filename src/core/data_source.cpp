@@ -293,7 +293,8 @@ std::vector<TensorUpdate> ArrayDataSource::prepare_update(const GradientState& g
     // With scaling, the update subtracts the steps skipped so far (a count on the device).
     TensorUpdate t{static_cast<float*>(w.tensors[i]->data()), gradient.tensors[i]->data(), {}, w.counts[i],
                    state_.step + state_.skips_from, gradient.dtype(i)};
-    for (size_t j = 0; j < state_.slots[i].size() && j < 4; ++j) t.slots[j] = static_cast<float*>(state_.slots[i][j]->data());
+    for (size_t j = 0; j < state_.slots[i].size() && j < kMaxSlots; ++j)
+      t.slots[j] = static_cast<float*>(state_.slots[i][j]->data());
     out.push_back(t);
   }
   return out;
@@ -323,6 +324,31 @@ void ArrayDataSource::check_optimizer_state(const std::vector<std::vector<float>
       if (!std::isfinite(v)) fail("[", label_, "] optimizer state vector ", i, " holds NaN or inf");
   }
   if (step < 0) fail("[", label_, "] optimizer step must be >= 0, got ", step);
+}
+
+void ArrayDataSource::swap_average() {
+  if (!optimizer_ || optimizer_->descriptor.ema_decay <= 0.f)
+    fail("[", label_, "] its optimizer keeps no average of the weights (ema_decay)");
+  std::vector<std::vector<float>> slots = optimizer_slots();
+  if (slots.empty()) return;  // no update yet
+  sync_host();
+  const int64_t step = optimizer_step();
+  const size_t k = slot_count();  // the average's vector is each tensor's last
+  std::vector<std::vector<float>> values = values_;
+  size_t at = 0;
+  for (size_t i = 0; i < specs_.size(); ++i) {
+    if (!slotted(i)) continue;
+    std::vector<float>& d = slots[at * k + k - 1];  // the average less the values
+    for (size_t j = 0; j < d.size(); ++j) {
+      const float w = values[i][j];
+      values[i][j] = w + d[j];
+      d[j] = w - values[i][j];  // exact where the two are within a factor of 2: swapping back restores w
+    }
+    ++at;
+  }
+  check_optimizer_state(slots, step);
+  set_values(std::move(values));  // checked before it changes anything
+  set_optimizer_state(slots, step);
 }
 
 void ArrayDataSource::set_optimizer_state(const std::vector<std::vector<float>>& slots, int64_t step) {

@@ -23,6 +23,7 @@ void OptimizerDescriptor::validate() const {
   if (lookahead_steps < 0) fail("[optimizer] lookahead_steps must be >= 0, got ", lookahead_steps);
   if (!(lookahead_alpha >= 0.f && lookahead_alpha <= 1.f))
     fail("[optimizer] lookahead_alpha must be in [0, 1], got ", lookahead_alpha);
+  if (!(ema_decay >= 0.f && ema_decay < 1.f)) fail("[optimizer] ema_decay must be in [0, 1), got ", ema_decay);
 }
 
 void LossScaling::validate() const {
@@ -43,7 +44,7 @@ BuiltinOptimizer::BuiltinOptimizer(OptimizerStep params) : Optimizer(params.d), 
 }
 
 int BuiltinOptimizer::slot_count() const {
-  return rule_slot_count(params_) + (descriptor.lookahead_steps > 0 ? 1 : 0);
+  return rule_slot_count(params_) + (descriptor.lookahead_steps > 0 ? 1 : 0) + (descriptor.ema_decay > 0.f ? 1 : 0);
 }
 
 void BuiltinOptimizer::apply(const Device& device, float* values, const float* gradient,
@@ -53,7 +54,7 @@ void BuiltinOptimizer::apply(const Device& device, float* values, const float* g
   s.d.validate();
   s.step = step;
   TensorUpdate t{values, gradient, {}, count, step};
-  for (size_t i = 0; i < slots.size() && i < 4; ++i) t.slots[i] = slots[i];
+  for (size_t i = 0; i < slots.size() && i < kMaxSlots; ++i) t.slots[i] = slots[i];
   dispatch<OptimizerKernel>(backend_for(device), s, std::vector<TensorUpdate>{t});
 }
 

@@ -50,6 +50,8 @@ CASES = [
     ("sgd", {"learning_rate": 0.05, "lookahead_steps": 3, "lookahead_alpha": 0.3}),
     ("adam", {"learning_rate": 0.01, "amsgrad": True, "lookahead_steps": 2}),
     ("rmsprop", {"learning_rate": 0.01, "lookahead_steps": 1, "lookahead_alpha": 0.8}),
+    ("sgd", {"learning_rate": 0.05, "momentum": 0.9, "nesterov": True, "ema_decay": 0.8}),
+    ("adam", {"learning_rate": 0.01, "amsgrad": True, "lookahead_steps": 2, "ema_decay": 0.6}),
 ]
 
 
@@ -86,25 +88,46 @@ def test_builtin_optimizer_matches_numpy(device, rng, kind, params):
     x, target, w, b, ds, g = linear_setup(rng, opt, device)
     w, b = w.astype(np.float64), b.astype(np.float64)
     sw, sb = {}, {}
-    slow_w, slow_b = w, b
+    slow_w, slow_b = avg_w, avg_b = w, b
     for t in range(1, 6):
-        if t == 4:  # the learning rate (and lookahead's alpha) may change between steps
+        if t == 4:  # the learning rate (and lookahead's alpha, the average's decay) may change between steps
             opt.learning_rate = params["learning_rate"] * 0.5
             params = {**params, "learning_rate": params["learning_rate"] * 0.5}
             if "lookahead_steps" in params:
                 opt.lookahead_alpha = params["lookahead_alpha"] = 0.25
+            if "ema_decay" in params:
+                opt.ema_decay = params["ema_decay"] = 0.5
         g.run(x, labels=target.reshape(6, 3, 1, 1))
         gw, gb = numpy_grads(x, target, w, b)
         w, b = numpy_step(kind, params, w, gw, sw, t), numpy_step(kind, params, b, gb, sb, t)
         w, slow_w = lookahead(params, t, w, slow_w)
         b, slow_b = lookahead(params, t, b, slow_b)
+        decay = params.get("ema_decay", 0.0)  # the average starts from the weights
+        avg_w, avg_b = decay * avg_w + (1 - decay) * w, decay * avg_b + (1 - decay) * b
     np.testing.assert_allclose(ds.weights(), w, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(ds.biases(), b, rtol=1e-4, atol=1e-5)
     state = ds.optimizer_state()
     assert state["step"] == 5
+    k = opt.slot_count()
+    assert k == {"sgd": params.get("momentum", 0) > 0, "adam": 2 + params.get("amsgrad", False), "rmsprop": 1}[kind] + \
+        ("lookahead_steps" in params) + ("ema_decay" in params)
     if "lookahead_steps" in params:  # its state: the slow weights less the fast ones
-        np.testing.assert_allclose(state["slots"][opt.slot_count() - 1], (slow_w - w).ravel(), rtol=1e-3, atol=1e-5)
-        np.testing.assert_allclose(state["slots"][-1], slow_b - b, rtol=1e-3, atol=1e-5)
+        at = k - 1 - ("ema_decay" in params)
+        np.testing.assert_allclose(state["slots"][at], (slow_w - w).ravel(), rtol=1e-3, atol=1e-5)
+        np.testing.assert_allclose(state["slots"][k + at], slow_b - b, rtol=1e-3, atol=1e-5)
+    if "ema_decay" not in params:
+        return
+    # The average's state is the average less the weights; swapping exchanges the two, and
+    # swapping again restores the weights (to the last bit where the two lie within a factor 2).
+    np.testing.assert_allclose(state["slots"][k - 1], (avg_w - w).ravel(), rtol=1e-3, atol=1e-5)
+    trained_w, trained_b = ds.weights().copy(), ds.biases().copy()
+    ds.swap_average()
+    np.testing.assert_allclose(ds.weights(), avg_w, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(ds.biases(), avg_b, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(ds.optimizer_state()["slots"][k - 1], (w - avg_w).ravel(), rtol=1e-3, atol=1e-5)
+    ds.swap_average()
+    np.testing.assert_allclose(ds.weights(), trained_w, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(ds.biases(), trained_b, rtol=1e-6, atol=1e-7)
 
 
 class SignSGD(ng.Optimizer):
@@ -156,3 +179,15 @@ def test_optimizer_arguments_are_checked():
     with pytest.raises(ValueError, match="lookahead_alpha"):
         opt.lookahead_alpha = 1.5
     assert opt.lookahead_alpha == 0.5
+    with pytest.raises(ValueError, match="ema_decay"):
+        ng.SGD(ema_decay=1.0)
+    assert opt.ema_decay == 0.0
+    with pytest.raises(ValueError, match="ema_decay cannot turn the average on"):
+        opt.ema_decay = 0.9
+    opt = ng.SGD(momentum=0.9, ema_decay=0.99)
+    assert opt.slot_count() == 2
+    with pytest.raises(ValueError, match="ema_decay cannot turn the average on or off"):
+        opt.ema_decay = 0.0
+    with pytest.raises(ValueError, match="ema_decay"):
+        opt.ema_decay = -0.5
+    assert opt.ema_decay == pytest.approx(0.99)

@@ -122,6 +122,52 @@ def test_checkpoint_round_trip(device, digits, tmp_path):
     np.testing.assert_allclose(srcs2["f1"].weights(), srcs["f1"].weights(), rtol=1e-6)
 
 
+@pytest.mark.parametrize("fmt", ["float32", "bfloat16"])
+def test_averaged_weights_serve_every_graph_within_the_block(device, digits, fmt, tmp_path):
+    """ema_decay: inside ng.averaged_weights every graph over the sources (a bfloat16 one too,
+    whose copies follow) computes with each trained tensor's average, the weights plus the
+    average's state vector; after it with the trained values, and training goes on from them. A
+    checkpoint keeps the average; sources without one raise."""
+    if fmt == "bfloat16" and device == "cpu":
+        pytest.skip("the cpu computes half formats in float32")
+    (xtr, ytr), (xte, _) = digits
+    loss, srcs = small_net(ng.SGD(learning_rate=0.1, momentum=0.9, ema_decay=0.9), keep=1.0)
+    g = loss.training_graph(device=device, format=fmt)
+    ng.fit(g, (xtr[:256], ytr[:256]), epochs=1, batch_size=64, progress=False)
+    infer = g.inference()
+    trained = infer.run(xte[:50])
+    before = {k: (s.tensors(), s.optimizer_state()["slots"]) for k, s in srcs.items()}
+    ng.save(tmp_path / "model.npz", g)
+    with ng.averaged_weights(g) as swapped:
+        assert sorted(s.label() for s in swapped) == ["c1", "f1", "f2"]
+        averaged = infer.run(xte[:50])
+        values = {k: s.tensors() for k, s in srcs.items()}
+    for k, (tensors, slots) in before.items():  # 2 vectors per tensor: momentum, the average's
+        for i, (name, w) in enumerate(tensors.items()):
+            np.testing.assert_allclose(values[k][name], w + slots[2 * i + 1].reshape(w.shape), rtol=1e-5,
+                                       atol=1e-6, err_msg=f"{k}/{name}")
+    ref_loss, ref_srcs = small_net(keep=1.0)
+    for k, s in ref_srcs.items():
+        s.set_tensors(values[k])
+    want = ng.Graph(ref_loss.sources[0], device="cpu").run(xte[:50])
+    tol = 1e-4 if fmt == "float32" else 5e-2 * float(np.abs(want).max())
+    np.testing.assert_allclose(averaged, want, rtol=tol, atol=tol)
+    assert not np.allclose(averaged, trained, atol=tol)
+    np.testing.assert_allclose(infer.run(xte[:50]), trained, rtol=1e-5, atol=1e-5)
+    g.run(xtr[:64], labels=ytr[:64])  # trains on from the trained values
+    assert srcs["f2"].optimizer_state()["step"] == 5
+    # The checkpoint restores the average with the weights.
+    ng.load(tmp_path / "model.npz", g)
+    with ng.averaged_weights(srcs):
+        np.testing.assert_allclose(srcs["f1"].weights(), values["f1"]["weights"], rtol=1e-6, atol=1e-7)
+    plain, _ = small_net(ng.SGD(learning_rate=0.1), keep=1.0)
+    with pytest.raises(ng.InvalidInputError, match="ema_decay"):
+        with ng.averaged_weights(plain.training_graph(device=device)):
+            pass
+    with pytest.raises(ValueError, match="keeps no average"):
+        plain.training_graph(device=device).data_sources[0].swap_average()
+
+
 def test_bad_checkpoints_raise_clearly(tmp_path):
     loss, _ = small_net(ng.SGD())
     g = loss.training_graph()

@@ -12,7 +12,7 @@ namespace {
 // Slots a kind does not use point at a dummy and are never read.
 struct Loop {
   math::UpdateConstants k;
-  float *w, *s0, *s1, *s2, *slow;
+  float *w, *s0, *s1, *s2, *slow, *avg;
   const float* g;
   size_t b, e;
   template <OptimizerKind K, bool Slot, bool AmsGrad>
@@ -24,7 +24,8 @@ struct Loop {
     float* __restrict v = s1;
     float* __restrict m = s2;
     float* __restrict l = slow;
-    for (size_t i = b; i < e; ++i) math::update<K, Slot, AmsGrad>(c, wr[i], gr[i], a + i, v + i, m + i, l + i);
+    float* __restrict r = avg;
+    for (size_t i = b; i < e; ++i) math::update<K, Slot, AmsGrad>(c, wr[i], gr[i], a + i, v + i, m + i, l + i, r + i);
   }
 };
 
@@ -43,10 +44,11 @@ void optimizer(Backend& backend, const OptimizerStep& s, const std::vector<Tenso
         fail<Unsupported>("[optimizer] the cpu backend updates float32 gradients only");
       OptimizerStep one = s;
       one.step = t.step;
-      auto slot = [&](size_t j) { return t.slots[j] ? t.slots[j] : dummy.data(); };
+      auto slot = [&](int j) { return j >= 0 && t.slots[j] ? t.slots[j] : dummy.data(); };
       const size_t lo = std::max(b, start[i]) - start[i], hi = std::min(e, start[i + 1]) - start[i];
       math::dispatch_update(one, Loop{math::UpdateConstants(one), t.values, slot(0), slot(1), slot(2),
-                                      slot(rule_slot_count(s)), static_cast<const float*>(t.gradient), lo, hi});
+                                      slot(lookahead_slot(s)), slot(average_slot(s)),
+                                      static_cast<const float*>(t.gradient), lo, hi});
     }
   });
 }
