@@ -327,18 +327,21 @@ void ArrayDataSource::check_optimizer_state(const std::vector<std::vector<float>
 }
 
 void ArrayDataSource::swap_average() {
-  if (!optimizer_ || optimizer_->descriptor.ema_decay <= 0.f)
+  BuiltinOptimizer* builtin = builtin_optimizer(this);
+  if (!builtin || builtin->descriptor.ema_decay <= 0.f)
     fail("[", label_, "] its optimizer keeps no average of the weights (ema_decay)");
   std::vector<std::vector<float>> slots = optimizer_slots();
   if (slots.empty()) return;  // no update yet
   sync_host();
   const int64_t step = optimizer_step();
-  const size_t k = slot_count();  // the average's vector is each tensor's last
+  OptimizerStep now = builtin->params();
+  now.d = builtin->descriptor;
+  const size_t k = slot_count(), average = static_cast<size_t>(average_slot(now));
   std::vector<std::vector<float>> values = values_;
   size_t at = 0;
   for (size_t i = 0; i < specs_.size(); ++i) {
     if (!slotted(i)) continue;
-    std::vector<float>& d = slots[at * k + k - 1];  // the average less the values
+    std::vector<float>& d = slots[at * k + average];  // the average less the values
     for (size_t j = 0; j < d.size(); ++j) {
       const float w = values[i][j];
       values[i][j] = w + d[j];

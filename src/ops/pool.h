@@ -36,9 +36,11 @@ struct PoolGeometry {
   }
 };
 
-// Max pooling's winners (a training state): per output value, in y's dense order, one byte holding
-// the tap ky·kw + kx of its window's first maximum (scan order); each image's bytes start
-// `winners.shape().count()` floats after the one before.
+// Max pooling's winners (a training state): per output value, in y's dense order, one byte
+// holding the tap ky·kw + kx of its window's first maximum (scan order); each image's bytes
+// start winner_image() bytes (`winners.shape().count()` floats) after the one before.
+inline size_t winner_image(const Tensor& winners) { return winners.shape().count() * sizeof(float); }
+
 // x's layout is the kernel's: a channels-last y of one pixel per image is the same memory; a
 // channels-last y may be a view of some channels of a wider image (Image::channels). Max
 // pooling writes the winners where given.

@@ -10,9 +10,9 @@
 namespace nngraph {
 namespace {
 
-// The halving windows (PoolGeometry::halves): the gradient writes every input pixel once
-// instead of zero-fill then scatter. Max pooling writes each window's winner where given
-// (taps 0 1 / 2 3, the first maximum in scan order).
+// The halving windows (PoolGeometry::halves); max pooling writes each window's winner where
+// given (taps 0 1 / 2 3, the first maximum in scan order). Average pooling's gradient writes
+// every input pixel once instead of zero-fill then scatter (max pooling's reads its winners).
 void halve(bool max, const float* __restrict x, int w, float* __restrict y, int oh, int ow, uint8_t* wins) {
   for (int oy = 0; oy < oh; ++oy) {
     const float* r0 = x + static_cast<size_t>(2 * oy) * w;
@@ -35,29 +35,12 @@ void halve(bool max, const float* __restrict x, int w, float* __restrict y, int 
   }
 }
 
-void halve_gradient(bool max, const float* __restrict x, int h, int w, const float* __restrict dy, int oh, int ow,
-                    float* __restrict dx) {
+void halve_gradient(int h, int w, const float* __restrict dy, int oh, int ow, float* __restrict dx) {
   if (h != 2 * oh || w != 2 * ow) std::fill_n(dx, static_cast<size_t>(h) * w, 0.f);  // uncovered edge
   for (int oy = 0; oy < oh; ++oy) {
-    const size_t o0 = static_cast<size_t>(2 * oy) * w;
-    const float* r0 = x + o0;
-    const float* r1 = r0 + w;
-    float* d0 = dx + o0;
+    float* d0 = dx + static_cast<size_t>(2 * oy) * w;
     float* d1 = d0 + w;
-    for (int ox = 0; ox < ow; ++ox) {
-      const float g = dy[static_cast<size_t>(oy) * ow + ox];
-      const float a = r0[2 * ox], b = r0[2 * ox + 1], c = r1[2 * ox], d = r1[2 * ox + 1];
-      if (max) {  // the first maximum in scan order takes the gradient, as in the generic path
-        const float m = std::max(std::max(a, b), std::max(c, d));
-        const float ta = a == m, tb = (b == m) * (1.f - ta), tc = (c == m) * (1.f - ta - tb);
-        d0[2 * ox] = ta * g;
-        d0[2 * ox + 1] = tb * g;
-        d1[2 * ox] = tc * g;
-        d1[2 * ox + 1] = (1.f - ta - tb - tc) * g;
-      } else {
-        d0[2 * ox] = d0[2 * ox + 1] = d1[2 * ox] = d1[2 * ox + 1] = 0.25f * g;
-      }
-    }
+    for (int ox = 0; ox < ow; ++ox) d0[2 * ox] = d0[2 * ox + 1] = d1[2 * ox] = d1[2 * ox + 1] = 0.25f * dy[oy * ow + ox];
   }
 }
 
@@ -107,7 +90,7 @@ void pooling(Backend& backend, PoolingMode mode, const PoolGeometry& g, const Te
   const bool max = mode == PoolingMode::Max;
   const size_t planes = static_cast<size_t>(in.batch()) * is.c;
   auto* won = static_cast<uint8_t*>(winners.data());
-  const size_t won_image = winners.shape().count() * sizeof(float), plane = static_cast<size_t>(os.h) * os.w;
+  const size_t won_image = winner_image(winners), plane = static_cast<size_t>(os.h) * os.w;
   if (g.halves()) {
     pool_of(backend).parallel_for(planes, [&](size_t b, size_t e) {
       for (size_t pl = b; pl < e; ++pl)
@@ -160,9 +143,9 @@ void pooling_gradient(Backend& backend, PoolingMode mode, const PoolGeometry& g,
   const float* grad = dy.data_as<float>();
   const float* y = won ? out.data_as<float>() : nullptr;
   float* dst = dx.data_as<float>();
-  const bool max = mode == PoolingMode::Max, halving = g.halves();
+  const bool max = mode == PoolingMode::Max, halving = g.halves() && !max;  // max keeps winners
   const size_t planes = static_cast<size_t>(in.batch()) * is.c, area = static_cast<size_t>(is.h) * is.w;
-  const size_t won_image = winners.shape().count() * sizeof(float), plane = static_cast<size_t>(os.h) * os.w;
+  const size_t won_image = winner_image(winners), plane = static_cast<size_t>(os.h) * os.w;
   pool_of(backend).parallel_for(planes, [&](size_t b, size_t e) {
     for (size_t pl = b; pl < e; ++pl) {
       if (won) {
@@ -174,7 +157,7 @@ void pooling_gradient(Backend& backend, PoolingMode mode, const PoolGeometry& g,
       const float* gy = grad + pl * os.h * os.w;
       float* gx = dst + pl * area;
       if (halving)
-        halve_gradient(max, x, is.h, is.w, gy, os.h, os.w, gx);
+        halve_gradient(is.h, is.w, gy, os.h, os.w, gx);
       else
         scatter_gradient(max, g, is, os, x, gy, gx);
       if (neuron.type != NeuronType::None) neuron_derivative(gx, x, gx, area, neuron);  // while in cache

@@ -6,15 +6,13 @@
 namespace nngraph {
 namespace {
 
-// The source's layout is the pass's: a result of one pixel per image is the same memory in either.
-size_t winner_image(const Tensor& winners) { return winners.shape().count() * sizeof(float); }
-
 // Values between an NHWC image's neighbouring pixels: c, or more for a view of some channels
 // of a wider image (a concatenation's part).
 int pixel_spacing(const Tensor& t) {
   return t && t.layout() == Layout::NHWC ? static_cast<int>(t.strides()[3]) : t.shape().c;
 }
 
+// The source's layout is the pass's: a result of one pixel per image is the same memory in either.
 void pooling(Backend& backend, PoolingMode mode, const PoolGeometry& g, const Tensor& in, const Tensor& out,
              const Tensor& winners) {
   CudaBackend& b = cuda_of(backend);
