@@ -38,6 +38,9 @@ class Handle : public std::enable_shared_from_this<Handle> {
   const std::vector<Image>& losses();
   // The reduced loss of loss node i: the value its gradient is of.
   double loss(size_t i = 0);
+  // Copies one of this encode's result or loss images to host memory once the encode has
+  // finished, without waiting for the encodes queued after it.
+  void download(const Image& image, void* dst);
   // A float16 training graph's loss scaling in this step: the scale its loss gradient was
   // multiplied by, and whether its weight gradients overflowed so it updated nothing. 1 and
   // false for other graphs.
@@ -45,8 +48,9 @@ class Handle : public std::enable_shared_from_this<Handle> {
   bool skipped();
 
   // Executor side. `scaling`: the step's scale and skip flag (two float32 values), or empty.
+  // `written`: where the device will have written them (null where it has already).
   void set_results(std::vector<Image> results, std::vector<Image> losses, std::vector<double> divisors,
-                   Image scaling = {});
+                   Image scaling = {}, std::shared_ptr<Fence> written = nullptr);
   void set_error(std::exception_ptr error);
   void finish();
   // Where the device will have finished this encode; wait() polls it where no callback runs.
@@ -61,7 +65,7 @@ class Handle : public std::enable_shared_from_this<Handle> {
   std::condition_variable cv_;
   bool ready_ = false, done_ = false, waited_ = false;
   std::exception_ptr error_;
-  std::shared_ptr<Fence> fence_;
+  std::shared_ptr<Fence> fence_, written_;
   std::vector<Image> results_, losses_;
   std::vector<double> divisors_;
   Image scaling_;

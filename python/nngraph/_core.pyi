@@ -784,7 +784,7 @@ class Handle:
         """
     def result(self, layout: str = 'NCHW') -> typing.Any:
         """
-        The result image(s) as numpy; waits for them.
+        The result image(s) as numpy; waits for this encode (not later ones).
         """
     def wait(self) -> None:
         """

@@ -18,6 +18,7 @@
 
 namespace nngraph {
 class Graph;
+class Handle;
 class LossNode;
 }  // namespace nngraph
 
@@ -67,7 +68,9 @@ size_t one_hot(const py::array& indices, int n, const ImageShape& sh, const std:
 // `device`, strided or not. Errors start with `what` and name `expected` when given.
 Image image_from_array(const py::handle& array, Layout layout, const Device& device,
                        const std::string& what, const std::optional<ImageShape>& expected = {});
-py::array image_to_array(const Image& image, Layout layout);
+// An image as a new numpy array (a CPU image's array shares its buffer). `from`: the encode
+// that made the image, whose finish alone the copy waits for.
+py::array image_to_array(const Image& image, Layout layout, Handle* from = nullptr);
 
 // Weights-like arrays: any float dtype; float64 is cast to float32, float16 kept.
 py::array float_array(const py::handle& obj, const std::string& what);

@@ -63,10 +63,10 @@ std::vector<size_t> to_sources(const Graph& g, const py::object& images, Layout 
   return out;
 }
 
-py::object to_python(const std::vector<Image>& results, Layout layout) {
-  if (results.size() == 1) return image_to_array(results[0], layout);
+py::object to_python(const std::vector<Image>& results, Layout layout, Handle* from = nullptr) {
+  if (results.size() == 1) return image_to_array(results[0], layout, from);
   py::list out;
-  for (const auto& r : results) out.append(image_to_array(r, layout));
+  for (const auto& r : results) out.append(image_to_array(r, layout, from));
   return out;
 }
 
@@ -149,7 +149,7 @@ py::object losses_to_python(Handle& h, size_t i) {
     l = &h.losses();
   }
   if (i >= l->size()) fail("[handle] no loss ", i, ": the graph has ", l->size(), " loss node(s)");
-  return image_to_array((*l)[i], Layout::NCHW).attr("reshape")(-1);
+  return image_to_array((*l)[i], Layout::NCHW, &h).attr("reshape")(-1);
 }
 
 Callback wrap_callback(const py::object& fn) {
@@ -257,8 +257,8 @@ void init_graph(py::module_& m) {
           py::gil_scoped_release release;
           r = &h.results();
         }
-        return to_python(*r, l);
-      }, py::arg("layout") = "NCHW", "The result image(s) as numpy; waits for them.")
+        return to_python(*r, l, &h);
+      }, py::arg("layout") = "NCHW", "The result image(s) as numpy; waits for this encode (not later ones).")
       .def("losses", &losses_to_python, py::arg("index") = 0,
            "Per-image loss values of loss node `index` (N,), once the encode completed.")
       .def("loss", [](Handle& h, size_t i) {

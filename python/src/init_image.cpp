@@ -7,6 +7,7 @@
 #include "backends/cpu/cpu_backend.h"
 #include "bindings.h"
 #include "nngraph/error.h"
+#include "nngraph/graph.h"
 #include "nngraph/statistics.h"
 
 namespace nngraph::py_bind {
@@ -157,8 +158,8 @@ Image image_from_array(const py::handle& obj, Layout layout, const Device& devic
   return u.upload(device)[0];
 }
 
-py::array image_to_array(const Image& image, Layout layout) {
-  // numpy has no bfloat16
+py::array image_to_array(const Image& image, Layout layout, Handle* from) {
+  // numpy has no bfloat16; the conversion is queued after every encode, so waits for them
   if (image.dtype() == DType::BFloat16) return image_to_array(image.converted(DType::Float32), layout);
   const auto& d = image.descriptor();
   std::vector<py::ssize_t> shape{d.n, d.shape.c, d.shape.h, d.shape.w};
@@ -170,7 +171,12 @@ py::array image_to_array(const Image& image, Layout layout) {
     out = py::array(numpy_dtype(d.dtype), shape, {}, image.data(), owner);
   } else {
     out = py::array(numpy_dtype(d.dtype), shape);
-    image.copy_to_host(out.mutable_data());
+    void* dst = out.mutable_data();
+    py::gil_scoped_release release;
+    if (from)
+      from->download(image, dst);
+    else
+      image.copy_to_host(dst);
   }
   if (layout == Layout::NHWC) return out.attr("transpose")(0, 2, 3, 1);
   return out;

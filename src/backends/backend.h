@@ -34,6 +34,12 @@ class Backend {
   // A new buffer holding what `fill` writes into `bytes` of host memory.
   virtual std::shared_ptr<Buffer> upload(size_t bytes, const std::function<void(void*)>& fill);
   virtual void copy_to_host(void* dst, const void* src, size_t bytes) = 0;
+  // copy_to_host of bytes the work before `ready` wrote: waits for that point only, not for
+  // work queued after it (a step's results read while the next step runs).
+  virtual void copy_to_host_after(const std::shared_ptr<Fence>& ready, void* dst, const void* src, size_t bytes) {
+    (void)ready;
+    copy_to_host(dst, src, bytes);
+  }
   virtual void copy(void* dst, const void* src, size_t bytes) = 0;
   // Every copy, in one pass where the backend can (a replayed step's inputs and outputs).
   struct Copy {

@@ -185,17 +185,26 @@ double Handle::loss(size_t i) {
   const auto& l = losses();
   if (i >= l.size()) fail("[handle] no loss ", i, ": the graph has ", l.size(), " loss node(s)");
   std::vector<float> v(l[i].descriptor().count());
-  l[i].copy_to_host(v.data());
+  download(l[i], v.data());
   double sum = 0;
   for (float x : v) sum += x;
   return sum / divisors_[i];
+}
+
+void Handle::download(const Image& image, void* dst) {
+  std::shared_ptr<Fence> written;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    written = written_;
+  }
+  backend_for(image.device()).copy_to_host_after(written, dst, image.data(), image.descriptor().bytes());
 }
 
 std::pair<float, float> Handle::scaling_values() {
   results();
   if (scaling_.empty()) return {1.f, 0.f};
   float v[2];
-  scaling_.copy_to_host(v);
+  download(scaling_, v);
   return {v[0], v[1]};
 }
 
@@ -203,8 +212,9 @@ double Handle::loss_scale() { return scaling_values().first; }
 bool Handle::skipped() { return scaling_values().second != 0.f; }
 
 void Handle::set_results(std::vector<Image> results, std::vector<Image> losses, std::vector<double> divisors,
-                         Image scaling) {
+                         Image scaling, std::shared_ptr<Fence> written) {
   std::lock_guard<std::mutex> lock(mutex_);
+  written_ = std::move(written);
   results_ = std::move(results);
   losses_ = std::move(losses);
   divisors_ = std::move(divisors);

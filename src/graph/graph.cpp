@@ -341,20 +341,21 @@ HandlePtr Graph::encode(std::vector<Image> sources, std::vector<LossLabels> labe
   Rates rates = impl_->structure.training ? current_rates(impl_->array_sources) : Rates{};
   impl_->executor.submit(handle, [impl, plan, weights, handle, step, divisors, rates = std::move(rates),
                           srcs = std::move(sources), lbls = std::move(labels), cb = std::move(on_complete)]() mutable {
+    std::shared_ptr<Fence> fence;
     try {
       std::vector<Image> losses;
       Image scaling;
       auto results = impl->runner.run(*plan, *weights, srcs, lbls, step, rates,
                                       {impl->check_numerics.load(), impl->allow_tf32.load()}, losses, scaling);
-      handle->set_results(std::move(results), std::move(losses), divisors, std::move(scaling));
+      fence = impl->backend.fence();
+      handle->set_results(std::move(results), std::move(losses), divisors, std::move(scaling), fence);
     } catch (...) {
       handle->set_error(std::current_exception());
     }
     srcs.clear();  // freed in stream order
     lbls.clear();
-    std::shared_ptr<Fence> fence;
     try {
-      fence = impl->backend.fence();
+      if (!fence) fence = impl->backend.fence();
     } catch (...) {
       handle->set_error(std::current_exception());
     }

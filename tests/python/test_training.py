@@ -276,24 +276,33 @@ class PlainSGD(ng.Optimizer):
 
 def test_pipelined_steps_match_waited_steps(device, digits):
     """Steps issued back to back (each batch uploaded while earlier steps still run, at most
-    max_in_flight outstanding) train exactly as steps waited for one at a time."""
+    max_in_flight outstanding) train exactly as steps waited for one at a time, and each
+    handle's loss and result, read while later steps are queued (a copy that waits for its own
+    step only), are that step's."""
     (xtr, ytr), _ = digits
     starts = np.cumsum([0] + [32] * 6 + [16] * 2 + [32] * 4)
     runs = []
     for pipelined in (False, True):
         loss, srcs = small_net(ng.Adam(learning_rate=0.01), seed=3)
         g = loss.training_graph(device=device)
-        handles, losses = [], []
+        handles, losses, results = [], [], []
         for a, b in zip(starts[:-1], starts[1:]):
             h = g.encode(xtr[a:b], labels=ytr[a:b])
             if pipelined:
                 handles.append(h)
+                if len(handles) == 3:  # the first step's, with two more queued behind it
+                    losses.append(handles[0].loss())
+                    results.append(handles.pop(0).result())
             else:
                 losses.append(h.loss())
+                results.append(h.result())
         losses += [h.loss() for h in handles]
-        runs.append(({k: s.weights() for k, s in srcs.items()}, losses))
+        results += [h.result() for h in handles]
+        runs.append(({k: s.weights() for k, s in srcs.items()}, losses, results))
     # Not bit for bit on cuda: the quickest cuDNN algorithm may add in no fixed order.
     np.testing.assert_allclose(runs[0][1], runs[1][1], rtol=1e-4)
+    for waited, pipelined in zip(runs[0][2], runs[1][2]):
+        np.testing.assert_allclose(waited, pipelined, rtol=1e-4, atol=1e-6)
     for k in runs[0][0]:
         np.testing.assert_allclose(runs[0][0][k], runs[1][0][k], rtol=1e-4, atol=1e-5)
 

@@ -59,6 +59,7 @@ CudaBackend::CudaBackend(int index) : index_(index) {
   cuda_check(cudaSetDevice(index), "device");
   cuda_check(cudaStreamCreateWithFlags(stream_.out(), cudaStreamNonBlocking), "device");
   cuda_check(cudaStreamCreateWithFlags(uploads_.out(), cudaStreamNonBlocking), "device");
+  cuda_check(cudaStreamCreateWithFlags(downloads_.out(), cudaStreamNonBlocking), "device");
   cuda_check(cudaDeviceGetAttribute(&multiprocessors_, cudaDevAttrMultiProcessorCount, index), "device");
   // Keep freed blocks in the pool: graphs allocate the same sizes every step.
   cudaMemPool_t pool;
@@ -86,18 +87,14 @@ void CudaBackend::synchronize() {
   cuda_check(cudaStreamSynchronize(stream_), "synchronize");
 }
 
-namespace {
-struct CudaFence : Fence {
-  cuda::Event event;
-  bool reached() override {
-    const cudaError_t e = cudaEventQuery(event);
-    if (e == cudaErrorNotReady) return false;
-    cuda_check(e, "device");
-    return true;
-  }
-  void wait() override { cuda_check(cudaEventSynchronize(event), "device"); }
-};
-}  // namespace
+bool CudaFence::reached() {
+  const cudaError_t e = cudaEventQuery(event);
+  if (e == cudaErrorNotReady) return false;
+  cuda_check(e, "device");
+  return true;
+}
+
+void CudaFence::wait() { cuda_check(cudaEventSynchronize(event), "device"); }
 
 std::shared_ptr<Fence> CudaBackend::fence() {
   auto lock = enter();

@@ -31,6 +31,13 @@ struct GemmBatch {
   long long a = 0, b = 0, c = 0;
 };
 
+// The point an event recorded on the stream marks.
+struct CudaFence : Fence {
+  cuda::Event event;
+  bool reached() override;
+  void wait() override;
+};
+
 class CudaBackend : public Backend {
  public:
   explicit CudaBackend(int index);
@@ -40,6 +47,7 @@ class CudaBackend : public Backend {
   void fill_from_host(void* dst, size_t bytes, const std::function<void(void*)>& fill) override;
   std::shared_ptr<Buffer> upload(size_t bytes, const std::function<void(void*)>& fill) override;
   void copy_to_host(void* dst, const void* src, size_t bytes) override;
+  void copy_to_host_after(const std::shared_ptr<Fence>& ready, void* dst, const void* src, size_t bytes) override;
   void copy(void* dst, const void* src, size_t bytes) override;
   void copy_all(const std::vector<Copy>& copies) override;
   void synchronize() override;
@@ -133,8 +141,8 @@ class CudaBackend : public Backend {
   // Page-locked host memory every host transfer goes through (faster DMA, and the
   // caller's memory is free again when the call returns). Uploads rotate through a few
   // slots so they need not wait for the device; each slot's event says when it is free.
-  // upload() fills its slot without the lock (`filling`), which the rotation skips; a slot
-  // is added when every one is being filled.
+  // upload() fills its slot and copy_to_host_after() reads its own without the lock
+  // (`filling`), which the rotation skips; a slot is added when every one is in such use.
   struct Pinned {
     cuda::HostMemory data;
     size_t bytes = 0;
@@ -148,6 +156,7 @@ class CudaBackend : public Backend {
   // Streams before the handles bound to them, so the handles go first.
   cuda::Stream stream_;
   cuda::Stream uploads_;  // copies into new buffers, beside the stream's work
+  cuda::Stream downloads_;  // copies of finished results, beside the later steps
   cuda::Stream side_;     // where capture_scratch allocates
   cuda::Cublas cublas_;
   cuda::Cudnn cudnn_;

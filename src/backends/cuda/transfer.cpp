@@ -80,6 +80,30 @@ void CudaBackend::copy_to_host(void* dst, const void* src, size_t bytes) {
   std::memcpy(dst, p.data, bytes);
 }
 
+// On the download stream once `ready` is reached, so a step's results are read while the steps
+// queued after it run. The slot is waited for without the lock, as upload() fills its own.
+void CudaBackend::copy_to_host_after(const std::shared_ptr<Fence>& ready, void* dst, const void* src,
+                                     size_t bytes) {
+  const auto* fence = dynamic_cast<const CudaFence*>(ready.get());
+  if (!fence) return copy_to_host(dst, src, bytes);
+  if (!bytes) return;
+  Pinned* slot;
+  {
+    auto lock = enter();
+    slot = &staging(bytes);
+    cuda_check(cudaStreamWaitEvent(downloads_, fence->event), "copy to host");
+    cuda_check(cudaMemcpyAsync(slot->data, src, bytes, cudaMemcpyDeviceToHost, downloads_), "copy to host");
+    cuda_check(cudaEventRecord(slot->done, downloads_), "copy to host");
+    slot->filling = true;
+  }
+  Pinned& p = *slot;
+  const cudaError_t e = cudaEventSynchronize(p.done);
+  if (e == cudaSuccess) std::memcpy(dst, p.data, bytes);
+  auto lock = enter();
+  p.filling = false;
+  cuda_check(e, "copy to host");
+}
+
 void CudaBackend::copy(void* dst, const void* src, size_t bytes) {
   if (dst == src || bytes == 0) return;
   auto lock = enter();
