@@ -28,11 +28,13 @@ __device__ inline Strides x_strides(const ConvShape& g) {
   return g.x_last ? Strides{1, g.w * g.c, g.c} : Strides{g.h * g.w, g.w, 1};
 }
 
-__device__ void load_taps(const ConvShape& g, Taps& taps) {
+// Taps in the filters' order: OIHW's (channel, row, column), or KRSC's (row, column, channel).
+__device__ void load_taps(const ConvShape& g, Taps& taps, bool krsc = false) {
   const int window = g.kh * g.kw;
   const Strides s = x_strides(g);
   for (int t = threadIdx.x; t < g.c * window; t += blockDim.x) {
-    const int ci = t / window, tap = t - ci * window, ky = tap / g.kw, kx = tap - ky * g.kw;
+    const int ci = krsc ? t % g.c : t / window, tap = krsc ? t / g.c : t - ci * window;
+    const int ky = tap / g.kw, kx = tap - ky * g.kw;
     const int y = ky * g.dy, x = kx * g.dx;
     taps.at[t] = make_int4(y, x, ci * s.channel + y * s.row + x * s.column, 0);
   }
@@ -42,33 +44,35 @@ __device__ void load_taps(const ConvShape& g, Taps& taps) {
 // A thread per output pixel and a tile of OT output channels (blockIdx.y), its weights in
 // shared memory tap-major (rows padded against bank conflicts), so each input value feeds
 // OT FMAs from OT/4 float4 loads; taps go four at a time, their loads issued together.
-template <int OT, class F>
-__global__ void __launch_bounds__(128) direct_forward_kernel(ConvShape g, const float* __restrict__ x,
-                                                             const float* __restrict__ w, const float* bias,
-                                                             F neuron, float* __restrict__ y) {
+// Channels-last, a pixel's OT outputs are neighbours, stored in 16-byte packs where `packs`.
+template <int OT, class T, class F>
+__global__ void __launch_bounds__(128) direct_forward_kernel(ConvShape g, const T* __restrict__ x,
+                                                             const T* __restrict__ w, const float* bias,
+                                                             F neuron, bool packs, T* __restrict__ y) {
   constexpr int WS = OT + 4;
   __shared__ __align__(16) float ws[kDirectMaxTaps * WS];
   __shared__ Taps taps;
   const int count = g.c * g.kh * g.kw, padded = (count + 3) & ~3, o0 = blockIdx.y * OT;
   for (int i = threadIdx.x; i < OT * padded; i += blockDim.x) {  // coalesced: w's rows are o-major
     const int j = i / padded, t = i - j * padded;
-    ws[t * WS + j] = o0 + j < g.oc && t < count ? w[(o0 + j) * count + t] : 0.f;
+    ws[t * WS + j] = o0 + j < g.oc && t < count ? ld(w[(o0 + j) * count + t]) : 0.f;
   }
-  load_taps(g, taps);
+  load_taps(g, taps, g.x_last);
   __syncthreads();
   const unsigned plane = g.oh * g.ow, q = blockIdx.x * blockDim.x + threadIdx.x;
   if (q >= static_cast<unsigned>(g.n) * plane) return;
   const unsigned img = q / plane, p = q - img * plane, oy = p / g.ow, ox = p - oy * g.ow;
   const int y0 = static_cast<int>(oy) * g.sy - g.pad_top, x0 = static_cast<int>(ox) * g.sx - g.pad_left;
-  const float* xi = x + img * g.c * g.h * g.w;
-  const int corner = y0 * g.w + x0;  // may be negative: only in-bounds taps are read
+  const T* xi = x + img * g.c * g.h * g.w;
+  const Strides s = x_strides(g);
+  const int corner = y0 * s.row + x0 * s.column;  // may be negative: only in-bounds taps are read
   float acc[OT] = {};
   for (int t0 = 0; t0 < count; t0 += 4) {
     float v[4];
 #pragma unroll
     for (int u = 0; u < 4; ++u) {
       const int4 tap = taps.at[min(t0 + u, count - 1)];  // past the end: 0 (its weights are 0 too)
-      v[u] = t0 + u < count && inside(y0 + tap.x, x0 + tap.y, g.h, g.w) ? xi[corner + tap.z] : 0.f;
+      v[u] = t0 + u < count && inside(y0 + tap.x, x0 + tap.y, g.h, g.w) ? ld(xi[corner + tap.z]) : 0.f;
     }
 #pragma unroll
     for (int u = 0; u < 4; ++u) {
@@ -83,10 +87,27 @@ __global__ void __launch_bounds__(128) direct_forward_kernel(ConvShape g, const 
       }
     }
   }
-  float* out = y + (img * g.oc + o0) * plane + p;
+#pragma unroll
+  for (int j = 0; j < OT; ++j) acc[j] = neuron(acc[j] + (bias && o0 + j < g.oc ? bias[o0 + j] : 0.f));
+  if (!g.y_last) {
+    T* out = y + (img * g.oc + o0) * plane + p;
+#pragma unroll
+    for (int j = 0; j < OT; ++j)
+      if (o0 + j < g.oc) out[j * plane] = st<T>(acc[j]);
+    return;
+  }
+  T* out = y + (img * plane + p) * g.oc + o0;
+  if constexpr (OT % kPack<T> == 0) {
+    if (packs) {  // oc a multiple of the pack: a pack is inside or past the channels whole
+#pragma unroll
+      for (int j = 0; j < OT; j += kPack<T>)
+        if (o0 + j < g.oc) store_values<kPack<T>>(out + j, acc + j);
+      return;
+    }
+  }
 #pragma unroll
   for (int j = 0; j < OT; ++j)
-    if (o0 + j < g.oc) out[j * plane] = neuron(acc[j] + (bias ? bias[o0 + j] : 0.f));
+    if (o0 + j < g.oc) out[j] = st<T>(acc[j]);
 }
 
 // dW[o, t] = Σ over pixels of dz[o, pixel]·window(pixel)[t], db[o] = Σ dz[o, pixel], with
@@ -241,25 +262,32 @@ bool direct_convolution_fits(const ConvShape& g) {
   return g.c * g.kh * g.kw <= kDirectMaxTaps && fits_32(in) && fits_32(out + g.oh * g.ow * kTile);
 }
 
-void direct_convolution(cudaStream_t s, const ConvShape& g, const float* x, const float* w, const float* bias,
-                        const NeuronDescriptor& nd, float* y) {
-  // The widest channel tile (most FMAs per load) that still gives the GPU about half its
-  // threads: a thread's work is one long dependent walk over the taps, so few threads stall.
+template <class T>
+void direct_convolution(cudaStream_t s, const ConvShape& g, const T* x, const T* w, const float* bias,
+                        const NeuronDescriptor& nd, T* y) {
+  // The widest channel tile (most FMAs per load; at most the channels, rounded up to 8) that
+  // still gives the GPU about half its threads: a thread's work is one long dependent walk
+  // over the taps, so few threads stall.
   const unsigned pixels = static_cast<unsigned>(g.n) * g.oh * g.ow, blocks = (pixels + 127) / 128;
   const size_t want = static_cast<size_t>(multiprocessors()) * 1024;
   auto threads = [&](int tile) { return static_cast<size_t>(pixels) * ((g.oc + tile - 1) / tile); };
-  const int tile = g.oc > 16 && threads(32) >= want ? 32 : g.oc > 8 && threads(16) >= want ? 16 : 8;
+  int tile = 8;
+  for (int t : {16, 24, 32})
+    if (t <= (g.oc + 7) / 8 * 8 && threads(t) >= want) tile = t;
+  const bool packs = g.y_last && g.oc % kPack<T> == 0 && packed(y);
   with_neuron(nd, [&](auto neuron) {
     auto launch = [&](auto kernel, int ot) {
-      kernel<<<dim3(blocks, (g.oc + ot - 1) / ot), 128, 0, s>>>(g, x, w, bias, neuron, y);
+      kernel<<<dim3(blocks, (g.oc + ot - 1) / ot), 128, 0, s>>>(g, x, w, bias, neuron, packs, y);
     };
     using F = decltype(neuron);
     if (tile == 8)
-      launch(direct_forward_kernel<8, F>, 8);
+      launch(direct_forward_kernel<8, T, F>, 8);
     else if (tile == 16)
-      launch(direct_forward_kernel<16, F>, 16);
+      launch(direct_forward_kernel<16, T, F>, 16);
+    else if (tile == 24)
+      launch(direct_forward_kernel<24, T, F>, 24);
     else
-      launch(direct_forward_kernel<32, F>, 32);
+      launch(direct_forward_kernel<32, T, F>, 32);
   });
   check_launch("convolution");
 }
@@ -292,6 +320,8 @@ void direct_weight_gradient(cudaStream_t s, const ConvShape& g, const T* x, cons
 }
 
 #define INSTANTIATE(T)                                                                                        \
+  template void direct_convolution(cudaStream_t, const ConvShape&, const T*, const T*, const float*,          \
+                                   const NeuronDescriptor&, T*);                                              \
   template void direct_weight_gradient(cudaStream_t, const ConvShape&, const T*, const T*, const T*,          \
                                        const NeuronDescriptor&, T*, float*, float*);
 NNGRAPH_STORAGE_TYPES(INSTANTIATE)

@@ -147,7 +147,7 @@ int bias_gradient_chunks(int n, int c, int hw);
 template <class T>
 void column_totals(cudaStream_t s, const float* partial, int rows, int width, int split, T* a, float* b);
 // A convolution of one group: x n × c × h × w, y n × oc × oh × ow, weights OIHW; x, and y
-// with its gradient, NCHW unless x_last or y_last (NHWC: the direct weight gradient alone).
+// with its gradient, NCHW unless x_last or y_last (NHWC: the direct kernels alone).
 struct ConvShape {
   int n, c, h, w, oc, oh, ow, kh, kw, sy, sx, dy, dx, pad_top, pad_left;
   bool x_last = false, y_last = false;
@@ -156,9 +156,11 @@ struct ConvShape {
 // output, any stride, dilation and padding.
 constexpr int kDirectMaxTaps = 64;
 bool direct_convolution_fits(const ConvShape& g);
-// y = neuron(conv(x, w) + bias) (bias may be null).
-void direct_convolution(cudaStream_t s, const ConvShape& g, const float* x, const float* w, const float* bias,
-                        const NeuronDescriptor& nd, float* y);
+// y = neuron(conv(x, w) + bias) (bias may be null), of storage type T (summed in float32);
+// the weights are KRSC where x is channels-last (x_last), else OIHW.
+template <class T>
+void direct_convolution(cudaStream_t s, const ConvShape& g, const T* x, const T* w, const float* bias,
+                        const NeuronDescriptor& nd, T* y);
 // dw (and db where given) from dz = dy·nd'(y) (dz = dy where y is null), of storage type T
 // (summed in float32) in either layout; `partial` holds
 // direct_weight_gradient_rows(g) · (oc·taps + oc) floats.

@@ -105,6 +105,25 @@ class CudaVsCpu : public ::testing::Test {
     v.bg = on_gpu(v.bv);
     return v;
   }
+  // Values as a 16-bit device buffer (float16, or bfloat16 where `bf16`), each n × c × h × w
+  // block of the NCHW `v` stored NHWC (c along the last axis), or as given where c is 1.
+  std::shared_ptr<Buffer> half_nhwc(const std::vector<float>& v, int n, int c, int hw, bool bf16 = false) {
+    std::vector<uint16_t> out(v.size());
+    for (int i = 0; i < n; ++i)
+      for (int ch = 0; ch < c; ++ch)
+        for (int p = 0; p < hw; ++p) {
+          const float f = v[(static_cast<size_t>(i) * c + ch) * hw + p];
+          out[(static_cast<size_t>(i) * hw + p) * c + ch] = bf16 ? float_to_bfloat16(f) : float_to_half(f);
+        }
+    auto b = gpu().allocate(out.size() * 2);
+    gpu().copy_from_host(b->data(), out.data(), b->bytes());
+    return b;
+  }
+  // The values a 16-bit tensor holds.
+  static std::vector<float> rounded(std::vector<float> v, bool bf16 = false) {
+    for (float& f : v) f = bf16 ? bfloat16_to_float(float_to_bfloat16(f)) : half_to_float(float_to_half(f));
+    return v;
+  }
   std::mt19937 rng_{42};
 };
 
@@ -191,23 +210,8 @@ TEST_F(CudaVsCpu, DirectWeightGradientOfChannelsLastHalf) {
   for (const Case k : {Case{4, 1, 14, 13, 32, 1, 14, 13}, Case{3, 3, 9, 10, 40, 2, 5, 5}, Case{2, 2, 8, 8, 12, 1, 8, 8}}) {
     auto [g, d, xv, wv, bv, xc, xg, yc, yg, wg, bg] = conv(k.n, k.c, k.h, k.w, k.o, 3, 3, k.s, 1, 1, 1, k.oh, k.ow);
     ASSERT_TRUE(cuda::direct_convolution_fits(d));
-    auto halved = [](std::vector<float> v) {  // the values a float16 tensor holds
-      for (float& f : v) f = half_to_float(float_to_half(f));
-      return v;
-    };
-    // NCHW values as a float16 NHWC device buffer.
-    auto nhwc = [&](const std::vector<float>& v, int c, int h, int w) {
-      std::vector<uint16_t> out(v.size());
-      for (int i = 0; i < k.n; ++i)
-        for (int ch = 0; ch < c; ++ch)
-          for (int p = 0; p < h * w; ++p)
-            out[(static_cast<size_t>(i) * h * w + p) * c + ch] = float_to_half(v[(static_cast<size_t>(i) * c + ch) * h * w + p]);
-      auto b = gpu().allocate(out.size() * 2);
-      gpu().copy_from_host(b->data(), out.data(), b->bytes());
-      return b;
-    };
-    const auto x = halved(xv), dy = halved(random(static_cast<size_t>(k.n) * k.o * k.oh * k.ow));
-    const auto y = halved(random(dy.size()));
+    const auto x = rounded(xv), dy = rounded(random(static_cast<size_t>(k.n) * k.o * k.oh * k.ow));
+    const auto y = rounded(random(dy.size()));
     Image xh = Image::allocate({k.n, {k.c, k.h, k.w}, DType::Float32}, Device());
     xh.copy_from_host(x.data());
     auto [dyc, unused_dy] = pair(k.n, {k.o, k.oh, k.ow}, dy);
@@ -216,7 +220,8 @@ TEST_F(CudaVsCpu, DirectWeightGradientOfChannelsLastHalf) {
     std::vector<float> dwc(wv.size()), dbc(k.o);
     dispatch<ConvolutionGradientKernel>(cpu(), g, xh, t(wv), dyc, ycpu, relu, Tensor(), t(dwc), t(dbc));
     d.x_last = d.y_last = true;
-    const auto xg16 = nhwc(x, k.c, k.h, k.w), dyg16 = nhwc(dy, k.o, k.oh, k.ow), yg16 = nhwc(y, k.o, k.oh, k.ow);
+    const auto xg16 = half_nhwc(x, k.n, k.c, k.h * k.w), dyg16 = half_nhwc(dy, k.n, k.o, k.oh * k.ow);
+    const auto yg16 = half_nhwc(y, k.n, k.o, k.oh * k.ow);
     auto partial = gpu().allocate(static_cast<size_t>(cuda::direct_weight_gradient_rows(d)) * (wv.size() + k.o) * 4);
     auto dwg = gpu().allocate(wv.size() * 2), dbg = gpu().allocate(k.o * 4);
     cuda::direct_weight_gradient(gpu().stream(), d, static_cast<const __half*>(xg16->data()),
@@ -229,6 +234,52 @@ TEST_F(CudaVsCpu, DirectWeightGradientOfChannelsLastHalf) {
     for (size_t i = 0; i < dw.size(); ++i) dw[i] = half_to_float(dw16[i]);
     near(dwc, dw, 2e-3f);  // float16's rounding of sums of a few hundred products
     near(dbc, host(dbg), 1e-4f);
+  }
+}
+
+// The direct forward pass on a half graph's operands: channels-last x and y, KRSC weights,
+// the bias and neuron in float32; bfloat16 and float16. y is stored in 16-byte packs of
+// channels (24: the speed run's whitening layer, one tile of 24; 40: tiles of 32 and 8) and
+// one by one (12).
+TEST_F(CudaVsCpu, DirectConvolutionOfChannelsLastHalf) {
+  struct Case {
+    int n, c, h, w, o, k, s, pad, oh, ow;
+    bool bf16;
+  };
+  for (const Case k : {Case{256, 3, 32, 32, 24, 2, 1, 0, 31, 31, true}, Case{3, 3, 9, 10, 40, 3, 2, 1, 5, 5, false},
+                       Case{2, 1, 8, 8, 12, 3, 1, 1, 8, 8, true}}) {
+    auto [g, d, xv, wv, bv, xc, xg, yc, yg, wg, bg] = conv(k.n, k.c, k.h, k.w, k.o, k.k, k.k, k.s, 1, k.pad, k.pad, k.oh, k.ow);
+    ASSERT_TRUE(cuda::direct_convolution_fits(d));
+    const auto x = rounded(xv, k.bf16), w = rounded(wv, k.bf16);
+    Image xr = Image::allocate({k.n, {k.c, k.h, k.w}, DType::Float32}, Device());
+    xr.copy_from_host(x.data());
+    const auto gelu = NeuronDescriptor::make(NeuronType::GELU);
+    dispatch<ConvolutionKernel>(cpu(), g, xr, t(w), t(bv), gelu, yc);
+    d.x_last = d.y_last = true;
+    // OIHW weights as KRSC: each output channel's taps as one image of c channels.
+    const auto x16 = half_nhwc(x, k.n, k.c, k.h * k.w, k.bf16), w16 = half_nhwc(w, k.o, k.c, k.k * k.k, k.bf16);
+    const size_t count = static_cast<size_t>(k.n) * k.o * k.oh * k.ow;
+    auto y16 = gpu().allocate(count * 2);
+    const float* bias = static_cast<const float*>(bg->data());
+    if (k.bf16)
+      cuda::direct_convolution(gpu().stream(), d, static_cast<const __nv_bfloat16*>(x16->data()),
+                               static_cast<const __nv_bfloat16*>(w16->data()), bias, gelu,
+                               static_cast<__nv_bfloat16*>(y16->data()));
+    else
+      cuda::direct_convolution(gpu().stream(), d, static_cast<const __half*>(x16->data()),
+                               static_cast<const __half*>(w16->data()), bias, gelu, static_cast<__half*>(y16->data()));
+    std::vector<uint16_t> got16(count);
+    gpu().copy_to_host(got16.data(), y16->data(), y16->bytes());
+    const auto want = host(yc);
+    std::vector<float> got(count);
+    const int plane = k.oh * k.ow;
+    for (int i = 0; i < k.n; ++i)
+      for (int o = 0; o < k.o; ++o)
+        for (int p = 0; p < plane; ++p) {
+          const uint16_t v = got16[(static_cast<size_t>(i) * plane + p) * k.o + o];
+          got[(static_cast<size_t>(i) * k.o + o) * plane + p] = k.bf16 ? bfloat16_to_float(v) : half_to_float(v);
+        }
+    near(rounded(want, k.bf16), got, k.bf16 ? 8e-3f : 1e-3f);  // a rounding of the float32 sum at most
   }
 }
 

@@ -126,7 +126,7 @@ std::shared_ptr<Buffer> gather_windows(CudaBackend& b, const ConvGeometry& g, co
   return win;
 }
 
-// Images and weights of storage type T; our own convolution kernels take float32 alone.
+// Images and weights of storage type T.
 template <class T>
 void convolution_of(CudaBackend& b, const ConvGeometry& g, const Tensor& in, const Tensor& w, const Tensor& bs,
                     const NeuronDescriptor& neuron, const Tensor& out) {
@@ -155,8 +155,11 @@ void convolution_of(CudaBackend& b, const ConvGeometry& g, const Tensor& in, con
     return;
   }
   ConvPlan& p = conv_plan(b, g, n, in.shape(), out.shape(), dt, last);
-  const cuda::ConvShape shape = conv_shape(g, n, in.shape(), os);
-  // Our kernels run one group of NCHW float32.
+  cuda::ConvShape shape = conv_shape(g, n, in.shape(), os);
+  shape.x_last = shape.y_last = last;
+  // The direct kernel runs one group of any storage and layout (both images the same, so the
+  // weights are KRSC where they are channels-last); the tensor-core one NCHW float32.
+  const bool direct_fits = g.groups == 1 && in.layout() == out.layout() && cuda::direct_convolution_fits(shape);
   const bool ours = !last && g.groups == 1 && dt == DType::Float32;
   auto cudnn = [&](const cudnnConvolutionFwdAlgoPerf_t& a) {
     std::shared_ptr<Buffer> padded;
@@ -170,8 +173,7 @@ void convolution_of(CudaBackend& b, const ConvGeometry& g, const Tensor& in, con
     cuda::bias_neuron(b.stream(), y.data_as<T>(), y.count(), os.c, y.shape().h * y.shape().w, bias, neuron);
   };
   auto direct = [&] {
-    cuda::direct_convolution(b.stream(), shape, in.data_as<const float>(), as_float(weights), bias, neuron,
-                             out.data_as<float>());
+    cuda::direct_convolution(b.stream(), shape, in.dense_as<const T>(), weights, bias, neuron, out.dense_as<T>());
   };
   auto tensor = [&] {
     const auto reordered = b.allocate(static_cast<size_t>(os.c) * in.shape().c * g.kh * g.kw * sizeof(float));
@@ -180,7 +182,7 @@ void convolution_of(CudaBackend& b, const ConvGeometry& g, const Tensor& in, con
   };
   if (p.forward == ConvPlan::kUndecided && !b.capturing()) {
     Candidates c = algorithms(p.fwd, cudnn);
-    if (ours && cuda::direct_convolution_fits(shape)) c.push_back({ConvPlan::kDirect, direct});
+    if (direct_fits) c.push_back({ConvPlan::kDirect, direct});
     if (ours && cuda::tensor_convolution_fits(shape)) c.push_back({ConvPlan::kTensor, tensor});
     p.forward = b.quickest(c);
   }
