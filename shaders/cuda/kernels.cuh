@@ -146,8 +146,9 @@ int bias_gradient_chunks(int n, int c, int hw);
 // the rest to b (skipped where b is null); a holds storage type T.
 template <class T>
 void column_totals(cudaStream_t s, const float* partial, int rows, int width, int split, T* a, float* b);
-// A convolution of one group: x n × c × h × w, y n × oc × oh × ow, weights OIHW; x, and y
-// with its gradient, NCHW unless x_last or y_last (NHWC: the direct kernels alone).
+// A convolution of one group: x n × c × h × w, y n × oc × oh × ow, weights OIHW (the direct
+// forward's KRSC where x_last); x, and y with its gradient, NCHW unless x_last or y_last
+// (NHWC: the direct kernels alone).
 struct ConvShape {
   int n, c, h, w, oc, oh, ow, kh, kw, sy, sx, dy, dx, pad_top, pad_left;
   bool x_last = false, y_last = false;

@@ -341,24 +341,25 @@ HandlePtr Graph::encode(std::vector<Image> sources, std::vector<LossLabels> labe
   Rates rates = impl_->structure.training ? current_rates(impl_->array_sources) : Rates{};
   impl_->executor.submit(handle, [impl, plan, weights, handle, step, divisors, rates = std::move(rates),
                           srcs = std::move(sources), lbls = std::move(labels), cb = std::move(on_complete)]() mutable {
-    std::shared_ptr<Fence> fence;
+    std::vector<Image> results, losses;
+    Image scaling;
+    bool ran = false;
     try {
-      std::vector<Image> losses;
-      Image scaling;
-      auto results = impl->runner.run(*plan, *weights, srcs, lbls, step, rates,
-                                      {impl->check_numerics.load(), impl->allow_tf32.load()}, losses, scaling);
-      fence = impl->backend.fence();
-      handle->set_results(std::move(results), std::move(losses), divisors, std::move(scaling), fence);
+      results = impl->runner.run(*plan, *weights, srcs, lbls, step, rates,
+                                 {impl->check_numerics.load(), impl->allow_tf32.load()}, losses, scaling);
+      ran = true;
     } catch (...) {
       handle->set_error(std::current_exception());
     }
     srcs.clear();  // freed in stream order
     lbls.clear();
+    std::shared_ptr<Fence> fence;  // where the step's work, its results included, is done
     try {
-      if (!fence) fence = impl->backend.fence();
+      fence = impl->backend.fence();
     } catch (...) {
       handle->set_error(std::current_exception());
     }
+    if (ran) handle->set_results(std::move(results), std::move(losses), divisors, std::move(scaling), fence);
     if (!cb) handle->set_fence(fence);
     impl->executor.complete(std::move(fence), std::move(handle), std::move(cb));
   }, impl_->backend.asynchronous());
