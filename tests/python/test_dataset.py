@@ -167,7 +167,7 @@ def test_tta_averages_the_views_results(device, digits, tta):
     result = ng.evaluate(g, x, y, batch_size=128, tta=tta)
     assert result["accuracy"] == pytest.approx(accuracy)
     assert result["loss"] == pytest.approx(ng.evaluate(g, x, y)["loss"], rel=1e-6)
-    assert ng.evaluate(g, ng.DeviceDataset(x, y, device, classes=10), tta=tta) == result
+    assert ng.evaluate(g, ng.DeviceDataset(x, y, device, classes=10), batch_size=128, tta=tta) == result
 
 
 def test_dataset_errors_name_the_problem(data):
