@@ -5,6 +5,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
+#include <variant>
 #include <vector>
 
 #include "nngraph/data_source.h"
@@ -37,6 +39,10 @@ class ImageNode {
 };
 using ImageNodePtr = std::shared_ptr<ImageNode>;
 using FilterNodePtr = std::shared_ptr<FilterNode>;
+
+// A node's parameters by name, as exports read them (Python: a dict).
+using AttributeValue = std::variant<int64_t, double, std::string, std::vector<int64_t>, NeuronDescriptor>;
+using Attributes = std::vector<std::pair<std::string, AttributeValue>>;
 
 struct EncodeArgs {
   Backend& backend;
@@ -94,6 +100,12 @@ class FilterNode : public std::enable_shared_from_this<FilterNode> {
   const char* kind() const { return kind_; }
   // Result shape from source shapes; throws InvalidInput naming this node.
   virtual ImageShape infer(const std::vector<ImageShape>& sources) const = 0;
+  // Its parameters for sources of these shapes, geometry resolved (paddings as explicit
+  // amounts): what an export writes beside kind() and the data sources. None by default.
+  virtual Attributes attributes(const std::vector<ImageShape>& sources) const {
+    (void)sources;
+    return {};
+  }
   virtual void encode(const EncodeArgs& args) const = 0;
   // Trainable nodes: their data sources, each with the descriptor its weights must match.
   virtual std::vector<WeightSource> weight_sources() const { return {}; }

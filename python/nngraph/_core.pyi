@@ -446,6 +446,10 @@ class FilterNode:
     label: str
     def __repr__(self) -> str:
         ...
+    def attributes(self, source_shapes: collections.abc.Sequence[tuple[typing.SupportsInt | typing.SupportsIndex, typing.SupportsInt | typing.SupportsIndex, typing.SupportsInt | typing.SupportsIndex]]) -> dict:
+        """
+        Its parameters for sources of these shapes, as an export writes them: kernel, stride, dilation, groups, padding (top, bottom, left, right, resolved), neuron, ... by kind; {} for kinds without.
+        """
     def gradient_filter(self, source_gradient: typing.Any) -> FilterNode:
         """
         The gradient node: turns d(loss)/d(result) into d(loss)/d(source).
@@ -453,6 +457,15 @@ class FilterNode:
     def gradient_filters(self, source_gradient: typing.Any) -> list[FilterNode]:
         """
         One gradient node per source (addition, concatenation).
+        """
+    def infer(self, source_shapes: collections.abc.Sequence[tuple[typing.SupportsInt | typing.SupportsIndex, typing.SupportsInt | typing.SupportsIndex, typing.SupportsInt | typing.SupportsIndex]]) -> tuple[int, int, int]:
+        """
+        Its result's (C, H, W) for sources of these shapes; raises, naming the node, where they do not fit.
+        """
+    @property
+    def data_sources(self) -> list:
+        """
+        The data sources its parameters come from, in the order the node reads them.
         """
     @property
     def kind(self) -> str:
@@ -622,6 +635,14 @@ class RNNDescriptor:
     def cell(self) -> str:
         ...
     @property
+    def cell_neuron(self) -> NeuronDescriptor:
+        ...
+    @property
+    def cell_to_output_neuron(self) -> NeuronDescriptor:
+        """
+        The LSTM's ψ in h = o⊙ψ(c).
+        """
+    @property
     def data_sources(self) -> list[DataSource]:
         """
         The weight sources in the order graphs keep them.
@@ -630,15 +651,33 @@ class RNNDescriptor:
     def direction(self) -> str:
         ...
     @property
+    def gate_neuron(self) -> NeuronDescriptor:
+        ...
+    @property
     def gates(self) -> int:
         ...
     @property
     def input_feature_channels(self) -> int:
         ...
     @property
+    def input_weights(self) -> list[DataSource]:
+        """
+        Per gate: its W source (H × I).
+        """
+    @property
     def layer_descriptor(self) -> MatrixDescriptor:
         """
         The MatrixDescriptor a one-source-per-layer data source has.
+        """
+    @property
+    def layer_weights(self) -> DataSource:
+        """
+        The one source of the layer's gate matrices [W | U (| P)], or None where they come per gate.
+        """
+    @property
+    def memory_weights(self) -> list[DataSource]:
+        """
+        LSTM peepholes per gate i, f, o (diagonal).
         """
     @property
     def output_feature_channels(self) -> int:
@@ -646,6 +685,11 @@ class RNNDescriptor:
     @property
     def peephole(self) -> bool:
         ...
+    @property
+    def recurrent_weights(self) -> list[DataSource]:
+        """
+        Per gate: its U source (H × H).
+        """
     @property
     def reset_after(self) -> bool:
         ...
@@ -658,8 +702,18 @@ class RNN(FilterNode):
         Runs recurrent layers over the source's positions (row by row, each position's channels one step's features). layers: a descriptor, or a list of descriptors (stacked) and (forward, backward) pairs joined by `combine`. output='last' gives the final state.
         """
     @property
+    def combine(self) -> str:
+        """
+        How a (forward, backward) pair's outputs are joined.
+        """
+    @property
     def last_only(self) -> bool:
         ...
+    @property
+    def layers(self) -> list[list[RNNDescriptor]]:
+        """
+        Its stages in order, each a list of one descriptor or a (forward, backward) pair.
+        """
 class RNNMatrixTrainingState:
     """
     What a forward sequence leaves for its gradient sequence.

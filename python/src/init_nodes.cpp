@@ -1,5 +1,8 @@
 // ImageNode and the filter nodes. A source argument takes an ImageNode or a filter node
 // (standing for its result_image).
+#include <tuple>
+#include <variant>
+
 #include "bindings.h"
 #include "nngraph/error.h"
 #include "ops/arithmetic.h"
@@ -39,6 +42,12 @@ PoolingMode pooling_mode(const std::string& mode) {
   if (mode != "max" && mode != "average")
     fail("[", PoolingNode::kKind, "] mode must be 'max' or 'average', got '", mode, "'");
   return mode == "max" ? PoolingMode::Max : PoolingMode::Average;
+}
+
+std::vector<ImageShape> to_shapes(const std::vector<std::tuple<int, int, int>>& shapes) {
+  std::vector<ImageShape> out;
+  for (const auto& [c, h, w] : shapes) out.push_back({c, h, w});
+  return out;
 }
 
 }  // namespace
@@ -93,6 +102,31 @@ void init_nodes(py::module_& m) {
       .def_property_readonly("sources", &FilterNode::sources)
       .def_property("label", &FilterNode::label, &FilterNode::set_label)
       .def_property_readonly("kind", &FilterNode::kind)
+      .def("infer", [](const FilterNode& f, const std::vector<std::tuple<int, int, int>>& shapes) {
+             if (shapes.size() != f.sources().size())
+               fail("[", f.label(), "] has ", f.sources().size(), " sources, got ", shapes.size(), " shapes");
+             const ImageShape r = f.infer(to_shapes(shapes));
+             return std::make_tuple(r.c, r.h, r.w);
+           }, py::arg("source_shapes"),
+           "Its result's (C, H, W) for sources of these shapes; raises, naming the node, where they do not fit.")
+      .def("attributes", [](const FilterNode& f, const std::vector<std::tuple<int, int, int>>& shapes) {
+             if (shapes.size() != f.sources().size())
+               fail("[", f.label(), "] has ", f.sources().size(), " sources, got ", shapes.size(), " shapes");
+             const std::vector<ImageShape> s = to_shapes(shapes);
+             f.infer(s);  // the shapes are checked first
+             py::dict out;
+             for (const auto& [name, value] : f.attributes(s))
+               out[py::str(name)] = std::visit([](const auto& v) { return py::cast(v); }, value);
+             return out;
+           }, py::arg("source_shapes"),
+           "Its parameters for sources of these shapes, as an export writes them: kernel, stride, dilation, "
+           "groups, padding (top, bottom, left, right, resolved), neuron, ... by kind; {} for kinds without.")
+      .def_property_readonly("data_sources", [](const FilterNode& f) {
+             py::list out;
+             for (const WeightSource& w : f.weight_sources())
+               out.append(py::cast(w.source, py::return_value_policy::reference));
+             return out;
+           }, "The data sources its parameters come from, in the order the node reads them.")
       .def("gradient_filter", [](FilterNode& f, const py::object& g) {
              return f.gradient_filter(to_image_node(g, f.label()));
            }, py::arg("source_gradient"),

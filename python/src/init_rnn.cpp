@@ -141,6 +141,14 @@ void init_rnn(py::module_& m) {
         return d.direction == SequenceDirection::Forward ? "forward" : "backward";
       })
       .def_property_readonly("gates", &RNNDescriptor::gates)
+      .def_readonly("gate_neuron", &RNNDescriptor::gate_neuron)
+      .def_readonly("cell_neuron", &RNNDescriptor::cell_neuron)
+      .def_readonly("cell_to_output_neuron", &RNNDescriptor::cell_to_output_neuron, "The LSTM's ψ in h = o⊙ψ(c).")
+      .def_readonly("layer_weights", &RNNDescriptor::layer_weights,
+                    "The one source of the layer's gate matrices [W | U (| P)], or None where they come per gate.")
+      .def_readonly("input_weights", &RNNDescriptor::input_weights, "Per gate: its W source (H × I).")
+      .def_readonly("recurrent_weights", &RNNDescriptor::recurrent_weights, "Per gate: its U source (H × H).")
+      .def_readonly("memory_weights", &RNNDescriptor::memory_weights, "LSTM peepholes per gate i, f, o (diagonal).")
       .def_property_readonly("layer_descriptor", &RNNDescriptor::layer_descriptor,
                              "The MatrixDescriptor a one-source-per-layer data source has.")
       .def_property_readonly("data_sources", [](const RNNDescriptor& d) {
@@ -219,7 +227,12 @@ void init_rnn(py::module_& m) {
            "Runs recurrent layers over the source's positions (row by row, each position's channels one "
            "step's features). layers: a descriptor, or a list of descriptors (stacked) and "
            "(forward, backward) pairs joined by `combine`. output='last' gives the final state.")
-      .def_property_readonly("last_only", &RNNNode::last_only);
+      .def_property_readonly("last_only", &RNNNode::last_only)
+      .def_property_readonly("layers", [](const RNNNode& n) { return n.stack().stages; },
+                             "Its stages in order, each a list of one descriptor or a (forward, backward) pair.")
+      .def_property_readonly("combine", [](const RNNNode& n) {
+        return n.stack().combine == BidirectionalCombine::Sum ? "sum" : "concatenate";
+      }, "How a (forward, backward) pair's outputs are joined.");
 
   py::class_<RNNMatrixLayer::TrainingState, std::shared_ptr<RNNMatrixLayer::TrainingState>>(
       m, "RNNMatrixTrainingState", "What a forward sequence leaves for its gradient sequence.")

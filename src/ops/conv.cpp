@@ -56,6 +56,20 @@ ImageShape ConvolutionNode::infer(const std::vector<ImageShape>& s) const {
   return {d.output_feature_channels, y.out, x.out};
 }
 
+Attributes ConvolutionNode::attributes(const std::vector<ImageShape>& s) const {
+  const auto& d = desc_;
+  const Axis y = resolve_axis(s[0].h, d.kernel_height, d.stride_y, d.dilation_y, padding_.mode, padding_.top,
+                              padding_.bottom);
+  const Axis x = resolve_axis(s[0].w, d.kernel_width, d.stride_x, d.dilation_x, padding_.mode, padding_.left,
+                              padding_.right);
+  return {{"kernel", std::vector<int64_t>{d.kernel_height, d.kernel_width}},
+          {"stride", std::vector<int64_t>{d.stride_y, d.stride_x}},
+          {"dilation", std::vector<int64_t>{d.dilation_y, d.dilation_x}},
+          {"groups", int64_t(d.groups)},
+          {"padding", std::vector<int64_t>{y.pad_before, y.pad_after, x.pad_before, x.pad_after}},
+          {"neuron", d.neuron}};
+}
+
 AccumulatorPrecision accumulator_named(const std::string& name, const std::string& label) {
   if (name == "float") return AccumulatorPrecision::Float;
   if (name == "half") return AccumulatorPrecision::Half;

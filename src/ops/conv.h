@@ -66,6 +66,7 @@ class ConvolutionNode : public FilterNode {
   static std::shared_ptr<ConvolutionNode> create(ImageNodePtr source, std::shared_ptr<DataSource> weights,
                                                  Padding padding, std::string label = "");
   ImageShape infer(const std::vector<ImageShape>& sources) const override;
+  Attributes attributes(const std::vector<ImageShape>& sources) const override;
   void encode(const EncodeArgs& args) const override;
   bool channels_last(DeviceType device, const std::vector<ImageShape>& sources) const override;
   std::vector<WeightSource> weight_sources() const override { return {{source_.get(), desc_}}; }

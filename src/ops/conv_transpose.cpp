@@ -63,6 +63,25 @@ ImageShape ConvolutionTransposeNode::infer(const std::vector<ImageShape>& s) con
   return {d.output_feature_channels, y.out, x.out};
 }
 
+Attributes ConvolutionTransposeNode::attributes(const std::vector<ImageShape>& s) const {
+  const auto& d = desc_;
+  const ImageShape& in = s[0];
+  const Axis y = axis(in.h, d.kernel_height, d.stride_y, d.dilation_y, padding_.top, padding_.bottom, op_y_, out_h_);
+  const Axis x = axis(in.w, d.kernel_width, d.stride_x, d.dilation_x, padding_.left, padding_.right, op_x_, out_w_);
+  // What the result has beyond (in − 1)·stride + span − padding: the output padding.
+  const auto extra = [](const Axis& a, int in, int k, int st, int dil) {
+    return int64_t(a.out - ((in - 1) * st + (k - 1) * dil + 1 - a.pad_before - a.pad_after));
+  };
+  return {{"kernel", std::vector<int64_t>{d.kernel_height, d.kernel_width}},
+          {"stride", std::vector<int64_t>{d.stride_y, d.stride_x}},
+          {"dilation", std::vector<int64_t>{d.dilation_y, d.dilation_x}},
+          {"groups", int64_t(d.groups)},
+          {"padding", std::vector<int64_t>{y.pad_before, y.pad_after, x.pad_before, x.pad_after}},
+          {"output_padding", std::vector<int64_t>{extra(y, in.h, d.kernel_height, d.stride_y, d.dilation_y),
+                                                  extra(x, in.w, d.kernel_width, d.stride_x, d.dilation_x)}},
+          {"neuron", d.neuron}};
+}
+
 ConvGeometry ConvolutionTransposeNode::geometry(const ImageShape& in) const {
   const auto& d = desc_;
   const Axis y = axis(in.h, d.kernel_height, d.stride_y, d.dilation_y, padding_.top, padding_.bottom, op_y_, out_h_);

@@ -17,6 +17,7 @@ class ConvolutionTransposeNode : public FilterNode {
                                                           int output_padding_x = 0, int output_height = 0,
                                                           int output_width = 0, std::string label = "");
   ImageShape infer(const std::vector<ImageShape>& sources) const override;
+  Attributes attributes(const std::vector<ImageShape>& sources) const override;
   void encode(const EncodeArgs& args) const override;
   std::vector<WeightSource> weight_sources() const override { return {{source_.get(), desc_}}; }
   const ConvolutionDescriptor& descriptor() const { return desc_; }

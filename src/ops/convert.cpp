@@ -95,6 +95,10 @@ ConvertNode::ConvertNode(ImageNodePtr source, std::string label, const char* kin
   set_default_label(kind);
 }
 
+Attributes ConvertNode::attributes(const std::vector<ImageShape>&) const {
+  return {{"layout", std::string(layout_ == DataLayout::FeatureChannelsHeightWidth ? "chw" : "hwc")}};
+}
+
 void ConvertNode::encode(const EncodeArgs& a) const {
   convert_images(a.backend, layout_, to_rows_, *a.sources[0], a.result);
 }

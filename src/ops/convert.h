@@ -27,6 +27,7 @@ struct PermuteKernel : KernelOf<void(Backend&, const Tensor& in, const Tensor& o
 class ConvertNode : public FilterNode {
  public:
   void encode(const EncodeArgs& args) const override;
+  Attributes attributes(const std::vector<ImageShape>& sources) const override;
   DataLayout layout() const { return layout_; }
 
  protected:

@@ -21,6 +21,9 @@ class DropoutNode : public FilterNode {
   static std::shared_ptr<DropoutNode> create(ImageNodePtr source, float keep_probability, uint64_t seed,
                                              std::string label = "");
   ImageShape infer(const std::vector<ImageShape>& sources) const override { return sources[0]; }
+  Attributes attributes(const std::vector<ImageShape>&) const override {
+    return {{"keep_probability", double(keep_probability_)}, {"seed", int64_t(seed_)}};
+  }
   void encode(const EncodeArgs& args) const override;
   bool identity(bool training) const override { return !training; }
   float keep_probability() const { return keep_probability_; }

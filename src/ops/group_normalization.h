@@ -33,6 +33,9 @@ class GroupNormalizationNode : public FilterNode {
                                                         int groups, bool per_position, float epsilon = 1e-5f,
                                                         std::string label = "");
   ImageShape infer(const std::vector<ImageShape>& sources) const override;
+  Attributes attributes(const std::vector<ImageShape>&) const override {
+    return {{"groups", int64_t(groups())}, {"per_position", int64_t(per_position_)}, {"epsilon", double(epsilon_)}};
+  }
   void encode(const EncodeArgs& args) const override;
   std::vector<WeightSource> weight_sources() const override { return {{source_.get(), desc_}}; }
   size_t state_size(const std::vector<ImageShape>& sources) const override;

@@ -20,6 +20,7 @@ class NeuronNode : public FilterNode {
   static constexpr const char* kKind = "neuron";
   static std::shared_ptr<NeuronNode> create(ImageNodePtr source, NeuronDescriptor neuron, std::string label = "");
   ImageShape infer(const std::vector<ImageShape>& sources) const override { return sources[0]; }
+  Attributes attributes(const std::vector<ImageShape>&) const override { return {{"neuron", neuron_}}; }
   void encode(const EncodeArgs& args) const override;
   const NeuronDescriptor& neuron() const { return neuron_; }
   // Elementwise: any layout is the same to it.

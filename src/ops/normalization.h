@@ -60,6 +60,9 @@ class BatchNormalizationNode : public FilterNode {
                                                         float epsilon = 1e-5f, float momentum = 0.1f,
                                                         std::string label = "");
   ImageShape infer(const std::vector<ImageShape>& sources) const override;
+  Attributes attributes(const std::vector<ImageShape>&) const override {
+    return {{"epsilon", double(epsilon_)}, {"momentum", double(momentum_)}};
+  }
   void encode(const EncodeArgs& args) const override;
   std::vector<WeightSource> weight_sources() const override { return {{source_.get(), desc_}}; }
   size_t batch_state_size(const std::vector<ImageShape>& sources) const override;

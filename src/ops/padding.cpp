@@ -41,6 +41,14 @@ PadGeometry PaddingNode::geometry(const ImageShape& in) const {
   return {-w.channel, -(in.c - w.channel - c), -w.y, -(in.h - w.y - h), -w.x, -(in.w - w.x - wd)};
 }
 
+Attributes PaddingNode::attributes(const std::vector<ImageShape>& s) const {
+  const PadGeometry g = geometry(s[0]);
+  const char* mode = mode_ == PadMode::Reflect ? "reflect" : mode_ == PadMode::Edge ? "edge" : "constant";
+  return {{"mode", std::string(mode)},
+          {"value", double(value_)},
+          {"padding", std::vector<int64_t>{g.front, g.back, g.top, g.bottom, g.left, g.right}}};
+}
+
 ImageShape PaddingNode::infer(const std::vector<ImageShape>& s) const {
   const ImageShape& in = s[0];
   const PadGeometry g = geometry(in);

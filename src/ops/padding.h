@@ -35,6 +35,7 @@ class PaddingNode : public FilterNode {
   // The window of the source (MPSNNSlice; a padding by negative amounts).
   static std::shared_ptr<PaddingNode> crop(ImageNodePtr source, CropWindow window, std::string label = "");
   ImageShape infer(const std::vector<ImageShape>& sources) const override;
+  Attributes attributes(const std::vector<ImageShape>& sources) const override;
   void encode(const EncodeArgs& args) const override;
   PadMode mode() const { return mode_; }
   bool is_crop() const { return window_.has_value(); }

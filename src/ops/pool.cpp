@@ -1,6 +1,8 @@
 // Pooling: shape rule, gradient wiring and kernel dispatch.
 #include "ops/pool.h"
 
+#include <algorithm>
+
 #include "nngraph/error.h"
 
 namespace nngraph {
@@ -47,6 +49,24 @@ ImageShape PoolingNode::infer(const std::vector<ImageShape>& s) const {
     fail("[", label(), "] ", kh_, "×", kw_, " window", dil_y_ * dil_x_ > 1 ? " (dilated)" : "", " does not fit a ",
          in.h, "×", in.w, " source with padding ", padding_.str());
   return {in.c, y.out, x.out};
+}
+
+Attributes PoolingNode::attributes(const std::vector<ImageShape>& s) const {
+  const ImageShape& in = s[0];
+  const ImageShape out = infer(s);
+  const PoolGeometry g = geometry(in);
+  // Padding after: what the last window reaches beyond the source (none where it stops short).
+  const auto after = [](int in, int out, int k, int st, int dil, int before) {
+    return int64_t(std::max(0, (out - 1) * st + (k - 1) * dil + 1 - in - before));
+  };
+  return {{"mode", std::string(mode_ == PoolingMode::Max ? "max" : "average")},
+          {"global", int64_t(global_)},
+          {"kernel", std::vector<int64_t>{g.kh, g.kw}},
+          {"stride", std::vector<int64_t>{g.sy, g.sx}},
+          {"dilation", std::vector<int64_t>{g.dil_y, g.dil_x}},
+          {"padding", std::vector<int64_t>{g.pad_top, after(in.h, out.h, g.kh, g.sy, g.dil_y, g.pad_top), g.pad_left,
+                                           after(in.w, out.w, g.kw, g.sx, g.dil_x, g.pad_left)}},
+          {"count_include_pad", int64_t(g.count_include_pad)}};
 }
 
 PoolGeometry PoolingNode::geometry(const ImageShape& in) const {

@@ -70,6 +70,7 @@ class PoolingNode : public FilterNode {
   // One window over each whole image: C×1×1 (global average or max pooling).
   static std::shared_ptr<PoolingNode> create_global(ImageNodePtr source, PoolingMode mode, std::string label = "");
   ImageShape infer(const std::vector<ImageShape>& sources) const override;
+  Attributes attributes(const std::vector<ImageShape>& sources) const override;
   void encode(const EncodeArgs& args) const override;
   bool channels_last(DeviceType device, const std::vector<ImageShape>&) const override {
     return reads_channels_last<PoolingKernel>(device);

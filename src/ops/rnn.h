@@ -88,6 +88,11 @@ class RNNNode : public FilterNode {
   static std::shared_ptr<RNNNode> create(ImageNodePtr source, RNNStack stack, bool last_only,
                                          std::string label = "");
   ImageShape infer(const std::vector<ImageShape>& sources) const override;
+  // Its layers are stack() (Python: RNN.layers).
+  Attributes attributes(const std::vector<ImageShape>&) const override {
+    return {{"last_only", int64_t(last_only_)},
+            {"combine", std::string(stack_.combine == BidirectionalCombine::Sum ? "sum" : "concatenate")}};
+  }
   void encode(const EncodeArgs& args) const override;
   std::vector<WeightSource> weight_sources() const override { return stack_.weight_sources(); }
   size_t state_size(const std::vector<ImageShape>& sources) const override;

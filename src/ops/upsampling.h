@@ -23,6 +23,11 @@ class UpsamplingNode : public FilterNode {
   static std::shared_ptr<UpsamplingNode> create(ImageNodePtr source, UpsamplingMode mode, int scale_y, int scale_x,
                                                 bool align_corners = false, std::string label = "");
   ImageShape infer(const std::vector<ImageShape>& sources) const override;
+  Attributes attributes(const std::vector<ImageShape>&) const override {
+    return {{"mode", std::string(mode_ == UpsamplingMode::Nearest ? "nearest" : "bilinear")},
+            {"scale", std::vector<int64_t>{sy_, sx_}},
+            {"align_corners", int64_t(align_corners_)}};
+  }
   void encode(const EncodeArgs& args) const override;
   UpsamplingMode mode() const { return mode_; }
   bool align_corners() const { return align_corners_; }
