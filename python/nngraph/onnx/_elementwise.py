@@ -1,0 +1,239 @@
+"""Import handlers of elementwise operators (neurons, arithmetic), normalizations,
+softmax and dropout."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from nngraph._core import (
+    Addition,
+    ArrayDataSource,
+    BatchNormalization,
+    Convolution,
+    ConvolutionDescriptor,
+    Division,
+    Dropout,
+    GroupNormalization,
+    InstanceNormalization,
+    LayerNormalization,
+    LogSoftMax,
+    Multiplication,
+    Neuron,
+    NormalizationDescriptor,
+    SoftMax,
+    Subtraction,
+)
+from nngraph.onnx._layout import Act, Filled, Unsupported, infer, unused
+
+NEURONS = {
+    "Relu": ("relu", {}), "Sigmoid": ("sigmoid", {}), "Tanh": ("tanh", {}), "Abs": ("absolute", {}),
+    "Softplus": ("softplus", {}), "HardSwish": ("hard_swish", {}), "Neg": ("linear", {"a": -1.0, "b": 0.0}),
+    "Exp": ("exponential", {"a": 1.0, "b": 0.0, "c": -1.0}), "Log": ("logarithm", {"a": 1.0, "b": 0.0, "c": -1.0}),
+    "Sqrt": ("power", {"a": 0.0, "b": 1.0, "c": 0.5}), "Reciprocal": ("power", {"a": 0.0, "b": 1.0, "c": -1.0}),
+}
+
+
+def _neuron(imp, n, x: Act, name: str, **params) -> list:
+    node = Neuron(x.image, name, label=imp.label(n.name or n.op_type), **params)
+    return [Act(node, x.shape, x.axes, x.split)]
+
+
+def neuron(imp, n) -> list:
+    op = n.op_type
+    x = imp.act(n, 1 if op == "Pow" and not isinstance(imp.get(n.input[0]), Act) else 0)
+    a = imp.attrs(n)
+    if op in NEURONS:
+        name, params = NEURONS[op]
+        return _neuron(imp, n, x, name, **params)
+    if op == "LeakyRelu":
+        return _neuron(imp, n, x, "leaky_relu", a=a.get("alpha", 0.01))
+    if op == "Elu":
+        return _neuron(imp, n, x, "elu", a=a.get("alpha", 1.0))
+    if op == "HardSigmoid":
+        return _neuron(imp, n, x, "hard_sigmoid", a=a.get("alpha", 0.2), b=a.get("beta", 0.5))
+    if op == "Gelu":
+        return _neuron(imp, n, x, "gelu" if a.get("approximate", "none") == "none" else "gelu_tanh")
+    if op == "Clip":
+        lo, hi = a.get("min", -np.inf), a.get("max", np.inf)
+        if len(n.input) > 1 and n.input[1]:
+            lo = float(imp.const(n, 1))
+        if len(n.input) > 2 and n.input[2]:
+            hi = float(imp.const(n, 2))
+        if lo == 0 and hi == np.inf:
+            return _neuron(imp, n, x, "relu")
+        if lo == 0 or lo == -np.inf:  # min(x, hi) is relun with a slope of 1 below zero
+            return _neuron(imp, n, x, "relun", a=0.0 if lo == 0 else 1.0, b=hi)
+        raise Unsupported(f"to [{lo}, {hi}] is not supported (a lower bound of 0 or none)")
+    if op == "Pow" and not isinstance(imp.get(n.input[0]), Act):  # c^x
+        c = imp.const(n, 0)
+        if c.size != 1 or float(c.ravel()[0]) <= 0:
+            raise Unsupported("of a base other than one positive constant is not supported")
+        return _neuron(imp, n, imp.act(n, 1), "exponential", a=1.0, b=0.0, c=float(c.ravel()[0]))
+    if op == "Pow":
+        e = imp.const(n, 1)
+        if e.size != 1:
+            raise Unsupported("with an exponent per element is not supported")
+        return _neuron(imp, n, x, "power", a=0.0, b=1.0, c=float(e.ravel()[0]))
+    raise Unsupported("is not supported")
+
+
+ARITHMETIC = {"Add": Addition, "Sub": Subtraction, "Mul": Multiplication, "Div": Division}
+
+
+def arithmetic(imp, n) -> list:
+    p, q = imp.get(n.input[0]), imp.get(n.input[1])
+    op = n.op_type
+    if isinstance(p, Act) and isinstance(q, Act):
+        return [_two_images(imp, n, p, q)]
+    x, k, first = (p, q, True) if isinstance(p, Act) else (q, p, False)
+    if isinstance(k, Filled):  # x + 0, x − 0, x·1, x/1 leave x
+        if (op in ("Add", "Sub") and k.value == 0) or (op in ("Mul", "Div") and k.value == 1 and first):
+            return [x]
+        raise Unsupported("with a batch-sized constant is not supported")
+    k = np.asarray(k, np.float32)
+    if k.ndim > len(x.axes):
+        raise Unsupported(f"with a constant of shape {k.shape} that enlarges the tensor is not supported")
+    if op == "Div" and not first:  # s/x = (x/s)⁻¹
+        if k.size != 1 or float(k.ravel()[0]) == 0:
+            raise Unsupported("of a constant other than a non-zero scalar by a tensor is not supported")
+        return _neuron(imp, n, x, "power", a=0.0, b=1.0 / float(k.ravel()[0]), c=-1.0)
+    if k.size == 1:
+        s = float(k.ravel()[0])
+        scale, shift = {"Add": (1.0, s), "Sub": (1.0, -s) if first else (-1.0, s), "Mul": (s, 0.0),
+                        "Div": (1.0 / s, 0.0)}[op]
+        return _neuron(imp, n, x, "linear", a=scale, b=shift)
+    # One value per channel: a 1×1 depthwise convolution scales and shifts each channel.
+    dims = [1] * (len(x.axes) - k.ndim) + list(k.shape)
+    varying = [i for i, d in enumerate(dims) if d > 1]
+    if len(varying) != 1 or x.entries()[varying[0]] != x.channels:
+        raise Unsupported(f"with a constant of shape {k.shape} over a tensor lying as {x.describe()}: "
+                          "only scalars and one value per channel are supported")
+    v = k.ravel()
+    one = np.ones_like(v)
+    scale, shift = {"Add": (one, v), "Sub": (one, -v) if first else (-one, v), "Mul": (v, 0 * v),
+                    "Div": (1.0 / v, 0 * v)}[op]
+    c = x.shape[0]
+    label = imp.label(n.name or op)
+    ds = ArrayDataSource(ConvolutionDescriptor(1, c, c, groups=c), weights=scale.reshape(c, 1, 1, 1),
+                         biases=shift, label=label)
+    node = Convolution(x.image, ds, label=label)
+    return [Act(node, x.shape, x.axes, x.split)]
+
+
+def _two_images(imp, n, p: Act, q: Act) -> Act:
+    rank = max(len(p.axes), len(q.axes))
+    pa, qa = [()] * (rank - len(p.axes)) + list(p.axes), [()] * (rank - len(q.axes)) + list(q.axes)
+    out = []
+    for e, f in zip(pa, qa):
+        ne, nf = p.norm(e), q.norm(f)
+        if ne == nf or not nf:
+            out.append(e)
+        elif not ne:
+            out.append(f)
+        else:
+            raise Unsupported(f"of tensors lying as {p.describe()} and {q.describe()} is not supported")
+    atoms = [a for e in out for a in p.norm(e) or q.norm(e)]
+    if len(set(atoms)) != len(atoms) or p.split != q.split:
+        raise Unsupported(f"of tensors lying as {p.describe()} and {q.describe()} is not supported")
+    node = ARITHMETIC[n.op_type](p.image, q.image, label=imp.label(n.name or n.op_type))
+    return Act(node, infer(node, [p, q]), tuple(out), p.split)
+
+
+# --- normalization -------------------------------------------------------------------------
+
+def batch_norm(imp, n) -> list:
+    x = imp.act(n)
+    x.spatial_form("BatchNormalization")
+    a = imp.attrs(n)
+    if a.get("training_mode", 0):
+        raise Unsupported("in training mode is not supported")
+    scale, bias, mean, var = (imp.const(n, i) for i in range(1, 5))
+    label = imp.source_label(n)
+    ds = ArrayDataSource(NormalizationDescriptor(x.shape[0]), label=label,
+                         tensors={"gamma": scale, "beta": bias, "mean": mean, "variance": var})
+    node = BatchNormalization(x.image, ds, epsilon=a.get("epsilon", 1e-5), momentum=1.0 - a.get("momentum", 0.9),
+                              label=label)
+    return [Act(node, x.shape, x.axes), unused("batch statistics"), unused("batch statistics")]
+
+
+def _norm_source(imp, n, c: int, gamma, beta) -> ArrayDataSource:
+    return ArrayDataSource(NormalizationDescriptor(c, statistics=False), label=imp.source_label(n),
+                           tensors={"gamma": np.asarray(gamma, np.float32), "beta": np.asarray(beta, np.float32)})
+
+
+def instance_norm(imp, n) -> list:
+    x, scale, bias = imp.act(n), imp.const(n, 1), imp.const(n, 2)
+    eps = imp.attrs(n).get("epsilon", 1e-5)
+    e = x.entries()
+    c = x.shape[0]
+    try:
+        x.spatial_form("InstanceNormalization")
+        ds = _norm_source(imp, n, c, scale, bias)
+        node = InstanceNormalization(x.image, ds, epsilon=eps, label=ds.label())
+    except ValueError:  # (N, G, C/G·H·W): each group of channels normalized, group normalization
+        groups = x.split if e[1] == ("D",) else 1 if e[1] == () else 0
+        rest = [a for entry in e[2:] for a in entry]
+        if not groups or rest != [a for a in ("E", "H", "W") if a in rest] or scale.size != groups:
+            raise Unsupported(f"over a tensor lying as {x.describe()} is not supported") from None
+        ds = _norm_source(imp, n, c, np.repeat(scale, c // groups), np.repeat(bias, c // groups))
+        node = GroupNormalization(x.image, groups, ds, epsilon=eps, label=ds.label())
+    return [Act(node, x.shape, x.axes, x.split)]
+
+
+def group_norm(imp, n) -> list:
+    x, scale, bias = imp.act(n), imp.const(n, 1), imp.const(n, 2)
+    x.spatial_form("GroupNormalization")
+    a = imp.attrs(n)
+    g, c = a["num_groups"], x.shape[0]
+    if scale.size == g and g != c:  # opsets 18–20: one value per group
+        scale, bias = np.repeat(scale, c // g), np.repeat(bias, c // g)
+    ds = _norm_source(imp, n, c, scale, bias)
+    node = GroupNormalization(x.image, g, ds, epsilon=a.get("epsilon", 1e-5), label=ds.label())
+    return [Act(node, x.shape, x.axes)]
+
+
+def layer_norm(imp, n) -> list:
+    x, scale = imp.act(n), imp.const(n, 1)
+    bias = imp.const(n, 2, optional=True)
+    bias = np.zeros_like(scale) if bias is None else bias
+    a = imp.attrs(n)
+    axis = a.get("axis", -1) % len(x.axes)
+    e = x.entries()
+    c = x.shape[0]
+    eps = a.get("epsilon", 1e-5)
+    if e[axis:] == [x.channels] and scale.size == c:
+        over = "c"
+    else:
+        x.spatial_form("LayerNormalization")
+        per_channel = scale.reshape(c, -1)
+        if axis != 1 or (per_channel != per_channel[:, :1]).any():
+            raise Unsupported(f"over axis {axis} of a tensor lying as {x.describe()} is not supported")
+        over, scale, bias = "chw", per_channel[:, 0], np.broadcast_to(bias, scale.shape).reshape(c, -1)[:, 0]
+    ds = _norm_source(imp, n, c, scale.ravel(), bias.ravel())
+    node = LayerNormalization(x.image, ds, epsilon=eps, over=over, label=ds.label())
+    return [Act(node, x.shape, x.axes, x.split), unused("the mean"), unused("the inverse deviation")]
+
+
+def softmax(imp, n) -> list:
+    x = imp.act(n)
+    rank = len(x.axes)
+    axis = imp.attrs(n).get("axis", -1 if imp.opset >= 13 else 1) % rank
+    e = x.entries()
+    over = e[axis] if imp.opset >= 13 else tuple(a for entry in e[axis:] for a in entry)
+    if over != x.channels or not over:
+        raise Unsupported(f"over axis {axis} of a tensor lying as {x.describe()}: only over the channels")
+    node = (SoftMax if n.op_type == "Softmax" else LogSoftMax)(x.image, label=imp.label(n.name or n.op_type))
+    return [Act(node, x.shape, x.axes, x.split)]
+
+
+def dropout(imp, n) -> list:
+    x = imp.act(n)
+    ratio = imp.attrs(n).get("ratio", 0.5)
+    if len(n.input) > 1 and n.input[1]:
+        ratio = float(imp.const(n, 1))
+    if len(n.input) > 2 and n.input[2] and bool(imp.const(n, 2)):
+        raise Unsupported("in training mode is not supported")
+    if ratio == 0:
+        return [x, unused("a dropout mask")]
+    node = Dropout(x.image, keep_probability=1.0 - ratio, label=imp.label(n.name or "dropout"))
+    return [Act(node, x.shape, x.axes, x.split), unused("a dropout mask")]

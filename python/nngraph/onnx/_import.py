@@ -1,0 +1,254 @@
+"""Import: an ONNX model as an inference graph. Activations become nngraph nodes over images
+(`Act`), weights ArrayDataSources, and everything that depends on constants alone (shape
+computations, folded initializers) is evaluated here, once."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
+
+from nngraph._core import Graph, ImageNode, InvalidInputError, UnsupportedError
+from nngraph.onnx._layout import Act, Unsupported, unique
+from nngraph.onnx._ops import HANDLERS
+from nngraph.onnx._patterns import fuse_gelu
+from nngraph.onnx._symbolic import evaluate, is_symbolic
+
+MIN_OPSET = 11
+
+
+class Importer:
+    def __init__(self, model: onnx.ModelProto, device, format: str, input_shapes: dict | None):
+        self.model, self.device, self.format = model, device, format
+        self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
+        if self.opset is None or not MIN_OPSET <= self.opset <= onnx.defs.onnx_opset_version():
+            raise InvalidInputError(f"[onnx] the model's opset {self.opset} is outside the opsets "
+                                    f"{MIN_OPSET}..{onnx.defs.onnx_opset_version()} nngraph imports")
+        self.input_shapes = dict(input_shapes or {})
+        self.env: dict = {}
+        self.labels: set = set()
+        self.consumers: dict = {}
+        self.info: dict = {"inputs": [], "outputs": []}
+        self.lazy: dict = {}  # outputs made only when read (a recurrent layer's final state)
+        self.batch = None  # the batch size of a model exported for one batch size only
+
+    # --- values -------------------------------------------------------------------------
+
+    def get(self, name: str):
+        if name == "":
+            return None
+        if name in self.lazy:
+            self.env[name] = self.lazy.pop(name)()
+        if name not in self.env:
+            raise InvalidInputError(f"no initializer, graph input or node output is named '{name}'")
+        return self.env[name]
+
+    def inputs(self, node) -> list:
+        return [self.get(n) for n in node.input]
+
+    def act(self, node, i: int = 0) -> Act:
+        v = self.get(node.input[i]) if i < len(node.input) else None
+        if not isinstance(v, Act):
+            raise Unsupported(f"input {i} must be computed from the graph's inputs (it is a constant)")
+        return v
+
+    def const(self, node, i: int, optional: bool = False):
+        v = self.get(node.input[i]) if i < len(node.input) else None
+        if v is None and optional:
+            return None
+        if not isinstance(v, np.ndarray) or v.dtype == object:
+            raise Unsupported(f"input {i} must be a constant")
+        return v
+
+    def label(self, base: str) -> str:
+        return unique(re.sub(r"[^A-Za-z0-9_.:/-]+", "_", base).strip("/_.") or "layer", self.labels)
+
+    def source_label(self, node, tensor: int = 1) -> str:
+        """A data source's label: its weights' initializer name without the tensor's own name
+        ("conv1.weight" → "conv1"); the node's name where the initializer is anonymous."""
+        name = node.input[tensor] if len(node.input) > tensor else ""
+        anonymous = not name or "::" in name or re.fullmatch(r"(val|_v|const|onnx)_?\d*|\d+", name) is not None
+        if not anonymous:
+            return self.label(re.sub(r"[._](weight|weights|bias|biases|W|B|kernel)$", "", name))
+        base = node.name.strip("/")
+        base = re.sub(r"/" + node.op_type + r"(_\d+)?$", "", base)
+        return self.label(base or node.op_type.lower())
+
+    # --- the walk ---------------------------------------------------------------------
+
+    def run(self) -> Graph:
+        g = self.model.graph
+        for init in g.initializer:
+            self.env[init.name] = _array(init)
+        nodes = fuse_gelu(g)
+        for node in nodes:
+            for name in node.input:
+                self.consumers.setdefault(name, []).append(node)
+        sources = []
+        for value in g.input:
+            if value.name in self.env:
+                continue  # an initializer listed as an input too (older exporters)
+            act = self._graph_input(value)
+            self.env[value.name] = act
+            sources.append(act.image)
+        if not sources:
+            raise InvalidInputError("[onnx] the model has no input")
+        for node in nodes:
+            self._node(node)
+        results = []
+        for value in g.output:
+            try:
+                v = self.get(value.name)
+            except InvalidInputError as e:
+                raise InvalidInputError(f"[onnx] output '{value.name}': {e}") from None
+            except Unsupported as e:
+                raise UnsupportedError(f"[onnx] output '{value.name}' {e}") from None
+            if not isinstance(v, Act) or isinstance(v.image, ImageNode) and v.image.producer is None:
+                raise UnsupportedError(f"[onnx] output '{value.name}' is a constant or a graph input: "
+                                       "nngraph graphs compute their results")
+            results.append(v.image)
+            self.info["outputs"].append((value.name, v))
+        graph = Graph(results if len(results) > 1 else results[0], device=self.device, format=self.format)
+        return graph
+
+    def _graph_input(self, value) -> Act:
+        t = value.type.tensor_type
+        if t.elem_type not in (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.DOUBLE,
+                               onnx.TensorProto.BFLOAT16):
+            raise UnsupportedError(f"[onnx] input '{value.name}' holds {onnx.TensorProto.DataType.Name(t.elem_type)}: "
+                                   "nngraph graphs take float images")
+        dims = [d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim]
+        rank = len(dims)
+        batch = 1 if rank == 3 and (self._recurrent_layout(value.name) == 0 or
+                                    self._recurrent_layout(value.name) is None and dims[0] is not None and
+                                    dims[1] is None) else 0
+        if dims and dims[batch] is not None:
+            self.batch = dims[batch]
+        given = self.input_shapes.get(value.name)
+        rest = [d for i, d in enumerate(dims) if i != batch]
+        if given is not None:
+            rest = list(given)
+        if rank not in (2, 3, 4) or any(d is None or d < 1 for d in rest):
+            raise UnsupportedError(f"[onnx] input '{value.name}' has shape {dims}: nngraph takes (N, C, H, W), "
+                                   "(N, C, L), (N, T, F) or (N, C) inputs with every dim but the batch known "
+                                   "(input_shapes={name: dims without the batch} gives them)")
+        if rank == 4:
+            shape, axes = tuple(rest), (("N",), ("D", "E"), ("H",), ("W",))
+        elif rank == 2:
+            shape, axes = (rest[0], 1, 1), (("N",), ("D", "E"))
+        elif batch == 1:  # (T, N, F): a sequence, time first
+            shape, axes = (rest[1], 1, rest[0]), (("W",), ("N",), ("D", "E"))
+        elif self._reads_channels_first(value.name):  # (N, C, L): one-dimensional convolutions
+            shape, axes = (rest[0], 1, rest[1]), (("N",), ("D", "E"), ("W",))
+        else:  # (N, T, F): a sequence, batch first
+            shape, axes = (rest[1], 1, rest[0]), (("N",), ("W",), ("D", "E"))
+        image = ImageNode(shape=shape, label=value.name)
+        act = Act(image, shape, axes)
+        self.info["inputs"].append((value.name, act))
+        return act
+
+    def _recurrent_layout(self, name: str):
+        """The layout attribute of a recurrent operator reading `name` directly (None: none does)."""
+        for n in self.consumers.get(name, []):
+            if n.op_type in ("LSTM", "GRU", "RNN") and n.input[0] == name:
+                return _attrs(n).get("layout", 0)
+        return None
+
+    def _reads_channels_first(self, name: str) -> bool:
+        spatial = {"Conv", "ConvTranspose", "MaxPool", "AveragePool", "BatchNormalization", "InstanceNormalization",
+                   "GlobalAveragePool", "GlobalMaxPool", "Pad", "Resize", "Upsample"}
+        return any(n.op_type in spatial for n in self.consumers.get(name, []))
+
+    def _node(self, node) -> None:
+        where = node.name or (node.output[0] if node.output else node.op_type)
+        try:
+            if node.domain not in ("", "ai.onnx"):
+                raise Unsupported(f"operators of domain '{node.domain}' are not supported")
+            values = [self.get(n) for n in node.input]
+            present = [v for v in values if v is not None]
+            if any(isinstance(v, Act) for v in present):
+                handler = HANDLERS.get(node.op_type)
+                if handler is None:
+                    raise Unsupported("is not supported")
+                outs = handler(self, node)
+            elif any(is_symbolic(v) for v in present):
+                outs = evaluate(node.op_type, values, _attrs(node))
+            else:
+                outs = self._fold(node, values)
+        except Unsupported as e:
+            raise UnsupportedError(f"[{where}] {node.op_type} {e}") from None
+        except (InvalidInputError, UnsupportedError) as e:
+            raise type(e)(f"[{where}] {node.op_type}: {e}") from None
+        except (ValueError, KeyError, IndexError, TypeError) as e:
+            raise InvalidInputError(f"[{where}] {node.op_type}: {e}") from None
+        for name, v in zip(node.output, outs):
+            if name and callable(v):
+                self.lazy[name] = v
+            elif name:
+                self.env[name] = v
+
+    def _fold(self, node, values: list) -> list:
+        """An operator on constants alone, by ONNX's reference implementation."""
+        if node.op_type == "Identity":
+            return values
+        inputs = [helper.make_tensor_value_info(n, onnx.TensorProto.UNDEFINED, None) for n in node.input if n]
+        outputs = [helper.make_tensor_value_info(n, onnx.TensorProto.UNDEFINED, None) for n in node.output if n]
+        model = helper.make_model(helper.make_graph([node], "fold", inputs, outputs),
+                                  opset_imports=self.model.opset_import)
+        feeds = {n: v for n, v in zip(node.input, values) if n}
+        out = ReferenceEvaluator(model).run(None, feeds)
+        it = iter(out)
+        return [next(it) if n else None for n in node.output]
+
+    def attrs(self, node) -> dict:
+        return _attrs(node)
+
+
+def _attrs(node) -> dict:
+    out = {}
+    for a in node.attribute:
+        v = helper.get_attribute_value(a)
+        if isinstance(v, bytes):
+            v = v.decode()
+        elif isinstance(v, onnx.TensorProto):
+            v = numpy_helper.to_array(v)
+        elif isinstance(v, list) and v and isinstance(v[0], bytes):
+            v = [s.decode() for s in v]
+        out[a.name] = v
+    return out
+
+
+def _array(init: onnx.TensorProto) -> np.ndarray:
+    if init.data_location == onnx.TensorProto.EXTERNAL and not init.raw_data:
+        raise InvalidInputError(f"[onnx] initializer '{init.name}' lies in an external file that was not loaded: "
+                                "load the model from its path")
+    a = numpy_helper.to_array(init)
+    return a.astype(np.float32) if a.dtype.kind == "f" and a.dtype != np.float32 else a
+
+
+def load_model(source) -> onnx.ModelProto:
+    """An ONNX ModelProto from a path, bytes or a ModelProto, checked."""
+    try:
+        if isinstance(source, onnx.ModelProto):
+            model = source
+        elif isinstance(source, (bytes, bytearray, memoryview)):
+            model = onnx.load_model_from_string(bytes(source))
+        else:
+            model = onnx.load(str(source))
+        onnx.checker.check_model(model)
+    except FileNotFoundError:
+        raise
+    except Exception as e:  # a truncated, foreign or malformed file, whatever the reader raised
+        what = "the bytes given" if isinstance(source, (bytes, bytearray, memoryview)) else \
+            "the model given" if isinstance(source, onnx.ModelProto) else str(source)
+        raise InvalidInputError(f"[onnx] {what} is not a valid ONNX model ({type(e).__name__}: {e})") from None
+    return model
+
+
+def import_graph(source, device, format: str, input_shapes) -> tuple[Graph, dict]:
+    imp = Importer(load_model(source), device, format, input_shapes)
+    return imp.run(), imp.info
+

@@ -1,0 +1,267 @@
+"""How an ONNX tensor lies in an nngraph image, and shape arithmetic with a symbolic batch.
+
+An activation (`Act`) is an image N×C×H×W and, per ONNX axis, the image axes ("atoms") it
+runs over, outermost first: "N", "D" and "E" (the channels, C = D·E: a bidirectional
+recurrent layer's directions and their hidden units; D is 1 elsewhere), "H", "W". Transpose,
+Reshape, Flatten, Squeeze and Unsqueeze relabel those axes without moving data; operators
+that compute check that their input lies as they read it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+CANONICAL = ("N", "D", "E", "H", "W")
+
+
+def unique(base: str, taken: set) -> str:
+    """`base`, or `base_2`, `base_3`... the first not taken; now taken."""
+    name, i = base, 1
+    while name in taken:
+        i += 1
+        name = f"{base}_{i}"
+    taken.add(name)
+    return name
+
+
+class Unsupported(Exception):
+    """An operator, attribute or tensor layout that nngraph's nodes do not express."""
+
+
+class Sym:
+    """k·N: a multiple of the batch size in shape computations."""
+
+    __slots__ = ("k",)
+
+    def __init__(self, k: int = 1):
+        self.k = int(k)
+
+    def __mul__(self, o):
+        if isinstance(o, Sym):
+            raise ValueError("the batch size squared")
+        return Sym(self.k * int(o))
+
+    __rmul__ = __mul__
+
+    def __floordiv__(self, o):
+        if isinstance(o, Sym):
+            if self.k % o.k:
+                raise ValueError("a batch multiple over another")
+            return self.k // o.k
+        if self.k % int(o):
+            raise ValueError(f"{self} over {o}")
+        return Sym(self.k // int(o))
+
+    __truediv__ = __floordiv__
+
+    def __add__(self, o):
+        if isinstance(o, Sym):
+            return Sym(self.k + o.k)
+        if int(o) == 0:
+            return self
+        raise ValueError("the batch size plus a constant")
+
+    __radd__ = __add__
+
+    def __sub__(self, o):
+        return self + (-o if not isinstance(o, Sym) else Sym(-o.k))
+
+    def __neg__(self):
+        return Sym(-self.k)
+
+    def __eq__(self, o):
+        return isinstance(o, Sym) and o.k == self.k
+
+    def __hash__(self):
+        return hash(("N", self.k))
+
+    def __int__(self):
+        raise ValueError("the batch size is not known until run time")
+
+    __index__ = __int__
+
+    def __repr__(self):
+        return "N" if self.k == 1 else f"{self.k}·N"
+
+
+def symbolic(a) -> bool:
+    """Whether an integer array holds a Sym."""
+    return isinstance(a, np.ndarray) and a.dtype == object
+
+
+def ints(a) -> np.ndarray:
+    """Integers as int64, or as an object array where one is a Sym."""
+    a = np.asarray(a, dtype=object)
+    if any(isinstance(v, Sym) for v in a.flat):
+        return a
+    return a.astype(np.int64)
+
+
+@dataclass
+class Filled:
+    """A constant of one value throughout, of a shape that may hold the batch size (zero
+    initial states made from a Shape)."""
+
+    value: float
+    dims: np.ndarray  # int64 or object (with Sym)
+
+
+@dataclass
+class Act:
+    """An image node (or filter node) and the atoms of each ONNX axis."""
+
+    image: object
+    shape: tuple  # (C, H, W)
+    axes: tuple  # one tuple of atoms per ONNX axis
+    split: int = 1  # D
+
+    def size(self, atom: str):
+        c, h, w = self.shape
+        return {"N": Sym(), "D": self.split, "E": c // self.split, "H": h, "W": w}[atom]
+
+    def norm(self, entry: tuple) -> tuple:
+        """The atoms of an entry that are not 1 (N always is not)."""
+        return tuple(a for a in entry if a == "N" or self.size(a) != 1)
+
+    def entries(self) -> list:
+        return [self.norm(e) for e in self.axes]
+
+    def dims(self) -> list:
+        out = []
+        for e in self.axes:
+            d = 1
+            for a in e:
+                d = self.size(a) * d
+            out.append(d)
+        return out
+
+    @property
+    def channels(self) -> tuple:
+        return self.norm(("D", "E"))
+
+    def relabel(self, axes, split=None) -> Act:
+        return Act(self.image, self.shape, tuple(tuple(e) for e in axes), self.split if split is None else split)
+
+    def flat(self) -> list:
+        return [a for e in self.axes for a in self.norm(e)]
+
+    def spatial_form(self, what: str, rank: int | None = None) -> list:
+        """For operators reading (N, C, spatial...): the image axis of each spatial ONNX axis
+        ("H", "W", or None where it is 1), checked: (N, C, H, W), (N, C, L) or (N, C)."""
+        e = self.entries()
+        ok = (rank is None or len(e) == rank) and 2 <= len(e) <= 4 and e[0] == ("N",) and e[1] == self.channels
+        spatial = [x[0] if x else None for x in e[2:]]
+        if ok and len(e) == 4:
+            ok = e[2] in (("H",), ()) and e[3] in (("W",), ())
+        elif ok and len(e) == 3:
+            ok = e[2] in (("H",), ("W",), ()) and (self.shape[1] == 1 or self.shape[2] == 1)
+        if not ok:
+            raise ValueError(f"{what} reads (N, C, H, W) tensors; this one lies as {self.describe()}")
+        return spatial
+
+    def describe(self) -> str:
+        return "(" + ", ".join("·".join(x) or "1" for x in self.entries()) + ")"
+
+
+def reshape(act: Act, target: list, batch: int | None = None) -> Act:
+    """The same image under new ONNX dims (each int or Sym, already resolved): consecutive
+    atoms group into each dim; whole channels may split into an outer dim (D) and the rest.
+    `batch`: a model's fixed batch size, which a dim standing where N lies stands for."""
+    flat, split = act.flat(), act.split
+    c = act.shape[0]
+
+    def size(atom):
+        return Act(act.image, act.shape, (), split).size(atom)
+
+    out, i = [], 0
+    for d in target:
+        if batch is not None and not isinstance(d, Sym) and d == batch and i < len(flat) and flat[i] == "N":
+            d = Sym()
+        if isinstance(d, Sym):
+            if d.k != 1 or i >= len(flat) or flat[i] != "N":
+                raise ValueError(f"cannot reshape {act.describe()} to {list(target)}")
+            out.append(("N",))
+            i += 1
+            continue
+        if d == 1:
+            out.append(())
+            continue
+        group, prod = [], 1
+        while prod < d and i < len(flat) and flat[i] != "N":
+            group.append(flat[i])
+            prod *= size(flat[i])
+            i += 1
+        if prod != d and group == ["E"] and split == 1 and c % d == 0:
+            split = d  # whole channels as (d, c/d): D is the outer part
+            flat[i - 1:i] = ["D", "E"]
+            group, prod = ["D"], d
+        if prod != d:
+            raise ValueError(f"cannot reshape {act.describe()} to {list(target)}")
+        out.append(tuple(group))
+    if i != len(flat):
+        raise ValueError(f"cannot reshape {act.describe()} to {list(target)}")
+    return Act(act.image, act.shape, tuple(out), split)
+
+
+def resolve_target(dims: list, target: np.ndarray, allowzero: int = 0) -> list:
+    """An ONNX Reshape's shape input against the input's dims: 0 copies, -1 infers."""
+    target = list(target.flat)
+    out = [dims[i] if (not isinstance(t, Sym) and t == 0 and not allowzero) else t for i, t in enumerate(target)]
+    if sum(1 for t in out if not isinstance(t, Sym) and t == -1) > 1:
+        raise ValueError("two -1 dims")
+    if any(not isinstance(t, Sym) and t == -1 for t in out):
+        total = np.prod(np.array(dims, dtype=object))
+        known = np.prod(np.array([t for t in out if isinstance(t, Sym) or t != -1] or [1], dtype=object))
+        rest = total // known
+        out = [rest if (not isinstance(t, Sym) and t == -1) else t for t in out]
+    return out
+
+
+def _atoms(act: Act) -> list:
+    return [a for e in act.axes for a in e]
+
+
+def to_image(array: np.ndarray, act: Act) -> np.ndarray:
+    """An array shaped as the ONNX tensor `act` stands for, as the (N, C, H, W) image."""
+    names = _atoms(act)
+    static = [act.size(a) for a in names if a != "N"]
+    n = array.size // max(1, int(np.prod(static)))
+    a = array.reshape([n if x == "N" else act.size(x) for x in names])
+    for x in CANONICAL:
+        if x not in names:
+            a, names = a[..., None], names + [x]
+    c, h, w = act.shape
+    return a.transpose([names.index(x) for x in CANONICAL]).reshape(n, c, h, w)
+
+
+def from_image(image: np.ndarray, act: Act) -> np.ndarray:
+    """The (N, C, H, W) image as the ONNX tensor `act` stands for."""
+    n = image.shape[0]
+    names = _atoms(act)
+    a = image.reshape(n, act.split, act.shape[0] // act.split, act.shape[1], act.shape[2])
+    a = a.reshape([d for x, d in zip(CANONICAL, a.shape) if x in names])
+    order = [x for x in CANONICAL if x in names]
+    dims = [d if not isinstance(d, Sym) else d.k * n for d in act.dims()]
+    return a.transpose([order.index(x) for x in names]).reshape(dims)
+
+
+def infer(node, acts: list) -> tuple:
+    return tuple(node.infer([a.shape for a in acts]))
+
+
+def channels_first(image, shape: tuple, spatial: list) -> Act:
+    """An Act of (N, C, spatial...) over the image axes in `spatial`."""
+    return Act(image, shape, (("N",), ("D", "E")) + tuple((a,) for a in spatial))
+
+
+def image_axes(spatial: list) -> list:
+    """The image axis each spatial ONNX axis runs over: (H, W) for 2-D windows, one of them for 1-D."""
+    return ["H", "W"] if len(spatial) == 2 else [spatial[0] or "W"] if spatial else []
+
+
+def unused(what: str):
+    """An output nngraph does not compute: reading it raises."""
+    def fail():
+        raise Unsupported(f"reads {what}, which nngraph does not compute")
+    return fail

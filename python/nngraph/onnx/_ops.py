@@ -1,0 +1,24 @@
+"""Import handlers by operator: each function takes the importer and the NodeProto of an
+operator that reads a computed tensor and returns the node's outputs (Acts; a callable for an
+output made only if something reads it)."""
+
+from __future__ import annotations
+
+from nngraph.onnx import _elementwise as e
+from nngraph.onnx import _relabel as r
+from nngraph.onnx import _windows as w
+from nngraph.onnx._rnn import import_rnn
+
+HANDLERS = {
+    "Conv": w.conv, "ConvTranspose": w.conv_transpose, "MaxPool": w.pool, "AveragePool": w.pool,
+    "GlobalAveragePool": w.global_pool, "GlobalMaxPool": w.global_pool,
+    "ReduceMean": w.reduce, "ReduceMax": w.reduce, "ReduceSum": w.reduce, "Gemm": w.gemm, "MatMul": w.matmul,
+    "BatchNormalization": e.batch_norm, "InstanceNormalization": e.instance_norm, "GroupNormalization": e.group_norm,
+    "LayerNormalization": e.layer_norm, "Softmax": e.softmax, "LogSoftmax": e.softmax, "Dropout": e.dropout,
+    "Identity": r.identity, "Cast": r.identity, "Flatten": r.flatten, "Reshape": r.reshape_op,
+    "Transpose": r.transpose, "Squeeze": r.squeeze, "Unsqueeze": r.unsqueeze, "Shape": r.shape, "Gather": r.gather,
+    "Slice": r.slice_op, "Split": r.split, "Concat": r.concat, "Pad": r.pad, "Resize": r.resize, "Upsample": r.resize,
+    "LSTM": import_rnn, "GRU": import_rnn, "RNN": import_rnn,
+    **dict.fromkeys((*e.NEURONS, "LeakyRelu", "Elu", "HardSigmoid", "Gelu", "Clip", "Pow"), e.neuron),
+    **dict.fromkeys(e.ARITHMETIC, e.arithmetic),
+}

@@ -1,0 +1,262 @@
+"""Import handlers of operators that relabel, cut, join or pad tensors: mostly no data moves,
+the Act's axes change (Transpose, Reshape, Squeeze...); windows become Crop nodes."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from nngraph._core import (
+    Concatenation,
+    Crop,
+    ImageCopyToMatrixNode,
+    MatrixCopyToImageNode,
+    Padding,
+    Upsampling,
+)
+from nngraph.onnx._layout import Act, Sym, Unsupported, channels_first, image_axes, infer, ints, reshape, resolve_target
+from nngraph.onnx._symbolic import slice_args
+
+
+def identity(imp, n) -> list:
+    x = imp.act(n)
+    if n.op_type == "Cast" and imp.attrs(n)["to"] not in (1, 10, 11, 16):
+        raise Unsupported("to a type other than float is not supported")
+    return [x]
+
+
+def flatten(imp, n) -> list:
+    x = imp.act(n)
+    axis = imp.attrs(n).get("axis", 1) % (len(x.axes) + 1)
+    merge = lambda entries: tuple(a for e in entries for a in e)  # noqa: E731
+    return [x.relabel([merge(x.axes[:axis]), merge(x.axes[axis:])])]
+
+
+def reshape_op(imp, n) -> list:
+    x, target = imp.act(n), imp.get(n.input[1])
+    if not isinstance(target, np.ndarray):
+        raise Unsupported("to a computed shape is not supported")
+    dims = resolve_target(x.dims(), ints(target), imp.attrs(n).get("allowzero", 0))
+    try:
+        return [reshape(x, dims, imp.batch)]
+    except ValueError as e:
+        return [_copied(imp, n, x, dims, str(e))]
+
+
+def _copied(imp, n, x: Act, dims: list, why: str) -> Act:
+    """A Reshape that moves values: each image's values in the ONNX order (as they lie, or
+    copied from (H, W, C) order), read back as (C, H, W) or (C, 1, L) images."""
+    flat = x.flat()
+    order = tuple(flat[1:])
+    spatial = tuple(a for a in ("H", "W") if a in order)
+    batch_first = isinstance(dims[0], Sym) or dims[0] == imp.batch
+    if flat[:1] != ["N"] or not batch_first or len(dims) not in (3, 4) or order not in (x.channels + spatial,
+                                                                                        spatial + x.channels):
+        raise Unsupported(why)
+    label = imp.label(n.name or "reshape")
+    row = x.image if order == x.channels + spatial else ImageCopyToMatrixNode(x.image, "hwc", label=label + "_hwc")
+    shape = tuple(int(d) for d in dims[1:]) if len(dims) == 4 else (int(dims[1]), 1, int(dims[2]))
+    node = MatrixCopyToImageNode(row, shape, "chw", label=label)
+    return channels_first(node, shape, ["H", "W"] if len(dims) == 4 else ["W"])
+
+
+def transpose(imp, n) -> list:
+    x = imp.act(n)
+    perm = imp.attrs(n).get("perm", list(range(len(x.axes) - 1, -1, -1)))
+    return [x.relabel([x.axes[p] for p in perm])]
+
+
+def _axes_arg(imp, n, rank: int):
+    a = imp.const(n, 1, optional=True) if len(n.input) > 1 else imp.attrs(n).get("axes")
+    return None if a is None else sorted({int(v) % rank for v in np.asarray(a).ravel()})
+
+
+def squeeze(imp, n) -> list:
+    x = imp.act(n)
+    axes = _axes_arg(imp, n, len(x.axes))
+    dims = x.dims()
+    if axes is None:
+        axes = [i for i, d in enumerate(dims) if not x.norm(x.axes[i])]
+    if any(x.norm(x.axes[i]) for i in axes):
+        raise ValueError(f"squeezes axes {axes} of {x.describe()}, not all of size 1")
+    return [x.relabel([e for i, e in enumerate(x.axes) if i not in axes])]
+
+
+def unsqueeze(imp, n) -> list:
+    x = imp.act(n)
+    raw = imp.const(n, 1, optional=True) if len(n.input) > 1 else imp.attrs(n)["axes"]
+    rank = len(x.axes) + np.asarray(raw).size
+    axes = sorted(int(v) % rank for v in np.asarray(raw).ravel())
+    out = list(x.axes)
+    for a in axes:
+        out.insert(a, ())
+    return [x.relabel(out)]
+
+
+def shape(imp, n) -> list:
+    x = imp.act(n)
+    a = imp.attrs(n)
+    dims = x.dims()
+    return [ints(dims[a.get("start", 0):a.get("end", len(dims))] if "end" in a else dims[a.get("start", 0):])]
+
+
+def _crop(imp, n, x: Act, ranges: dict) -> Act:
+    """The Act cut to [start, end) along single-atom axes: {axis: (start, end)}."""
+    c, h, w = x.shape
+    y0, x0, hh, ww, c0, cc, split = 0, 0, h, w, 0, c, x.split
+    for axis, (start, end) in ranges.items():
+        e = x.norm(x.axes[axis])
+        if len(e) != 1 or e[0] == "N":
+            raise Unsupported(f"along axis {axis} of a tensor lying as {x.describe()} is not supported")
+        atom = e[0]
+        if atom == "H":
+            y0, hh = start, end - start
+        elif atom == "W":
+            x0, ww = start, end - start
+        elif atom == "D":
+            inner = c // x.split
+            c0, cc, split = start * inner, (end - start) * inner, end - start
+        elif x.split == 1:
+            c0, cc = start, end - start
+        else:
+            raise Unsupported("of part of each direction's channels is not supported")
+    node = Crop(x.image, window=(y0, x0, hh, ww), channels=(c0, cc), label=imp.label(n.name or n.op_type))
+    return Act(node, infer(node, [x]), x.axes, split)
+
+
+def gather(imp, n) -> list:
+    x, idx = imp.act(n), imp.const(n, 1)
+    axis = imp.attrs(n).get("axis", 0) % len(x.axes)
+    size = x.dims()[axis]
+    v = [int(i) % size for i in idx.ravel()]
+    if not v or v != list(range(v[0], v[0] + len(v))):
+        raise Unsupported("of indices that are not consecutive is not supported")
+    out = _crop(imp, n, x, {axis: (v[0], v[0] + len(v))})
+    axes = list(out.axes)
+    if idx.ndim == 0:
+        del axes[axis]
+    return [out.relabel(axes)]
+
+
+def slice_op(imp, n) -> list:
+    x = imp.act(n)
+    dims = x.dims()
+    values = [imp.get(name) for name in n.input]
+    ranges = {}
+    for axis, start, end, step in slice_args(values, len(dims), imp.attrs(n)):
+        if step != 1:
+            raise Unsupported("with steps other than 1 is not supported")
+        if x.norm(x.axes[axis]) == ("N",):
+            if start == 0 and end >= 2**31 - 1:
+                continue
+            raise Unsupported("of the batch axis is not supported")
+        r = range(*slice(start, end).indices(dims[axis]))
+        if len(r) < dims[axis]:
+            ranges[axis] = (r.start, r.stop)
+    return [_crop(imp, n, x, ranges) if ranges else x]
+
+
+def split(imp, n) -> list:
+    x = imp.act(n)
+    a = imp.attrs(n)
+    axis = a.get("axis", 0) % len(x.axes)
+    size = x.dims()[axis]
+    parts = imp.const(n, 1, optional=True) if len(n.input) > 1 else a.get("split")
+    if parts is None:
+        count = a.get("num_outputs", len(n.output))
+        step = -(-size // count)
+        parts = [min(step, size - i * step) for i in range(count)]
+    out, start = [], 0
+    for p in np.asarray(parts).ravel():
+        out.append(_crop(imp, n, x, {axis: (start, start + int(p))}))
+        start += int(p)
+    return out
+
+
+def concat(imp, n) -> list:
+    xs = [imp.get(name) for name in n.input]
+    if not all(isinstance(x, Act) for x in xs):
+        raise Unsupported("of computed tensors and constants is not supported")
+    axis = imp.attrs(n)["axis"] % len(xs[0].axes)
+    first = xs[0].entries()
+    for x in xs:
+        e = x.entries()
+        if len(e) != len(first) or e[axis] != x.channels or x.split != 1 or \
+                any(p != q for i, (p, q) in enumerate(zip(e, first)) if i != axis):
+            raise Unsupported(f"along axis {axis} of tensors lying as {', '.join(x.describe() for x in xs)}: "
+                              "only along the channels")
+    node = Concatenation([x.image for x in xs], label=imp.label(n.name or "concat"))
+    axes = list(xs[0].axes)
+    axes[axis] = ("D", "E")
+    return [Act(node, infer(node, xs), tuple(axes))]
+
+
+def pad(imp, n) -> list:
+    x = imp.act(n)
+    spatial = x.spatial_form("Pad")
+    a = imp.attrs(n)
+    rank = len(x.axes)
+    pads = imp.const(n, 1) if len(n.input) > 1 else np.asarray(a["pads"])
+    pads = [int(v) for v in np.asarray(pads).ravel()]
+    value = float(imp.const(n, 2)) if len(n.input) > 2 and n.input[2] else a.get("value", 0.0)
+    axes = list(range(rank))
+    if len(n.input) > 3 and n.input[3]:
+        axes = [int(v) % rank for v in imp.const(n, 3).ravel()]
+    full = [0] * (2 * rank)
+    for i, axis in enumerate(axes):
+        full[axis], full[axis + rank] = pads[i], pads[i + len(axes)]
+    if full[0] or full[rank]:
+        raise Unsupported("along the batch axis is not supported")
+    amounts = [0, 0, 0, 0]
+    for i, atom in enumerate(image_axes(spatial)):
+        j = 0 if atom == "H" else 2
+        amounts[j], amounts[j + 1] = full[2 + i], full[2 + i + rank]
+    mode = a.get("mode", "constant")
+    if mode not in ("constant", "reflect", "edge"):
+        raise Unsupported(f"mode '{mode}' is not supported")
+    node = Padding(x.image, tuple(amounts), mode=mode if mode != "constant" else "constant", value=value,
+                   channels=(full[1], full[1 + rank]), label=imp.label(n.name or "pad"))
+    return [channels_first(node, infer(node, [x]), image_axes(spatial))]
+
+
+def resize(imp, n) -> list:
+    x = imp.act(n)
+    spatial = x.spatial_form(n.op_type)
+    a = imp.attrs(n)
+    rank = len(x.axes)
+    dims = x.dims()
+    if n.op_type == "Upsample" or imp.opset < 11:
+        scales, sizes = imp.const(n, 1), None
+    else:
+        scales = imp.const(n, 2, optional=True) if len(n.input) > 2 and n.input[2] else None
+        sizes = imp.get(n.input[3]) if len(n.input) > 3 and n.input[3] else None
+    factors = [1.0] * rank
+    axes = [int(v) % rank for v in a.get("axes", range(rank))]
+    if scales is not None and scales.size:
+        for i, s in zip(axes, scales.ravel()):
+            factors[i] = float(s)
+    elif sizes is not None:
+        for i, s in zip(axes, list(np.asarray(sizes).ravel())):
+            factors[i] = float(s) / dims[i] if i >= 2 else (1.0 if i == 0 else float(s) / dims[i])
+    else:
+        raise Unsupported("needs scales or sizes")
+    if factors[0] != 1 or factors[1] != 1 or any(f < 1 or f != int(f) for f in factors[2:]):
+        raise Unsupported(f"by {factors}: only integer factors of the spatial axes are supported")
+    scale = [1, 1]
+    for atom, f in zip(image_axes(spatial), factors[2:]):
+        scale[0 if atom == "H" else 1] = int(f)
+    mode = a.get("mode", "nearest")
+    coords = a.get("coordinate_transformation_mode", "half_pixel" if n.op_type == "Resize" else "asymmetric")
+    nearest = a.get("nearest_mode", "round_prefer_floor")
+    if mode == "nearest":
+        ok = (coords == "asymmetric" and (nearest == "floor" or n.op_type == "Upsample")) or \
+             (coords in ("half_pixel", "pytorch_half_pixel") and nearest in ("round_prefer_floor", "round_prefer_ceil"))
+        if not ok:
+            raise Unsupported(f"nearest with coordinate_transformation_mode '{coords}' and nearest_mode '{nearest}' "
+                              "is not supported")
+        node = Upsampling(x.image, tuple(scale), mode="nearest", label=imp.label(n.name or "resize"))
+    elif mode == "linear" and coords in ("half_pixel", "pytorch_half_pixel", "align_corners"):
+        node = Upsampling(x.image, tuple(scale), mode="bilinear", align_corners=coords == "align_corners",
+                          label=imp.label(n.name or "resize"))
+    else:
+        raise Unsupported(f"mode '{mode}' with coordinate_transformation_mode '{coords}' is not supported")
+    return [channels_first(node, infer(node, [x]), image_axes(spatial))]

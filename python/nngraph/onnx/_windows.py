@@ -1,0 +1,225 @@
+"""Import handlers of operators over windows and products: convolutions, pooling,
+reductions, fully connected layers. Each takes the importer and the NodeProto and returns
+the node's outputs."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from nngraph._core import (
+    Addition,
+    ArrayDataSource,
+    Convolution,
+    ConvolutionDescriptor,
+    ConvolutionTranspose,
+    Crop,
+    FullyConnected,
+    GlobalAveragePooling,
+    GlobalMaxPooling,
+    ImageCopyToMatrixNode,
+    Neuron,
+    Pooling,
+)
+from nngraph.onnx._layout import Act, Unsupported, channels_first, image_axes, infer, unused
+
+
+def _window(a: dict, sizes: list, kernel: list, ceil: bool = False) -> list:
+    """(kernel, stride, dilation, before, after) per spatial axis from Conv/Pool attributes."""
+    k = len(kernel)
+    strides, dil = a.get("strides", [1] * k), a.get("dilations", [1] * k)
+    pads = a.get("pads", [0] * (2 * k))
+    auto = a.get("auto_pad", "NOTSET")
+    out = []
+    for i in range(k):
+        span = (kernel[i] - 1) * dil[i] + 1
+        if auto in ("SAME_UPPER", "SAME_LOWER"):
+            total = max(0, (math.ceil(sizes[i] / strides[i]) - 1) * strides[i] + span - sizes[i])
+            before = total // 2 if auto == "SAME_UPPER" else total - total // 2
+            after = total - before
+        elif auto == "VALID":
+            before = after = 0
+        else:
+            before, after = pads[i], pads[i + k]
+        if ceil:
+            full = sizes[i] + before + after - span
+            n = -(-full // strides[i]) + 1
+            if (n - 1) * strides[i] >= sizes[i] + before:
+                n -= 1  # a window starting in the padding after the image is dropped
+            after += max(0, (n - 1) * strides[i] + span - (sizes[i] + before + after))
+        out.append((kernel[i], strides[i], dil[i], before, after))
+    return out
+
+
+def _place(axes: list, geo: list) -> tuple:
+    """kernel, stride, dilation (each (y, x)) and padding (top, bottom, left, right) on the image."""
+    kernel, stride, dil, pads = [1, 1], [1, 1], [1, 1], [0, 0, 0, 0]
+    for axis, (k, s, d, b, e) in zip(axes, geo):
+        i = 0 if axis == "H" else 1
+        kernel[i], stride[i], dil[i] = k, s, d
+        pads[2 * i], pads[2 * i + 1] = b, e
+    return tuple(kernel), tuple(stride), tuple(dil), tuple(pads)
+
+
+def conv(imp, n) -> list:
+    x, w, b = imp.act(n), imp.const(n, 1), imp.const(n, 2, optional=True)
+    spatial = x.spatial_form("Conv", w.ndim)
+    axes = image_axes(spatial)
+    geo = _window(imp.attrs(n), [x.size(a) for a in axes], list(w.shape[2:]))
+    kernel, stride, dil, pads = _place(axes, geo)
+    g = imp.attrs(n).get("group", 1)
+    desc = ConvolutionDescriptor(kernel, w.shape[1] * g, w.shape[0], stride=stride, dilation=dil, groups=g)
+    label = imp.source_label(n)
+    ds = ArrayDataSource(desc, weights=w.reshape(w.shape[0], w.shape[1], *kernel), biases=b, label=label)
+    node = Convolution(x.image, ds, padding=pads, label=label)
+    return [channels_first(node, infer(node, [x]), axes)]
+
+
+def conv_transpose(imp, n) -> list:
+    x, w, b = imp.act(n), imp.const(n, 1), imp.const(n, 2, optional=True)
+    spatial = x.spatial_form("ConvTranspose", w.ndim)
+    axes = image_axes(spatial)
+    a = imp.attrs(n)
+    k = w.ndim - 2
+    sizes, kernel = [x.size(ax) for ax in axes], list(w.shape[2:])
+    strides, dil = a.get("strides", [1] * k), a.get("dilations", [1] * k)
+    extra = list(a.get("output_padding", [0] * k))
+    pads = list(a.get("pads", [0] * (2 * k)))
+    auto, wanted = a.get("auto_pad", "NOTSET"), a.get("output_shape")
+    if wanted is None and auto in ("SAME_UPPER", "SAME_LOWER"):
+        wanted = [s * st for s, st in zip(sizes, strides)]
+    if wanted is not None:  # the padding that gives that size, as ONNX divides it
+        wanted = list(wanted)[-k:]
+        for i in range(k):
+            total = strides[i] * (sizes[i] - 1) + extra[i] + (kernel[i] - 1) * dil[i] + 1 - wanted[i]
+            half = total // 2
+            pads[i], pads[i + k] = (half, total - half) if auto == "SAME_UPPER" else (total - half, half)
+    geo = [(kernel[i], strides[i], dil[i], pads[i], pads[i + k]) for i in range(k)]
+    kern, stride, dilation, padding = _place(axes, geo)
+    out_pad = [0, 0]
+    for axis, e in zip(axes, extra):
+        out_pad[0 if axis == "H" else 1] = e
+    g = a.get("group", 1)
+    desc = ConvolutionDescriptor(kern, w.shape[0], w.shape[1] * g, stride=stride, dilation=dilation, groups=g,
+                                 transposed=True)
+    label = imp.source_label(n)
+    ds = ArrayDataSource(desc, weights=w.reshape(w.shape[0], w.shape[1], *kern), biases=b, label=label)
+    node = ConvolutionTranspose(x.image, ds, padding=padding, output_padding=tuple(out_pad), label=label)
+    return [channels_first(node, infer(node, [x]), axes)]
+
+
+def pool(imp, n) -> list:
+    x = imp.act(n)
+    spatial = x.spatial_form(n.op_type)
+    if not spatial:
+        raise Unsupported("needs a spatial axis")
+    a = imp.attrs(n)
+    axes = image_axes(spatial)
+    kernel = list(a["kernel_shape"])
+    maximum = n.op_type == "MaxPool"
+    sizes = [x.size(ax) for ax in axes]
+    geo = _window(a, sizes, kernel, ceil=bool(a.get("ceil_mode", 0)))
+    plain = _window(a, sizes, kernel)
+    # Padded taps count only where the model pads; ceil mode's extra windows never count them.
+    include = bool(a.get("count_include_pad", 0)) and any(g[3] or g[4] for g in plain)
+    if include and geo != plain:
+        raise Unsupported("with ceil_mode, padding and count_include_pad over partial windows is not supported")
+    k, s, d, p = _place(axes, geo)
+    node = Pooling(x.image, "max" if maximum else "average", kernel=k, stride=s, padding=p, count_include_pad=include,
+                   dilation=d, label=imp.label(n.name or n.op_type))
+    return [channels_first(node, infer(node, [x]), axes), unused("max pooling's indices")]
+
+
+def global_pool(imp, n) -> list:
+    x = imp.act(n)
+    spatial = x.spatial_form(n.op_type)
+    f = GlobalMaxPooling if "Max" in n.op_type else GlobalAveragePooling
+    node = f(x.image, label=imp.label(n.name or n.op_type))
+    return [channels_first(node, infer(node, [x]), image_axes(spatial))]
+
+
+def reduce(imp, n) -> list:
+    """ReduceMean, ReduceMax and ReduceSum over the spatial axes (global pooling), and the sum
+    or mean over a bidirectional layer's directions."""
+    x = imp.act(n)
+    a = imp.attrs(n)
+    axes = imp.const(n, 1, optional=True) if len(n.input) > 1 else a.get("axes")
+    if axes is None:
+        raise Unsupported("over every axis is not supported")
+    rank = len(x.axes)
+    axes = sorted({int(v) % rank for v in np.asarray(axes).ravel()})
+    entries = x.entries()
+    keep = a.get("keepdims", 1)
+    out = tuple((() if i in axes else e) for i, e in enumerate(x.axes) if keep or i not in axes)
+    label = imp.label(n.name or n.op_type)
+    if [entries[i] for i in axes] == [("D",)] and n.op_type in ("ReduceSum", "ReduceMean"):
+        inner = x.shape[0] // x.split
+        parts = [Crop(x.image, channels=(d * inner, inner), label=f"{label}_{d}") for d in range(x.split)]
+        node = parts[0]
+        for d, part in enumerate(parts[1:], 1):
+            node = Addition(node, part, label=label if d == len(parts) - 1 else f"{label}_sum{d}")
+        if n.op_type == "ReduceMean":
+            node = Neuron(node, "linear", a=1.0 / x.split, b=0.0, label=label + "_mean")
+        return [Act(node, (inner, *x.shape[1:]), out)]
+    spatial = [i for i, e in enumerate(entries) if set(e) & {"H", "W"}]
+    if any(set(entries[i]) - {"H", "W"} for i in axes) or not set(spatial) <= set(axes):
+        raise Unsupported(f"over axes {axes} of a tensor lying as {x.describe()}: only the spatial axes or the "
+                          "directions reduce")
+    node = (GlobalMaxPooling if n.op_type == "ReduceMax" else GlobalAveragePooling)(x.image, label=label)
+    if n.op_type == "ReduceSum":
+        node = Neuron(node, "linear", a=float(x.shape[1] * x.shape[2]), b=0.0, label=label + "_sum")
+    return [Act(node, (x.shape[0], 1, 1), out, x.split)]
+
+
+# --- products ------------------------------------------------------------------------------
+
+def gemm(imp, n) -> list:
+    x, b = imp.act(n), imp.const(n, 1)
+    a = imp.attrs(n)
+    if a.get("transA", 0):
+        raise Unsupported("with transA is not supported")
+    w = (b if a.get("transB", 0) else b.T) * np.float32(a.get("alpha", 1.0))
+    c = imp.const(n, 2, optional=True)
+    bias = None
+    if c is not None:
+        if c.size not in (1, w.shape[0]):
+            raise Unsupported(f"with a bias of shape {c.shape} (one per output expected)")
+        bias = np.broadcast_to(c.ravel() * np.float32(a.get("beta", 1.0)), (w.shape[0],)).astype(np.float32)
+    return [_dense(imp, n, x, np.ascontiguousarray(w, np.float32), bias)]
+
+
+def matmul(imp, n) -> list:
+    x = imp.act(n)
+    if not isinstance(imp.get(n.input[1]), np.ndarray):
+        raise Unsupported("of two computed tensors is not supported")
+    b = imp.const(n, 1)
+    if b.ndim != 2:
+        raise Unsupported(f"by a {b.ndim}-D constant is not supported")
+    return [_dense(imp, n, x, np.ascontiguousarray(b.T, np.float32), None)]
+
+
+def _dense(imp, n, x: Act, w: np.ndarray, bias) -> Act:
+    """x times wᵀ (w: outputs × inputs): a fully connected layer over each image's values, or
+    a 1×1 convolution where the product runs over the channels of each position."""
+    entries, label = x.entries(), imp.source_label(n)
+    c, h, wd = x.shape
+    out = w.shape[0]
+    spatial = tuple(a for a, s in (("H", h), ("W", wd)) if s > 1)
+    if len(entries) == 2 and entries[0] == ("N",) and entries[1] in (x.channels + spatial, spatial + x.channels):
+        image, kernel = x.image, (h, wd)
+        if entries[1] != x.channels + spatial:  # features in (H, W, C) order: copy them into that order
+            image, kernel = ImageCopyToMatrixNode(x.image, "hwc", label=imp.label(label + "_hwc")), (1, 1)
+        cin = x.shape[0] * (h * wd if kernel == (1, 1) else 1)
+        desc = ConvolutionDescriptor(kernel, cin, out)
+        ds = ArrayDataSource(desc, weights=w.reshape(out, cin, *kernel), biases=bias, label=label)
+        node = FullyConnected(image, ds, label=label)
+        return Act(node, (out, 1, 1), (("N",), ("D", "E")))
+    if entries and entries[-1] == x.channels and x.channels:
+        ds = ArrayDataSource(ConvolutionDescriptor(1, c, out), weights=w.reshape(out, c, 1, 1), biases=bias,
+                             label=label)
+        node = Convolution(x.image, ds, label=label)
+        axes = list(x.axes)
+        axes[-1] = ("D", "E")
+        return Act(node, infer(node, [x]), tuple(axes))
+    raise Unsupported(f"over a tensor lying as {x.describe()} is not supported")

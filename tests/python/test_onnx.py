@@ -1,0 +1,303 @@
+"""ONNX export against onnxruntime (our graphs exported, run there, equal to ours; imported
+back, equal again), recurrent operators built by hand against onnxruntime, and bad models."""
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+import nngraph as ng  # noqa: E402
+import nngraph.onnx as ngx  # noqa: E402
+from nngraph import models  # noqa: E402
+
+
+def source(desc, label, seed=0):
+    return ng.ArrayDataSource(desc, "he", "zeros", label, seed=seed)
+
+
+def randomize(graph, rng):
+    """Statistics, shifts and biases that are not their defaults."""
+    for ds in graph.data_sources:
+        new = {}
+        for k, v in ds.tensors().items():
+            if v is None:
+                continue
+            if k == "variance":
+                new[k] = rng.uniform(0.5, 2, v.shape)
+            elif k in ("mean", "beta", "biases"):
+                new[k] = rng.uniform(-0.5, 0.5, v.shape)
+            elif k == "gamma":
+                new[k] = rng.uniform(0.5, 1.5, v.shape)
+        ds.set_tensors({k: v.astype(np.float32) for k, v in new.items()})
+
+
+def onnxruntime(path, x):
+    s = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    return s.run(None, {s.get_inputs()[0].name: x})[0]
+
+
+def digit_network():
+    x = ng.ImageNode(shape=(1, 28, 28), label="digits")
+    h = ng.Neuron(ng.Convolution(x, source(ng.ConvolutionDescriptor(5, 1, 32), "conv1"), padding="same"), "relu")
+    h = ng.Pooling(h, "max", kernel=2)
+    h = ng.Neuron(ng.Convolution(h, source(ng.ConvolutionDescriptor(5, 32, 64), "conv2"), padding="same"), "relu")
+    h = ng.Pooling(h, "max", kernel=2)
+    h = ng.Dropout(ng.Neuron(ng.FullyConnected(h, source(ng.ConvolutionDescriptor(7, 64, 128), "fc1")), "relu"))
+    return ng.SoftMax(ng.FullyConnected(h, source(ng.ConvolutionDescriptor(1, 128, 10), "fc2")))
+
+
+def image(shape=(6, 9, 10)):
+    return ng.ImageNode(shape=shape, label="x")
+
+
+def layers():
+    """(name, result, source shape): every node kind an export writes."""
+    x = image()
+    conv = ng.ConvolutionDescriptor
+    out = [
+        ("digits", digit_network(), (1, 28, 28)),
+        ("conv_grouped", ng.Convolution(x, source(conv((3, 2), 6, 4, stride=(2, 1), dilation=(1, 2), groups=2,
+                                                       neuron=ng.NeuronDescriptor("relu")), "cv"), padding="full"),
+         None),
+        ("conv_transpose", ng.ConvolutionTranspose(x, source(conv(3, 6, 4, stride=2, transposed=True), "ct"),
+                                                   padding="same"), None),
+        ("conv_transpose_odd", ng.ConvolutionTranspose(
+            x, source(conv((3, 2), 6, 4, stride=(2, 3), dilation=(1, 2), groups=2, transposed=True), "ct"),
+            padding=(1, 0, 0, 1), output_padding=(1, 2)), None),
+        ("group_norm", ng.Padding(ng.Neuron(ng.GroupNormalization(x, 3, 6), "gelu"), (1, 2, 3, 0), mode="reflect"),
+         None),
+        ("instance_norm", ng.Padding(ng.InstanceNormalization(x, 6), 2, mode="constant", channels=(1, 2), value=0.5),
+         None),
+        ("layer_norm_c", ng.Crop(ng.Neuron(ng.LayerNormalization(x, 6, over="c"), "silu"), window=(1, 2, 5, 6),
+                                 channels=(1, 4)), None),
+        ("layer_norm_chw", ng.Upsampling(ng.Neuron(ng.LayerNormalization(x, 6), "tanh", a=1.5, b=0.5), 2,
+                                         mode="bilinear"), None),
+        ("bilinear_corners", ng.Upsampling(x, (2, 3), mode="bilinear", align_corners=True), None),
+        ("nearest", ng.Upsampling(ng.Neuron(x, "hard_swish"), (2, 3)), None),
+        ("arithmetic", ng.Division(ng.Subtraction(ng.Addition(x, ng.Neuron(x, "sigmoid")), ng.GlobalMaxPooling(x)),
+                                   ng.Multiplication(ng.Neuron(x, "exponential"), x)), None),
+        ("average_pool", ng.Pooling(x, "average", kernel=3, stride=2, padding="same"), None),
+        ("max_pool", ng.Pooling(x, "max", kernel=(3, 2), stride=(2, 1), padding=(1, 1, 0, 1)), None),
+        ("global_pools", ng.Concatenation([ng.GlobalAveragePooling(x), ng.GlobalMaxPooling(x)]), None),
+        ("log_softmax", ng.LogSoftMax(x), None),
+        ("batch_norm", ng.Neuron(ng.BatchNormalization(x, 6), "relun"), None),
+        ("edge", ng.Padding(ng.Neuron(x, "softplus"), (2, 1, 0, 3), mode="edge"), None),
+        ("crop_by_padding", ng.Padding(x, (2, -1, 0, -3), value=0.25, mode="constant"), None),
+        ("matrices", ng.MatrixCopyToImageNode(ng.ImageCopyToMatrixNode(x, "hwc"), (10, 6, 9)), None),
+    ]
+    for n, params in [("leaky_relu", {}), ("hard_sigmoid", {}), ("softplus", {"a": 2.0, "b": 0.5}), ("absolute", {}),
+                      ("gelu_tanh", {}), ("elu", {"a": 0.7}), ("linear", {"a": 2.0, "b": 1.0}),
+                      ("exponential", {"a": 0.5, "b": 0.1, "c": 2.0})]:
+        out.append((n, ng.Neuron(x, n, **params), None))
+    out.append(("power", ng.Neuron(ng.Neuron(x, "absolute"), "power", a=1.0, b=2.0, c=1.5), None))
+    out.append(("logarithm", ng.Neuron(ng.Neuron(x, "absolute"), "logarithm", a=1.0, b=1.0, c=10.0), None))
+    seq = image((6, 2, 7))
+    for cell, make in [("lstm", ng.LSTM), ("gru", ng.GRU), ("single_gate", ng.SingleGate)]:
+        out.append((f"{cell}_sequence", ng.RNN(seq, make(6, 5)), None))
+        out.append((f"{cell}_stacked_last", ng.RNN(seq, [[make(6, 5), make(6, 5, direction="backward")],
+                                                         make(10, 4)], output="last"), None))
+        out.append((f"{cell}_summed", ng.RNN(seq, [(make(6, 5), make(6, 5, direction="backward"))], combine="sum"),
+                    None))
+    out.append(("gru_original", ng.RNN(seq, ng.GRU(6, 5, reset_after=False)), None))
+    out.append(("lstm_peephole", ng.RNN(seq, ng.LSTM(6, 5, peephole=True)), None))
+    out.append(("lstm_backward", ng.RNN(seq, ng.LSTM(6, 5, direction="backward", cell_neuron="relu")), None))
+    return out
+
+
+LAYERS = layers()
+
+
+@pytest.mark.parametrize("name, result, shape", LAYERS, ids=[n for n, _, _ in LAYERS])
+def test_export_runs_in_onnxruntime_and_imports_back(name, result, shape, device, rng, tmp_path):
+    graph = ng.Graph(result, device=device)
+    randomize(graph, rng)
+    graph.reload_from_data_sources()
+    x = rng.standard_normal((3, *graph.source_image_handles[0].shape)).astype(np.float32)
+    ours = graph.run(x)
+    model = ngx.save(graph, tmp_path / "m.onnx")
+    assert model.graph.input[0].name == graph.source_image_handles[0].label
+    tol = {"rtol": 1e-4, "atol": 1e-5 * max(1.0, np.abs(ours).max())}
+    np.testing.assert_allclose(onnxruntime(tmp_path / "m.onnx", x), ours, **tol)
+    back = ngx.load(tmp_path / "m.onnx", device=device)
+    np.testing.assert_allclose(ngx.run(back, [x])[0], ours, **tol)
+
+
+@pytest.mark.parametrize("build", [lambda: models.resnet18(classes=10, size=32, stem="cifar"),
+                                   lambda: models.speedrun_net(), lambda: models.inception_v3(classes=10)],
+                         ids=["resnet18", "speedrun_net", "inception_v3"])
+def test_headline_networks_export(build, device, rng, tmp_path):
+    net = build()
+    graph = ng.Graph(net.logits, device=device)
+    randomize(graph, rng)
+    graph.reload_from_data_sources()
+    x = rng.standard_normal((2, *net.image.shape)).astype(np.float32)
+    ours = graph.run(x)
+    ngx.save(graph, tmp_path / "m.onnx")
+    np.testing.assert_allclose(onnxruntime(tmp_path / "m.onnx", x), ours, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(ngx.run(ngx.load(tmp_path / "m.onnx", device=device), [x])[0], ours, rtol=1e-4,
+                               atol=1e-4)
+
+
+def test_a_training_graph_exports_its_inference_graph(rng, tmp_path):
+    net = models.denoising_autoencoder()
+    train = ng.Loss(net.output, ng.LossDescriptor("mean_squared_error")).training_graph(optimizer=ng.Adam(1e-3))
+    x = rng.uniform(0, 1, (4, 1, 28, 28)).astype(np.float32)
+    ng.fit(train, (x, x), epochs=1, batch_size=4, progress=False)  # trained weights, normalization state
+    ngx.save(train, tmp_path / "ae.onnx", opset=20)
+    np.testing.assert_allclose(onnxruntime(tmp_path / "ae.onnx", x), train.inference().run(x), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("opset", [13, 17, 18, 20])
+def test_export_opsets(opset, rng, tmp_path):
+    x = image()
+    result = ng.RNN(ng.Neuron(ng.LayerNormalization(ng.GroupNormalization(x, 2, 6), 6, over="c"), "gelu"),
+                    [(ng.GRU(6, 3), ng.GRU(6, 3, direction="backward"))], combine="sum", output="last")
+    graph = ng.Graph(result)
+    xs = rng.standard_normal((2, 6, 9, 10)).astype(np.float32)
+    model = ngx.save(graph, tmp_path / "m.onnx", opset=opset)
+    assert model.opset_import[0].version == opset
+    np.testing.assert_allclose(onnxruntime(tmp_path / "m.onnx", xs), graph.run(xs), rtol=1e-4, atol=1e-5)
+    if opset >= 17:  # below, layer normalization over channels is written out in primitives
+        np.testing.assert_allclose(ngx.run(ngx.load(tmp_path / "m.onnx"), [xs])[0], graph.run(xs), rtol=1e-4,
+                                   atol=1e-5)
+
+
+# --- recurrent operators built by hand ----------------------------------------------------------
+
+def recurrent_model(op, hidden=5, features=4, steps=6, direction="forward", layout=0, outputs=("Y",), rng=None,
+                    peepholes=False, **attrs):
+    """One LSTM/GRU/RNN operator with random weights and biases, its outputs the graph's; and the
+    same operator time-major (what onnxruntime runs) where `layout` is 1."""
+    gates = {"LSTM": 4, "GRU": 3, "RNN": 1}[op]
+    d = 2 if direction == "bidirectional" else 1
+    values = {"W": rng.standard_normal((d, gates * hidden, features)), "R": rng.standard_normal((d, gates * hidden,
+                                                                                                 hidden)),
+              "B": rng.standard_normal((d, 2 * gates * hidden))}
+    inputs = ["x", "W", "R", "B"]
+    if peepholes:
+        values["P"] = rng.standard_normal((d, 3 * hidden))
+        inputs += ["", "", "", "P"]
+    inits = [numpy_helper.from_array((v * 0.5).astype(np.float32), n) for n, v in values.items()]
+
+    def model(layout):
+        names = [{"Y": "y", "Y_h": "y_h"}[o] if o in outputs else "" for o in ("Y", "Y_h")]
+        node = helper.make_node(op, inputs, names, hidden_size=hidden, direction=direction,
+                                **({"layout": layout} if layout else {}), **attrs)
+        x = [steps, "N", features] if layout == 0 else ["N", steps, features]
+        shapes = {"y": ["T", d, "N", hidden] if layout == 0 else ["N", "T", d, hidden],
+                  "y_h": [d, "N", hidden] if layout == 0 else ["N", d, hidden]}
+        g = helper.make_graph([node], "rnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x)],
+                              [helper.make_tensor_value_info(n, TensorProto.FLOAT, shapes[n]) for n in names if n],
+                              inits)
+        return helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)])
+
+    return model(layout), model(0)
+
+
+@pytest.mark.parametrize("op, kwargs", [
+    ("LSTM", {}), ("LSTM", {"direction": "bidirectional"}), ("LSTM", {"direction": "reverse", "layout": 1}),
+    ("LSTM", {"peepholes": True}), ("LSTM", {"outputs": ("Y_h",), "direction": "bidirectional"}),
+    ("GRU", {"linear_before_reset": 1}), ("GRU", {"linear_before_reset": 0, "direction": "bidirectional"}),
+    ("GRU", {"outputs": ("Y", "Y_h"), "linear_before_reset": 1, "layout": 1}),
+    ("RNN", {"activations": ["Relu"]}), ("RNN", {"direction": "bidirectional", "outputs": ("Y_h",)}),
+    ("LSTM", {"activations": ["HardSigmoid", "Tanh", "Tanh"], "activation_alpha": [0.3],
+              "activation_beta": [0.4]}),
+])
+def test_recurrent_operators_against_onnxruntime(op, kwargs, device, rng):
+    model, time_major = recurrent_model(op, rng=rng, **kwargs)
+    x = rng.standard_normal((6, 3, 4)).astype(np.float32)  # (T, N, F)
+    session = ort.InferenceSession(time_major.SerializeToString(), providers=["CPUExecutionProvider"])
+    expected = session.run(None, {"x": x})
+    batch_first = kwargs.get("layout", 0) == 1
+    if batch_first:  # Y (T, D, N, H) → (N, T, D, H); Y_h (D, N, H) → (N, D, H)
+        x = x.transpose(1, 0, 2)
+        expected = [e.transpose(2, 0, 1, 3) if e.ndim == 4 else e.transpose(1, 0, 2) for e in expected]
+    got = ngx.run(ngx.load(model, device=device), [x])
+    assert len(got) == len(expected)
+    for a, b in zip(got, expected):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
+# --- bad models -----------------------------------------------------------------------------
+
+def small_model(op="Relu", w_shape=None, extra_inputs=(), **attrs):
+    inputs = ["x", *extra_inputs]
+    inits = []
+    if w_shape is not None:
+        inits.append(numpy_helper.from_array(np.ones(w_shape, np.float32), "w"))
+        inputs.append("w")
+    node = helper.make_node(op, inputs, ["y"], name="the_node", **attrs)
+    g = helper.make_graph([node], "bad", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 8, 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", "C", "H", "W"])], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_bad_files_raise_clear_errors(tmp_path):
+    good = small_model("Conv", (4, 3, 3, 3)).SerializeToString()
+    with pytest.raises(ng.InvalidInputError, match="not a valid ONNX model"):
+        ngx.load(good[:len(good) // 2])  # truncated
+    (tmp_path / "x.npz").write_bytes(b"PK\x03\x04 not a model at all")
+    with pytest.raises(ng.InvalidInputError, match="x.npz is not a valid ONNX model"):
+        ngx.load(tmp_path / "x.npz")
+    with pytest.raises(FileNotFoundError):
+        ngx.load(tmp_path / "missing.onnx")
+    with pytest.raises(ng.InvalidInputError, match="not a valid ONNX model.*NoSuchOp"):
+        ngx.load(small_model("NoSuchOp"))
+    with pytest.raises(ng.UnsupportedError, match=r"\[the_node\] Softsign is not supported"):
+        ngx.load(small_model("Softsign"))
+    with pytest.raises(ng.InvalidInputError, match=r"\[the_node\] Conv.*3 feature channels, weights expect 5"):
+        ngx.load(small_model("Conv", (4, 5, 3, 3)))
+    missing = small_model("Conv", (4, 3, 3, 3))
+    del missing.graph.initializer[:]
+    with pytest.raises(ng.InvalidInputError, match="not a valid ONNX model"):
+        ngx.load(missing)
+    with pytest.raises(ng.UnsupportedError, match=r"\[the_node\] Clip to \[-1.0, 1.0\]"):
+        ngx.load(_clip_model(-1.0, 1.0))
+
+
+def _with_constant(model, name, value):
+    model.graph.initializer.append(numpy_helper.from_array(value, name))
+    return model
+
+
+def _clip_model(lo, hi):
+    m = small_model("Clip", extra_inputs=["lo", "hi"])
+    _with_constant(m, "lo", np.array(lo, np.float32))
+    return _with_constant(m, "hi", np.array(hi, np.float32))
+
+
+def test_export_errors_name_the_node(tmp_path):
+    x = ng.ImageNode(label="x")
+    with pytest.raises(ng.InvalidInputError, match="declares no shape"):
+        ngx.save(ng.Graph(ng.Neuron(x, "relu")), tmp_path / "m.onnx")
+    assert not (tmp_path / "m.onnx").exists()
+    ngx.save(ng.Graph(ng.Neuron(x, "relu")), tmp_path / "m.onnx", input_shapes=[(2, 3, 4)])
+    seq = image((4, 1, 5))
+    with pytest.raises(ng.UnsupportedError, match="mgu layers have no ONNX operator"):
+        ngx.save(ng.Graph(ng.RNN(seq, ng.MGU(4, 3))))
+    with pytest.raises(ng.InvalidInputError, match="opset"):
+        ngx.save(ng.Graph(ng.Neuron(seq, "relu")), opset=11)
+
+
+def test_open_dims_are_given_at_load(rng):
+    model, _ = recurrent_model("GRU", rng=rng)
+    model.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "T"
+    with pytest.raises(ng.UnsupportedError, match=r"input 'x' has shape \[None, None, 4\].*input_shapes"):
+        ngx.load(model)
+    graph = ngx.load(model, input_shapes={"x": (9, 4)})
+    assert graph.source_image_handles[0].shape == (4, 1, 9)
+    x = rng.standard_normal((9, 2, 4)).astype(np.float32)
+    expected = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    np.testing.assert_allclose(ngx.run(graph, [x])[0], expected[0], rtol=1e-4, atol=1e-5)
+
+
+def test_run_checks_its_inputs(rng):
+    graph = ngx.load(recurrent_model("GRU", rng=rng)[0])
+    with pytest.raises(ng.InvalidInputError, match="takes 1 input"):
+        ngx.run(graph, [])
+    with pytest.raises(ng.InvalidInputError, match=r"no array for input\(s\) \['x'\]"):
+        ngx.run(graph, {"y": 1})
+    with pytest.raises(ng.InvalidInputError, match="made by nngraph.onnx.load"):
+        ngx.run(ng.Graph(ng.Neuron(image(), "relu")), [np.zeros((1, 6, 9, 10), np.float32)])

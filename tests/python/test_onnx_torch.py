@@ -1,0 +1,139 @@
+"""ONNX import against a producer nngraph did not write: PyTorch's exporters (TorchScript and
+dynamo) on the digit network, ResNet-18, Inception-v3 and an LSTM classifier with random
+weights; the imported graph's outputs equal torch's. Skipped where torch is not installed."""
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("onnx")
+
+import nngraph as ng  # noqa: E402
+import nngraph.onnx as ngx  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+import torch_models  # noqa: E402
+
+# The exporters' own deprecation and export notices.
+pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning", "ignore::UserWarning", "ignore::DeprecationWarning")
+
+
+class LSTMClassifier(torch.nn.Module):
+    """Sequences (N, T, F), batch first → a two-layer LSTM → the last step's output → logits."""
+
+    def __init__(self, features=8, hidden=16, classes=4):
+        super().__init__()
+        self.lstm = torch.nn.LSTM(features, hidden, num_layers=2, batch_first=True)
+        self.fc = torch.nn.Linear(hidden, classes)
+
+    def forward(self, x):
+        y, _ = self.lstm(x)
+        return self.fc(y[:, -1])
+
+
+def digit_network():
+    f = torch.nn
+    return f.Sequential(f.Conv2d(1, 32, 5, padding=2), f.ReLU(), f.MaxPool2d(2), f.Conv2d(32, 64, 5, padding=2),
+                        f.ReLU(), f.MaxPool2d(2), f.Flatten(), f.Linear(3136, 1024), f.ReLU(), f.Dropout(0.5),
+                        f.Linear(1024, 10), f.Softmax(1))
+
+
+NETWORKS = {
+    "digits": (digit_network, (3, 1, 28, 28)),
+    "resnet18": (lambda: torch_models.ResNet(False, (2, 2, 2, 2), classes=10), (3, 3, 64, 64)),
+    "inception_v3": (lambda: torch_models.InceptionV3(classes=20), (2, 3, 299, 299)),
+    "lstm": (LSTMClassifier, (3, 5, 8)),
+}
+
+
+def randomized(net):
+    """Eval mode with batch-norm statistics and affine terms that are not the defaults."""
+    gen = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for m in net.modules():
+            if isinstance(m, torch.nn.BatchNorm2d):
+                m.running_mean.uniform_(-0.5, 0.5, generator=gen)
+                m.running_var.uniform_(0.5, 2.0, generator=gen)
+                m.weight.uniform_(0.5, 1.5, generator=gen)
+                m.bias.uniform_(-0.5, 0.5, generator=gen)
+    return net.eval()
+
+
+def export(net, x, path, dynamo: bool, opset=None):
+    if dynamo:
+        pytest.importorskip("onnxscript")
+        torch.onnx.export(net, (x,), path, dynamo=True, input_names=["x"], opset_version=opset,
+                          dynamic_shapes=({0: torch.export.Dim("N", min=2)},))
+    else:
+        torch.onnx.export(net, (x,), path, dynamo=False, input_names=["x"], opset_version=opset,
+                          dynamic_axes={"x": {0: "N"}})
+
+
+@pytest.mark.parametrize("dynamo", [False, True], ids=["torchscript", "dynamo"])
+@pytest.mark.parametrize("name", list(NETWORKS))
+def test_pytorch_exports_import_to_the_same_outputs(name, dynamo, device, tmp_path):
+    build, shape = NETWORKS[name]
+    torch.manual_seed(0)
+    net = randomized(build())
+    x = torch.randn(*shape)
+    with torch.no_grad():
+        expected = net(x).numpy()
+    export(net, x, tmp_path / "model.onnx", dynamo)
+    graph = ngx.load(tmp_path / "model.onnx", device=device)
+    assert graph.source_image_handles[0].label == "x"
+    out = ngx.run(graph, {"x": x.numpy()})[0]
+    assert out.shape == expected.shape
+    np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-5 * np.abs(expected).max())
+    # Another batch size than the one exported with: the graph takes any.
+    x2 = torch.randn(shape[0] + 2, *shape[1:])
+    with torch.no_grad():
+        expected2 = net(x2).numpy()
+    np.testing.assert_allclose(ngx.run(graph, [x2.numpy()])[0], expected2, rtol=1e-4,
+                               atol=1e-5 * np.abs(expected2).max())
+
+
+def test_weights_keep_their_module_names(tmp_path):
+    net = randomized(torch_models.ResNet(False, (2, 2, 2, 2), classes=10))
+    export(net, torch.randn(2, 3, 32, 32), tmp_path / "r.onnx", dynamo=True)
+    labels = {ds.label() for ds in ngx.load(tmp_path / "r.onnx").data_sources}
+    assert {"conv1", "layer1.0.conv1", "layer4.1.conv2", "fc"} <= labels
+    fc = next(ds for ds in ngx.load(tmp_path / "r.onnx").data_sources if ds.label() == "fc")
+    np.testing.assert_array_equal(fc.tensors()["weights"].reshape(10, 512), net.fc.weight.detach().numpy())
+
+
+@pytest.mark.parametrize("opset", [11, 13, 17, 20])
+def test_older_and_newer_opsets(opset, tmp_path):
+    net = torch.nn.Sequential(torch.nn.Conv2d(2, 4, 3, padding=1), torch.nn.BatchNorm2d(4), torch.nn.GELU(),
+                              torch.nn.Upsample(scale_factor=2), torch.nn.AvgPool2d(3, 2, ceil_mode=True),
+                              torch.nn.Flatten(), torch.nn.Linear(4 * 81, 6), torch.nn.LogSoftmax(1))
+    net = randomized(net)
+    x = torch.randn(3, 2, 9, 9)
+    export(net, x, tmp_path / "m.onnx", dynamo=False, opset=opset)
+    with torch.no_grad():
+        expected = net(x).numpy()
+    np.testing.assert_allclose(ngx.run(ngx.load(tmp_path / "m.onnx"), [x.numpy()])[0], expected, rtol=1e-4,
+                               atol=1e-5)
+
+
+def test_an_imported_model_fine_tunes(tmp_path):
+    from sklearn.datasets import load_digits
+    d = load_digits()
+    x = (d.images[:, None] / 16.0).astype(np.float32)
+    y = d.target
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Conv2d(1, 8, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+                              torch.nn.Flatten(), torch.nn.Linear(128, 10)).eval()
+    export(net, torch.from_numpy(x[:4]), tmp_path / "d.onnx", dynamo=False)
+    graph = ngx.load(tmp_path / "d.onnx")
+    before = ng.evaluate(graph, x, y)["accuracy"]
+    loss = ng.Loss(graph.result_images[0], ng.LossDescriptor("softmax_cross_entropy", "mean"))
+    train = loss.training_graph(optimizer=ng.Adam(1e-2))
+    history = ng.fit(train, (x[:1500], y[:1500]), epochs=5, batch_size=64, progress=False)
+    assert history["loss"][-1] < history["loss"][0]
+    after = ng.evaluate(train, x[1500:], y[1500:])["accuracy"]
+    assert before < 0.3 < 0.9 < after
+    # The graph imported reads the trained weights in place.
+    assert ng.evaluate(graph, x[1500:], y[1500:])["accuracy"] == after
