@@ -1,18 +1,21 @@
 """Checkpoints: the tensors (weights and biases; gamma, beta, mean and variance; ...) and
-optimizer state of a graph's ArrayDataSources in one .npz file, written atomically and read
-all or nothing."""
+optimizer state of a graph's ArrayDataSources in one safetensors file, written atomically and
+read all or nothing. The .npz checkpoints of earlier versions are still read."""
 
 from __future__ import annotations
 
 import json
 import os
-import tempfile
 
 import numpy as np
+import safetensors
+import safetensors.numpy
 
 from nngraph._core import ArrayDataSource, Graph, InvalidInputError
+from nngraph._files import write_atomically
 
 CHECKPOINT_FORMAT = "nngraph-checkpoint"
+_RESERVED = ("format", "version", "sources")
 
 
 def array_sources(target) -> list[ArrayDataSource]:
@@ -26,37 +29,37 @@ def array_sources(target) -> list[ArrayDataSource]:
     return out
 
 
-def save(path: str | os.PathLike, target) -> None:
+def save(path: str | os.PathLike, target, metadata: dict | None = None) -> None:
     """Writes the tensors and optimizer state of a graph's (or a list of) ArrayDataSources to
-    one .npz file, atomically: a temporary file in the same folder, then a rename. Each tensor
-    is stored as "label/name" (a convolution's "conv1/weights", "conv1/biases")."""
-    arrays, meta = {}, {"format": CHECKPOINT_FORMAT, "version": 1, "sources": {}}
+    one safetensors file, atomically: a temporary file in the same folder, then a rename. Each
+    tensor is stored as "label/name" (a convolution's "conv1/weights", "conv1/biases"), the
+    optimizer state as "label/slot0", ...; `metadata` ({str: str}: an accuracy, a date) goes
+    into the file's header, and load() returns it."""
+    path = os.fspath(path)
+    if path.endswith(".npz"):
+        raise InvalidInputError(f"[checkpoint] {path}: checkpoints are safetensors files now; name it .safetensors "
+                                "(load still reads .npz checkpoints)")
+    user = {str(k): str(v) for k, v in (metadata or {}).items()}
+    clash = [k for k in user if k in _RESERVED]
+    if clash:
+        raise InvalidInputError(f"[checkpoint] metadata keys {clash} are the file's own; use others")
+    arrays, table = {}, {}
     for ds in array_sources(target):
         label = ds.label()
         held = {name: a for name, a in ds.tensors().items() if a is not None}
         for name, a in held.items():
-            arrays[f"{label}/{name}"] = a
+            arrays[f"{label}/{name}"] = np.ascontiguousarray(a, np.float32)
         state = ds.optimizer_state() if ds.optimizer is not None else {"step": 0, "slots": []}
         for i, slot in enumerate(state["slots"]):
-            arrays[f"{label}/slot{i}"] = slot
-        meta["sources"][label] = {"step": state["step"], "slots": len(state["slots"]), "tensors": list(held)}
-    arrays["__nngraph__"] = np.frombuffer(json.dumps(meta).encode(), np.uint8)
-    path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".nngraph-", suffix=".npz", dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, **arrays)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+            arrays[f"{label}/slot{i}"] = np.ascontiguousarray(slot, np.float32)
+        table[label] = {"step": state["step"], "slots": len(state["slots"]), "tensors": list(held)}
+    header = {"format": CHECKPOINT_FORMAT, "version": "2", "sources": json.dumps(table), **user}
+    write_atomically(path, safetensors.numpy.save(arrays, metadata=header))
 
 
-def load(path: str | os.PathLike, target) -> None:
-    """Restores what save() wrote into a graph's (or a list of) ArrayDataSources.
+def load(path: str | os.PathLike, target) -> dict:
+    """Restores what save() wrote into a graph's (or a list of) ArrayDataSources and returns the
+    metadata saved with it ({} for .npz checkpoints).
 
     Every value is checked (present, shapes, float dtype, finite, optimizer state that fits
     each source's optimizer) before anything changes, and a failure while writing puts back
@@ -64,17 +67,8 @@ def load(path: str | os.PathLike, target) -> None:
     file raises InvalidInputError. Optimizer state is restored where the source has an
     optimizer; an untrained checkpoint (step 0, no state) resets it. A graph given as target
     re-reads its data sources."""
-    try:
-        with np.load(os.fspath(path), allow_pickle=False) as f:
-            data = {k: f[k] for k in f.files}
-        meta = json.loads(bytes(data["__nngraph__"]).decode())
-        if not isinstance(meta, dict) or meta.get("format") != CHECKPOINT_FORMAT:
-            raise ValueError("wrong format tag")
-        if not isinstance(meta.get("sources"), dict):
-            raise ValueError("no table of data sources")
-    except Exception as e:  # a truncated, foreign or mutated file, whatever the reader raised
-        raise InvalidInputError(f"[checkpoint] {path} is not a readable nngraph checkpoint ({e})") from None
-    plans = [_plan(ds, meta["sources"], data, path) for ds in array_sources(target)]
+    data, sources, user = _read(os.fspath(path))
+    plans = [_plan(ds, sources, data, path) for ds in array_sources(target)]
     done = []
     try:
         for plan in plans:
@@ -86,6 +80,31 @@ def load(path: str | os.PathLike, target) -> None:
         for saved in reversed(done):
             _apply(*saved)
         raise
+    return user
+
+
+def _read(path: str) -> tuple[dict, dict, dict]:
+    """(arrays by name, the table of sources, the user's metadata) of a checkpoint file."""
+    with open(path, "rb") as f:
+        zipped = f.read(2) == b"PK"
+    try:
+        if zipped:  # an .npz checkpoint of an earlier version
+            with np.load(path, allow_pickle=False) as f:
+                data = {k: f[k] for k in f.files}
+            meta, user = json.loads(bytes(data.pop("__nngraph__")).decode()), {}
+        else:
+            with safetensors.safe_open(path, framework="np") as f:
+                header = f.metadata() or {}
+                data = {k: f.get_tensor(k) for k in f.keys()}
+            meta = {"format": header.get("format"), "sources": json.loads(header.get("sources", "null"))}
+            user = {k: v for k, v in header.items() if k not in _RESERVED}
+        if not isinstance(meta, dict) or meta.get("format") != CHECKPOINT_FORMAT:
+            raise ValueError("wrong format tag")
+        if not isinstance(meta.get("sources"), dict):
+            raise ValueError("no table of data sources")
+    except Exception as e:  # a truncated, foreign or mutated file, whatever the reader raised
+        raise InvalidInputError(f"[checkpoint] {path} is not a readable nngraph checkpoint ({e})") from None
+    return data, meta["sources"], user
 
 
 def _plan(ds: ArrayDataSource, sources: dict, data: dict, path) -> tuple:

@@ -36,3 +36,30 @@ class FixedSource(HeldSource):
 
     def biases(self):
         return self.b
+
+
+def checkpoint_contents(path):
+    """A checkpoint file's arrays by name and its header (the sources' table decoded)."""
+    import json
+
+    import safetensors
+    with safetensors.safe_open(str(path), framework="np") as f:
+        header = dict(f.metadata())
+        arrays = {k: f.get_tensor(k) for k in f.keys()}
+    header["sources"] = json.loads(header["sources"])
+    return arrays, header
+
+
+def write_checkpoint(path, arrays, header, legacy=False):
+    """A checkpoint of these arrays and header: safetensors, or the .npz of earlier versions."""
+    import json
+
+    import numpy as np
+    import safetensors.numpy
+    if legacy:
+        meta = {"format": header["format"], "version": 1, "sources": header["sources"]}
+        np.savez(path, **arrays, __nngraph__=np.frombuffer(json.dumps(meta).encode(), np.uint8))
+    else:
+        meta = {**header, "sources": json.dumps(header["sources"])}
+        safetensors.numpy.save_file(arrays, str(path), metadata=meta)
+    return path

@@ -1,12 +1,11 @@
 """A load, a step and a fit either complete or change nothing; a graph never waits for itself;
 every graph computes with its data sources' latest values."""
 
-import json
 import zipfile
 
 import numpy as np
 import pytest
-from sources import FixedSource
+from sources import FixedSource, checkpoint_contents, write_checkpoint
 from test_training import small_net
 
 import nngraph as ng
@@ -33,8 +32,8 @@ def trained_checkpoint(tmp_path, optimizer, device="cpu"):
     loss, srcs = small_net(optimizer)
     g = loss.training_graph(device=device)
     g.run(X, labels=Y)
-    ng.save(tmp_path / "m.npz", g)
-    return tmp_path / "m.npz"
+    ng.save(tmp_path / "m.safetensors", g)
+    return tmp_path / "m.safetensors"
 
 
 def test_checkpoint_of_another_optimizer_changes_nothing(tmp_path, device):
@@ -49,15 +48,12 @@ def test_checkpoint_of_another_optimizer_changes_nothing(tmp_path, device):
     assert [ds.optimizer_state()["step"] for ds in srcs.values()] == steps
 
 
-def rewrite(path, out, change):
-    """Copies checkpoint `path` to `out` with change(arrays, meta) applied."""
-    with np.load(path) as f:
-        arrays = {k: f[k] for k in f.files}
-    meta = json.loads(bytes(arrays.pop("__nngraph__")).decode())
-    change(arrays, meta)
-    arrays["__nngraph__"] = np.frombuffer(json.dumps(meta).encode(), np.uint8)
-    np.savez(out, **arrays)
-    return out
+def rewrite(path, out, change, legacy=False):
+    """Copies checkpoint `path` to `out` with change(arrays, header) applied, as safetensors or
+    as an .npz of earlier versions."""
+    arrays, header = checkpoint_contents(path)
+    change(arrays, header)
+    return write_checkpoint(out, arrays, header, legacy)
 
 
 MUTATIONS = {
@@ -69,15 +65,17 @@ MUTATIONS = {
     "string step": (lambda a, m: m["sources"]["f2"].update(step="7"), "f2.* malformed entry"),
     "missing slot": (lambda a, m: a.pop("f2/slot2"), "f2.* missing optimizer state"),
     "missing weights": (lambda a, m: a.pop("f2/weights"), "f2.* weights are missing"),
-    "meta a list": (lambda a, m: (m.clear()), "not a readable nngraph checkpoint"),
+    "no table": (lambda a, m: m.update(sources=[]), "not a readable nngraph checkpoint"),
+    "no format": (lambda a, m: m.update(format="other"), "not a readable nngraph checkpoint"),
 }
 
 
+@pytest.mark.parametrize("legacy", [False, True], ids=["safetensors", "npz"])
 @pytest.mark.parametrize("name", sorted(MUTATIONS))
-def test_mutated_checkpoints_raise_and_change_nothing(tmp_path, name):
+def test_mutated_checkpoints_raise_and_change_nothing(tmp_path, name, legacy):
     path = trained_checkpoint(tmp_path, ng.Adam())
     change, message = MUTATIONS[name]
-    bad = rewrite(path, tmp_path / "bad.npz", change)
+    bad = rewrite(path, tmp_path / ("bad.npz" if legacy else "bad.safetensors"), change, legacy)
     loss, srcs = small_net(ng.Adam())
     g = loss.training_graph()
     before = values(srcs)
@@ -89,7 +87,7 @@ def test_mutated_checkpoints_raise_and_change_nothing(tmp_path, name):
 
 def test_unreadable_zip_member_is_invalid_input(tmp_path):
     """zipfile's own errors (a compression it lacks, a bad member) become InvalidInputError."""
-    path = trained_checkpoint(tmp_path, ng.Adam())
+    path = rewrite(trained_checkpoint(tmp_path, ng.Adam()), tmp_path / "m.npz", lambda a, m: None, legacy=True)
     raw = bytearray(path.read_bytes())
     central = raw.find(b"PK\x01\x02")  # the first member's entry in the central directory
     raw[central + 10:central + 12] = (99).to_bytes(2, "little")  # an unknown compression method
@@ -106,10 +104,10 @@ def test_unreadable_zip_member_is_invalid_input(tmp_path):
 def test_untrained_checkpoint_resets_the_optimizer(tmp_path):
     loss, srcs = small_net(ng.Adam())
     g = loss.training_graph()
-    ng.save(tmp_path / "fresh.npz", g)
+    ng.save(tmp_path / "fresh.safetensors", g)
     fresh = values(srcs)
     g.run(X, labels=Y)
-    ng.load(tmp_path / "fresh.npz", g)
+    ng.load(tmp_path / "fresh.safetensors", g)
     assert_same(values(srcs), fresh)
     assert srcs["c1"].optimizer_state()["step"] == 0
 

@@ -51,13 +51,13 @@ def test_default_labels_are_numbered_within_a_graph(tmp_path):
     g = ng.Loss(out, ng.LossDescriptor("softmax_cross_entropy")).training_graph(optimizer=ng.Adam())
     labels = [ds.label() for ds in g.data_sources]
     assert labels == ["lstm_1", "lstm_2", "lstm_3", "fully_connected_1", "fully_connected_2"]
-    ng.save(tmp_path / "rnn.npz", g)
-    ng.load(tmp_path / "rnn.npz", g)
+    ng.save(tmp_path / "rnn.safetensors", g)
+    ng.load(tmp_path / "rnn.safetensors", g)
     twin = ng.ArrayDataSource(ng.ConvolutionDescriptor(1, 4, 4), label="same")
     other = ng.ArrayDataSource(ng.ConvolutionDescriptor(1, 4, 3), label="same")
     g2 = ng.Graph(ng.FullyConnected(ng.FullyConnected(ng.ImageNode(shape=(4, 1, 1)), twin), other))
     with pytest.raises(ng.InvalidInputError, match=r"distinct, non-empty labels.*label="):
-        ng.save(tmp_path / "x.npz", g2)
+        ng.save(tmp_path / "x.safetensors", g2)
 
 
 def test_float64_and_lists_are_accepted_where_users_pass_them(device, digits):  # noqa: F811

@@ -311,10 +311,10 @@ def test_checkpoints_hold_the_running_statistics(device, rng, tmp_path):
     g = loss.training_graph(device=device)
     x = rng.standard_normal((4, 3, 2, 2)).astype(np.float32) * 3
     g.run(x, labels=x)
-    ng.save(tmp_path / "bn.npz", g)
+    ng.save(tmp_path / "bn.safetensors", g)
     loss2, ds2 = bn_net(3, ng.Adam(learning_rate=0.01))
     g2 = loss2.training_graph(device=device)
-    ng.load(tmp_path / "bn.npz", g2)
+    ng.load(tmp_path / "bn.safetensors", g2)
     for name, value in ds.tensors().items():
         np.testing.assert_array_equal(ds2.tensor(name), value)
 

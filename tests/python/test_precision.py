@@ -4,6 +4,7 @@ computes in the format with float32 parameter masters, statistics and losses."""
 import numpy as np
 import pytest
 from conftest import DEVICES, GPUS
+from sources import checkpoint_contents
 from test_conformance import CASES, run
 
 import nngraph as ng
@@ -249,9 +250,9 @@ def test_checkpoints_of_half_graphs_keep_their_format(device, rng, tmp_path):
             g = loss.training_graph(device=device, optimizer=ng.Adam(learning_rate=1e-2), format=fmt)
         for _ in range(3):
             g.encode(x.astype(np.float32), labels=ng.LossLabels(labels)).wait()
-        ng.save(tmp_path / f"{fmt}.npz", g)
-        with np.load(tmp_path / f"{fmt}.npz") as f:
-            return {k: (f[k].dtype, f[k].shape) for k in f.files if k != "__nngraph__"}
+        ng.save(tmp_path / f"{fmt}.safetensors", g)
+        arrays, _ = checkpoint_contents(tmp_path / f"{fmt}.safetensors")
+        return {k: (a.dtype, a.shape) for k, a in arrays.items()}
 
     want = trained("float32")
     assert trained("float16") == want and trained("bfloat16") == want

@@ -100,13 +100,13 @@ def test_checkpoint_round_trip(device, digits, tmp_path):
     loss, srcs = small_net(ng.Adam(learning_rate=0.01), keep=1.0)  # no dropout: resumed steps must agree
     g = loss.training_graph(device=device)
     ng.fit(g, (xtr[:256], ytr[:256]), epochs=1, batch_size=64, progress=False)
-    path = tmp_path / "model.npz"
-    ng.save(path, g)
-    assert os.listdir(tmp_path) == ["model.npz"]  # no temporary file left behind
+    path = tmp_path / "model.safetensors"
+    assert ng.save(path, g, metadata={"epochs": 1, "note": "digits"}) is None
+    assert os.listdir(tmp_path) == ["model.safetensors"]  # no temporary file left behind
     saved = {k: (s.weights(), s.optimizer_state()) for k, s in srcs.items()}
     ng.fit(g, (xtr[256:512], ytr[256:512]), epochs=1, batch_size=64, progress=False)
     assert not np.array_equal(srcs["f1"].weights(), saved["f1"][0])
-    ng.load(path, g)
+    assert ng.load(path, g) == {"epochs": "1", "note": "digits"}
     for k, s in srcs.items():
         np.testing.assert_array_equal(s.weights(), saved[k][0])
         state = s.optimizer_state()
@@ -137,7 +137,7 @@ def test_averaged_weights_serve_every_graph_within_the_block(device, digits, fmt
     infer = g.inference()
     trained = infer.run(xte[:50])
     before = {k: (s.tensors(), s.optimizer_state()["slots"]) for k, s in srcs.items()}
-    ng.save(tmp_path / "model.npz", g)
+    ng.save(tmp_path / "model.safetensors", g)
     with ng.averaged_weights(g) as swapped:
         assert sorted(s.label() for s in swapped) == ["c1", "f1", "f2"]
         averaged = infer.run(xte[:50])
@@ -157,7 +157,7 @@ def test_averaged_weights_serve_every_graph_within_the_block(device, digits, fmt
     g.run(xtr[:64], labels=ytr[:64])  # trains on from the trained values
     assert srcs["f2"].optimizer_state()["step"] == 5
     # The checkpoint restores the average with the weights.
-    ng.load(tmp_path / "model.npz", g)
+    ng.load(tmp_path / "model.safetensors", g)
     with ng.averaged_weights(srcs):
         np.testing.assert_allclose(srcs["f1"].weights(), values["f1"]["weights"], rtol=1e-6, atol=1e-7)
     plain, _ = small_net(ng.SGD(learning_rate=0.1), keep=1.0)
@@ -171,12 +171,22 @@ def test_averaged_weights_serve_every_graph_within_the_block(device, digits, fmt
 def test_bad_checkpoints_raise_clearly(tmp_path):
     loss, _ = small_net(ng.SGD())
     g = loss.training_graph()
-    path = tmp_path / "m.npz"
+    path = tmp_path / "m.safetensors"
     ng.save(path, g)
     data = path.read_bytes()
-    (tmp_path / "cut.npz").write_bytes(data[: len(data) // 2])
+    (tmp_path / "cut.safetensors").write_bytes(data[: len(data) // 2])
     with pytest.raises(ng.InvalidInputError, match="not a readable nngraph checkpoint"):
-        ng.load(tmp_path / "cut.npz", g)
+        ng.load(tmp_path / "cut.safetensors", g)
+    import safetensors.numpy
+    safetensors.numpy.save_file({"conv1.weight": np.ones(3, np.float32)}, str(tmp_path / "torch.safetensors"))
+    with pytest.raises(ng.InvalidInputError, match="not a readable nngraph checkpoint"):
+        ng.load(tmp_path / "torch.safetensors", g)
+    with pytest.raises(ng.InvalidInputError, match="name it .safetensors"):
+        ng.save(tmp_path / "m.npz", g)
+    with pytest.raises(ng.InvalidInputError, match=r"metadata keys \['format'\]"):
+        ng.save(path, g, metadata={"format": "mine"})
+    with pytest.raises(FileNotFoundError):
+        ng.load(tmp_path / "missing.safetensors", g)
     np.savez(tmp_path / "foreign.npz", a=np.ones(3))
     with pytest.raises(ng.InvalidInputError, match="not a readable nngraph checkpoint"):
         ng.load(tmp_path / "foreign.npz", g)

@@ -5,7 +5,7 @@ import sys
 
 def add_fit_arguments(parser) -> None:
     """Adds the options every fit-based example takes: --checkpoint, --seed and --quiet."""
-    parser.add_argument("--checkpoint", help="save the trained weights and optimizer state here (.npz)")
+    parser.add_argument("--checkpoint", help="save the trained weights and optimizer state here (.safetensors)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quiet", action="store_true", help="no progress bar on a terminal")
 
