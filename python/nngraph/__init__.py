@@ -14,7 +14,7 @@ _ctypes.CDLL(
     mode=_ctypes.RTLD_GLOBAL,
 )
 
-from nngraph import _core, schedules  # noqa: E402  (after the BLAS library is loaded)
+from nngraph import _core, schedules, store  # noqa: E402  (after the BLAS library is loaded)
 from nngraph._core import *  # noqa: E402, F403  (every public name of the engine, declared in _core.pyi)
 from nngraph.checkpoint import load, save  # noqa: E402
 from nngraph.graphs import describe as _describe  # noqa: E402
@@ -35,5 +35,5 @@ __version__ = "0.1.0"
 
 # The Python layer's names, then the engine's, which follow from its bindings.
 __all__ = ["LossDataDescriptor", "LossLabels", "averaged_weights", "evaluate", "fit", "load", "plot_history", "save",
-           "schedules"]
+           "schedules", "store"]
 __all__ += sorted(name for name in dir(_core) if not name.startswith("_"))
