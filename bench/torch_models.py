@@ -306,3 +306,27 @@ class SpeedrunNet(torch.nn.Module):
             x = g(b.norm1(torch.nn.functional.max_pool2d(b.conv1(x), 2)))
             x = g(b.norm2(b.conv2(x)))
         return self.head(torch.flatten(torch.nn.functional.max_pool2d(x, 3), 1)) / 9
+
+
+class NetworkInNetwork(torch.nn.Module):
+    """Network in Network for CIFAR-10 (Lin et al. 2014; DeepLearningKit's demo network): three
+    stacks of a spatial convolution and two 1×1 ones, each followed by relu, between ceil-mode
+    poolings, then global average pooling of the ten class maps."""
+
+    def __init__(self, classes=10):
+        super().__init__()
+        f = torch.nn
+
+        def stack(cin, k, widths):
+            layers = []
+            for i, w in enumerate(widths):
+                layers += [f.Conv2d(cin, w, k if i == 0 else 1, padding=k // 2 if i == 0 else 0), f.ReLU()]
+                cin = w
+            return layers
+        self.features = f.Sequential(
+            *stack(3, 5, (192, 160, 96)), f.MaxPool2d(3, 2, ceil_mode=True), f.Dropout(0.5),
+            *stack(96, 5, (192, 192, 192)), f.AvgPool2d(3, 2, ceil_mode=True), f.Dropout(0.5),
+            *stack(192, 3, (192, 192, classes)), f.AdaptiveAvgPool2d(1), f.Flatten())
+
+    def forward(self, x):
+        return self.features(x)
