@@ -88,9 +88,9 @@ void convolution(Backend& b, const ConvGeometry& g, const Tensor& in, const Tens
   const int k = cg * g.kh * g.kw, p = os.h * os.w;
   const bool direct = g.kh == 1 && g.kw == 1 && g.sy == 1 && g.sx == 1 && g.pad_top == 0 &&
                       g.pad_left == 0 && os.h == is.h && os.w == is.w;
-  if (!direct && frame_convolution_fits(g)) return frame_convolution(pool, g, in, w, bs, neuron, out);
   // One channel's row is already a wo × kw matrix: one product per channel and row.
   const bool tiled = !direct && g.tiles_rows(is, os);
+  if (!direct && !tiled) return frame_convolution(pool, g, in, w, bs, neuron, out);
   auto x_of = [&](int img, int grp) {
     return in.data_as<const float>() + (static_cast<size_t>(img) * is.c + static_cast<size_t>(grp) * cg) * is.h * is.w;
   };
@@ -158,7 +158,7 @@ void convolution_gradient(Backend& b, const ConvGeometry& g, const Tensor& x, co
                           const Tensor& y, const NeuronDescriptor& neuron, const Tensor& dx, const Tensor& dwt,
                           const Tensor& dbt) {
   ThreadPool& pool = pool_of(b);
-  if (frame_convolution_fits(g)) return frame_convolution_gradient(pool, g, x, w, dy, y, neuron, dx, dwt, dbt);
+  if (frame_gradient_fits(g)) return frame_convolution_gradient(pool, g, x, w, dy, y, neuron, dx, dwt, dbt);
   const float* weights = w.data_as<const float>();
   float* dw = dwt.data_as<float>();
   float* db = dbt.data_as<float>();

@@ -27,23 +27,33 @@ inline vf splat(float s) { return s - vf{}; }
 
 int round_up(int v, int m) { return (v + m - 1) / m * m; }
 
-// c[m][0, NV·V) = Σ_t a[t][m] · x[off[t] + column]: MR outputs at NV·V consecutive positions.
+// Where a product's coefficients a(m, t) lie: a[m·row + t·term], rows from `rows` on repeating
+// the last (their outputs are dropped), so the forward reads its weights in place, unpacked.
+struct Coefficients {
+  const float* a;
+  size_t row, term;
+  int rows;
+};
+
+// c[m][0, NV·V) = Σ_t a(m, t) · x[off[t] + column]: MR outputs at NV·V consecutive positions.
 template <int MR, int NV>
-void product_tile(int terms, const float* __restrict a, const float* x, const int* __restrict off,
-                  float* __restrict c) {
+void product_tile(int terms, Coefficients k, const float* x, const int* __restrict off, float* __restrict c) {
   vf acc[MR][NV];
+  const float* a[MR];
 #pragma GCC unroll 8
-  for (int m = 0; m < MR; ++m)
+  for (int m = 0; m < MR; ++m) {
+    a[m] = k.a + std::min(m, k.rows - 1) * k.row;
 #pragma GCC unroll 8
     for (int v = 0; v < NV; ++v) acc[m][v] = vf{};
-  for (int t = 0; t < terms; ++t, a += MR) {
+  }
+  for (int t = 0; t < terms; ++t) {
     const float* b = x + off[t];
     vf bv[NV];
 #pragma GCC unroll 8
     for (int v = 0; v < NV; ++v) bv[v] = load(b + v * V);
 #pragma GCC unroll 8
     for (int m = 0; m < MR; ++m) {
-      const vf am = splat(a[m]);
+      const vf am = splat(a[m][t * k.term]);
 #pragma GCC unroll 8
       for (int v = 0; v < NV; ++v) acc[m][v] += am * bv[v];
     }
@@ -86,7 +96,7 @@ void gradient_tile(int images, int positions, const float* z, size_t z_image, in
 
 struct ProductShape {
   int mr, nv;
-  void (*tile)(int, const float*, const float*, const int*, float*);
+  void (*tile)(int, Coefficients, const float*, const int*, float*);
 };
 struct GradientShape {
   int nk, nvo;
@@ -117,27 +127,53 @@ const Shape& least_padded(const Shape (&shapes)[N], int m, int n, int Shape::*ro
   return *best;
 }
 
-// A zero-padded copy of an image's channels, h × w each, with the image's (0, 0) at (top, left).
-// Rows and columns that fall outside are never read by any output, so they are left out.
+// A zero-padded copy of an image's channels with the image's (0, 0) at (top, left), split into
+// sy·sx phase planes of h × w each (plane (py, px) holds the padded pixels (u·sy + py, v·sx + px)),
+// so that a strided window's taps are unit-stride runs too. Rows and columns that fall outside
+// are never read by any output, so they are left out.
 struct Frame {
-  int h, w, top, left;
-  size_t size() const { return static_cast<size_t>(h) * w; }
+  int h, w, top, left, sy = 1, sx = 1;
+  // The phases some tap reads (bit py of rows, bit px of columns); the others stay as they are.
+  unsigned rows = ~0u, columns = ~0u;
+  size_t plane() const { return static_cast<size_t>(h) * w; }
+  size_t size() const { return static_cast<size_t>(sy) * sx * plane(); }
+  // The phases a window of kh × kw taps, dy and dx apart, reads.
+  void used_by(int kh, int kw, int dy, int dx) {
+    rows = columns = 0;
+    for (int i = 0; i < kh; ++i) rows |= 1u << (i * dy % sy);
+    for (int j = 0; j < kw; ++j) columns |= 1u << (j * dx % sx);
+  }
   void fill(const float* src, int channels, int sh, int sw, float* dst) const {
-    const int y0 = std::max(0, -top), y1 = std::min(sh, h - top);
-    const int x0 = std::max(0, -left), x1 = std::min(sw, w - left);
-    for (int c = 0; c < channels; ++c, src += static_cast<size_t>(sh) * sw, dst += size()) {
-      std::fill_n(dst, size(), 0.f);
-      for (int y = y0; x0 < x1 && y < y1; ++y)
-        std::copy(src + y * sw + x0, src + y * sw + x1, dst + static_cast<size_t>(y + top) * w + x0 + left);
-    }
+    for (int c = 0; c < channels; ++c, src += static_cast<size_t>(sh) * sw)
+      for (int py = 0; py < sy; ++py)
+        for (int px = 0; px < sx; ++px, dst += plane()) {
+          if (!(rows >> py & 1) || !(columns >> px & 1)) continue;
+          std::fill_n(dst, plane(), 0.f);
+          // Plane columns v whose image column v·sx + px − left lies in [0, sw).
+          const int v0 = std::max(0, (left - px + sx - 1) / sx), v1 = std::min(w, (sw + left - px + sx - 1) / sx);
+          for (int u = 0; u < h && v0 < v1; ++u) {
+            const int y = u * sy + py - top;
+            if (y < 0 || y >= sh) continue;
+            const float* row = src + static_cast<size_t>(y) * sw + px - left;
+            float* to = dst + static_cast<size_t>(u) * w;
+            if (sx == 1)
+              std::copy(row + v0, row + v1, to + v0);
+            else
+              for (int v = v0; v < v1; ++v) to[v] = row[static_cast<ptrdiff_t>(v) * sx];
+          }
+        }
   }
 };
 
-// Term (c, i, j)'s offset: channel c's frame at tap (i, j).
+// Term (c, i, j)'s offset: channel c's frame at tap (i, j), in the tap's phase plane.
 void tap_offsets(const ConvGeometry& g, int channels, const Frame& f, int* off) {
   for (int c = 0; c < channels; ++c)
     for (int i = 0; i < g.kh; ++i)
-      for (int j = 0; j < g.kw; ++j) *off++ = static_cast<int>(c * f.size() + i * g.dy * f.w + j * g.dx);
+      for (int j = 0; j < g.kw; ++j) {
+        const int y = i * g.dy, x = j * g.dx;
+        const size_t phase = static_cast<size_t>(y % f.sy) * f.sx + x % f.sx;
+        *off++ = static_cast<int>(c * f.size() + phase * f.plane() + (y / f.sy) * f.w + x / f.sx);
+      }
 }
 
 // Per group, out[m] = Σ_t a[m][t] · frame[off[t] + q] over the terms t = (channel, tap) of
@@ -156,6 +192,8 @@ class FrameProduct {
   size_t tile_floats() const { return static_cast<size_t>(shape_.mr) * nr_; }
   // Floats of frame the product reads: the offsets' reach plus the last tile's overrun.
   size_t extent() const { return *std::max_element(off_.begin(), off_.end()) + static_cast<size_t>(tiles_) * nr_; }
+  // Reads a[m][t] = weights[(grp·m + m)·terms + t] as they lie (the forward's weights).
+  void read_in_place(const float* weights) { in_place_ = weights; }
   // Packs a[m][t] = value(grp, m, t) for every group, block by block across the pool.
   template <typename Value>
   void pack(ThreadPool& pool, Value value) {
@@ -171,18 +209,30 @@ class FrameProduct {
     });
   }
   // Rows [block·mr, block·mr + mr) of group grp's product.
-  void run(int grp, int block, const float* frame, float* out, float* tile) const {
-    const float* a = packed_.get() + (static_cast<size_t>(grp) * blocks() + block) * terms_ * shape_.mr;
+  void run(int grp, int block, const float* frame, float* out, float* tile, const float* bias = nullptr,
+           const NeuronDescriptor& neuron = NeuronDescriptor{}) const {
+    const int mr = shape_.mr, valid = std::min(mr, m_ - block * mr);
+    const Coefficients a =
+        in_place_ ? Coefficients{in_place_ + (static_cast<size_t>(grp) * m_ + block * mr) * terms_,
+                                 static_cast<size_t>(terms_), 1, valid}
+                  : Coefficients{packed_.get() + (static_cast<size_t>(grp) * blocks() + block) * terms_ * mr, 1,
+                                 static_cast<size_t>(mr), mr};
     const int positions = rows_ * pitch_;
+    const bool epilogue = bias || neuron.type != NeuronType::None;
     for (int t = 0; t < tiles_; ++t) {
       shape_.tile(terms_, a, frame + static_cast<size_t>(t) * nr_, off_.data(), tile);
       const int q0 = t * nr_, q1 = std::min(positions, q0 + nr_);
-      for (int r = 0; r < shape_.mr && block * shape_.mr + r < m_; ++r) {
-        float* plane = out + static_cast<size_t>(block * shape_.mr + r) * rows_ * cols_;
+      for (int r = 0; r < valid; ++r) {
+        const int o = block * mr + r;
+        float* plane = out + static_cast<size_t>(o) * rows_ * cols_;
         const float* from = tile + r * nr_;
+        // Each row's columns in the tile, bias and neuron applied while they are in cache.
         for (int row = q0 / pitch_; row * pitch_ < q1; ++row) {
           const int lo = std::max(q0, row * pitch_), hi = std::min(q1, row * pitch_ + cols_);
-          for (int q = lo; q < hi; ++q) plane[row * cols_ + q - row * pitch_] = from[q - q0];
+          if (lo >= hi) continue;
+          float* to = plane + row * cols_ + lo - row * pitch_;
+          std::copy(from + lo - q0, from + hi - q0, to);
+          if (epilogue) bias_neuron(to, hi - lo, bias ? bias + grp * m_ + o : nullptr, neuron);
         }
       }
     }
@@ -193,6 +243,7 @@ class FrameProduct {
   int m_, terms_, rows_, cols_, pitch_, nr_, tiles_, groups_;
   std::vector<int> off_;             // each term's offset into the frame
   std::unique_ptr<float[]> packed_;  // [group][block][term][mr], zero past m
+  const float* in_place_ = nullptr;  // or a[group·m + m][term], read in place
 };
 
 }  // namespace
@@ -201,18 +252,18 @@ void frame_convolution(ThreadPool& pool, const ConvGeometry& g, const Tensor& x,
                        const NeuronDescriptor& neuron, const Tensor& y) {
   const auto& is = x.shape();
   const auto& os = y.shape();
-  const int n = x.batch(), cg = is.c / g.groups, og = os.c / g.groups, k = cg * g.kh * g.kw;
-  const Frame frame{os.h + (g.kh - 1) * g.dy, os.w + (g.kw - 1) * g.dx, g.pad_top, g.pad_left};
+  const int n = x.batch(), cg = is.c / g.groups, og = os.c / g.groups;
+  Frame frame{os.h + (g.kh - 1) * g.dy / g.sy, os.w + (g.kw - 1) * g.dx / g.sx, g.pad_top, g.pad_left, g.sy, g.sx};
+  if (g.sy <= 32 && g.sx <= 32) frame.used_by(g.kh, g.kw, g.dy, g.dx);
   FrameProduct product(g, og, cg, frame, os.h, os.w);
-  const float* weights = w.data_as<const float>();
-  product.pack(pool, [&](int grp, int o, int t) { return weights[(static_cast<size_t>(grp) * og + o) * k + t]; });
+  product.read_in_place(w.data_as<const float>());
   const float* bs = bias.data_as<const float>();
   const size_t plane = static_cast<size_t>(os.h) * os.w;
   // Work units are (group, block of output rows); a small batch splits each image's units.
   const int blocks = product.blocks(), units = g.groups * blocks;
   const int parts = n >= pool.size() ? 1 : std::min(units, pool.size() / n);
   pool.parallel_for(static_cast<size_t>(n) * parts, [&](size_t first, size_t end) {
-    std::vector<float> buffer(product.extent(), 0.f), tile(product.tile_floats());
+    std::vector<float> buffer(std::max(product.extent(), cg * frame.size()), 0.f), tile(product.tile_floats());
     long framed = -1;
     for (size_t item = first; item < end; ++item) {
       const int img = static_cast<int>(item / parts), part = static_cast<int>(item % parts);
@@ -224,9 +275,7 @@ void frame_convolution(ThreadPool& pool, const ConvGeometry& g, const Tensor& x,
           framed = key;
         }
         float* out = y.data_as<float>() + (static_cast<size_t>(img) * os.c + static_cast<size_t>(grp) * og) * plane;
-        product.run(grp, block, buffer.data(), out, tile.data());
-        for (int o = block * product.block_rows(); o < std::min(og, (block + 1) * product.block_rows()); ++o)
-          bias_neuron(out + o * plane, plane, bs ? bs + grp * og + o : nullptr, neuron);
+        product.run(grp, block, buffer.data(), out, tile.data(), bs, neuron);
       }
     }
   });

@@ -1,8 +1,8 @@
 #pragma once
-// Stride-1 convolutions without im2col. Each image is copied once into a zero-padded frame;
-// term (channel, tap) of the product is that frame read at the tap's offset, so the product's
-// rows are read in place. Outputs are computed on the frame's pitch, and the columns past the
-// image's width are dropped.
+// Convolutions without im2col. Each image is copied once into a zero-padded frame (split into
+// phase planes for strides); term (channel, tap) of the product is that frame read at the tap's
+// offset, so the product's rows are read in place. Outputs are computed on the frame's pitch,
+// and the columns past the image's width are dropped.
 #include "backends/cpu/thread_pool.h"
 #include "backends/tensor.h"
 #include "nngraph/descriptors.h"
@@ -10,8 +10,8 @@
 
 namespace nngraph {
 
-// Whether the frame kernels compute this convolution.
-inline bool frame_convolution_fits(const ConvGeometry& g) { return g.sy == 1 && g.sx == 1; }
+// Whether the frame kernels compute this convolution's gradient (the forward takes any stride).
+inline bool frame_gradient_fits(const ConvGeometry& g) { return g.sy == 1 && g.sx == 1; }
 
 void frame_convolution(ThreadPool& pool, const ConvGeometry& g, const Tensor& x, const Tensor& w, const Tensor& bias,
                        const NeuronDescriptor& neuron, const Tensor& y);

@@ -81,6 +81,37 @@ void scatter_gradient(bool max, const PoolGeometry& g, const ImageShape& is, con
     }
 }
 
+// Windows without winners, separably: each output row's kh source rows reduced column by
+// column (a vectorized pass) into a row padded on both sides with the reduction's identity,
+// then each window's kw columns of that row, with no bounds to check.
+void pool_rows(bool max, const PoolGeometry& g, const ImageShape& is, const ImageShape& os, const float* x, float* y,
+               float* padded, const float* divisors) {
+  const float identity = max ? -std::numeric_limits<float>::infinity() : 0.f;
+  float* row = padded + g.pad_left;
+  for (int oy = 0; oy < os.h; ++oy) {
+    const math::Taps rows = math::window_taps(oy, g.sy, g.pad_top, g.kh, g.dil_y, is.h);
+    float* out = y + static_cast<size_t>(oy) * os.w;
+    if (rows.count == 0) {
+      std::fill_n(out, os.w, max ? identity : std::numeric_limits<float>::quiet_NaN());
+      continue;
+    }
+    std::copy_n(x + static_cast<size_t>(rows.first) * is.w, is.w, row);
+    for (int i = 1; i < rows.count; ++i) {
+      const float* r = x + static_cast<size_t>(rows.first + i * g.dil_y) * is.w;
+      if (max)
+        for (int ix = 0; ix < is.w; ++ix) row[ix] = std::max(row[ix], r[ix]);
+      else
+        for (int ix = 0; ix < is.w; ++ix) row[ix] += r[ix];
+    }
+    for (int ox = 0; ox < os.w; ++ox) {
+      const float* taps = padded + static_cast<size_t>(ox) * g.sx;
+      float acc = taps[0];
+      for (int j = 1; j < g.kw; ++j) acc = max ? std::max(acc, taps[j * g.dil_x]) : acc + taps[j * g.dil_x];
+      out[ox] = max ? acc : acc / (divisors[ox] * (g.count_include_pad ? 1.f : static_cast<float>(rows.count)));
+    }
+  }
+}
+
 void pooling(Backend& backend, PoolingMode mode, const PoolGeometry& g, const Tensor& in, const Tensor& out,
              const Tensor& winners) {
   const auto& is = in.shape();
@@ -96,6 +127,22 @@ void pooling(Backend& backend, PoolingMode mode, const PoolGeometry& g, const Te
       for (size_t pl = b; pl < e; ++pl)
         halve(max, src + pl * is.h * is.w, is.w, dst + pl * plane, os.h, os.w,
               won ? won + pl / is.c * won_image + pl % is.c * plane : nullptr);
+    });
+    return;
+  }
+  if (!won) {
+    // Per output column: the window's in-bounds taps (or all, counting the padding) divide its sum.
+    std::vector<float> divisors(os.w);
+    for (int ox = 0; ox < os.w; ++ox)
+      divisors[ox] = g.count_include_pad ? static_cast<float>(g.kh * g.kw)
+                                         : static_cast<float>(math::window_taps(ox, g.sx, g.pad_left, g.kw, g.dil_x,
+                                                                                is.w).count);
+    const size_t width = static_cast<size_t>(os.w - 1) * g.sx + static_cast<size_t>(g.kw - 1) * g.dil_x + 1;
+    pool_of(backend).parallel_for(planes, [&](size_t b, size_t e) {
+      std::vector<float> padded(std::max(width, static_cast<size_t>(g.pad_left) + is.w),
+                                max ? -std::numeric_limits<float>::infinity() : 0.f);
+      for (size_t pl = b; pl < e; ++pl)
+        pool_rows(max, g, is, os, src + pl * is.h * is.w, dst + pl * plane, padded.data(), divisors.data());
     });
     return;
   }
