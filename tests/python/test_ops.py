@@ -33,6 +33,10 @@ CONV_CASES = [
     (3, 4, 2, 23, 6, (1, 5), (1, 5), (1, 1), 2, "valid"),  # windows tile each row (1-D, 5:1)
     (3, 4, 2, 23, 6, (1, 5), (1, 5), (1, 1), 1, "valid"),  # the same as one product (cuda)
     (2, 6, 1, 40, 9, (1, 8), (1, 8), (1, 1), 1, "valid"),  # rows tiled exactly
+    (2, 3, 19, 18, 5, (7, 7), (2, 2), (1, 1), 1, (3, 3, 3, 3)),  # a stem: four phase planes a channel
+    (2, 6, 9, 11, 4, (1, 1), (2, 2), (1, 1), 1, "valid"),  # one phase of four read
+    (1, 4, 13, 12, 6, (3, 2), (2, 3), (2, 2), 2, "same"),  # strided and dilated
+    (2, 2, 10, 10, 3, (2, 2), (3, 3), (1, 1), 1, (1, 0, 0, 2)),  # phases no tap reads
 ]
 
 
@@ -94,6 +98,8 @@ POOL_CASES = [
     ((3, 2), (1, 2), "full", False, (1, 3, 5, 6)),
     ((3, 3), (2, 2), (1, 1, 1, 1), True, (2, 2, 7, 7)),
     ((2, 3), (3, 1), "valid", False, (3, 1, 11, 5)),
+    ((3, 3), (2, 2), (1, 1, 1, 1), False, (2, 3, 12, 11)),  # ResNet's stem pooling
+    ((5, 3), (1, 3), (2, 2, 1, 1), False, (1, 2, 6, 10)),
 ]
 
 
