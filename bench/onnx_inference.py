@@ -53,13 +53,14 @@ def batch_of(name: str, batch: int) -> np.ndarray:
     return np.random.default_rng(1).standard_normal((batch, *NETWORKS[name])).astype(np.float32)
 
 
-def run_nngraph(path, name, batch, steps, device):
+def run_nngraph(path, name, batch, steps, device, tf32):
     import nngraph as ng
     import nngraph.onnx as ngx
     x = batch_of(name, batch)
     ng.reset_peak_memory(device)
     t = time.perf_counter()
     graph = ngx.load(path, device=device)
+    graph.allow_tf32 = tf32
     out = graph.run(x)
     ready = time.perf_counter() - t
     base = rss_mib()
@@ -68,7 +69,7 @@ def run_nngraph(path, name, batch, steps, device):
     return _result(ms, ready, peak, base, out)
 
 
-def run_onnxruntime(path, name, batch, steps, device):
+def run_onnxruntime(path, name, batch, steps, device, tf32):
     import onnxruntime as ort
     x = batch_of(name, batch)
     options = ort.SessionOptions()
@@ -82,8 +83,9 @@ def run_onnxruntime(path, name, batch, steps, device):
     return _result(ms, ready, peak_rss_mib(), base, out)
 
 
-def run_torch(path, name, batch, steps, device):
+def run_torch(path, name, batch, steps, device, tf32):
     import torch
+    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = tf32  # the same arithmetic as ours
     net = torch_network(name).to(device)
     x = torch.from_numpy(batch_of(name, batch)).to(device)
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
@@ -141,6 +143,7 @@ def main():
     p.add_argument("--networks", nargs="+", default=list(NETWORKS))
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--threads", type=int, default=os.cpu_count())
+    p.add_argument("--tf32", action="store_true", help="cuda: tf32 convolutions and products in both frameworks")
     add_rounds_argument(p)
     p.add_argument("--worker", nargs="+")
     a = p.parse_args()
@@ -155,14 +158,16 @@ def main():
             import torch
             torch.set_num_threads(a.threads)
         run = {"nngraph": run_nngraph, "onnxruntime": run_onnxruntime, "torch": run_torch}[fw]
-        print(json.dumps(run(path, name, int(batch), a.steps, a.device)))
+        print(json.dumps(run(path, name, int(batch), a.steps, a.device, a.tf32)))
         return
     import onnxruntime
     import torch
 
     import nngraph as ng
     frameworks = ["nngraph", "onnxruntime", "torch"] if a.device == "cpu" else ["nngraph", "torch"]
-    print(f"ONNX import and inference, {a.device}, {a.threads} threads, {platform.processor() or platform.machine()}; "
+    precision = "tf32" if a.tf32 else "exact float32"
+    print(f"ONNX import and inference, {a.device} ({precision}), {a.threads} threads, "
+          f"{platform.processor() or platform.machine()}; "
           f"nngraph {ng.__version__}, onnxruntime {onnxruntime.__version__}, torch {torch.__version__}; "
           f"median of {a.steps} runs after 3 warm-up; import = load + first run")
     print("| network | batch | nngraph ms | onnxruntime ms | PyTorch ms | nngraph / best | import s nngraph / ort "
@@ -174,7 +179,7 @@ def main():
             for batch in a.batches:
                 steps = a.steps if batch <= 8 else max(5, a.steps // 4)
                 args = [paths[name], name, str(batch), "--steps", str(steps), "--threads", str(a.threads),
-                        "--device", a.device]
+                        "--device", a.device] + (["--tf32"] if a.tf32 else [])
                 r = measure_frameworks(__file__, frameworks, args, a.rounds)
                 want = np.array(r["torch"]["out"])
                 for fw in frameworks:

@@ -166,6 +166,12 @@ def test_export_opsets(opset, rng, tmp_path):
 
 # --- recurrent operators built by hand ----------------------------------------------------------
 
+def model_of(graph, opset: int):
+    """A model of `opset` with the oldest IR version that carries it, so older runtimes read it too."""
+    opsets = [helper.make_opsetid("", opset)]
+    return helper.make_model(graph, opset_imports=opsets, ir_version=helper.find_min_ir_version_for(opsets))
+
+
 def recurrent_model(op, hidden=5, features=4, steps=6, direction="forward", layout=0, outputs=("Y",), rng=None,
                     peepholes=False, **attrs):
     """One LSTM/GRU/RNN operator with random weights and biases, its outputs the graph's; and the
@@ -191,7 +197,7 @@ def recurrent_model(op, hidden=5, features=4, steps=6, direction="forward", layo
         g = helper.make_graph([node], "rnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x)],
                               [helper.make_tensor_value_info(n, TensorProto.FLOAT, shapes[n]) for n in names if n],
                               inits)
-        return helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)])
+        return model_of(g, 14)
 
     return model(layout), model(0)
 
@@ -231,7 +237,7 @@ def small_model(op="Relu", w_shape=None, extra_inputs=(), **attrs):
     node = helper.make_node(op, inputs, ["y"], name="the_node", **attrs)
     g = helper.make_graph([node], "bad", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 8, 8])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", "C", "H", "W"])], inits)
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    return model_of(g, 17)
 
 
 def test_bad_files_raise_clear_errors(tmp_path):
