@@ -133,29 +133,35 @@ const Shape& least_padded(const Shape (&shapes)[N], int m, int n, int Shape::*ro
 // are never read by any output, so they are left out.
 struct Frame {
   int h, w, top, left, sy = 1, sx = 1;
-  // The phases some tap reads (bit py of rows, bit px of columns); the others stay as they are.
+  // The phases some tap reads (bit py of rows, bit px of columns; ~0: all); only those are kept.
   unsigned rows = ~0u, columns = ~0u;
   size_t plane() const { return static_cast<size_t>(h) * w; }
-  size_t size() const { return static_cast<size_t>(sy) * sx * plane(); }
+  size_t size() const { return static_cast<size_t>(count(rows, sy)) * count(columns, sx) * plane(); }
+  // Where phase (py, px) lies among a channel's kept planes.
+  size_t slot(int py, int px) const {
+    return static_cast<size_t>(rank(rows, py)) * count(columns, sx) + rank(columns, px);
+  }
   // The phases a window of kh × kw taps, dy and dx apart, reads.
   void used_by(int kh, int kw, int dy, int dx) {
+    if (sy >= 32 || sx >= 32) return;
     rows = columns = 0;
     for (int i = 0; i < kh; ++i) rows |= 1u << (i * dy % sy);
     for (int j = 0; j < kw; ++j) columns |= 1u << (j * dx % sx);
   }
   void fill(const float* src, int channels, int sh, int sw, float* dst) const {
-    for (int c = 0; c < channels; ++c, src += static_cast<size_t>(sh) * sw)
+    for (int c = 0; c < channels; ++c, src += static_cast<size_t>(sh) * sw, dst += size())
       for (int py = 0; py < sy; ++py)
-        for (int px = 0; px < sx; ++px, dst += plane()) {
-          if (!(rows >> py & 1) || !(columns >> px & 1)) continue;
-          std::fill_n(dst, plane(), 0.f);
+        for (int px = 0; px < sx; ++px) {
+          if ((rows != ~0u && !(rows >> py & 1)) || (columns != ~0u && !(columns >> px & 1))) continue;
+          float* to_plane = dst + slot(py, px) * plane();
+          std::fill_n(to_plane, plane(), 0.f);
           // Plane columns v whose image column v·sx + px − left lies in [0, sw).
           const int v0 = std::max(0, (left - px + sx - 1) / sx), v1 = std::min(w, (sw + left - px + sx - 1) / sx);
           for (int u = 0; u < h && v0 < v1; ++u) {
             const int y = u * sy + py - top;
             if (y < 0 || y >= sh) continue;
             const float* row = src + static_cast<size_t>(y) * sw + px - left;
-            float* to = dst + static_cast<size_t>(u) * w;
+            float* to = to_plane + static_cast<size_t>(u) * w;
             if (sx == 1)
               std::copy(row + v0, row + v1, to + v0);
             else
@@ -163,6 +169,10 @@ struct Frame {
           }
         }
   }
+
+ private:
+  static int count(unsigned mask, int s) { return mask == ~0u ? s : __builtin_popcount(mask); }
+  static int rank(unsigned mask, int p) { return mask == ~0u ? p : __builtin_popcount(mask & ((1u << p) - 1)); }
 };
 
 // Term (c, i, j)'s offset: channel c's frame at tap (i, j), in the tap's phase plane.
@@ -171,8 +181,7 @@ void tap_offsets(const ConvGeometry& g, int channels, const Frame& f, int* off) 
     for (int i = 0; i < g.kh; ++i)
       for (int j = 0; j < g.kw; ++j) {
         const int y = i * g.dy, x = j * g.dx;
-        const size_t phase = static_cast<size_t>(y % f.sy) * f.sx + x % f.sx;
-        *off++ = static_cast<int>(c * f.size() + phase * f.plane() + (y / f.sy) * f.w + x / f.sx);
+        *off++ = static_cast<int>(c * f.size() + f.slot(y % f.sy, x % f.sx) * f.plane() + (y / f.sy) * f.w + x / f.sx);
       }
 }
 
@@ -231,8 +240,16 @@ class FrameProduct {
           const int lo = std::max(q0, row * pitch_), hi = std::min(q1, row * pitch_ + cols_);
           if (lo >= hi) continue;
           float* to = plane + row * cols_ + lo - row * pitch_;
-          std::copy(from + lo - q0, from + hi - q0, to);
-          if (epilogue) bias_neuron(to, hi - lo, bias ? bias + grp * m_ + o : nullptr, neuron);
+          const float* at = from + lo - q0;
+          const float b = bias ? bias[grp * m_ + o] : 0.f;
+          if (neuron.type == NeuronType::ReLU) {  // the common epilogues inline, the rest by bias_neuron
+            for (int i = 0; i < hi - lo; ++i) to[i] = std::max(at[i] + b, 0.f);
+          } else if (neuron.type == NeuronType::None) {
+            for (int i = 0; i < hi - lo; ++i) to[i] = at[i] + b;
+          } else {
+            std::copy(at, at + (hi - lo), to);
+            if (epilogue) bias_neuron(to, hi - lo, bias ? bias + grp * m_ + o : nullptr, neuron);
+          }
         }
       }
     }

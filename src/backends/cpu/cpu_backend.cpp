@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -64,8 +65,22 @@ void gemm(ThreadPool* pool, bool trans_a, bool trans_b, int m, int n, int k, flo
   const auto ta = trans_a ? CblasTrans : CblasNoTrans, tb = trans_b ? CblasTrans : CblasNoTrans;
   const double flops = 2.0 * m * n * k;
   const int parts = pool ? pool->size() : 1;
-  if (parts <= 1 || flops < 4e6) {
+  // Worth splitting: enough arithmetic, or a large operand to stream (a fully connected layer
+  // applied to a few images reads its weights once whatever the arithmetic).
+  const double floats = static_cast<double>(k) * std::max(m, n);
+  if (parts <= 1 || (flops < 4e6 && floats < 2.5e5)) {
     scipy_cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+  if (m == 1) {  // one row (a fully connected layer on one image): a product of B and a vector, by row blocks
+    const int inc = trans_a ? lda : 1;
+    pool->parallel_for(static_cast<size_t>(n), [&](size_t c0, size_t c1) {
+      const int count = static_cast<int>(c1 - c0);
+      if (trans_b)
+        scipy_cblas_sgemv(CblasRowMajor, CblasNoTrans, count, k, alpha, b + c0 * ldb, ldb, a, inc, beta, c + c0, 1);
+      else
+        scipy_cblas_sgemv(CblasRowMajor, CblasTrans, k, count, alpha, b + c0, ldb, a, inc, beta, c + c0, 1);
+    });
     return;
   }
   // Split the larger of M and N: row blocks of A and C, or column blocks of B and C.

@@ -81,33 +81,44 @@ void scatter_gradient(bool max, const PoolGeometry& g, const ImageShape& is, con
     }
 }
 
+// A window's kw taps of a padded row, reduced, for each output column: KW fixed for the common
+// widths (the loop over the columns then vectorizes), 0 for any.
+template <bool Max, int KW>
+void pool_columns(const float* padded, int wo, int kw, int sx, int dx, float* out) {
+  const int taps = KW ? KW : kw;
+  for (int ox = 0; ox < wo; ++ox) {
+    const float* t = padded + static_cast<size_t>(ox) * sx;
+    float acc = t[0];
+    for (int j = 1; j < taps; ++j) acc = Max ? std::max(acc, t[j * dx]) : acc + t[j * dx];
+    out[ox] = acc;
+  }
+}
+
 // Windows without winners, separably: each output row's kh source rows reduced column by
 // column (a vectorized pass) into a row padded on both sides with the reduction's identity,
 // then each window's kw columns of that row, with no bounds to check.
-void pool_rows(bool max, const PoolGeometry& g, const ImageShape& is, const ImageShape& os, const float* x, float* y,
+template <bool Max>
+void pool_rows(const PoolGeometry& g, const ImageShape& is, const ImageShape& os, const float* x, float* y,
                float* padded, const float* divisors) {
-  const float identity = max ? -std::numeric_limits<float>::infinity() : 0.f;
   float* row = padded + g.pad_left;
+  const auto columns = g.kw == 2 && g.dil_x == 1 ? pool_columns<Max, 2>
+                       : g.kw == 3 && g.dil_x == 1 ? pool_columns<Max, 3> : pool_columns<Max, 0>;
   for (int oy = 0; oy < os.h; ++oy) {
     const math::Taps rows = math::window_taps(oy, g.sy, g.pad_top, g.kh, g.dil_y, is.h);
     float* out = y + static_cast<size_t>(oy) * os.w;
     if (rows.count == 0) {
-      std::fill_n(out, os.w, max ? identity : std::numeric_limits<float>::quiet_NaN());
+      std::fill_n(out, os.w, Max ? -std::numeric_limits<float>::infinity() : std::numeric_limits<float>::quiet_NaN());
       continue;
     }
     std::copy_n(x + static_cast<size_t>(rows.first) * is.w, is.w, row);
     for (int i = 1; i < rows.count; ++i) {
       const float* r = x + static_cast<size_t>(rows.first + i * g.dil_y) * is.w;
-      if (max)
-        for (int ix = 0; ix < is.w; ++ix) row[ix] = std::max(row[ix], r[ix]);
-      else
-        for (int ix = 0; ix < is.w; ++ix) row[ix] += r[ix];
+      for (int ix = 0; ix < is.w; ++ix) row[ix] = Max ? std::max(row[ix], r[ix]) : row[ix] + r[ix];
     }
-    for (int ox = 0; ox < os.w; ++ox) {
-      const float* taps = padded + static_cast<size_t>(ox) * g.sx;
-      float acc = taps[0];
-      for (int j = 1; j < g.kw; ++j) acc = max ? std::max(acc, taps[j * g.dil_x]) : acc + taps[j * g.dil_x];
-      out[ox] = max ? acc : acc / (divisors[ox] * (g.count_include_pad ? 1.f : static_cast<float>(rows.count)));
+    columns(padded, os.w, g.kw, g.sx, g.dil_x, out);
+    if (!Max) {
+      const float n = g.count_include_pad ? 1.f : static_cast<float>(rows.count);
+      for (int ox = 0; ox < os.w; ++ox) out[ox] /= divisors[ox] * n;
     }
   }
 }
@@ -141,8 +152,9 @@ void pooling(Backend& backend, PoolingMode mode, const PoolGeometry& g, const Te
     pool_of(backend).parallel_for(planes, [&](size_t b, size_t e) {
       std::vector<float> padded(std::max(width, static_cast<size_t>(g.pad_left) + is.w),
                                 max ? -std::numeric_limits<float>::infinity() : 0.f);
+      const auto rows = max ? pool_rows<true> : pool_rows<false>;
       for (size_t pl = b; pl < e; ++pl)
-        pool_rows(max, g, is, os, src + pl * is.h * is.w, dst + pl * plane, padded.data(), divisors.data());
+        rows(g, is, os, src + pl * is.h * is.w, dst + pl * plane, padded.data(), divisors.data());
     });
     return;
   }
