@@ -1,5 +1,6 @@
-// Convolution as im2col + GEMM per group of a few images (so a small image still makes a
-// wide product), fully connected as one GEMM.
+// Convolutions forward on frames (conv_frame.cpp), but for windows that tile rows; gradients of
+// strided convolutions as im2col + GEMM per group of a few images (so a small image still makes
+// a wide product); fully connected layers as one GEMM.
 #include <algorithm>
 #include <vector>
 
@@ -80,17 +81,15 @@ int images_per_product(int n, int p) {
 void convolution(Backend& b, const ConvGeometry& g, const Tensor& in, const Tensor& w, const Tensor& bs,
                  const NeuronDescriptor& neuron, const Tensor& out) {
   ThreadPool& pool = pool_of(b);
-  const float* weights = w.data_as<const float>();
-  const float* bias = bs.data_as<const float>();
   const auto& is = in.shape();
   const auto& os = out.shape();
+  if (g.kw == 1 || !g.tiles_rows(is, os)) return frame_convolution(pool, g, in, w, bs, neuron, out);
+  // Windows that tile each row (1 × k, stride k): a channel's row is already a wo × kw matrix,
+  // so one product per channel and row reads the image in place.
+  const float* weights = w.data_as<const float>();
+  const float* bias = bs.data_as<const float>();
   const int n = in.batch(), cg = is.c / g.groups, og = os.c / g.groups;
   const int k = cg * g.kh * g.kw, p = os.h * os.w;
-  const bool direct = g.kh == 1 && g.kw == 1 && g.sy == 1 && g.sx == 1 && g.pad_top == 0 &&
-                      g.pad_left == 0 && os.h == is.h && os.w == is.w;
-  // One channel's row is already a wo × kw matrix: one product per channel and row.
-  const bool tiled = !direct && g.tiles_rows(is, os);
-  if (!direct && !tiled) return frame_convolution(pool, g, in, w, bs, neuron, out);
   auto x_of = [&](int img, int grp) {
     return in.data_as<const float>() + (static_cast<size_t>(img) * is.c + static_cast<size_t>(grp) * cg) * is.h * is.w;
   };
@@ -103,34 +102,17 @@ void convolution(Backend& b, const ConvGeometry& g, const Tensor& in, const Tens
   pool.parallel_for(static_cast<size_t>(chunks), [&](size_t c0, size_t c1) {
     for (size_t chunk = c0; chunk < c1; ++chunk) {
       const int first = static_cast<int>(n * chunk / chunks), end = static_cast<int>(n * (chunk + 1) / chunks);
-      const int per = direct || tiled ? 1 : images_per_product(end - first, p);
-      const size_t ld = static_cast<size_t>(per) * p;  // the columns of one product
-      std::vector<float> col(direct || tiled ? 0 : static_cast<size_t>(k) * ld), product(per > 1 ? og * ld : 0);
-      for (int i0 = first; i0 < end; i0 += per) {
-        const int count = std::min(per, end - i0);
+      for (int img = first; img < end; ++img)
         for (int grp = 0; grp < g.groups; ++grp) {
           const float* wg = weights + static_cast<size_t>(grp) * og * k;
-          if (tiled) {
-            for (int c = 0; c < cg; ++c)
-              for (int oy = 0; oy < os.h; ++oy)
-                gemm(threads, false, true, og, os.w, g.kw, 1.f, wg + c * g.kw, k,
-                     x_of(i0, grp) + (static_cast<size_t>(c) * is.h + oy) * is.w, g.kw, c ? 1.f : 0.f,
-                     y_of(i0, grp) + oy * os.w, p);
-          } else {
-            for (int i = 0; !direct && i < count; ++i)
-              im2col(x_of(i0 + i, grp), cg, is.h, is.w, g, os.h, os.w, col.data() + static_cast<size_t>(i) * p, ld);
-            gemm(threads, false, false, og, count * p, k, 1.f, wg, k, direct ? x_of(i0, grp) : col.data(),
-                 static_cast<int>(ld), 0.f, per > 1 ? product.data() : y_of(i0, grp), static_cast<int>(ld));
-            for (int i = 0; per > 1 && i < count; ++i)
-              for (int o = 0; o < og; ++o)
-                std::copy_n(product.data() + o * ld + static_cast<size_t>(i) * p, p, y_of(i0 + i, grp) + o * p);
-          }
-          for (int i = 0; i < count; ++i)
-            for (int o = 0; o < og; ++o)
-              bias_neuron(y_of(i0 + i, grp) + static_cast<size_t>(o) * p, p, bias ? bias + grp * og + o : nullptr,
-                          neuron);
+          for (int c = 0; c < cg; ++c)
+            for (int oy = 0; oy < os.h; ++oy)
+              gemm(threads, false, true, og, os.w, g.kw, 1.f, wg + c * g.kw, k,
+                   x_of(img, grp) + (static_cast<size_t>(c) * is.h + oy) * is.w, g.kw, c ? 1.f : 0.f,
+                   y_of(img, grp) + oy * os.w, p);
+          for (int o = 0; o < og; ++o)
+            bias_neuron(y_of(img, grp) + static_cast<size_t>(o) * p, p, bias ? bias + grp * og + o : nullptr, neuron);
         }
-      }
     }
   });
 }

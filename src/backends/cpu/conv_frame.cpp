@@ -35,9 +35,22 @@ struct Coefficients {
   int rows;
 };
 
-// c[m][0, NV·V) = Σ_t a(m, t) · x[off[t] + column]: MR outputs at NV·V consecutive positions.
+// Where a tile goes straight from its registers when its positions are the output's own (no
+// columns to drop): row m at out + m·plane, a bias per row added (null: none), relu where asked,
+// rows from `rows` on not written.
+struct Direct {
+  float* out;
+  size_t plane;
+  const float* bias;
+  bool relu;
+  int rows;
+};
+
+// c[m][0, NV·V) = Σ_t a(m, t) · x[off[t] + column]: MR outputs at NV·V consecutive positions,
+// into c, or as `direct` says.
 template <int MR, int NV>
-void product_tile(int terms, Coefficients k, const float* x, const int* __restrict off, float* __restrict c) {
+void product_tile(int terms, Coefficients k, const float* x, const int* __restrict off, float* __restrict c,
+                  const Direct* direct) {
   vf acc[MR][NV];
   const float* a[MR];
 #pragma GCC unroll 8
@@ -57,6 +70,19 @@ void product_tile(int terms, Coefficients k, const float* x, const int* __restri
 #pragma GCC unroll 8
       for (int v = 0; v < NV; ++v) acc[m][v] += am * bv[v];
     }
+  }
+  if (direct) {
+#pragma GCC unroll 8
+    for (int m = 0; m < MR; ++m) {
+      if (m >= direct->rows) break;
+      const vf b = splat(direct->bias ? direct->bias[m] : 0.f);
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v) {
+        const vf r = acc[m][v] + b;
+        store(direct->out + m * direct->plane + v * V, direct->relu ? (r > vf{} ? r : vf{}) : r);
+      }
+    }
+    return;
   }
 #pragma GCC unroll 8
   for (int m = 0; m < MR; ++m)
@@ -96,7 +122,7 @@ void gradient_tile(int images, int positions, const float* z, size_t z_image, in
 
 struct ProductShape {
   int mr, nv;
-  void (*tile)(int, Coefficients, const float*, const int*, float*);
+  void (*tile)(int, Coefficients, const float*, const int*, float*, const Direct*);
 };
 struct GradientShape {
   int nk, nvo;
@@ -197,6 +223,8 @@ class FrameProduct {
     tap_offsets(g, channels, f, off_.data());
   }
   int blocks() const { return (m_ + shape_.mr - 1) / shape_.mr; }
+  // Whether the tiles end exactly at the last position (they read nothing past it).
+  bool exact() const { return static_cast<long>(tiles_) * nr_ == static_cast<long>(rows_) * pitch_; }
   int block_rows() const { return shape_.mr; }
   size_t tile_floats() const { return static_cast<size_t>(shape_.mr) * nr_; }
   // Floats of frame the product reads: the offsets' reach plus the last tile's overrun.
@@ -218,8 +246,11 @@ class FrameProduct {
     });
   }
   // Rows [block·mr, block·mr + mr) of group grp's product.
+  int tiles() const { return tiles_; }
+  // Tiles [t0, t1) (all by default).
   void run(int grp, int block, const float* frame, float* out, float* tile, const float* bias = nullptr,
-           const NeuronDescriptor& neuron = NeuronDescriptor{}) const {
+           const NeuronDescriptor& neuron = NeuronDescriptor{}, int t0 = 0, int t1 = -1) const {
+    if (t1 < 0) t1 = tiles_;
     const int mr = shape_.mr, valid = std::min(mr, m_ - block * mr);
     const Coefficients a =
         in_place_ ? Coefficients{in_place_ + (static_cast<size_t>(grp) * m_ + block * mr) * terms_,
@@ -228,8 +259,18 @@ class FrameProduct {
                                  static_cast<size_t>(mr), mr};
     const int positions = rows_ * pitch_;
     const bool epilogue = bias || neuron.type != NeuronType::None;
-    for (int t = 0; t < tiles_; ++t) {
-      shape_.tile(terms_, a, frame + static_cast<size_t>(t) * nr_, off_.data(), tile);
+    if (pitch_ == cols_ && exact() && (neuron.type == NeuronType::None || neuron.type == NeuronType::ReLU)) {
+      // The positions are the output's own: each tile straight from the registers, bias and relu on the way.
+      const size_t plane = static_cast<size_t>(rows_) * cols_;
+      for (int t = t0; t < t1; ++t) {
+        const Direct d{out + block * mr * plane + static_cast<size_t>(t) * nr_, plane,
+                       bias ? bias + grp * m_ + block * mr : nullptr, neuron.type == NeuronType::ReLU, valid};
+        shape_.tile(terms_, a, frame + static_cast<size_t>(t) * nr_, off_.data(), tile, &d);
+      }
+      return;
+    }
+    for (int t = t0; t < t1; ++t) {
+      shape_.tile(terms_, a, frame + static_cast<size_t>(t) * nr_, off_.data(), tile, nullptr);
       const int q0 = t * nr_, q1 = std::min(positions, q0 + nr_);
       for (int r = 0; r < valid; ++r) {
         const int o = block * mr + r;
@@ -279,21 +320,31 @@ void frame_convolution(ThreadPool& pool, const ConvGeometry& g, const Tensor& x,
   // Work units are (group, block of output rows); a small batch splits each image's units.
   const int blocks = product.blocks(), units = g.groups * blocks;
   const int parts = n >= pool.size() ? 1 : std::min(units, pool.size() / n);
+  // Tiles in chunks whose share of the frame stays in the L2 cache while every block of output
+  // rows reads it (a frame of many channels streams otherwise, once per block).
+  const int chunk = static_cast<int>(std::clamp<size_t>(
+      static_cast<size_t>(product.tiles()) * (256 << 10) / (sizeof(float) * cg * frame.size()), 1, product.tiles()));
+  // A 1×1 window over the unpadded image whose tiles end at its last pixel reads the image itself.
+  const bool in_place = g.kh == 1 && g.kw == 1 && g.sy == 1 && g.sx == 1 && g.pad_top == 0 && g.pad_left == 0 &&
+                        os.h == is.h && os.w == is.w && product.exact();
   pool.parallel_for(static_cast<size_t>(n) * parts, [&](size_t first, size_t end) {
-    std::vector<float> buffer(std::max(product.extent(), cg * frame.size()), 0.f), tile(product.tile_floats());
+    std::vector<float> buffer(in_place ? 0 : std::max(product.extent(), cg * frame.size()), 0.f);
+    std::vector<float> tile(product.tile_floats());
     long framed = -1;
     for (size_t item = first; item < end; ++item) {
       const int img = static_cast<int>(item / parts), part = static_cast<int>(item % parts);
-      for (int u = units * part / parts; u < units * (part + 1) / parts; ++u) {
-        const int grp = u / blocks, block = u % blocks;
-        if (const long key = static_cast<long>(img) * g.groups + grp; key != framed) {
-          frame.fill(x.data_as<const float>() + (static_cast<size_t>(img) * is.c + static_cast<size_t>(grp) * cg) * is.h * is.w,
-                     cg, is.h, is.w, buffer.data());
-          framed = key;
+      for (int t0 = 0; t0 < product.tiles(); t0 += chunk)
+        for (int u = units * part / parts; u < units * (part + 1) / parts; ++u) {
+          const int grp = u / blocks, block = u % blocks;
+          const float* image = x.data_as<const float>() + (static_cast<size_t>(img) * is.c + static_cast<size_t>(grp) * cg) * is.h * is.w;
+          if (const long key = static_cast<long>(img) * g.groups + grp; !in_place && key != framed) {
+            frame.fill(image, cg, is.h, is.w, buffer.data());
+            framed = key;
+          }
+          float* out = y.data_as<float>() + (static_cast<size_t>(img) * os.c + static_cast<size_t>(grp) * og) * plane;
+          product.run(grp, block, in_place ? image : buffer.data(), out, tile.data(), bs, neuron, t0,
+                      std::min(product.tiles(), t0 + chunk));
         }
-        float* out = y.data_as<float>() + (static_cast<size_t>(img) * os.c + static_cast<size_t>(grp) * og) * plane;
-        product.run(grp, block, buffer.data(), out, tile.data(), bs, neuron);
-      }
     }
   });
 }
