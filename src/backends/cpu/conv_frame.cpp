@@ -190,6 +190,8 @@ struct Frame {
             float* to = to_plane + static_cast<size_t>(u) * w;
             if (sx == 1)
               std::copy(row + v0, row + v1, to + v0);
+            else if (sx == 2)  // the common stride, with a constant step the loop vectorizes
+              for (int v = v0; v < v1; ++v) to[v] = row[2 * static_cast<ptrdiff_t>(v)];
             else
               for (int v = v0; v < v1; ++v) to[v] = row[static_cast<ptrdiff_t>(v) * sx];
           }
