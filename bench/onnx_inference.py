@@ -1,8 +1,9 @@
 """Imported ONNX models: import time and inference latency of ResNet-18 (224×224) and Network
 in Network (CIFAR, 32×32), exported from PyTorch with random weights, in nngraph against
-onnxruntime and PyTorch on the cpu (against PyTorch on cuda); and the time to switch between
-two models resident in an nngraph.store against loading one from disk. Each (framework,
-network, batch) runs in its own process; outputs are checked equal across frameworks.
+onnxruntime and PyTorch on the cpu (against PyTorch on cuda, the batch already on the device in
+both and the result read back); and the time to switch between two models resident in an
+nngraph.store against loading one from disk. Each (framework, network, batch) runs in its own
+process; outputs are checked equal across frameworks.
 
     python bench/onnx_inference.py [--device cpu|cuda] [--batches 1 64] [--steps 20] [--rounds 1]
 """
@@ -64,6 +65,8 @@ def run_nngraph(path, name, batch, steps, device, tf32):
     out = graph.run(x)
     ready = time.perf_counter() - t
     base = rss_mib()
+    if device != "cpu":  # the batch already on the device, as PyTorch's is
+        x = ng.Image(x, device=device)
     ms = median_ms(lambda: graph.run(x), warmup=3, steps=steps)
     peak = ng.memory_stats(device)["peak_bytes"] / 2**20 if device != "cpu" else peak_rss_mib()
     return _result(ms, ready, peak, base, out)
@@ -92,9 +95,9 @@ def run_torch(path, name, batch, steps, device, tf32):
     if device == "cuda":
         torch.cuda.reset_peak_memory_stats()
     base = rss_mib()
-    with torch.inference_mode():
+    with torch.inference_mode():  # the result read back, as nngraph's run does
         out = net(x).cpu().numpy()
-        ms = median_ms(lambda: net(x), warmup=3, steps=steps, sync=sync)
+        ms = median_ms(lambda: net(x).cpu(), warmup=3, steps=steps, sync=sync)
     peak = torch.cuda.max_memory_allocated() / 2**20 if device == "cuda" else peak_rss_mib()
     return _result(ms, None, peak, base, out)
 
