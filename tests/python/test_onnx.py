@@ -149,7 +149,7 @@ def test_a_training_graph_exports_its_inference_graph(rng, tmp_path):
     np.testing.assert_allclose(onnxruntime(tmp_path / "ae.onnx", x), train.inference().run(x), rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("opset", [13, 17, 18, 20])
+@pytest.mark.parametrize("opset", [13, 17, 18, 20, 21, onnx.defs.onnx_opset_version()])
 def test_export_opsets(opset, rng, tmp_path):
     x = image()
     result = ng.RNN(ng.Neuron(ng.LayerNormalization(ng.GroupNormalization(x, 2, 6), 6, over="c"), "gelu"),
@@ -226,6 +226,23 @@ def test_recurrent_operators_against_onnxruntime(op, kwargs, device, rng):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("op, value, first", [
+    ("Add", 0.0, True), ("Sub", 1.5, False), ("Mul", -2.0, True), ("Div", 4.0, True), ("Div", 2.0, False),
+    ("Add", "channels", False), ("Sub", "channels", True), ("Mul", "channels", False), ("Div", "channels", True)])
+def test_arithmetic_with_constants(op, value, first, device, rng):
+    """A scalar or one value per channel, either side: a neuron or a depthwise 1×1 convolution."""
+    k = rng.uniform(0.5, 2.0, (1, 3, 1, 1)).astype(np.float32) if value == "channels" else np.array(value, np.float32)
+    inputs = ["x", "k"] if first else ["k", "x"]
+    g = helper.make_graph([helper.make_node("Relu", ["x0"], ["x"]), helper.make_node(op, inputs, ["y"])], "k",
+                          [helper.make_tensor_value_info("x0", TensorProto.FLOAT, ["N", 3, 4, 5])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3, 4, 5])],
+                          [numpy_helper.from_array(k, "k")])
+    model = model_of(g, 17)
+    x = rng.standard_normal((2, 3, 4, 5)).astype(np.float32) + 0.1
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x0": x})[0]
+    np.testing.assert_allclose(ngx.run(ngx.load(model, device=device), [x])[0], want, rtol=1e-5, atol=1e-6)
+
+
 # --- bad models -----------------------------------------------------------------------------
 
 def small_model(op="Relu", w_shape=None, extra_inputs=(), **attrs):
@@ -261,6 +278,10 @@ def test_bad_files_raise_clear_errors(tmp_path):
         ngx.load(missing)
     with pytest.raises(ng.UnsupportedError, match=r"\[the_node\] Clip to \[-1.0, 1.0\]"):
         ngx.load(_clip_model(-1.0, 1.0))
+    k = np.array([1, 0, 2], np.float32).reshape(3, 1, 1)
+    zeros = _with_constant(small_model("Div", extra_inputs=["k"]), "k", k)
+    with pytest.raises(ng.UnsupportedError, match=r"\[the_node\] Div by a constant holding zeros"):
+        ngx.load(zeros)
 
 
 def _with_constant(model, name, value):

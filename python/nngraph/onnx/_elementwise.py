@@ -98,26 +98,34 @@ def arithmetic(imp, n) -> list:
             raise Unsupported("of a constant other than a non-zero scalar by a tensor is not supported")
         return _neuron(imp, n, x, "power", a=0.0, b=1.0 / float(k.ravel()[0]), c=-1.0)
     if k.size == 1:
-        s = float(k.ravel()[0])
-        scale, shift = {"Add": (1.0, s), "Sub": (1.0, -s) if first else (-1.0, s), "Mul": (s, 0.0),
-                        "Div": (1.0 / s, 0.0)}[op]
-        return _neuron(imp, n, x, "linear", a=scale, b=shift)
+        scale, shift = _affine(op, np.float64(k.ravel()[0]), first)
+        return _neuron(imp, n, x, "linear", a=float(scale), b=float(shift))
     # One value per channel: a 1×1 depthwise convolution scales and shifts each channel.
     dims = [1] * (len(x.axes) - k.ndim) + list(k.shape)
     varying = [i for i, d in enumerate(dims) if d > 1]
     if len(varying) != 1 or x.entries()[varying[0]] != x.channels:
         raise Unsupported(f"with a constant of shape {k.shape} over a tensor lying as {x.describe()}: "
                           "only scalars and one value per channel are supported")
-    v = k.ravel()
-    one = np.ones_like(v)
-    scale, shift = {"Add": (one, v), "Sub": (one, -v) if first else (-one, v), "Mul": (v, 0 * v),
-                    "Div": (1.0 / v, 0 * v)}[op]
+    scale, shift = _affine(op, k.ravel(), first)
     c = x.shape[0]
     label = imp.label(n.name or op)
     ds = ArrayDataSource(ConvolutionDescriptor(1, c, c, groups=c), weights=scale.reshape(c, 1, 1, 1),
                          biases=shift, label=label)
     node = Convolution(x.image, ds, label=label)
     return [Act(node, x.shape, x.axes, x.split)]
+
+
+def _affine(op: str, v, first: bool) -> tuple:
+    """x op v (or v op x, where not `first`) as scale·x + shift: v a scalar or one value per channel."""
+    if op == "Add":
+        return np.ones_like(v), v
+    if op == "Sub":
+        return (np.ones_like(v), -v) if first else (-np.ones_like(v), v)
+    if op == "Mul":
+        return v, np.zeros_like(v)
+    if np.any(v == 0):
+        raise Unsupported("by a constant holding zeros is not supported")
+    return 1.0 / v, np.zeros_like(v)
 
 
 def _two_images(imp, n, p: Act, q: Act) -> Act:
