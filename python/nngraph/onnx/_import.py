@@ -111,8 +111,7 @@ class Importer:
                                        "nngraph graphs compute their results")
             results.append(v.image)
             self.info["outputs"].append((value.name, v))
-        graph = Graph(results if len(results) > 1 else results[0], device=self.device, format=self.format)
-        return graph
+        return Graph(results if len(results) > 1 else results[0], device=self.device, format=self.format)
 
     def _graph_input(self, value) -> Act:
         t = value.type.tensor_type
@@ -130,7 +129,10 @@ class Importer:
         given = self.input_shapes.get(value.name)
         rest = [d for i, d in enumerate(dims) if i != batch]
         if given is not None:
-            rest = list(given)
+            if len(given) != len(rest):
+                raise InvalidInputError(f"[onnx] input_shapes gives '{value.name}' {len(given)} dims; it has "
+                                        f"{len(rest)} besides the batch")
+            rest = [int(d) for d in given]
         if rank not in (2, 3, 4) or any(d is None or d < 1 for d in rest):
             raise UnsupportedError(f"[onnx] input '{value.name}' has shape {dims}: nngraph takes (N, C, H, W), "
                                    "(N, C, L), (N, T, F) or (N, C) inputs with every dim but the batch known "
