@@ -167,7 +167,7 @@ struct Frame {
   size_t slot(int py, int px) const {
     return static_cast<size_t>(rank(rows, py)) * count(columns, sx) + rank(columns, px);
   }
-  // The phases a window of kh × kw taps, dy and dx apart, reads.
+  // The phases a window of kh × kw taps, dy and dx apart, reads (all of them for strides of 32 and more).
   void used_by(int kh, int kw, int dy, int dx) {
     if (sy >= 32 || sx >= 32) return;
     rows = columns = 0;
@@ -227,7 +227,6 @@ class FrameProduct {
   int blocks() const { return (m_ + shape_.mr - 1) / shape_.mr; }
   // Whether the tiles end exactly at the last position (they read nothing past it).
   bool exact() const { return static_cast<long>(tiles_) * nr_ == static_cast<long>(rows_) * pitch_; }
-  int block_rows() const { return shape_.mr; }
   size_t tile_floats() const { return static_cast<size_t>(shape_.mr) * nr_; }
   // Floats of frame the product reads: the offsets' reach plus the last tile's overrun.
   size_t extent() const { return *std::max_element(off_.begin(), off_.end()) + static_cast<size_t>(tiles_) * nr_; }
@@ -247,9 +246,9 @@ class FrameProduct {
       }
     });
   }
-  // Rows [block·mr, block·mr + mr) of group grp's product.
   int tiles() const { return tiles_; }
-  // Tiles [t0, t1) (all by default).
+  // Rows [block·mr, block·mr + mr) of group grp's product over tiles [t0, t1) (all by default),
+  // bias and neuron applied on the way into the output.
   void run(int grp, int block, const float* frame, float* out, float* tile, const float* bias = nullptr,
            const NeuronDescriptor& neuron = NeuronDescriptor{}, int t0 = 0, int t1 = -1) const {
     if (t1 < 0) t1 = tiles_;
@@ -314,7 +313,7 @@ void frame_convolution(ThreadPool& pool, const ConvGeometry& g, const Tensor& x,
   const auto& os = y.shape();
   const int n = x.batch(), cg = is.c / g.groups, og = os.c / g.groups;
   Frame frame{os.h + (g.kh - 1) * g.dy / g.sy, os.w + (g.kw - 1) * g.dx / g.sx, g.pad_top, g.pad_left, g.sy, g.sx};
-  if (g.sy <= 32 && g.sx <= 32) frame.used_by(g.kh, g.kw, g.dy, g.dx);
+  frame.used_by(g.kh, g.kw, g.dy, g.dx);
   FrameProduct product(g, og, cg, frame, os.h, os.w);
   product.read_in_place(w.data_as<const float>());
   const float* bs = bias.data_as<const float>();

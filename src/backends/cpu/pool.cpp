@@ -158,22 +158,23 @@ void pooling(Backend& backend, PoolingMode mode, const PoolGeometry& g, const Te
     });
     return;
   }
+  // Max pooling that keeps its winners (training): each window scanned for its first maximum.
   pool_of(backend).parallel_for(planes, [&](size_t b, size_t e) {
     for (size_t pl = b; pl < e; ++pl) {
       const float* x = src + pl * is.h * is.w;
       float* y = dst + pl * plane;
-      uint8_t* wins = won ? won + pl / is.c * won_image + pl % is.c * plane : nullptr;
+      uint8_t* wins = won + pl / is.c * won_image + pl % is.c * plane;
       for (int oy = 0; oy < os.h; ++oy)
         for (int ox = 0; ox < os.w; ++ox) {
           const Window win(g, is, oy, ox);
-          float acc = max ? -std::numeric_limits<float>::infinity() : 0.f;
+          float acc = -std::numeric_limits<float>::infinity();
           int best = -1;  // the first maximum in scan order
           win.each(g, is.w, [&](int p) {
-            if (max && (best < 0 || x[p] > acc)) best = p;
-            acc = max ? std::max(acc, x[p]) : acc + x[p];
+            if (best < 0 || x[p] > acc) best = p;
+            acc = std::max(acc, x[p]);
           });
-          y[oy * os.w + ox] = max ? acc : acc / static_cast<float>(win.count(g));
-          if (wins) wins[oy * os.w + ox] = static_cast<uint8_t>(g.tap(best, is.w, oy, ox));
+          y[oy * os.w + ox] = acc;
+          wins[oy * os.w + ox] = static_cast<uint8_t>(g.tap(best, is.w, oy, ox));
         }
     }
   });
