@@ -64,15 +64,13 @@ class Store:
         graph (a training graph's inference graph is stored), or an ONNX model (a path, its
         bytes or a ModelProto), which is checked to import first. Nothing is written unless all of
         it is: the version's folder appears whole or not at all."""
-        import onnx
-
         import nngraph.onnx as ngx
+        from nngraph.onnx._import import load_model
         _check_name(name)
         if isinstance(model, Graph):
             proto = ngx.save(model, opset=opset or ngx.DEFAULT_OPSET)
         else:
-            proto = model if isinstance(model, onnx.ModelProto) else onnx.load_model_from_string(
-                bytes(model) if isinstance(model, (bytes, bytearray, memoryview)) else Path(model).read_bytes())
+            proto = load_model(model)  # checked, malformed files raising InvalidInputError
             ngx.load(proto)  # raises where nngraph cannot run it
         data = proto.SerializeToString()
         info = {"name": name, "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),

@@ -100,6 +100,8 @@ def test_bad_names_missing_models_and_changed_files(tmp_path):
     (tmp_path / "m" / "v1" / "meta.json").write_text("{")
     with pytest.raises(ng.InvalidInputError, match="meta.json is malformed"):
         store.info("m")
+    with pytest.raises(ng.InvalidInputError, match="not a valid ONNX model"):
+        store.put("junk", b"not a model")
     with pytest.raises(ng.UnsupportedError):  # nothing is stored that nngraph cannot run
         store.put("mgu", ng.Graph(ng.RNN(ng.ImageNode(shape=(2, 1, 3)), ng.MGU(2, 2))))
     assert store.versions("mgu") == []

@@ -128,7 +128,7 @@ def _emit(w: _Writer, node, x: list, in_shapes: list, out_shape: tuple) -> str:
     kind, label = node.kind, node.label
     a = node.attributes(in_shapes)
     if kind in ("convolution", "fully_connected", "convolution_transpose"):
-        y = _convolution(w, node, kind, a, x[0], in_shapes[0], out_shape)
+        y = _convolution(w, node, kind, a, x[0], out_shape)
         return _neuron(w, a["neuron"], y, label)
     if kind == "neuron":
         return _neuron(w, a["neuron"], x[0], label)
@@ -175,7 +175,7 @@ def _tensors(node) -> dict:
     return node.data_sources[0].tensors()
 
 
-def _convolution(w: _Writer, node, kind: str, a: dict, x: str, in_shape: tuple, out_shape: tuple) -> str:
+def _convolution(w: _Writer, node, kind: str, a: dict, x: str, out_shape: tuple) -> str:
     t, base = _tensors(node), _label(node)
     weights = t["weights"]
     bias = [w.constant(f"{base}.biases", t["biases"])] if t.get("biases") is not None else []
