@@ -158,7 +158,12 @@ def test_export_opsets(opset, rng, tmp_path):
     xs = rng.standard_normal((2, 6, 9, 10)).astype(np.float32)
     model = ngx.save(graph, tmp_path / "m.onnx", opset=opset)
     assert model.opset_import[0].version == opset
-    np.testing.assert_allclose(onnxruntime(tmp_path / "m.onnx", xs), graph.run(xs), rtol=1e-4, atol=1e-5)
+    try:
+        theirs = onnxruntime(tmp_path / "m.onnx", xs)
+    except Exception as e:  # an onnxruntime older than the onnx package reads no model of its newest opset
+        assert opset > 21 and ("IR version" in str(e) or "opset" in str(e)), e
+    else:
+        np.testing.assert_allclose(theirs, graph.run(xs), rtol=1e-4, atol=1e-5)
     if opset >= 17:  # below, layer normalization over channels is written out in primitives
         np.testing.assert_allclose(ngx.run(ngx.load(tmp_path / "m.onnx"), [xs])[0], graph.run(xs), rtol=1e-4,
                                    atol=1e-5)
