@@ -37,6 +37,11 @@ CONV_CASES = [
     (2, 6, 9, 11, 4, (1, 1), (2, 2), (1, 1), 1, "valid"),  # one phase of four read
     (1, 4, 13, 12, 6, (3, 2), (2, 3), (2, 2), 2, "same"),  # strided and dilated
     (2, 2, 10, 10, 3, (2, 2), (3, 3), (1, 1), 1, (1, 0, 0, 2)),  # phases no tap reads
+    # Batches of small images, which the cpu frames hold several of side by side (the last frame part full).
+    (37, 3, 5, 6, 4, (3, 3), (1, 1), (1, 1), 1, "same"),
+    (35, 4, 7, 7, 8, (3, 3), (2, 2), (1, 1), 2, "same"),
+    (33, 2, 6, 5, 3, (3, 3), (1, 1), (2, 1), 1, (2, 0, 1, 2)),
+    (34, 3, 4, 4, 5, (1, 1), (1, 1), (1, 1), 1, "valid"),
 ]
 
 

@@ -156,11 +156,14 @@ const Shape& least_padded(const Shape (&shapes)[N], int m, int n, int Shape::*ro
 // A zero-padded copy of an image's channels with the image's (0, 0) at (top, left), split into
 // sy·sx phase planes of h × w each (plane (py, px) holds the padded pixels (u·sy + py, v·sx + px)),
 // so that a strided window's taps are unit-stride runs too. Rows and columns that fall outside
-// are never read by any output, so they are left out.
+// are never read by any output, so they are left out. A frame may hold several images side by
+// side, image i's columns from i·w/images on (small images then fill the register tiles).
 struct Frame {
   int h, w, top, left, sy = 1, sx = 1;
   // The phases some tap reads (bit py of rows, bit px of columns; ~0: all); only those are kept.
   unsigned rows = ~0u, columns = ~0u;
+  int images = 1;
+  int span() const { return w / images; }
   size_t plane() const { return static_cast<size_t>(h) * w; }
   size_t size() const { return static_cast<size_t>(count(rows, sy)) * count(columns, sx) * plane(); }
   // Where phase (py, px) lies among a channel's kept planes.
@@ -174,7 +177,23 @@ struct Frame {
     for (int i = 0; i < kh; ++i) rows |= 1u << (i * dy % sy);
     for (int j = 0; j < kw; ++j) columns |= 1u << (j * dx % sx);
   }
-  void fill(const float* src, int channels, int sh, int sw, float* dst) const {
+  // The first plane column of phase px that holds an image column, and the end of them (in an image of width sw).
+  int first_column(int px) const { return std::max(0, (left - px + sx - 1) / sx); }
+  int end_column(int px, int sw) const { return (sw + left - px + sx - 1) / sx; }
+  // Narrows each image's width from w (every column a window reads, padding included) to where
+  // a window running past it reads the next image's (or row's) left padding, which is zero in
+  // every phase plane, instead of its own right padding: one column of a 3×3 window's two.
+  void narrow(int out_w, int sw) {
+    int least = w, span = out_w;
+    for (int px = 0; px < sx; ++px)
+      if (columns == ~0u || columns >> px & 1) least = std::min(least, first_column(px));
+    for (int px = 0; px < sx; ++px)
+      if (columns == ~0u || columns >> px & 1) span = std::max({span, std::min(end_column(px, sw), w), w - least});
+    w = span;
+  }
+  // Copies `count` images, `image` floats apart, side by side (count ≤ images; the rest stay zero).
+  void fill(const float* src, size_t image, int count, int channels, int sh, int sw, float* dst) const {
+    const int width = span();
     for (int c = 0; c < channels; ++c, src += static_cast<size_t>(sh) * sw, dst += size())
       for (int py = 0; py < sy; ++py)
         for (int px = 0; px < sx; ++px) {
@@ -182,19 +201,20 @@ struct Frame {
           float* to_plane = dst + slot(py, px) * plane();
           std::fill_n(to_plane, plane(), 0.f);
           // Plane columns v whose image column v·sx + px − left lies in [0, sw).
-          const int v0 = std::max(0, (left - px + sx - 1) / sx), v1 = std::min(w, (sw + left - px + sx - 1) / sx);
-          for (int u = 0; u < h && v0 < v1; ++u) {
-            const int y = u * sy + py - top;
-            if (y < 0 || y >= sh) continue;
-            const float* row = src + static_cast<size_t>(y) * sw + px - left;
-            float* to = to_plane + static_cast<size_t>(u) * w;
-            if (sx == 1)
-              std::copy(row + v0, row + v1, to + v0);
-            else if (sx == 2)  // the common stride, with a constant step the loop vectorizes
-              for (int v = v0; v < v1; ++v) to[v] = row[2 * static_cast<ptrdiff_t>(v)];
-            else
-              for (int v = v0; v < v1; ++v) to[v] = row[static_cast<ptrdiff_t>(v) * sx];
-          }
+          const int v0 = first_column(px), v1 = std::min(width, end_column(px, sw));
+          for (int i = 0; i < count; ++i)
+            for (int u = 0; u < h && v0 < v1; ++u) {
+              const int y = u * sy + py - top;
+              if (y < 0 || y >= sh) continue;
+              const float* row = src + i * image + static_cast<size_t>(y) * sw + px - left;
+              float* to = to_plane + static_cast<size_t>(u) * w + i * width;
+              if (sx == 1)
+                std::copy(row + v0, row + v1, to + v0);
+              else if (sx == 2)  // the common stride, with a constant step the loop vectorizes
+                for (int v = v0; v < v1; ++v) to[v] = row[2 * static_cast<ptrdiff_t>(v)];
+              else
+                for (int v = v0; v < v1; ++v) to[v] = row[static_cast<ptrdiff_t>(v) * sx];
+            }
         }
   }
 
@@ -214,14 +234,15 @@ void tap_offsets(const ConvGeometry& g, int channels, const Frame& f, int* off) 
 }
 
 // Per group, out[m] = Σ_t a[m][t] · frame[off[t] + q] over the terms t = (channel, tap) of
-// `channels` frames, at the positions q = row·pitch + column (column < cols), into planes of
-// rows × cols.
+// `channels` frames, at the positions q = row·pitch + i·span + column (column < cols) of each
+// image i side by side in the frame, into planes of rows × cols, `out_image` floats apart.
 class FrameProduct {
  public:
-  FrameProduct(const ConvGeometry& g, int m, int channels, const Frame& f, int rows, int cols)
+  FrameProduct(const ConvGeometry& g, int m, int channels, const Frame& f, int rows, int cols, size_t out_image = 0)
       : shape_(least_padded(kProductShapes, m, rows * f.w, &ProductShape::mr, &ProductShape::nv)),
-        m_(m), terms_(channels * g.kh * g.kw), rows_(rows), cols_(cols), pitch_(f.w), nr_(shape_.nv * V),
-        tiles_((rows * f.w + nr_ - 1) / nr_), groups_(g.groups), off_(terms_) {
+        m_(m), terms_(channels * g.kh * g.kw), rows_(rows), cols_(cols), pitch_(f.w), span_(f.span()),
+        images_(f.images), nr_(shape_.nv * V), tiles_((rows * f.w + nr_ - 1) / nr_), groups_(g.groups),
+        out_image_(out_image), off_(terms_) {
     tap_offsets(g, channels, f, off_.data());
   }
   int blocks() const { return (m_ + shape_.mr - 1) / shape_.mr; }
@@ -248,8 +269,8 @@ class FrameProduct {
   }
   int tiles() const { return tiles_; }
   // Rows [block·mr, block·mr + mr) of group grp's product over tiles [t0, t1) (all by default),
-  // bias and neuron applied on the way into the output.
-  void run(int grp, int block, const float* frame, float* out, float* tile, const float* bias = nullptr,
+  // bias and neuron applied on the way into the output (of the frame's first `count` images).
+  void run(int count, int grp, int block, const float* frame, float* out, float* tile, const float* bias = nullptr,
            const NeuronDescriptor& neuron = NeuronDescriptor{}, int t0 = 0, int t1 = -1) const {
     if (t1 < 0) t1 = tiles_;
     const int mr = shape_.mr, valid = std::min(mr, m_ - block * mr);
@@ -260,7 +281,7 @@ class FrameProduct {
                                  static_cast<size_t>(mr), mr};
     const int positions = rows_ * pitch_;
     const bool epilogue = bias || neuron.type != NeuronType::None;
-    if (pitch_ == cols_ && exact() && (neuron.type == NeuronType::None || neuron.type == NeuronType::ReLU)) {
+    if (pitch_ == cols_ && images_ == 1 && exact() && (neuron.type == NeuronType::None || neuron.type == NeuronType::ReLU)) {
       // The positions are the output's own: each tile straight from the registers, bias and relu on the way.
       const size_t plane = static_cast<size_t>(rows_) * cols_;
       for (int t = t0; t < t1; ++t) {
@@ -275,23 +296,26 @@ class FrameProduct {
       const int q0 = t * nr_, q1 = std::min(positions, q0 + nr_);
       for (int r = 0; r < valid; ++r) {
         const int o = block * mr + r;
-        float* plane = out + static_cast<size_t>(o) * rows_ * cols_;
         const float* from = tile + r * nr_;
-        // Each row's columns in the tile, bias and neuron applied while they are in cache.
-        for (int row = q0 / pitch_; row * pitch_ < q1; ++row) {
-          const int lo = std::max(q0, row * pitch_), hi = std::min(q1, row * pitch_ + cols_);
-          if (lo >= hi) continue;
-          float* to = plane + row * cols_ + lo - row * pitch_;
-          const float* at = from + lo - q0;
-          const float b = bias ? bias[grp * m_ + o] : 0.f;
-          if (neuron.type == NeuronType::ReLU) {  // the common epilogues inline, the rest by bias_neuron
-            for (int i = 0; i < hi - lo; ++i) to[i] = std::max(at[i] + b, 0.f);
-          } else if (neuron.type == NeuronType::None) {
-            for (int i = 0; i < hi - lo; ++i) to[i] = at[i] + b;
-          } else {
-            std::copy(at, at + (hi - lo), to);
-            if (epilogue) bias_neuron(to, hi - lo, bias ? bias + grp * m_ + o : nullptr, neuron);
+        // Each image's columns of each row in the tile (a row of the frame is `images_` spans),
+        // bias and neuron applied while they are in cache.
+        int row = q0 / pitch_, i = q0 % pitch_ / span_;
+        for (int start = row * pitch_ + i * span_; start < q1; start += span_) {
+          const int lo = std::max(q0, start), hi = std::min(q1, start + cols_);
+          if (i < count && lo < hi) {
+            float* to = out + i * out_image_ + static_cast<size_t>(o) * rows_ * cols_ + row * cols_ + lo - start;
+            const float* at = from + lo - q0;
+            const float b = bias ? bias[grp * m_ + o] : 0.f;
+            if (neuron.type == NeuronType::ReLU) {  // the common epilogues inline, the rest by bias_neuron
+              for (int e = 0; e < hi - lo; ++e) to[e] = std::max(at[e] + b, 0.f);
+            } else if (neuron.type == NeuronType::None) {
+              for (int e = 0; e < hi - lo; ++e) to[e] = at[e] + b;
+            } else {
+              std::copy(at, at + (hi - lo), to);
+              if (epilogue) bias_neuron(to, hi - lo, bias ? bias + grp * m_ + o : nullptr, neuron);
+            }
           }
+          if (++i == images_) i = 0, ++row;
         }
       }
     }
@@ -299,11 +323,31 @@ class FrameProduct {
 
  private:
   const ProductShape& shape_;
-  int m_, terms_, rows_, cols_, pitch_, nr_, tiles_, groups_;
+  int m_, terms_, rows_, cols_, pitch_, span_, images_, nr_, tiles_, groups_;
+  size_t out_image_;
   std::vector<int> off_;             // each term's offset into the frame
   std::unique_ptr<float[]> packed_;  // [group][block][term][mr], zero past m
   const float* in_place_ = nullptr;  // or a[group·m + m][term], read in place
 };
+
+// How many of n images each frame holds side by side: one, unless more pad the product's
+// positions (a small image's fill few register tiles) by a tenth less, frames taken whole by the
+// threads; then the count that pads least with each frame at most a few MiB. Only for
+// stride-1 windows: a tile then reads rows several times as long (phase planes more so), and
+// each image's columns take their own epilogue, which a short product (a 1×1 window) does not repay.
+int images_per_frame(const ConvGeometry& g, int m, int rows, const Frame& one, int channels, int n, int threads) {
+  if (g.sy != 1 || g.sx != 1 || g.kh * g.kw == 1) return 1;
+  const size_t most = std::max<size_t>(1, (4u << 20) / (sizeof(float) * channels * one.size()));
+  const auto cost = [&](int k) {
+    const int frames = (n + k - 1) / k, positions = rows * one.w * k;
+    const ProductShape& s = least_padded(kProductShapes, m, positions, &ProductShape::mr, &ProductShape::nv);
+    return static_cast<long>((frames + threads - 1) / threads) * round_up(m, s.mr) * round_up(positions, s.nv * V);
+  };
+  int best = 1;
+  for (int k = 2; k <= std::min<long>({n, 16, static_cast<long>(most)}) && (n + k - 1) / k >= threads; ++k)
+    if (cost(k) < cost(best)) best = k;
+  return cost(best) * 10 <= cost(1) * 9 ? best : 1;
+}
 
 }  // namespace
 
@@ -314,36 +358,40 @@ void frame_convolution(ThreadPool& pool, const ConvGeometry& g, const Tensor& x,
   const int n = x.batch(), cg = is.c / g.groups, og = os.c / g.groups;
   Frame frame{os.h + (g.kh - 1) * g.dy / g.sy, os.w + (g.kw - 1) * g.dx / g.sx, g.pad_top, g.pad_left, g.sy, g.sx};
   frame.used_by(g.kh, g.kw, g.dy, g.dx);
-  FrameProduct product(g, og, cg, frame, os.h, os.w);
+  frame.narrow(os.w, is.w);
+  // A 1×1 window over the unpadded image whose tiles end at its last pixel reads the image itself.
+  const bool in_place = g.kh == 1 && g.kw == 1 && g.sy == 1 && g.sx == 1 && g.pad_top == 0 && g.pad_left == 0 &&
+                        os.h == is.h && os.w == is.w && FrameProduct(g, og, cg, frame, os.h, os.w).exact();
+  frame.images = in_place ? 1 : images_per_frame(g, og, os.h, frame, cg, n, pool.size());
+  frame.w *= frame.images;
+  const size_t plane = static_cast<size_t>(os.h) * os.w, in_image = static_cast<size_t>(is.c) * is.h * is.w;
+  FrameProduct product(g, og, cg, frame, os.h, os.w, os.c * plane);
   product.read_in_place(w.data_as<const float>());
   const float* bs = bias.data_as<const float>();
-  const size_t plane = static_cast<size_t>(os.h) * os.w;
-  // Work units are (group, block of output rows); a small batch splits each image's units.
-  const int blocks = product.blocks(), units = g.groups * blocks;
-  const int parts = n >= pool.size() ? 1 : std::min(units, pool.size() / n);
+  // Work units are (group, block of output rows); a small batch splits each frame's units.
+  const int frames = (n + frame.images - 1) / frame.images, blocks = product.blocks(), units = g.groups * blocks;
+  const int parts = frames >= pool.size() ? 1 : std::min(units, pool.size() / frames);
   // Tiles in chunks whose share of the frame stays in the L2 cache while every block of output
   // rows reads it (a frame of many channels streams otherwise, once per block).
   const int chunk = static_cast<int>(std::clamp<size_t>(
       static_cast<size_t>(product.tiles()) * (256 << 10) / (sizeof(float) * cg * frame.size()), 1, product.tiles()));
-  // A 1×1 window over the unpadded image whose tiles end at its last pixel reads the image itself.
-  const bool in_place = g.kh == 1 && g.kw == 1 && g.sy == 1 && g.sx == 1 && g.pad_top == 0 && g.pad_left == 0 &&
-                        os.h == is.h && os.w == is.w && product.exact();
-  pool.parallel_for(static_cast<size_t>(n) * parts, [&](size_t first, size_t end) {
+  pool.parallel_for(static_cast<size_t>(frames) * parts, [&](size_t first, size_t end) {
     std::vector<float> buffer(in_place ? 0 : std::max(product.extent(), cg * frame.size()), 0.f);
     std::vector<float> tile(product.tile_floats());
     long framed = -1;
     for (size_t item = first; item < end; ++item) {
-      const int img = static_cast<int>(item / parts), part = static_cast<int>(item % parts);
+      const int f = static_cast<int>(item / parts), part = static_cast<int>(item % parts);
+      const int img = f * frame.images, count = std::min(frame.images, n - img);
       for (int t0 = 0; t0 < product.tiles(); t0 += chunk)
         for (int u = units * part / parts; u < units * (part + 1) / parts; ++u) {
           const int grp = u / blocks, block = u % blocks;
-          const float* image = x.data_as<const float>() + (static_cast<size_t>(img) * is.c + static_cast<size_t>(grp) * cg) * is.h * is.w;
-          if (const long key = static_cast<long>(img) * g.groups + grp; !in_place && key != framed) {
-            frame.fill(image, cg, is.h, is.w, buffer.data());
+          const float* image = x.data_as<const float>() + img * in_image + static_cast<size_t>(grp) * cg * is.h * is.w;
+          if (const long key = static_cast<long>(f) * g.groups + grp; !in_place && key != framed) {
+            frame.fill(image, in_image, count, cg, is.h, is.w, buffer.data());
             framed = key;
           }
           float* out = y.data_as<float>() + (static_cast<size_t>(img) * os.c + static_cast<size_t>(grp) * og) * plane;
-          product.run(grp, block, in_place ? image : buffer.data(), out, tile.data(), bs, neuron, t0,
+          product.run(count, grp, block, in_place ? image : buffer.data(), out, tile.data(), bs, neuron, t0,
                       std::min(product.tiles(), t0 + chunk));
         }
     }
@@ -425,7 +473,7 @@ void frame_convolution_gradient(ThreadPool& pool, const ConvGeometry& g, const T
               }
               if (dw) {
                 xf.fill(x.data_as<const float>() + (static_cast<size_t>(first + i) * is.c + static_cast<size_t>(grp) * cg) * in_plane,
-                        cg, is.h, is.w, xbuf.data() + i * x_extent);
+                        0, 1, cg, is.h, is.w, xbuf.data() + i * x_extent);
                 float* to = zt.data() + i * z_floats;
                 for (int oy = 0; oy < os.h; ++oy)
                   for (int ox = 0; ox < os.w; ++ox) {
@@ -434,7 +482,7 @@ void frame_convolution_gradient(ThreadPool& pool, const ConvGeometry& g, const T
                     for (int o = 0; o < og; ++o) row[o] = from[o * out_plane];
                   }
               }
-              if (dx) zf.fill(z, og, os.h, os.w, zbuf.data() + i * z_extent);
+              if (dx) zf.fill(z, 0, 1, og, os.h, os.w, zbuf.data() + i * z_extent);
               for (int o = 0; bias_here && o < og; ++o) {
                 double s = 0;
                 for (size_t q = 0; q < out_plane; ++q) s += z[o * out_plane + q];
@@ -450,7 +498,7 @@ void frame_convolution_gradient(ThreadPool& pool, const ConvGeometry& g, const T
                       ct + o, ldz);
           } else if (dx) {
             for (int i = 0; i < count; ++i)
-              back.run(grp, unit - kblocks, zbuf.data() + i * z_extent,
+              back.run(1, grp, unit - kblocks, zbuf.data() + i * z_extent,
                        dx.data_as<float>() + (static_cast<size_t>(first + i) * is.c + static_cast<size_t>(grp) * cg) * in_plane,
                        tile.data());
           }
