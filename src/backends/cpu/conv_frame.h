@@ -1,8 +1,8 @@
 #pragma once
 // Convolutions without im2col. Each image is copied once into a zero-padded frame (split into
-// phase planes for strides); term (channel, tap) of the product is that frame read at the tap's
-// offset, so the product's rows are read in place. Outputs are computed on the frame's pitch,
-// and the columns past the image's width are dropped.
+// phase planes for strides; small images several to a frame, side by side); term (channel, tap)
+// of the product is that frame read at the tap's offset, so the product's rows are read in place.
+// Outputs are computed on the frame's pitch, and the columns past each image's width are dropped.
 #include "backends/cpu/thread_pool.h"
 #include "backends/tensor.h"
 #include "nngraph/descriptors.h"
