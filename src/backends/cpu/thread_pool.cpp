@@ -1,11 +1,24 @@
 #include "backends/cpu/thread_pool.h"
 
 #include <algorithm>
+#include <chrono>
 
 namespace nngraph {
 namespace {
 thread_local bool in_pool = false;
+
+// How long a worker polls for the next job after one, before it sleeps.
+constexpr auto kPoll = std::chrono::microseconds(200);
+
+// A spin-wait hint to the core (no system call).
+inline void relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
 }
+}  // namespace
 
 ThreadPool::ThreadPool(int threads) {
   for (int i = 1; i < threads; ++i) {
@@ -20,6 +33,7 @@ ThreadPool::~ThreadPool() {
     {
       std::lock_guard<std::mutex> lock(w->mutex);
       w->stop = true;
+      w->posted.store(~0u, std::memory_order_release);
     }
     w->wake.notify_one();
     w->thread.join();
@@ -47,6 +61,11 @@ void ThreadPool::worker_loop(Worker& w) {
   in_pool = true;
   uint32_t seen = 0;
   for (;;) {
+    const auto until = std::chrono::steady_clock::now() + kPoll;
+    for (int i = 0; w.posted.load(std::memory_order_acquire) == seen; ++i) {
+      relax();
+      if (i % 256 == 255 && std::chrono::steady_clock::now() > until) break;
+    }
     Job job;
     {
       std::unique_lock<std::mutex> lock(w.mutex);
@@ -78,6 +97,7 @@ void ThreadPool::parallel_for(size_t n, const std::function<void(size_t, size_t)
       std::lock_guard<std::mutex> lock(w.mutex);
       w.job = job;
       w.generation = generation;
+      w.posted.store(generation, std::memory_order_release);
     }
     w.wake.notify_one();
   }
@@ -85,7 +105,7 @@ void ThreadPool::parallel_for(size_t n, const std::function<void(size_t, size_t)
   run_chunks(job, generation);
   in_pool = false;
   // What is left is at most the chunks other threads are running now.
-  while (done_.load(std::memory_order_acquire) != chunks) std::this_thread::yield();
+  for (int i = 0; done_.load(std::memory_order_acquire) != chunks; ++i) i < 4096 ? relax() : std::this_thread::yield();
   if (error_) std::rethrow_exception(error_);
 }
 

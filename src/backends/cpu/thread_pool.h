@@ -14,7 +14,8 @@ namespace nngraph {
 
 // Fixed workers; parallel_for splits [0, n) into one contiguous range per thread and the
 // caller runs one range itself. Nested calls, and calls while the pool is busy elsewhere,
-// run inline rather than wait.
+// run inline rather than wait. A worker polls for its next job a short while before it
+// sleeps, so a run of small kernels (inference at batch 1) pays no wake-up for each.
 class ThreadPool {
  public:
   explicit ThreadPool(int threads);
@@ -36,6 +37,7 @@ class ThreadPool {
     Job job;
     uint32_t generation = 0;
     bool stop = false;
+    std::atomic<uint32_t> posted{0};  // the generation last given (read while polling)
     std::thread thread;
   };
   void worker_loop(Worker& w);
