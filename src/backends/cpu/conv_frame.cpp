@@ -191,19 +191,22 @@ struct Frame {
       if (columns == ~0u || columns >> px & 1) span = std::max({span, std::min(end_column(px, sw), w), w - least});
     w = span;
   }
-  // Copies `count` images, `image` floats apart, side by side (count ≤ images; the rest stay zero).
-  void fill(const float* src, size_t image, int count, int channels, int sh, int sw, float* dst) const {
+  // Copies `count` images, `image` floats apart, side by side (count ≤ images; the rest stay
+  // zero), into the planes' rows [u0, u1) (all by default).
+  void fill(const float* src, size_t image, int count, int channels, int sh, int sw, float* dst, int u0 = 0,
+            int u1 = -1) const {
     const int width = span();
+    if (u1 < 0) u1 = h;
     for (int c = 0; c < channels; ++c, src += static_cast<size_t>(sh) * sw, dst += size())
       for (int py = 0; py < sy; ++py)
         for (int px = 0; px < sx; ++px) {
           if ((rows != ~0u && !(rows >> py & 1)) || (columns != ~0u && !(columns >> px & 1))) continue;
           float* to_plane = dst + slot(py, px) * plane();
-          std::fill_n(to_plane, plane(), 0.f);
+          std::fill_n(to_plane + static_cast<size_t>(u0) * w, static_cast<size_t>(u1 - u0) * w, 0.f);
           // Plane columns v whose image column v·sx + px − left lies in [0, sw).
           const int v0 = first_column(px), v1 = std::min(width, end_column(px, sw));
           for (int i = 0; i < count; ++i)
-            for (int u = 0; u < h && v0 < v1; ++u) {
+            for (int u = u0; u < u1 && v0 < v1; ++u) {
               const int y = u * sy + py - top;
               if (y < 0 || y >= sh) continue;
               const float* row = src + i * image + static_cast<size_t>(y) * sw + px - left;
@@ -268,6 +271,11 @@ class FrameProduct {
     });
   }
   int tiles() const { return tiles_; }
+  // The rows [first, end) of frame f (this product's) that tiles [t0, t1) read for their outputs.
+  std::pair<int, int> frame_rows(const Frame& f, int t0, int t1) const {
+    const long q0 = static_cast<long>(t0) * nr_, q1 = static_cast<long>(t1) * nr_;
+    return {static_cast<int>(q0 / pitch_), static_cast<int>(std::min<long>(f.h, (q1 + pitch_ - 1) / pitch_ + f.h - rows_))};
+  }
   // Rows [block·mr, block·mr + mr) of group grp's product over tiles [t0, t1) (all by default),
   // bias and neuron applied on the way into the output (of the frame's first `count` images).
   void run(int count, int grp, int block, const float* frame, float* out, float* tile, const float* bias = nullptr,
@@ -368,9 +376,12 @@ void frame_convolution(ThreadPool& pool, const ConvGeometry& g, const Tensor& x,
   FrameProduct product(g, og, cg, frame, os.h, os.w, os.c * plane);
   product.read_in_place(w.data_as<const float>());
   const float* bs = bias.data_as<const float>();
-  // Work units are (group, block of output rows); a small batch splits each frame's units.
+  // Work units are (group, block of output rows). A small batch splits each frame's work in
+  // parts: its tiles where the frame outweighs the weights (each part fills only the rows its
+  // tiles read), else its units (each part reads only its rows of weights).
   const int frames = (n + frame.images - 1) / frame.images, blocks = product.blocks(), units = g.groups * blocks;
-  const int parts = frames >= pool.size() ? 1 : std::min(units, pool.size() / frames);
+  const bool by_tiles = !in_place && g.groups == 1 && cg * frame.size() > w.count();
+  const int parts = frames >= pool.size() ? 1 : std::min(by_tiles ? product.tiles() : units, pool.size() / frames);
   // Tiles in chunks whose share of the frame stays in the L2 cache while every block of output
   // rows reads it (a frame of many channels streams otherwise, once per block).
   const int chunk = static_cast<int>(std::clamp<size_t>(
@@ -381,18 +392,22 @@ void frame_convolution(ThreadPool& pool, const ConvGeometry& g, const Tensor& x,
     long framed = -1;
     for (size_t item = first; item < end; ++item) {
       const int f = static_cast<int>(item / parts), part = static_cast<int>(item % parts);
-      const int img = f * frame.images, count = std::min(frame.images, n - img);
-      for (int t0 = 0; t0 < product.tiles(); t0 += chunk)
-        for (int u = units * part / parts; u < units * (part + 1) / parts; ++u) {
+      const int img = f * frame.images, count = std::min(frame.images, n - img), tiles = product.tiles();
+      const int t_lo = by_tiles ? tiles * part / parts : 0, t_hi = by_tiles ? tiles * (part + 1) / parts : tiles;
+      const int u_lo = by_tiles ? 0 : units * part / parts, u_hi = by_tiles ? units : units * (part + 1) / parts;
+      const auto [r0, r1] = product.frame_rows(frame, t_lo, t_hi);
+      for (int t0 = t_lo; t0 < t_hi; t0 += chunk)
+        for (int u = u_lo; u < u_hi; ++u) {
           const int grp = u / blocks, block = u % blocks;
           const float* image = x.data_as<const float>() + img * in_image + static_cast<size_t>(grp) * cg * is.h * is.w;
-          if (const long key = static_cast<long>(f) * g.groups + grp; !in_place && key != framed) {
-            frame.fill(image, in_image, count, cg, is.h, is.w, buffer.data());
+          const long key = (static_cast<long>(f) * g.groups + grp) * parts + (by_tiles ? part : 0);
+          if (!in_place && key != framed) {
+            frame.fill(image, in_image, count, cg, is.h, is.w, buffer.data(), r0, r1);
             framed = key;
           }
           float* out = y.data_as<float>() + (static_cast<size_t>(img) * os.c + static_cast<size_t>(grp) * og) * plane;
           product.run(count, grp, block, in_place ? image : buffer.data(), out, tile.data(), bs, neuron, t0,
-                      std::min(product.tiles(), t0 + chunk));
+                      std::min(t_hi, t0 + chunk));
         }
     }
   });
