@@ -6,6 +6,10 @@
 #include <memory>
 #include <vector>
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
 #include "backends/cpu/cpu_backend.h"
 
 namespace nngraph {
@@ -35,15 +39,39 @@ struct Coefficients {
   int rows;
 };
 
-// Where a tile goes straight from its registers when its positions are the output's own (no
-// columns to drop): row m at out + m·plane, a bias per row added (null: none), relu where asked,
-// rows from `rows` on not written.
+// Masked stores (AVX-512) put a tile's vectors into the output straight from the registers
+// even where its positions are not the output's own.
+#if defined(__AVX512F__)
+constexpr bool kMaskedStores = true;
+inline void store_lanes(float* p, unsigned lanes, vf v) {
+  if (lanes == 0xffffu)
+    store(p, v);
+  else
+    _mm512_mask_storeu_ps(p, static_cast<__mmask16>(lanes), reinterpret_cast<__m512>(v));
+}
+#else
+constexpr bool kMaskedStores = false;
+inline void store_lanes(float* p, unsigned, vf v) { store(p, v); }
+#endif
+
+// A run of a vector's lanes whose positions are consecutive outputs: `to` is lane 0's offset
+// in row 0's output (lanes outside are not written).
+struct Piece {
+  ptrdiff_t to;
+  unsigned lanes;
+};
+
+// Where a tile goes straight from its registers: row m at out + m·plane, a bias per row added
+// (null: none), relu where asked, rows from `rows` on not written. Vector v at out + v·V where
+// the positions are the output's own (pieces null), else as pieces[first[v], first[v + 1]) say.
 struct Direct {
   float* out;
   size_t plane;
   const float* bias;
   bool relu;
   int rows;
+  const Piece* pieces = nullptr;
+  const int* first = nullptr;
 };
 
 // c[m][0, NV·V) = Σ_t a(m, t) · x[off[t] + column]: MR outputs at NV·V consecutive positions,
@@ -78,8 +106,13 @@ void product_tile(int terms, Coefficients k, const float* x, const int* __restri
       const vf b = splat(direct->bias ? direct->bias[m] : 0.f);
 #pragma GCC unroll 8
       for (int v = 0; v < NV; ++v) {
-        const vf r = acc[m][v] + b;
-        store(direct->out + m * direct->plane + v * V, direct->relu ? (r > vf{} ? r : vf{}) : r);
+        const vf r = acc[m][v] + b, y = direct->relu ? (r > vf{} ? r : vf{}) : r;
+        float* row = direct->out + m * direct->plane;
+        if (!direct->pieces)
+          store(row + v * V, y);
+        else
+          for (int p = direct->first[v]; p < direct->first[v + 1]; ++p)
+            store_lanes(row + direct->pieces[p].to, direct->pieces[p].lanes, y);
       }
     }
     return;
@@ -289,12 +322,22 @@ class FrameProduct {
                                  static_cast<size_t>(mr), mr};
     const int positions = rows_ * pitch_;
     const bool epilogue = bias || neuron.type != NeuronType::None;
-    if (pitch_ == cols_ && images_ == 1 && exact() && (neuron.type == NeuronType::None || neuron.type == NeuronType::ReLU)) {
-      // The positions are the output's own: each tile straight from the registers, bias and relu on the way.
+    const bool own = pitch_ == cols_ && images_ == 1 && exact();
+    if ((own || kMaskedStores) && (neuron.type == NeuronType::None || neuron.type == NeuronType::ReLU)) {
+      // Each tile straight from the registers, bias and relu on the way: vector by vector where
+      // the positions are the output's own, else in pieces.
       const size_t plane = static_cast<size_t>(rows_) * cols_;
+      std::vector<Piece> pieces(own ? 0 : nr_ + shape_.nv + 2);
+      std::vector<int> first(shape_.nv + 1);
       for (int t = t0; t < t1; ++t) {
-        const Direct d{out + block * mr * plane + static_cast<size_t>(t) * nr_, plane,
-                       bias ? bias + grp * m_ + block * mr : nullptr, neuron.type == NeuronType::ReLU, valid};
+        float* rows = out + block * mr * plane;
+        Direct d{own ? rows + static_cast<size_t>(t) * nr_ : rows, plane, bias ? bias + grp * m_ + block * mr : nullptr,
+                 neuron.type == NeuronType::ReLU, valid};
+        if (!own) {
+          lay_pieces(t, count, pieces.data(), first.data());
+          d.pieces = pieces.data();
+          d.first = first.data();
+        }
         shape_.tile(terms_, a, frame + static_cast<size_t>(t) * nr_, off_.data(), tile, &d);
       }
       return;
@@ -330,6 +373,26 @@ class FrameProduct {
   }
 
  private:
+  // Tile t's vectors as pieces of lanes (pieces[first[v], first[v + 1]) for vector v): each
+  // image's columns of each row among its positions, as the epilogue below walks them.
+  void lay_pieces(int t, int count, Piece* pieces, int* first) const {
+    const int q0 = t * nr_, q1 = std::min(rows_ * pitch_, q0 + nr_);
+    int n = 0, next = 0, row = q0 / pitch_, i = q0 % pitch_ / span_;
+    for (int start = row * pitch_ + i * span_; start < q1; start += span_) {
+      const int lo = std::max(q0, start), hi = std::min(q1, start + cols_);
+      // Position q's output is at `at + q` (row 0 of the tile's rows).
+      const ptrdiff_t at = static_cast<ptrdiff_t>(i) * out_image_ + static_cast<ptrdiff_t>(row) * cols_ - start;
+      for (int q = lo; i < count && q < hi;) {
+        const int v = (q - q0) / V, lane0 = q0 + v * V, end = std::min(hi, lane0 + V);
+        while (next <= v) first[next++] = n;
+        pieces[n++] = {at + lane0, ((1u << (end - lane0)) - 1) & ~((1u << (q - lane0)) - 1)};
+        q = end;
+      }
+      if (++i == images_) i = 0, ++row;
+    }
+    while (next <= shape_.nv) first[next++] = n;
+  }
+
   const ProductShape& shape_;
   int m_, terms_, rows_, cols_, pitch_, span_, images_, nr_, tiles_, groups_;
   size_t out_image_;
