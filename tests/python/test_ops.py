@@ -54,6 +54,20 @@ def test_convolution(device, rng, n, c, h, w, o, k, stride, dil, groups, padding
     np.testing.assert_allclose(got, want, **TOL)
 
 
+@pytest.mark.parametrize("size", [(6, 7), (16, 16)])  # outputs on the frame's pitch, and the output's own
+def test_convolution_relu_keeps_nan(device, rng, size):
+    # relu(NaN) is NaN, as in PyTorch: a NaN input must reach the outputs whose windows read it.
+    x = rng.standard_normal((2, 3, *size)).astype(np.float32)
+    x[1, 2, 3, 4] = np.nan
+    ds, w, b = conv_source(rng, 4, 3, 3, 3, neuron=ng.NeuronDescriptor("relu"))
+    got = run(ng.Convolution(ng.ImageNode(), ds, padding="same"), x, device)
+    want = np.maximum(ref.conv2d(np.nan_to_num(x), w, b, padding="same"), 0)
+    hit = np.zeros(got.shape, bool)
+    hit[1, :, 2:5, 3:6] = True
+    assert np.isnan(got[hit]).all() and not np.isnan(got[~hit]).any()
+    np.testing.assert_allclose(got[~hit], want[~hit], **TOL)
+
+
 def test_convolution_without_bias_and_fused_neurons(device, rng):
     x = rng.standard_normal((3, 4, 10, 10)).astype(np.float32)
     ds, w, _ = conv_source(rng, 5, 4, 3, 3, neuron=ng.NeuronDescriptor("tanh", a=1.5, b=0.5),

@@ -106,7 +106,7 @@ void product_tile(int terms, Coefficients k, const float* x, const int* __restri
       const vf b = splat(direct->bias ? direct->bias[m] : 0.f);
 #pragma GCC unroll 8
       for (int v = 0; v < NV; ++v) {
-        const vf r = acc[m][v] + b, y = direct->relu ? (r > vf{} ? r : vf{}) : r;
+        const vf r = acc[m][v] + b, y = direct->relu ? (r < vf{} ? vf{} : r) : r;  // relu keeps NaN
         float* row = direct->out + m * direct->plane;
         if (!direct->pieces)
           store(row + v * V, y);
