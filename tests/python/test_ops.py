@@ -42,6 +42,10 @@ CONV_CASES = [
     (35, 4, 7, 7, 8, (3, 3), (2, 2), (1, 1), 2, "same"),
     (33, 2, 6, 5, 3, (3, 3), (1, 1), (2, 1), 1, (2, 0, 1, 2)),
     (34, 3, 4, 4, 5, (1, 1), (1, 1), (1, 1), 1, "valid"),
+    # 3×3 windows over enough 2×2 output tiles, which the cpu computes in Winograd's form.
+    (9, 16, 31, 30, 20, (3, 3), (1, 1), (1, 1), 1, "same"),
+    (5, 24, 40, 33, 16, (3, 3), (1, 1), (1, 1), 1, (1, 0, 2, 1)),
+    (2, 16, 66, 71, 17, (3, 3), (1, 1), (1, 1), 1, "valid"),
 ]
 
 
@@ -66,6 +70,15 @@ def test_convolution_relu_keeps_nan(device, rng, size):
     hit[1, :, 2:5, 3:6] = True
     assert np.isnan(got[hit]).all() and not np.isnan(got[~hit]).any()
     np.testing.assert_allclose(got[~hit], want[~hit], **TOL)
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_convolution_in_tiles_with_neurons(device, rng, bias):
+    # Big enough for the cpu's Winograd form: its bias and neuron epilogue, with and without bias.
+    x = rng.standard_normal((8, 16, 24, 22)).astype(np.float32)
+    ds, w, b = conv_source(rng, 24, 16, 3, 3, neuron=ng.NeuronDescriptor("tanh", a=0.5, b=0.5), bias=bias)
+    got = run(ng.Convolution(ng.ImageNode(), ds, padding="same"), x, device)
+    np.testing.assert_allclose(got, ref.neuron(ref.conv2d(x, w, b, padding="same"), "tanh", 0.5, 0.5), **TOL)
 
 
 def test_convolution_without_bias_and_fused_neurons(device, rng):

@@ -1,10 +1,12 @@
-// Convolutions forward on frames (conv_frame.cpp), but for windows that tile rows; gradients of
+// Convolutions forward on frames (conv_frame.cpp) or in Winograd's form (conv_winograd.cpp), but
+// for windows that tile rows; gradients of
 // strided convolutions as im2col + GEMM per group of a few images (so a small image still makes
 // a wide product); fully connected layers as one GEMM.
 #include <algorithm>
 #include <vector>
 
 #include "backends/cpu/conv_frame.h"
+#include "backends/cpu/conv_winograd.h"
 #include "backends/cpu/cpu_backend.h"
 #include "ops/conv.h"
 
@@ -83,6 +85,7 @@ void convolution(Backend& b, const ConvGeometry& g, const Tensor& in, const Tens
   ThreadPool& pool = pool_of(b);
   const auto& is = in.shape();
   const auto& os = out.shape();
+  if (winograd_fits(g, is, os, in.batch())) return winograd_convolution(pool, g, in, w, bs, neuron, out);
   if (g.kw == 1 || !g.tiles_rows(is, os)) return frame_convolution(pool, g, in, w, bs, neuron, out);
   // Windows that tile each row (1 × k, stride k): a channel's row is already a wo × kw matrix,
   // so one product per channel and row reads the image in place.

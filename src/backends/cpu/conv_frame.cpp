@@ -422,6 +422,25 @@ int images_per_frame(const ConvGeometry& g, int m, int rows, const Frame& one, i
 
 }  // namespace
 
+int product_width(int m, int n) {
+  return least_padded(kProductShapes, m, n, &ProductShape::mr, &ProductShape::nv).nv * V;
+}
+
+void plain_product(int m, int n, int k, const float* a, int lda, const float* b, float* c, int ld) {
+  const ProductShape& s = least_padded(kProductShapes, m, n, &ProductShape::mr, &ProductShape::nv);
+  const int nr = s.nv * V;
+  std::vector<int> off(k);
+  for (int t = 0; t < k; ++t) off[t] = t * ld;
+  for (int m0 = 0; m0 < m; m0 += s.mr) {
+    const int valid = std::min(s.mr, m - m0);
+    const Coefficients coefficients{a + static_cast<size_t>(m0) * lda, static_cast<size_t>(lda), 1, valid};
+    for (int q = 0; q < n; q += nr) {
+      const Direct d{c + static_cast<size_t>(m0) * ld + q, static_cast<size_t>(ld), nullptr, false, valid};
+      s.tile(k, coefficients, b + q, off.data(), nullptr, &d);
+    }
+  }
+}
+
 void frame_convolution(ThreadPool& pool, const ConvGeometry& g, const Tensor& x, const Tensor& w, const Tensor& bias,
                        const NeuronDescriptor& neuron, const Tensor& y) {
   const auto& is = x.shape();

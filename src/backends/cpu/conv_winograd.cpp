@@ -1,0 +1,180 @@
+// 3×3 stride-1 convolutions as Winograd F(2×2, 3×3): each 2×2 block of outputs is 16
+// products of transformed 4×4 input patches with transformed weights instead of 36, so the
+// product (the frame kernels' register tiles) does 4/9 of the direct arithmetic. Tiles go in
+// chunks of whole tile rows, small enough that a chunk's transforms stay in the L2 cache.
+#include "backends/cpu/conv_winograd.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "backends/cpu/conv_frame.h"
+#include "backends/cpu/cpu_backend.h"
+
+namespace nngraph {
+
+namespace {
+
+// A padded input row's even and odd columns from the left edge of each tile: e[t] = row[2t −
+// left], o[t] = row[2t + 1 − left] for t ≤ tw, zero outside the image (and for rows y outside).
+void split_row(const float* plane, int y, int h, int w, int left, int tw, float* __restrict e, float* __restrict o) {
+  if (y < 0 || y >= h) {
+    std::fill_n(e, tw + 1, 0.f);
+    std::fill_n(o, tw + 1, 0.f);
+    return;
+  }
+  const float* row = plane + static_cast<size_t>(y) * w - left;
+  // Tiles whose four columns lie inside, in a loop the compiler vectorizes; the edges apart.
+  const int t0 = std::min(tw + 1, (left + 1) / 2), t1 = std::max(t0, std::min(tw + 1, (w + left) / 2));
+  for (int t = 0; t < t0; ++t) {
+    e[t] = 2 * t - left >= 0 && 2 * t - left < w ? row[2 * t] : 0.f;
+    o[t] = 2 * t + 1 - left >= 0 && 2 * t + 1 - left < w ? row[2 * t + 1] : 0.f;
+  }
+  for (int t = t0; t < t1; ++t) {
+    e[t] = row[2 * t];
+    o[t] = row[2 * t + 1];
+  }
+  for (int t = t1; t <= tw; ++t) {
+    e[t] = 2 * t - left >= 0 && 2 * t - left < w ? row[2 * t] : 0.f;
+    o[t] = 2 * t + 1 - left >= 0 && 2 * t + 1 - left < w ? row[2 * t + 1] : 0.f;
+  }
+}
+
+// One row p of V = B^T d B for tw tiles: the patch rows combined as a + sign·b (rows at offsets
+// a, b into the even and odd columns e, o), then the columns as B's columns, into to[q·step + t].
+void transform_row(const float* __restrict e, const float* __restrict o, int a, int b, float sign, int tw,
+                   float* __restrict to, size_t step) {
+  for (int t = 0; t < tw; ++t) {
+    const float ae = e[a + t] + sign * e[b + t], ae1 = e[a + t + 1] + sign * e[b + t + 1];
+    const float ao = o[a + t] + sign * o[b + t], ao1 = o[a + t + 1] + sign * o[b + t + 1];
+    to[t] = ae - ae1;
+    to[step + t] = ao + ae1;
+    to[2 * step + t] = ae1 - ao;
+    to[3 * step + t] = ao - ao1;
+  }
+}
+
+// Row i of Y = A^T M A for tw tiles (M[k] at m + k·step): out[2t], out[2t + 1].
+void inverse_row(const float* __restrict m, size_t step, int i, int tw, float* __restrict out) {
+  const float* r0 = m + (i == 0 ? 0 : 4) * step;  // A^T row 0: rows 0 + 1 + 2; row 1: rows 1 − 2 − 3
+  const float* r1 = m + (i == 0 ? 4 : 8) * step;
+  const float* r2 = m + (i == 0 ? 8 : 12) * step;
+  const float sign = i == 0 ? 1.f : -1.f;
+  for (int t = 0; t < tw; ++t) {
+    float s[4];
+    for (int q = 0; q < 4; ++q) s[q] = r0[q * step + t] + sign * (r1[q * step + t] + r2[q * step + t]);
+    out[2 * t] = s[0] + s[1] + s[2];
+    out[2 * t + 1] = s[1] - s[2] - s[3];
+  }
+}
+
+// This thread's scratch buffer `slot`, at least `floats` long. It keeps its pages from call to
+// call: buffers of this size, freed, go back to the system, and every call faulted them in again.
+float* scratch(int slot, size_t floats) {
+  thread_local std::vector<float> buffers[3];
+  std::vector<float>& b = buffers[slot];
+  if (b.size() < floats) b.resize(floats);
+  return b.data();
+}
+
+}  // namespace
+
+bool winograd_fits(const ConvGeometry& g, const ImageShape& in, const ImageShape& out, int n) {
+  const long tiles = static_cast<long>(n) * ((out.h + 1) / 2) * ((out.w + 1) / 2);
+  // Every chunk of tiles reads all the transformed weights (16 per weight): they must stay in
+  // the L2 cache (1 MiB: 128 × 128 channels), and enough tiles repay transforming them.
+  return g.kh == 3 && g.kw == 3 && g.sy == 1 && g.sx == 1 && g.dy == 1 && g.dx == 1 && g.groups == 1 &&
+         in.c >= 16 && out.c >= 16 && static_cast<long>(in.c) * out.c <= 128 * 128 && tiles >= 1024;
+}
+
+void winograd_convolution(ThreadPool& pool, const ConvGeometry& g, const Tensor& x, const Tensor& w,
+                          const Tensor& bias, const NeuronDescriptor& neuron, const Tensor& y) {
+  const auto& is = x.shape();
+  const auto& os = y.shape();
+  const int n = x.batch(), c_in = is.c, c_out = os.c, th = (os.h + 1) / 2, tw = (os.w + 1) / 2;
+  const size_t in_plane = static_cast<size_t>(is.h) * is.w, out_plane = static_cast<size_t>(os.h) * os.w;
+
+  // U[k][o][c] = (G g G^T)[k], G = [1 0 0; ½ ½ ½; ½ −½ ½; 0 0 1].
+  const size_t oc = static_cast<size_t>(c_out) * c_in;
+  float* u = scratch(0, 16 * oc);
+  const float* weights = w.data_as<const float>();
+  pool.parallel_for(oc, [&](size_t first, size_t end) {
+    for (size_t i = first; i < end; ++i) {
+      const float* k = weights + i * 9;
+      float gg[4][3];
+      for (int j = 0; j < 3; ++j) {
+        gg[0][j] = k[j];
+        gg[1][j] = 0.5f * (k[j] + k[3 + j] + k[6 + j]);
+        gg[2][j] = 0.5f * (k[j] - k[3 + j] + k[6 + j]);
+        gg[3][j] = k[6 + j];
+      }
+      for (int p = 0; p < 4; ++p) {
+        const float t[4] = {gg[p][0], 0.5f * (gg[p][0] + gg[p][1] + gg[p][2]), 0.5f * (gg[p][0] - gg[p][1] + gg[p][2]),
+                            gg[p][2]};
+        for (int q = 0; q < 4; ++q) u[(4 * p + q) * oc + i] = t[q];
+      }
+    }
+  });
+
+  // Chunks of whole tile rows (of the batch's n·th), about 1 MiB of transformed input each.
+  const int rows_total = n * th;
+  const int target = std::max(1, (16384 / c_in + tw - 1) / tw), threads = pool.size();
+  const int wanted = ((rows_total + target - 1) / target + threads - 1) / threads * threads;  // the threads' share even
+  const int per_chunk = (rows_total + wanted - 1) / wanted, chunks = (rows_total + per_chunk - 1) / per_chunk;
+  const int most = per_chunk * tw;
+  const int ld = (most + product_width(c_out, most) - 1) / product_width(c_out, most) * product_width(c_out, most);
+  const float* bs = bias.data_as<const float>();
+  pool.parallel_for(static_cast<size_t>(chunks), [&](size_t first, size_t end) {
+    // v[k][c][ld] and m[k][o][ld]; row scratch: E, O (even and odd padded columns) of 4 rows, and their combinations.
+    float* v = scratch(1, 16 * static_cast<size_t>(c_in) * ld);
+    float* m = scratch(2, 16 * static_cast<size_t>(c_out) * ld);
+    std::vector<float> even(4 * (tw + 1)), odd(4 * (tw + 1)), row_out(2 * tw);
+    for (size_t chunk = first; chunk < end; ++chunk) {
+      const int r0 = static_cast<int>(chunk) * per_chunk, r1 = std::min(rows_total, r0 + per_chunk);
+      const int count = (r1 - r0) * tw;
+      // V = B^T d B, B^T = [1 0 −1 0; 0 1 1 0; 0 −1 1 0; 0 1 0 −1], tile by tile along each tile row.
+      for (int r = r0; r < r1; ++r) {
+        const int img = r / th, ty = r % th, at = (r - r0) * tw;
+        for (int c = 0; c < c_in; ++c) {
+          const float* plane = x.data_as<const float>() + (static_cast<size_t>(img) * c_in + c) * in_plane;
+          for (int i = 0; i < 4; ++i)
+            split_row(plane, 2 * ty + i - g.pad_top, is.h, is.w, g.pad_left, tw, even.data() + i * (tw + 1),
+                      odd.data() + i * (tw + 1));
+          const int s = tw + 1;
+          const float* e = even.data();
+          const float* o = odd.data();
+          float* to = v + static_cast<size_t>(c) * ld + at;
+          const size_t step = static_cast<size_t>(c_in) * ld;  // from one k to the next
+          // Rows combined as B^T's rows p (the patch rows i at index i·s), then the columns.
+          transform_row(e, o, 0, 2 * s, -1.f, tw, to, step);
+          transform_row(e, o, s, 2 * s, 1.f, tw, to + 4 * step, step);
+          transform_row(e, o, 2 * s, s, -1.f, tw, to + 8 * step, step);
+          transform_row(e, o, s, 3 * s, -1.f, tw, to + 12 * step, step);
+        }
+      }
+      // The columns the register tiles read past the chunk's tiles: zero, not an earlier chunk's values.
+      for (size_t row = 0; count < ld && row < 16 * static_cast<size_t>(c_in); ++row)
+        std::fill(v + row * ld + count, v + (row + 1) * ld, 0.f);
+      // M[k] = U[k] · V[k]: 16 products with the register tiles.
+      for (int k = 0; k < 16; ++k)
+        plain_product(c_out, count, c_in, u + k * oc, c_in, v + k * static_cast<size_t>(c_in) * ld,
+                      m + k * static_cast<size_t>(c_out) * ld, ld);
+      // Y = A^T M A, A^T = [1 1 1 0; 0 1 −1 −1], then bias and neuron, row by row into the output.
+      const size_t step = static_cast<size_t>(c_out) * ld;
+      for (int r = r0; r < r1; ++r) {
+        const int img = r / th, ty = r % th, at = (r - r0) * tw;
+        for (int o = 0; o < c_out; ++o) {
+          const float* mk = m + static_cast<size_t>(o) * ld + at;
+          float* out = y.data_as<float>() + (static_cast<size_t>(img) * c_out + o) * out_plane;
+          for (int i = 0; i < 2 && 2 * ty + i < os.h; ++i) {
+            inverse_row(mk, step, i, tw, row_out.data());
+            float* to = out + static_cast<size_t>(2 * ty + i) * os.w;
+            std::copy(row_out.begin(), row_out.begin() + os.w, to);
+            if (bs || neuron.type != NeuronType::None) bias_neuron(to, os.w, bs ? bs + o : nullptr, neuron);
+          }
+        }
+      }
+    }
+  });
+}
+
+}  // namespace nngraph
