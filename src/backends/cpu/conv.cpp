@@ -1,7 +1,6 @@
 // Convolutions forward on frames (conv_frame.cpp) or in Winograd's form (conv_winograd.cpp), but
-// for windows that tile rows; gradients of
-// strided convolutions as im2col + GEMM per group of a few images (so a small image still makes
-// a wide product); fully connected layers as one GEMM.
+// for windows that tile rows; gradients of strided convolutions as im2col + GEMM per group of a
+// few images (so a small image still makes a wide product); fully connected layers as one GEMM.
 #include <algorithm>
 #include <vector>
 
