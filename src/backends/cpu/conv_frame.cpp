@@ -224,6 +224,12 @@ struct Frame {
       if (columns == ~0u || columns >> px & 1) span = std::max({span, std::min(end_column(px, sw), w), w - least});
     w = span;
   }
+  // Zeros rows [u0, u1) of each kept plane of `channels` frames.
+  void clear(int channels, float* dst, int u0, int u1) const {
+    for (int c = 0; c < channels; ++c, dst += size())
+      for (size_t p = 0; p < size() / plane(); ++p)
+        std::fill_n(dst + p * plane() + static_cast<size_t>(u0) * w, static_cast<size_t>(u1 - u0) * w, 0.f);
+  }
   // Copies `count` images, `image` floats apart, side by side (count ≤ images; the rest stay
   // zero), into the planes' rows [u0, u1) (all by default).
   void fill(const float* src, size_t image, int count, int channels, int sh, int sw, float* dst, int u0 = 0,
@@ -422,6 +428,13 @@ int images_per_frame(const ConvGeometry& g, int m, int rows, const Frame& one, i
 
 }  // namespace
 
+float* thread_scratch(int slot, size_t floats) {
+  thread_local std::vector<float> buffers[4];
+  std::vector<float>& b = buffers[slot];
+  if (b.size() < floats) b.resize(floats);
+  return b.data();
+}
+
 int product_width(int m, int n) {
   return least_padded(kProductShapes, m, n, &ProductShape::mr, &ProductShape::nv).nv * V;
 }
@@ -469,9 +482,11 @@ void frame_convolution(ThreadPool& pool, const ConvGeometry& g, const Tensor& x,
   const int chunk = static_cast<int>(std::clamp<size_t>(
       static_cast<size_t>(product.tiles()) * (256 << 10) / (sizeof(float) * cg * frame.size()), 1, product.tiles()));
   pool.parallel_for(static_cast<size_t>(frames) * parts, [&](size_t first, size_t end) {
-    std::vector<float> buffer(in_place ? 0 : std::max(product.extent(), cg * frame.size()), 0.f);
+    // Zero but for the rows filled below, which are zeroed again at the end.
+    float* buffer = in_place ? nullptr : thread_scratch(3, std::max(product.extent(), cg * frame.size()));
     std::vector<float> tile(product.tile_floats());
     long framed = -1;
+    int filled_from = frame.h, filled_to = 0;
     for (size_t item = first; item < end; ++item) {
       const int f = static_cast<int>(item / parts), part = static_cast<int>(item % parts);
       const int img = f * frame.images, count = std::min(frame.images, n - img), tiles = product.tiles();
@@ -484,14 +499,16 @@ void frame_convolution(ThreadPool& pool, const ConvGeometry& g, const Tensor& x,
           const float* image = x.data_as<const float>() + img * in_image + static_cast<size_t>(grp) * cg * is.h * is.w;
           const long key = (static_cast<long>(f) * g.groups + grp) * parts + (by_tiles ? part : 0);
           if (!in_place && key != framed) {
-            frame.fill(image, in_image, count, cg, is.h, is.w, buffer.data(), r0, r1);
+            frame.fill(image, in_image, count, cg, is.h, is.w, buffer, r0, r1);
             framed = key;
+            filled_from = std::min(filled_from, r0), filled_to = std::max(filled_to, r1);
           }
           float* out = y.data_as<float>() + (static_cast<size_t>(img) * os.c + static_cast<size_t>(grp) * og) * plane;
-          product.run(count, grp, block, in_place ? image : buffer.data(), out, tile.data(), bs, neuron, t0,
+          product.run(count, grp, block, in_place ? image : buffer, out, tile.data(), bs, neuron, t0,
                       std::min(t_hi, t0 + chunk));
         }
     }
+    if (filled_from < filled_to) frame.clear(cg, buffer, filled_from, filled_to);
   });
 }
 

@@ -67,15 +67,6 @@ void inverse_row(const float* __restrict m, size_t step, int i, int tw, float* _
   }
 }
 
-// This thread's scratch buffer `slot`, at least `floats` long. It keeps its pages from call to
-// call: buffers of this size, freed, go back to the system, and every call faulted them in again.
-float* scratch(int slot, size_t floats) {
-  thread_local std::vector<float> buffers[3];
-  std::vector<float>& b = buffers[slot];
-  if (b.size() < floats) b.resize(floats);
-  return b.data();
-}
-
 }  // namespace
 
 bool winograd_fits(const ConvGeometry& g, const ImageShape& in, const ImageShape& out, int n) {
@@ -95,7 +86,7 @@ void winograd_convolution(ThreadPool& pool, const ConvGeometry& g, const Tensor&
 
   // U[k][o][c] = (G g G^T)[k], G = [1 0 0; ½ ½ ½; ½ −½ ½; 0 0 1].
   const size_t oc = static_cast<size_t>(c_out) * c_in;
-  float* u = scratch(0, 16 * oc);
+  float* u = thread_scratch(0, 16 * oc);
   const float* weights = w.data_as<const float>();
   pool.parallel_for(oc, [&](size_t first, size_t end) {
     for (size_t i = first; i < end; ++i) {
@@ -125,8 +116,8 @@ void winograd_convolution(ThreadPool& pool, const ConvGeometry& g, const Tensor&
   const float* bs = bias.data_as<const float>();
   pool.parallel_for(static_cast<size_t>(chunks), [&](size_t first, size_t end) {
     // v[k][c][ld] and m[k][o][ld]; row scratch: E, O (even and odd padded columns) of 4 rows, and their combinations.
-    float* v = scratch(1, 16 * static_cast<size_t>(c_in) * ld);
-    float* m = scratch(2, 16 * static_cast<size_t>(c_out) * ld);
+    float* v = thread_scratch(1, 16 * static_cast<size_t>(c_in) * ld);
+    float* m = thread_scratch(2, 16 * static_cast<size_t>(c_out) * ld);
     std::vector<float> even(4 * (tw + 1)), odd(4 * (tw + 1)), row_out(2 * tw);
     for (size_t chunk = first; chunk < end; ++chunk) {
       const int r0 = static_cast<int>(chunk) * per_chunk, r1 = std::min(rows_total, r0 + per_chunk);
