@@ -47,7 +47,7 @@ void join_additions(const Structure& s, Plan& p) {
       const int i = producer[t];
       if (i < 0 || i <= best || u.readers[t].size() != 1 || p.joins[i].step >= 0 || p.converts[i]) continue;
       const Step& st = s.steps[i];
-      if (!st.node->accepts_addend(s.training) || st.fused.type != NeuronType::None || !(p.shapes[t] == shape) ||
+      if (!st.node->accepts_addend() || st.fused.type != NeuronType::None || !(p.shapes[t] == shape) ||
           !(p.shapes[other] == shape) || p.dtypes[t] != p.dtypes[other] || producer[other] >= i)
         continue;
       best = i;

@@ -82,7 +82,7 @@ void add_replays(Structure& s) {
       int b = -1;
       for (int k = 1; k >= 0 && b < 0; --k) {  // the later addend's normalization, as the plan joins
         const int q = producer[st.inputs[k]], other = st.inputs[1 - k];
-        if (q < 0 || !s.steps[q].node->replays_result() || !s.steps[q].node->accepts_addend(true) ||
+        if (q < 0 || !s.steps[q].node->replays_result() || !s.steps[q].node->accepts_addend() ||
             s.steps[q].fused.type != NeuronType::None || readers[st.inputs[k]].size() != 1 || recomputed[other] ||
             read_after(other, backward) == n || producer[other] > q)
           continue;

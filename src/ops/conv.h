@@ -23,13 +23,6 @@ struct ConvolutionKernel : KernelOf<void(Backend&, const ConvGeometry&, const Te
                                          const Tensor& bias, const NeuronDescriptor&, const Tensor& y)> {
   static constexpr const char* name = "convolution";
 };
-// As ConvolutionKernel, adding `addend` (of y's shape and layout) before the neuron: a residual
-// sum in the same pass. Where a backend has none, the sum is a pass of its own after.
-struct ConvolutionAddendKernel
-    : KernelOf<void(Backend&, const ConvGeometry&, const Tensor& x, const Tensor& weights, const Tensor& bias,
-                    const Tensor& addend, const NeuronDescriptor&, const Tensor& y)> {
-  static constexpr const char* name = "convolution_addend";
-};
 // dz = dy ⊙ neuron'(y) first when y is given; dx (may be empty: not needed), dw and db (empty:
 // no bias) are overwritten.
 struct ConvolutionGradientKernel
@@ -80,8 +73,6 @@ class ConvolutionNode : public FilterNode {
   const ConvolutionDescriptor& descriptor() const { return desc_; }
   // Its epilogue applies a following neuron, unless its descriptor has one already.
   bool accepts_fused_neuron() const override { return desc_.neuron.type == NeuronType::None; }
-  // In inference, a residual addition after it (and the addition's neuron) joins its pass.
-  bool accepts_addend(bool training) const override { return !training && desc_.neuron.type == NeuronType::None; }
   const Padding& padding() const { return padding_; }
   // Kernel geometry for a source of shape `in` (padding resolved).
   ConvGeometry geometry(const ImageShape& in) const;
@@ -112,7 +103,6 @@ class FullyConnectedNode : public ConvolutionNode {
   void encode_gradient(const EncodeArgs& args) const override;
   // Its weights flatten a source's C·H·W in NCHW order.
   bool channels_last(DeviceType, const std::vector<ImageShape>&) const override { return false; }
-  bool accepts_addend(bool) const override { return false; }
 
  private:
   using ConvolutionNode::ConvolutionNode;

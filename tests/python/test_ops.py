@@ -81,25 +81,6 @@ def test_convolution_in_tiles_with_neurons(device, rng, bias):
     np.testing.assert_allclose(got, ref.neuron(ref.conv2d(x, w, b, padding="same"), "tanh", 0.5, 0.5), **TOL)
 
 
-@pytest.mark.parametrize("size,neuron", [((2, 16, 9, 7), "relu"), ((2, 16, 9, 7), "tanh"), ((8, 16, 24, 22), "relu")])
-def test_residual_addition_joins_the_convolution(device, rng, size, neuron):
-    # Inference: relu(conv(relu(conv(x))) + x) in two steps, the second convolution adding x
-    # (in its epilogue on the cpu frames; after it in the Winograd form and on cuda).
-    x = rng.standard_normal(size).astype(np.float32)
-    ds1, w1, b1 = conv_source(rng, 16, 16, 3, 3)
-    ds2, w2, b2 = conv_source(rng, 16, 16, 3, 3)
-    src = ng.ImageNode()
-    c1 = ng.Neuron(ng.Convolution(src, ds1, padding="same", label="c1"), "relu")
-    c2 = ng.Convolution(c1, ds2, padding="same", label="c2")
-    g = ng.Graph(ng.Neuron(ng.Addition(c2, src, label="add"), neuron), device=device)
-    got = g.run(x)
-    assert g.memory_plan(len(x))["steps"] == ["c1+relu", f"c2+add+{neuron}"]
-    y1 = np.maximum(ref.conv2d(x, w1, b1, padding="same"), 0)
-    # Two convolutions of unit-variance weights: sums of about ±50, so float32's rounding is ~1e-5.
-    want = ref.neuron(ref.conv2d(y1, w2, b2, padding="same") + x, neuron)
-    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
-
-
 def test_convolution_without_bias_and_fused_neurons(device, rng):
     x = rng.standard_normal((3, 4, 10, 10)).astype(np.float32)
     ds, w, _ = conv_source(rng, 5, 4, 3, 3, neuron=ng.NeuronDescriptor("tanh", a=1.5, b=0.5),

@@ -6,7 +6,6 @@
 
 #include "backends/cpu/conv_frame.h"
 #include "backends/cpu/conv_winograd.h"
-#include "ops/arithmetic.h"
 #include "backends/cpu/cpu_backend.h"
 #include "ops/conv.h"
 
@@ -137,15 +136,6 @@ void fully_connected(Backend& b, const Tensor& in, const Tensor& w, const Tensor
       bias_neuron(row, o, nullptr, neuron);
     }
   });
-}
-
-// The frames add the addend in their epilogue; the other forms in a pass after.
-void convolution_addend(Backend& b, const ConvGeometry& g, const Tensor& in, const Tensor& w, const Tensor& bs,
-                        const Tensor& addend, const NeuronDescriptor& neuron, const Tensor& out) {
-  if (!winograd_fits(g, in.shape(), out.shape(), in.batch()) && (g.kw == 1 || !g.tiles_rows(in.shape(), out.shape())))
-    return frame_convolution(pool_of(b), g, in, w, bs, neuron, out, addend);
-  convolution(b, g, in, w, bs, NeuronDescriptor{}, out);
-  dispatch<ArithmeticKernel>(b, ArithmeticOp::Add, out, addend, neuron, Tensor(), out);
 }
 
 void convolution_gradient(Backend& b, const ConvGeometry& g, const Tensor& x, const Tensor& w, const Tensor& dy,
@@ -296,7 +286,6 @@ void fully_connected_gradient(Backend& b, const Tensor& x, const Tensor& w, cons
 NNGRAPH_KERNEL(BiasNeuronKernel, CPU, bias_neuron_pass);
 NNGRAPH_KERNEL(BiasNeuronGradientKernel, CPU, bias_neuron_gradient);
 NNGRAPH_KERNEL(ConvolutionKernel, CPU, convolution);
-NNGRAPH_KERNEL(ConvolutionAddendKernel, CPU, convolution_addend);
 NNGRAPH_KERNEL(ConvolutionGradientKernel, CPU, convolution_gradient);
 NNGRAPH_KERNEL(FullyConnectedKernel, CPU, fully_connected);
 NNGRAPH_KERNEL(FullyConnectedGradientKernel, CPU, fully_connected_gradient);

@@ -49,13 +49,9 @@ inline void store_lanes(float* p, unsigned lanes, vf v) {
   else
     _mm512_mask_storeu_ps(p, static_cast<__mmask16>(lanes), reinterpret_cast<__m512>(v));
 }
-inline vf load_lanes(const float* p, unsigned lanes) {
-  return lanes == 0xffffu ? load(p) : reinterpret_cast<vf>(_mm512_maskz_loadu_ps(static_cast<__mmask16>(lanes), p));
-}
 #else
 constexpr bool kMaskedStores = false;
 inline void store_lanes(float* p, unsigned, vf v) { store(p, v); }
-inline vf load_lanes(const float* p, unsigned) { return load(p); }
 #endif
 
 // A run of a vector's lanes whose positions are consecutive outputs: `to` is lane 0's offset
@@ -65,15 +61,13 @@ struct Piece {
   unsigned lanes;
 };
 
-// Where a tile goes straight from its registers: row m at out + m·plane, a bias per row and an
-// addend laid out as out added (null: none), relu where asked, rows from `rows` on not written.
-// Vector v at out + v·V where the positions are the output's own (pieces null), else as
-// pieces[first[v], first[v + 1]) say.
+// Where a tile goes straight from its registers: row m at out + m·plane, a bias per row added
+// (null: none), relu where asked, rows from `rows` on not written. Vector v at out + v·V where
+// the positions are the output's own (pieces null), else as pieces[first[v], first[v + 1]) say.
 struct Direct {
   float* out;
   size_t plane;
   const float* bias;
-  const float* addend;
   bool relu;
   int rows;
   const Piece* pieces = nullptr;
@@ -112,18 +106,13 @@ void product_tile(int terms, Coefficients k, const float* x, const int* __restri
       const vf b = splat(direct->bias ? direct->bias[m] : 0.f);
 #pragma GCC unroll 8
       for (int v = 0; v < NV; ++v) {
+        const vf r = acc[m][v] + b, y = direct->relu ? (r < vf{} ? vf{} : r) : r;  // relu keeps NaN
         float* row = direct->out + m * direct->plane;
-        const float* add = direct->addend ? direct->addend + m * direct->plane : nullptr;
-        if (!direct->pieces) {
-          const vf r = acc[m][v] + b + (add ? load(add + v * V) : vf{});
-          store(row + v * V, direct->relu ? (r < vf{} ? vf{} : r) : r);  // relu keeps NaN
-          continue;
-        }
-        for (int p = direct->first[v]; p < direct->first[v + 1]; ++p) {
-          const Piece& piece = direct->pieces[p];
-          const vf r = acc[m][v] + b + (add ? load_lanes(add + piece.to, piece.lanes) : vf{});
-          store_lanes(row + piece.to, piece.lanes, direct->relu ? (r < vf{} ? vf{} : r) : r);
-        }
+        if (!direct->pieces)
+          store(row + v * V, y);
+        else
+          for (int p = direct->first[v]; p < direct->first[v + 1]; ++p)
+            store_lanes(row + direct->pieces[p].to, direct->pieces[p].lanes, y);
       }
     }
     return;
@@ -327,11 +316,9 @@ class FrameProduct {
     return {static_cast<int>(q0 / pitch_), static_cast<int>(std::min<long>(f.h, (q1 + pitch_ - 1) / pitch_ + f.h - rows_))};
   }
   // Rows [block·mr, block·mr + mr) of group grp's product over tiles [t0, t1) (all by default),
-  // bias, addend (laid out as out; null: none) and neuron applied on the way into the output
-  // (of the frame's first `count` images).
+  // bias and neuron applied on the way into the output (of the frame's first `count` images).
   void run(int count, int grp, int block, const float* frame, float* out, float* tile, const float* bias = nullptr,
-           const float* addend = nullptr, const NeuronDescriptor& neuron = NeuronDescriptor{}, int t0 = 0,
-           int t1 = -1) const {
+           const NeuronDescriptor& neuron = NeuronDescriptor{}, int t0 = 0, int t1 = -1) const {
     if (t1 < 0) t1 = tiles_;
     const int mr = shape_.mr, valid = std::min(mr, m_ - block * mr);
     const Coefficients a =
@@ -349,8 +336,8 @@ class FrameProduct {
       std::vector<Piece> pieces(own ? 0 : nr_ + shape_.nv + 2);
       std::vector<int> first(shape_.nv + 1);
       for (int t = t0; t < t1; ++t) {
-        const size_t at = block * mr * plane + (own ? static_cast<size_t>(t) * nr_ : 0);
-        Direct d{out + at, plane, bias ? bias + grp * m_ + block * mr : nullptr, addend ? addend + at : nullptr,
+        float* rows = out + block * mr * plane;
+        Direct d{own ? rows + static_cast<size_t>(t) * nr_ : rows, plane, bias ? bias + grp * m_ + block * mr : nullptr,
                  neuron.type == NeuronType::ReLU, valid};
         if (!own) {
           lay_pieces(t, count, pieces.data(), first.data());
@@ -373,14 +360,10 @@ class FrameProduct {
         for (int start = row * pitch_ + i * span_; start < q1; start += span_) {
           const int lo = std::max(q0, start), hi = std::min(q1, start + cols_);
           if (i < count && lo < hi) {
-            const size_t where = i * out_image_ + static_cast<size_t>(o) * rows_ * cols_ + row * cols_ + lo - start;
-            float* to = out + where;
+            float* to = out + i * out_image_ + static_cast<size_t>(o) * rows_ * cols_ + row * cols_ + lo - start;
             const float* at = from + lo - q0;
             const float b = bias ? bias[grp * m_ + o] : 0.f;
-            if (addend) {  // a residual sum, then the neuron (the register epilogue takes relu's)
-              for (int e = 0; e < hi - lo; ++e) to[e] = at[e] + addend[where + e];
-              bias_neuron(to, hi - lo, bias ? bias + grp * m_ + o : nullptr, neuron);
-            } else if (neuron.type == NeuronType::ReLU) {  // the common epilogues inline, the rest by bias_neuron
+            if (neuron.type == NeuronType::ReLU) {  // the common epilogues inline, the rest by bias_neuron
               for (int e = 0; e < hi - lo; ++e) to[e] = std::max(at[e] + b, 0.f);
             } else if (neuron.type == NeuronType::None) {
               for (int e = 0; e < hi - lo; ++e) to[e] = at[e] + b;
@@ -465,14 +448,14 @@ void plain_product(int m, int n, int k, const float* a, int lda, const float* b,
     const int valid = std::min(s.mr, m - m0);
     const Coefficients coefficients{a + static_cast<size_t>(m0) * lda, static_cast<size_t>(lda), 1, valid};
     for (int q = 0; q < n; q += nr) {
-      const Direct d{c + static_cast<size_t>(m0) * ld + q, static_cast<size_t>(ld), nullptr, nullptr, false, valid};
+      const Direct d{c + static_cast<size_t>(m0) * ld + q, static_cast<size_t>(ld), nullptr, false, valid};
       s.tile(k, coefficients, b + q, off.data(), nullptr, &d);
     }
   }
 }
 
 void frame_convolution(ThreadPool& pool, const ConvGeometry& g, const Tensor& x, const Tensor& w, const Tensor& bias,
-                       const NeuronDescriptor& neuron, const Tensor& y, const Tensor& addend) {
+                       const NeuronDescriptor& neuron, const Tensor& y) {
   const auto& is = x.shape();
   const auto& os = y.shape();
   const int n = x.batch(), cg = is.c / g.groups, og = os.c / g.groups;
@@ -520,9 +503,9 @@ void frame_convolution(ThreadPool& pool, const ConvGeometry& g, const Tensor& x,
             framed = key;
             filled_from = std::min(filled_from, r0), filled_to = std::max(filled_to, r1);
           }
-          const size_t at = (static_cast<size_t>(img) * os.c + static_cast<size_t>(grp) * og) * plane;
-          product.run(count, grp, block, in_place ? image : buffer, y.data_as<float>() + at, tile.data(), bs,
-                      addend ? addend.data_as<const float>() + at : nullptr, neuron, t0, std::min(t_hi, t0 + chunk));
+          float* out = y.data_as<float>() + (static_cast<size_t>(img) * os.c + static_cast<size_t>(grp) * og) * plane;
+          product.run(count, grp, block, in_place ? image : buffer, out, tile.data(), bs, neuron, t0,
+                      std::min(t_hi, t0 + chunk));
         }
     }
     if (filled_from < filled_to) frame.clear(cg, buffer, filled_from, filled_to);

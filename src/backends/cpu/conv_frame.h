@@ -13,9 +13,8 @@ namespace nngraph {
 // Whether the frame kernels compute this convolution's gradient (the forward takes any stride).
 inline bool frame_gradient_fits(const ConvGeometry& g) { return g.sy == 1 && g.sx == 1; }
 
-// y = neuron(x ⊛ w + bias [+ addend, of y's shape]).
 void frame_convolution(ThreadPool& pool, const ConvGeometry& g, const Tensor& x, const Tensor& w, const Tensor& bias,
-                       const NeuronDescriptor& neuron, const Tensor& y, const Tensor& addend = Tensor());
+                       const NeuronDescriptor& neuron, const Tensor& y);
 
 // This thread's scratch buffer `slot` (0 to 3), at least `floats` long, whose floats are zero
 // where it grows. It keeps its pages from call to call: a fresh buffer this large would go back
