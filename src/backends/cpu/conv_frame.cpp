@@ -153,22 +153,32 @@ void gradient_tile(int images, int positions, const float* z, size_t z_image, in
     for (int v = 0; v < NVO; ++v) store(ct + k * ldc + v * V, load(ct + k * ldc + v * V) + acc[k][v]);
 }
 
+using ProductTile = void (*)(int, Coefficients, const float*, const int*, float*, const Direct*);
+// A register tile of mr rows by nv vectors, and the narrower ones (tails[j]: j + 1 vectors) for
+// the positions left past the last whole tile.
 struct ProductShape {
   int mr, nv;
-  void (*tile)(int, Coefficients, const float*, const int*, float*, const Direct*);
+  ProductTile tile;
+  ProductTile tails[5];
 };
 struct GradientShape {
   int nk, nvo;
   void (*tile)(int, int, const float*, size_t, int, const float*, size_t, const int*, float*, int);
 };
 #if defined(__AVX512F__)  // 32 registers: 24 accumulators
-constexpr ProductShape kProductShapes[] = {{8, 3, product_tile<8, 3>}, {6, 4, product_tile<6, 4>},
-                                           {4, 6, product_tile<4, 6>}};
+constexpr ProductShape kProductShapes[] = {
+    {8, 3, product_tile<8, 3>, {product_tile<8, 1>, product_tile<8, 2>}},
+    {6, 4, product_tile<6, 4>, {product_tile<6, 1>, product_tile<6, 2>, product_tile<6, 3>}},
+    {4, 6, product_tile<4, 6>,
+     {product_tile<4, 1>, product_tile<4, 2>, product_tile<4, 3>, product_tile<4, 4>, product_tile<4, 5>}}};
 constexpr GradientShape kGradientShapes[] = {{6, 4, gradient_tile<6, 4>}, {8, 3, gradient_tile<8, 3>},
                                              {12, 2, gradient_tile<12, 2>}, {24, 1, gradient_tile<24, 1>}};
 #else  // 16 registers: 12 accumulators
-constexpr ProductShape kProductShapes[] = {{4, 3, product_tile<4, 3>}, {6, 2, product_tile<6, 2>},
-                                           {2, 6, product_tile<2, 6>}};
+constexpr ProductShape kProductShapes[] = {
+    {4, 3, product_tile<4, 3>, {product_tile<4, 1>, product_tile<4, 2>}},
+    {6, 2, product_tile<6, 2>, {product_tile<6, 1>}},
+    {2, 6, product_tile<2, 6>,
+     {product_tile<2, 1>, product_tile<2, 2>, product_tile<2, 3>, product_tile<2, 4>, product_tile<2, 5>}}};
 constexpr GradientShape kGradientShapes[] = {{4, 3, gradient_tile<4, 3>}, {6, 2, gradient_tile<6, 2>},
                                              {12, 1, gradient_tile<12, 1>}};
 #endif
@@ -286,10 +296,13 @@ class FrameProduct {
         images_(f.images), nr_(shape_.nv * V), tiles_((rows * f.w + nr_ - 1) / nr_), groups_(g.groups),
         out_image_(out_image), off_(terms_) {
     tap_offsets(g, channels, f, off_.data());
+    // The last tile as narrow as the positions left need.
+    const int left = rows * f.w - (tiles_ - 1) * nr_, vectors = (left + V - 1) / V;
+    if (vectors < shape_.nv) tail_ = shape_.tails[vectors - 1], tail_nr_ = vectors * V;
   }
   int blocks() const { return (m_ + shape_.mr - 1) / shape_.mr; }
   // Whether the tiles end exactly at the last position (they read nothing past it).
-  bool exact() const { return static_cast<long>(tiles_) * nr_ == static_cast<long>(rows_) * pitch_; }
+  bool exact() const { return static_cast<long>(tiles_ - 1) * nr_ + tail_nr_ == static_cast<long>(rows_) * pitch_; }
   size_t tile_floats() const { return static_cast<size_t>(shape_.mr) * nr_; }
   // Floats of frame the product reads: the offsets' reach plus the last tile's overrun.
   size_t extent() const { return *std::max_element(off_.begin(), off_.end()) + static_cast<size_t>(tiles_) * nr_; }
@@ -344,16 +357,16 @@ class FrameProduct {
           d.pieces = pieces.data();
           d.first = first.data();
         }
-        shape_.tile(terms_, a, frame + static_cast<size_t>(t) * nr_, off_.data(), tile, &d);
+        tile_at(t)(terms_, a, frame + static_cast<size_t>(t) * nr_, off_.data(), tile, &d);
       }
       return;
     }
     for (int t = t0; t < t1; ++t) {
-      shape_.tile(terms_, a, frame + static_cast<size_t>(t) * nr_, off_.data(), tile, nullptr);
-      const int q0 = t * nr_, q1 = std::min(positions, q0 + nr_);
+      tile_at(t)(terms_, a, frame + static_cast<size_t>(t) * nr_, off_.data(), tile, nullptr);
+      const int q0 = t * nr_, q1 = std::min(positions, q0 + nr_), width = t == tiles_ - 1 ? tail_nr_ : nr_;
       for (int r = 0; r < valid; ++r) {
         const int o = block * mr + r;
-        const float* from = tile + r * nr_;
+        const float* from = tile + r * width;
         // Each image's columns of each row in the tile (a row of the frame is `images_` spans),
         // bias and neuron applied while they are in cache.
         int row = q0 / pitch_, i = q0 % pitch_ / span_;
@@ -379,6 +392,7 @@ class FrameProduct {
   }
 
  private:
+  ProductTile tile_at(int t) const { return t == tiles_ - 1 && tail_ ? tail_ : shape_.tile; }
   // Tile t's vectors as pieces of lanes (pieces[first[v], first[v + 1]) for vector v): each
   // image's columns of each row among its positions, as the epilogue below walks them.
   void lay_pieces(int t, int count, Piece* pieces, int* first) const {
@@ -401,6 +415,8 @@ class FrameProduct {
 
   const ProductShape& shape_;
   int m_, terms_, rows_, cols_, pitch_, span_, images_, nr_, tiles_, groups_;
+  ProductTile tail_ = nullptr;  // the last tile's, where it is narrower
+  int tail_nr_ = nr_;           // the last tile's positions
   size_t out_image_;
   std::vector<int> off_;             // each term's offset into the frame
   std::unique_ptr<float[]> packed_;  // [group][block][term][mr], zero past m
