@@ -54,6 +54,17 @@ def batch_of(name: str, batch: int) -> np.ndarray:
     return np.random.default_rng(1).standard_normal((batch, *NETWORKS[name])).astype(np.float32)
 
 
+def steady_ms(step, steps, sync=lambda: None) -> float:
+    """median_ms after a warm-up of at least 3 runs and half a second: a short run's first tens of
+    milliseconds on a machine that was idle are slower (its cores wake up), in every framework."""
+    start = time.perf_counter()
+    for i in range(1000):
+        step()
+        if i >= 2 and time.perf_counter() - start > 0.5:
+            break
+    return median_ms(step, warmup=0, steps=steps, sync=sync)
+
+
 def run_nngraph(path, name, batch, steps, device, tf32):
     import nngraph as ng
     import nngraph.onnx as ngx
@@ -67,7 +78,7 @@ def run_nngraph(path, name, batch, steps, device, tf32):
     base = rss_mib()
     if device != "cpu":  # the batch already on the device, as PyTorch's is
         x = ng.Image(x, device=device)
-    ms = median_ms(lambda: graph.run(x), warmup=3, steps=steps)
+    ms = steady_ms(lambda: graph.run(x), steps)
     peak = ng.memory_stats(device)["peak_bytes"] / 2**20 if device != "cpu" else peak_rss_mib()
     return _result(ms, ready, peak, base, out)
 
@@ -82,7 +93,7 @@ def run_onnxruntime(path, name, batch, steps, device, tf32):
     out = session.run(None, {"x": x})[0]
     ready = time.perf_counter() - t
     base = rss_mib()
-    ms = median_ms(lambda: session.run(None, {"x": x}), warmup=3, steps=steps)
+    ms = steady_ms(lambda: session.run(None, {"x": x}), steps)
     return _result(ms, ready, peak_rss_mib(), base, out)
 
 
@@ -97,7 +108,7 @@ def run_torch(path, name, batch, steps, device, tf32):
     base = rss_mib()
     with torch.inference_mode():  # the result read back, as nngraph's run does
         out = net(x).cpu().numpy()
-        ms = median_ms(lambda: net(x).cpu(), warmup=3, steps=steps, sync=sync)
+        ms = steady_ms(lambda: net(x).cpu(), steps, sync)
     peak = torch.cuda.max_memory_allocated() / 2**20 if device == "cuda" else peak_rss_mib()
     return _result(ms, None, peak, base, out)
 
@@ -172,7 +183,7 @@ def main():
     print(f"ONNX import and inference, {a.device} ({precision}), {a.threads} threads, "
           f"{platform.processor() or platform.machine()}; "
           f"nngraph {ng.__version__}, onnxruntime {onnxruntime.__version__}, torch {torch.__version__}; "
-          f"median of {a.steps} runs after 3 warm-up; import = load + first run")
+          f"median of {a.steps} runs after at least 3 warm-up runs and 0.5 s; import = load + first run")
     print("| network | batch | nngraph ms | onnxruntime ms | PyTorch ms | nngraph / best | import s nngraph / ort "
           "| peak MiB nngraph / ort / PyTorch |")
     print("|---|---:|---:|---:|---:|---:|---|---|")
