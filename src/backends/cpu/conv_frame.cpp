@@ -1,200 +1,19 @@
-// Stride-1 convolutions on zero-padded frames (see conv_frame.h): register-tiled products
-// whose rows are read in place from the frame, so there is no im2col and no GEMM packing.
+// Convolutions on zero-padded frames (see conv_frame.h): register-tiled products
+// (register_tiles.h) whose rows are read in place from the frame, so there is no im2col and no
+// GEMM packing; the frames, how a batch's work is split, and the gradient's products.
 #include "backends/cpu/conv_frame.h"
 
 #include <algorithm>
 #include <memory>
 #include <vector>
 
-#if defined(__AVX512F__)
-#include <immintrin.h>
-#endif
-
 #include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/register_tiles.h"
 
 namespace nngraph {
 namespace {
 
-// One vector register of floats; every tile shape below keeps its accumulators in registers.
-#if defined(__AVX512F__)
-constexpr int V = 16;
-#elif defined(__AVX__)
-constexpr int V = 8;
-#else
-constexpr int V = 4;
-#endif
-typedef float vf __attribute__((vector_size(V * sizeof(float)), aligned(alignof(float)), may_alias));
-inline vf load(const float* p) { return *reinterpret_cast<const vf*>(p); }
-inline void store(float* p, vf v) { *reinterpret_cast<vf*>(p) = v; }
-// s − 0 is s exactly (0 + s is not, for −0), so this compiles to a bare broadcast.
-inline vf splat(float s) { return s - vf{}; }
-
-int round_up(int v, int m) { return (v + m - 1) / m * m; }
-
-// Where a product's coefficients a(m, t) lie: a[m·row + t·term], rows from `rows` on repeating
-// the last (their outputs are dropped), so the forward reads its weights in place, unpacked.
-struct Coefficients {
-  const float* a;
-  size_t row, term;
-  int rows;
-};
-
-// Masked stores (AVX-512) put a tile's vectors into the output straight from the registers
-// even where its positions are not the output's own.
-#if defined(__AVX512F__)
-constexpr bool kMaskedStores = true;
-inline void store_lanes(float* p, unsigned lanes, vf v) {
-  if (lanes == 0xffffu)
-    store(p, v);
-  else
-    _mm512_mask_storeu_ps(p, static_cast<__mmask16>(lanes), reinterpret_cast<__m512>(v));
-}
-#else
-constexpr bool kMaskedStores = false;
-inline void store_lanes(float* p, unsigned, vf v) { store(p, v); }
-#endif
-
-// A run of a vector's lanes whose positions are consecutive outputs: `to` is lane 0's offset
-// in row 0's output (lanes outside are not written).
-struct Piece {
-  ptrdiff_t to;
-  unsigned lanes;
-};
-
-// Where a tile goes straight from its registers: row m at out + m·plane, a bias per row added
-// (null: none), relu where asked, rows from `rows` on not written. Vector v at out + v·V where
-// the positions are the output's own (pieces null), else as pieces[first[v], first[v + 1]) say.
-struct Direct {
-  float* out;
-  size_t plane;
-  const float* bias;
-  bool relu;
-  int rows;
-  const Piece* pieces = nullptr;
-  const int* first = nullptr;
-};
-
-// c[m][0, NV·V) = Σ_t a(m, t) · x[off[t] + column]: MR outputs at NV·V consecutive positions,
-// into c, or as `direct` says.
-template <int MR, int NV>
-void product_tile(int terms, Coefficients k, const float* x, const int* __restrict off, float* __restrict c,
-                  const Direct* direct) {
-  vf acc[MR][NV];
-  const float* a[MR];
-#pragma GCC unroll 8
-  for (int m = 0; m < MR; ++m) {
-    a[m] = k.a + std::min(m, k.rows - 1) * k.row;
-#pragma GCC unroll 8
-    for (int v = 0; v < NV; ++v) acc[m][v] = vf{};
-  }
-  for (int t = 0; t < terms; ++t) {
-    const float* b = x + off[t];
-    vf bv[NV];
-#pragma GCC unroll 8
-    for (int v = 0; v < NV; ++v) bv[v] = load(b + v * V);
-#pragma GCC unroll 8
-    for (int m = 0; m < MR; ++m) {
-      const vf am = splat(a[m][t * k.term]);
-#pragma GCC unroll 8
-      for (int v = 0; v < NV; ++v) acc[m][v] += am * bv[v];
-    }
-  }
-  if (direct) {
-#pragma GCC unroll 8
-    for (int m = 0; m < MR; ++m) {
-      if (m >= direct->rows) break;
-      const vf b = splat(direct->bias ? direct->bias[m] : 0.f);
-#pragma GCC unroll 8
-      for (int v = 0; v < NV; ++v) {
-        const vf r = acc[m][v] + b, y = direct->relu ? (r < vf{} ? vf{} : r) : r;  // relu keeps NaN
-        float* row = direct->out + m * direct->plane;
-        if (!direct->pieces)
-          store(row + v * V, y);
-        else
-          for (int p = direct->first[v]; p < direct->first[v + 1]; ++p)
-            store_lanes(row + direct->pieces[p].to, direct->pieces[p].lanes, y);
-      }
-    }
-    return;
-  }
-#pragma GCC unroll 8
-  for (int m = 0; m < MR; ++m)
-#pragma GCC unroll 8
-    for (int v = 0; v < NV; ++v) store(c + (m * NV + v) * V, acc[m][v]);
-}
-
-// ct[t][0, NVO·V) += Σ over images and q < positions of x[off[t] + q] · z[q][·]: vectors run
-// along the outputs, so no horizontal sums are needed.
-template <int NK, int NVO>
-void gradient_tile(int images, int positions, const float* z, size_t z_image, int ldz, const float* x,
-                   size_t x_image, const int* __restrict off, float* __restrict ct, int ldc) {
-  vf acc[NK][NVO];
-#pragma GCC unroll 24
-  for (int k = 0; k < NK; ++k)
-#pragma GCC unroll 8
-    for (int v = 0; v < NVO; ++v) acc[k][v] = vf{};
-  for (int i = 0; i < images; ++i, z += z_image, x += x_image) {
-    const float* zq = z;
-    for (int q = 0; q < positions; ++q, zq += ldz) {
-      vf zv[NVO];
-#pragma GCC unroll 8
-      for (int v = 0; v < NVO; ++v) zv[v] = load(zq + v * V);
-#pragma GCC unroll 24
-      for (int k = 0; k < NK; ++k) {
-        const vf b = splat(x[off[k] + q]);
-#pragma GCC unroll 8
-        for (int v = 0; v < NVO; ++v) acc[k][v] += b * zv[v];
-      }
-    }
-  }
-#pragma GCC unroll 24
-  for (int k = 0; k < NK; ++k)
-#pragma GCC unroll 8
-    for (int v = 0; v < NVO; ++v) store(ct + k * ldc + v * V, load(ct + k * ldc + v * V) + acc[k][v]);
-}
-
-using ProductTile = void (*)(int, Coefficients, const float*, const int*, float*, const Direct*);
-// A register tile of mr rows by nv vectors, and the narrower ones (tails[j]: j + 1 vectors) for
-// the positions left past the last whole tile.
-struct ProductShape {
-  int mr, nv;
-  ProductTile tile;
-  ProductTile tails[5];
-};
-struct GradientShape {
-  int nk, nvo;
-  void (*tile)(int, int, const float*, size_t, int, const float*, size_t, const int*, float*, int);
-};
-#if defined(__AVX512F__)  // 32 registers: 24 accumulators
-constexpr ProductShape kProductShapes[] = {
-    {8, 3, product_tile<8, 3>, {product_tile<8, 1>, product_tile<8, 2>}},
-    {6, 4, product_tile<6, 4>, {product_tile<6, 1>, product_tile<6, 2>, product_tile<6, 3>}},
-    {4, 6, product_tile<4, 6>,
-     {product_tile<4, 1>, product_tile<4, 2>, product_tile<4, 3>, product_tile<4, 4>, product_tile<4, 5>}}};
-constexpr GradientShape kGradientShapes[] = {{6, 4, gradient_tile<6, 4>}, {8, 3, gradient_tile<8, 3>},
-                                             {12, 2, gradient_tile<12, 2>}, {24, 1, gradient_tile<24, 1>}};
-#else  // 16 registers: 12 accumulators
-constexpr ProductShape kProductShapes[] = {
-    {4, 3, product_tile<4, 3>, {product_tile<4, 1>, product_tile<4, 2>}},
-    {6, 2, product_tile<6, 2>, {product_tile<6, 1>}},
-    {2, 6, product_tile<2, 6>,
-     {product_tile<2, 1>, product_tile<2, 2>, product_tile<2, 3>, product_tile<2, 4>, product_tile<2, 5>}}};
-constexpr GradientShape kGradientShapes[] = {{4, 3, gradient_tile<4, 3>}, {6, 2, gradient_tile<6, 2>},
-                                             {12, 1, gradient_tile<12, 1>}};
-#endif
-
-// The shape that pads an m × n tiling least (the first of equals).
-template <typename Shape, size_t N>
-const Shape& least_padded(const Shape (&shapes)[N], int m, int n, int Shape::*rows, int Shape::*vectors) {
-  const Shape* best = &shapes[0];
-  for (const Shape& s : shapes) {
-    const auto area = [&](const Shape& t) {
-      return static_cast<long>(round_up(m, t.*rows)) * round_up(n, t.*vectors * V);
-    };
-    if (area(s) < area(*best)) best = &s;
-  }
-  return *best;
-}
+using namespace tiles;
 
 // A zero-padded copy of an image's channels with the image's (0, 0) at (top, left), split into
 // sy·sx phase planes of h × w each (plane (py, px) holds the padded pixels (u·sy + py, v·sx + px)),
@@ -444,32 +263,6 @@ int images_per_frame(const ConvGeometry& g, int m, int rows, const Frame& one, i
 
 }  // namespace
 
-float* thread_scratch(int slot, size_t floats) {
-  thread_local std::vector<float> buffers[4];
-  std::vector<float>& b = buffers[slot];
-  if (b.size() < floats) b.resize(floats);
-  return b.data();
-}
-
-int product_width(int m, int n) {
-  return least_padded(kProductShapes, m, n, &ProductShape::mr, &ProductShape::nv).nv * V;
-}
-
-void plain_product(int m, int n, int k, const float* a, int lda, const float* b, float* c, int ld) {
-  const ProductShape& s = least_padded(kProductShapes, m, n, &ProductShape::mr, &ProductShape::nv);
-  const int nr = s.nv * V;
-  std::vector<int> off(k);
-  for (int t = 0; t < k; ++t) off[t] = t * ld;
-  for (int m0 = 0; m0 < m; m0 += s.mr) {
-    const int valid = std::min(s.mr, m - m0);
-    const Coefficients coefficients{a + static_cast<size_t>(m0) * lda, static_cast<size_t>(lda), 1, valid};
-    for (int q = 0; q < n; q += nr) {
-      const Direct d{c + static_cast<size_t>(m0) * ld + q, static_cast<size_t>(ld), nullptr, false, valid};
-      s.tile(k, coefficients, b + q, off.data(), nullptr, &d);
-    }
-  }
-}
-
 void frame_convolution(ThreadPool& pool, const ConvGeometry& g, const Tensor& x, const Tensor& w, const Tensor& bias,
                        const NeuronDescriptor& neuron, const Tensor& y) {
   const auto& is = x.shape();
@@ -499,7 +292,7 @@ void frame_convolution(ThreadPool& pool, const ConvGeometry& g, const Tensor& x,
       static_cast<size_t>(product.tiles()) * (256 << 10) / (sizeof(float) * cg * frame.size()), 1, product.tiles()));
   pool.parallel_for(static_cast<size_t>(frames) * parts, [&](size_t first, size_t end) {
     // Zero but for the rows filled below, which are zeroed again at the end.
-    float* buffer = in_place ? nullptr : thread_scratch(3, std::max(product.extent(), cg * frame.size()));
+    float* buffer = in_place ? nullptr : thread_scratch(Scratch::Frame, std::max(product.extent(), cg * frame.size()));
     std::vector<float> tile(product.tile_floats());
     long framed = -1;
     int filled_from = frame.h, filled_to = 0;

@@ -16,18 +16,6 @@ inline bool frame_gradient_fits(const ConvGeometry& g) { return g.sy == 1 && g.s
 void frame_convolution(ThreadPool& pool, const ConvGeometry& g, const Tensor& x, const Tensor& w, const Tensor& bias,
                        const NeuronDescriptor& neuron, const Tensor& y);
 
-// This thread's scratch buffer `slot` (0 to 3), at least `floats` long, whose floats are zero
-// where it grows. It keeps its pages from call to call: a fresh buffer this large would go back
-// to the system when freed, and every call would fault it in (and zero it) again.
-float* thread_scratch(int slot, size_t floats);
-
-// The positions one register tile of a product of m rows over n columns covers: plain_product's
-// row pitch ld is a multiple of it.
-int product_width(int m, int n);
-// Row-major C[m × ld] = A[m × k] · B[k × ld] (A's rows lda apart) with the register tiles, over
-// the columns [0, n) rounded up to product_width(m, n) (ld at least that).
-void plain_product(int m, int n, int k, const float* a, int lda, const float* b, float* c, int ld);
-
 // As ConvolutionGradientKernel: dx, dw and db are each optional and overwritten.
 void frame_convolution_gradient(ThreadPool& pool, const ConvGeometry& g, const Tensor& x, const Tensor& w,
                                 const Tensor& dy, const Tensor& y, const NeuronDescriptor& neuron, const Tensor& dx,

@@ -7,12 +7,37 @@
 #include <algorithm>
 #include <vector>
 
-#include "backends/cpu/conv_frame.h"
 #include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/register_tiles.h"
 
 namespace nngraph {
 
 namespace {
+
+using namespace tiles;
+
+// The positions one register tile of a product of m rows over n columns covers: plain_product's
+// row pitch ld is a multiple of it.
+int product_width(int m, int n) {
+  return least_padded(kProductShapes, m, n, &ProductShape::mr, &ProductShape::nv).nv * V;
+}
+
+// Row-major C[m × ld] = A[m × k] · B[k × ld] (A's rows lda apart) with the register tiles, over
+// the columns [0, n) rounded up to product_width(m, n) (ld at least that).
+void plain_product(int m, int n, int k, const float* a, int lda, const float* b, float* c, int ld) {
+  const ProductShape& s = least_padded(kProductShapes, m, n, &ProductShape::mr, &ProductShape::nv);
+  const int nr = s.nv * V;
+  std::vector<int> off(k);
+  for (int t = 0; t < k; ++t) off[t] = t * ld;
+  for (int m0 = 0; m0 < m; m0 += s.mr) {
+    const int valid = std::min(s.mr, m - m0);
+    const Coefficients coefficients{a + static_cast<size_t>(m0) * lda, static_cast<size_t>(lda), 1, valid};
+    for (int q = 0; q < n; q += nr) {
+      const Direct d{c + static_cast<size_t>(m0) * ld + q, static_cast<size_t>(ld), nullptr, false, valid};
+      s.tile(k, coefficients, b + q, off.data(), nullptr, &d);
+    }
+  }
+}
 
 // A padded input row's even and odd columns from the left edge of each tile: e[t] = row[2t −
 // left], o[t] = row[2t + 1 − left] for t ≤ tw, zero outside the image (and for rows y outside).
@@ -86,7 +111,7 @@ void winograd_convolution(ThreadPool& pool, const ConvGeometry& g, const Tensor&
 
   // U[k][o][c] = (G g G^T)[k], G = [1 0 0; ½ ½ ½; ½ −½ ½; 0 0 1].
   const size_t oc = static_cast<size_t>(c_out) * c_in;
-  float* u = thread_scratch(0, 16 * oc);
+  float* u = thread_scratch(Scratch::WinogradWeights, 16 * oc);
   const float* weights = w.data_as<const float>();
   pool.parallel_for(oc, [&](size_t first, size_t end) {
     for (size_t i = first; i < end; ++i) {
@@ -112,12 +137,12 @@ void winograd_convolution(ThreadPool& pool, const ConvGeometry& g, const Tensor&
   const int wanted = ((rows_total + target - 1) / target + threads - 1) / threads * threads;  // the threads' share even
   const int per_chunk = (rows_total + wanted - 1) / wanted, chunks = (rows_total + per_chunk - 1) / per_chunk;
   const int most = per_chunk * tw;
-  const int ld = (most + product_width(c_out, most) - 1) / product_width(c_out, most) * product_width(c_out, most);
+  const int ld = tiles::round_up(most, product_width(c_out, most));
   const float* bs = bias.data_as<const float>();
   pool.parallel_for(static_cast<size_t>(chunks), [&](size_t first, size_t end) {
     // v[k][c][ld] and m[k][o][ld]; row scratch: E, O (even and odd padded columns) of 4 rows, and their combinations.
-    float* v = thread_scratch(1, 16 * static_cast<size_t>(c_in) * ld);
-    float* m = thread_scratch(2, 16 * static_cast<size_t>(c_out) * ld);
+    float* v = thread_scratch(Scratch::WinogradInput, 16 * static_cast<size_t>(c_in) * ld);
+    float* m = thread_scratch(Scratch::WinogradProducts, 16 * static_cast<size_t>(c_out) * ld);
     std::vector<float> even(4 * (tw + 1)), odd(4 * (tw + 1)), row_out(2 * tw);
     for (size_t chunk = first; chunk < end; ++chunk) {
       const int r0 = static_cast<int>(chunk) * per_chunk, r1 = std::min(rows_total, r0 + per_chunk);

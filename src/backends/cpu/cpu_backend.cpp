@@ -9,6 +9,7 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "nngraph/error.h"
 
@@ -58,6 +59,13 @@ void CpuBackend::copy_from_host(void* dst, const void* src, size_t bytes) { std:
 void CpuBackend::copy_to_host(void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }
 void CpuBackend::copy(void* dst, const void* src, size_t bytes) {
   if (dst != src) std::memcpy(dst, src, bytes);
+}
+
+float* thread_scratch(Scratch use, size_t floats) {
+  thread_local std::vector<float> buffers[static_cast<int>(Scratch::Count)];
+  std::vector<float>& b = buffers[static_cast<int>(use)];
+  if (b.size() < floats) b.resize(floats);
+  return b.data();
 }
 
 void gemm(ThreadPool* pool, bool trans_a, bool trans_b, int m, int n, int k, float alpha,

@@ -42,6 +42,12 @@ inline ThreadPool& pool_of(Backend& b) { return static_cast<CpuBackend&>(b).pool
 void gemm(ThreadPool* pool, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
           const float* a, int lda, const float* b, int ldb, float beta, float* c, int ldc);
 
+// This thread's scratch buffer for one use, at least `floats` long, whose floats are zero where
+// it grows. It keeps its pages from call to call: a fresh buffer this large would go back to the
+// system when freed, and every call would fault it in (and zero it) again.
+enum class Scratch { WinogradWeights, WinogradInput, WinogradProducts, Frame, Count };
+float* thread_scratch(Scratch use, size_t floats);
+
 // x[i] = neuron(x[i] + bias) over `count` values (bias may be null).
 void bias_neuron(float* x, size_t count, const float* bias, const NeuronDescriptor& neuron);
 // dz[i] = dy[i] · neuron.derivative(v[i]).
