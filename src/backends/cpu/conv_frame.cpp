@@ -120,8 +120,9 @@ class FrameProduct {
     if (vectors < shape_.nv) tail_ = shape_.tails[vectors - 1], tail_nr_ = vectors * V;
   }
   int blocks() const { return (m_ + shape_.mr - 1) / shape_.mr; }
-  // Whether the tiles end exactly at the last position (they read nothing past it).
-  bool exact() const { return static_cast<long>(tiles_ - 1) * nr_ + tail_nr_ == static_cast<long>(rows_) * pitch_; }
+  // Whether the tiles end exactly at the last position (they read nothing past it): the last
+  // tile ends at the next whole vector.
+  bool exact() const { return rows_ * pitch_ % V == 0; }
   size_t tile_floats() const { return static_cast<size_t>(shape_.mr) * nr_; }
   // Floats of frame the product reads: the offsets' reach plus the last tile's overrun.
   size_t extent() const { return *std::max_element(off_.begin(), off_.end()) + static_cast<size_t>(tiles_) * nr_; }
@@ -158,8 +159,6 @@ class FrameProduct {
                                  static_cast<size_t>(terms_), 1, valid}
                   : Coefficients{packed_.get() + (static_cast<size_t>(grp) * blocks() + block) * terms_ * mr, 1,
                                  static_cast<size_t>(mr), mr};
-    const int positions = rows_ * pitch_;
-    const bool epilogue = bias || neuron.type != NeuronType::None;
     const bool own = pitch_ == cols_ && images_ == 1 && exact();
     if ((own || kMaskedStores) && (neuron.type == NeuronType::None || neuron.type == NeuronType::ReLU)) {
       // Each tile straight from the registers, bias and relu on the way: vector by vector where
@@ -182,53 +181,57 @@ class FrameProduct {
     }
     for (int t = t0; t < t1; ++t) {
       tile_at(t)(terms_, a, frame + static_cast<size_t>(t) * nr_, off_.data(), tile, nullptr);
-      const int q0 = t * nr_, q1 = std::min(positions, q0 + nr_), width = t == tiles_ - 1 ? tail_nr_ : nr_;
+      const int q0 = t * nr_, width = t == tiles_ - 1 ? tail_nr_ : nr_;
       for (int r = 0; r < valid; ++r) {
         const int o = block * mr + r;
         const float* from = tile + r * width;
-        // Each image's columns of each row in the tile (a row of the frame is `images_` spans),
-        // bias and neuron applied while they are in cache.
-        int row = q0 / pitch_, i = q0 % pitch_ / span_;
-        for (int start = row * pitch_ + i * span_; start < q1; start += span_) {
-          const int lo = std::max(q0, start), hi = std::min(q1, start + cols_);
-          if (i < count && lo < hi) {
-            float* to = out + i * out_image_ + static_cast<size_t>(o) * rows_ * cols_ + row * cols_ + lo - start;
-            const float* at = from + lo - q0;
-            const float b = bias ? bias[grp * m_ + o] : 0.f;
-            if (neuron.type == NeuronType::ReLU) {  // the common epilogues inline, the rest by bias_neuron
-              for (int e = 0; e < hi - lo; ++e) to[e] = std::max(at[e] + b, 0.f);
-            } else if (neuron.type == NeuronType::None) {
-              for (int e = 0; e < hi - lo; ++e) to[e] = at[e] + b;
-            } else {
-              std::copy(at, at + (hi - lo), to);
-              if (epilogue) bias_neuron(to, hi - lo, bias ? bias + grp * m_ + o : nullptr, neuron);
-            }
+        float* plane = out + static_cast<size_t>(o) * rows_ * cols_;
+        const float b = bias ? bias[grp * m_ + o] : 0.f;
+        // Bias and neuron applied while the tile is in cache; the common epilogues inline.
+        for_each_run(t, count, [&](int lo, int hi, ptrdiff_t at) {
+          float* to = plane + at + lo;
+          const float* value = from + (lo - q0);
+          if (neuron.type == NeuronType::ReLU) {
+            for (int e = 0; e < hi - lo; ++e) to[e] = std::max(value[e] + b, 0.f);
+          } else if (neuron.type == NeuronType::None) {
+            for (int e = 0; e < hi - lo; ++e) to[e] = value[e] + b;
+          } else {
+            std::copy(value, value + (hi - lo), to);
+            bias_neuron(to, hi - lo, bias ? bias + grp * m_ + o : nullptr, neuron);
           }
-          if (++i == images_) i = 0, ++row;
-        }
+        });
       }
     }
   }
 
  private:
   ProductTile tile_at(int t) const { return t == tiles_ - 1 && tail_ ? tail_ : shape_.tile; }
-  // Tile t's vectors as pieces of lanes (pieces[first[v], first[v + 1]) for vector v): each
-  // image's columns of each row among its positions, as the epilogue below walks them.
-  void lay_pieces(int t, int count, Piece* pieces, int* first) const {
+  // Calls fn(lo, hi, at) for each run [lo, hi) of tile t's positions that are consecutive
+  // outputs (columns of one row of one of the frame's first `count` images): position q's
+  // output is at `at + q` from row 0's plane. A row of the frame is `images_` spans.
+  template <typename Fn>
+  void for_each_run(int t, int count, Fn fn) const {
     const int q0 = t * nr_, q1 = std::min(rows_ * pitch_, q0 + nr_);
-    int n = 0, next = 0, row = q0 / pitch_, i = q0 % pitch_ / span_;
+    int row = q0 / pitch_, i = q0 % pitch_ / span_;
     for (int start = row * pitch_ + i * span_; start < q1; start += span_) {
       const int lo = std::max(q0, start), hi = std::min(q1, start + cols_);
-      // Position q's output is at `at + q` (row 0 of the tile's rows).
-      const ptrdiff_t at = static_cast<ptrdiff_t>(i) * out_image_ + static_cast<ptrdiff_t>(row) * cols_ - start;
-      for (int q = lo; i < count && q < hi;) {
+      if (i < count && lo < hi)
+        fn(lo, hi, static_cast<ptrdiff_t>(i) * out_image_ + static_cast<ptrdiff_t>(row) * cols_ - start);
+      if (++i == images_) i = 0, ++row;
+    }
+  }
+  // Tile t's vectors as pieces of lanes (pieces[first[v], first[v + 1]) for vector v).
+  void lay_pieces(int t, int count, Piece* pieces, int* first) const {
+    const int q0 = t * nr_;
+    int n = 0, next = 0;
+    for_each_run(t, count, [&](int lo, int hi, ptrdiff_t at) {
+      for (int q = lo; q < hi;) {
         const int v = (q - q0) / V, lane0 = q0 + v * V, end = std::min(hi, lane0 + V);
         while (next <= v) first[next++] = n;
         pieces[n++] = {at + lane0, ((1u << (end - lane0)) - 1) & ~((1u << (q - lane0)) - 1)};
         q = end;
       }
-      if (++i == images_) i = 0, ++row;
-    }
+    });
     while (next <= shape_.nv) first[next++] = n;
   }
 
@@ -273,7 +276,7 @@ void frame_convolution(ThreadPool& pool, const ConvGeometry& g, const Tensor& x,
   frame.narrow(os.w, is.w);
   // A 1×1 window over the unpadded image whose tiles end at its last pixel reads the image itself.
   const bool in_place = g.kh == 1 && g.kw == 1 && g.sy == 1 && g.sx == 1 && g.pad_top == 0 && g.pad_left == 0 &&
-                        os.h == is.h && os.w == is.w && FrameProduct(g, og, cg, frame, os.h, os.w).exact();
+                        os.h == is.h && os.w == is.w && os.h * os.w % V == 0;
   frame.images = in_place ? 1 : images_per_frame(g, og, os.h, frame, cg, n, pool.size());
   frame.w *= frame.images;
   const size_t plane = static_cast<size_t>(os.h) * os.w, in_image = static_cast<size_t>(is.c) * is.h * is.w;
