@@ -5,6 +5,8 @@
 #include "backends/cpu/conv_winograd.h"
 
 #include <algorithm>
+#include <initializer_list>
+#include <utility>
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
@@ -47,20 +49,19 @@ void split_row(const float* plane, int y, int h, int w, int left, int tw, float*
     std::fill_n(o, tw + 1, 0.f);
     return;
   }
-  const float* row = plane + static_cast<size_t>(y) * w - left;
+  const float* row = plane + static_cast<size_t>(y) * w;
+  const auto pixel = [&](int x) { return x >= 0 && x < w ? row[x] : 0.f; };
   // Tiles whose four columns lie inside, in a loop the compiler vectorizes; the edges apart.
   const int t0 = std::min(tw + 1, (left + 1) / 2), t1 = std::max(t0, std::min(tw + 1, (w + left) / 2));
-  for (int t = 0; t < t0; ++t) {
-    e[t] = 2 * t - left >= 0 && 2 * t - left < w ? row[2 * t] : 0.f;
-    o[t] = 2 * t + 1 - left >= 0 && 2 * t + 1 - left < w ? row[2 * t + 1] : 0.f;
-  }
-  for (int t = t0; t < t1; ++t) {
-    e[t] = row[2 * t];
-    o[t] = row[2 * t + 1];
-  }
-  for (int t = t1; t <= tw; ++t) {
-    e[t] = 2 * t - left >= 0 && 2 * t - left < w ? row[2 * t] : 0.f;
-    o[t] = 2 * t + 1 - left >= 0 && 2 * t + 1 - left < w ? row[2 * t + 1] : 0.f;
+  for (const auto& [from, to] : {std::pair{0, t0}, std::pair{t1, tw + 1}})
+    for (int t = from; t < to; ++t) {
+      e[t] = pixel(2 * t - left);
+      o[t] = pixel(2 * t + 1 - left);
+    }
+  const float* inside = row + (2 * t0 - left);  // tile t0's first column
+  for (int k = 0; k < t1 - t0; ++k) {
+    e[t0 + k] = inside[2 * k];
+    o[t0 + k] = inside[2 * k + 1];
   }
 }
 
