@@ -33,7 +33,7 @@ ThreadPool::~ThreadPool() {
     {
       std::lock_guard<std::mutex> lock(w->mutex);
       w->stop = true;
-      w->posted.store(~0u, std::memory_order_release);
+      w->generation.store(~0u, std::memory_order_release);  // ends its polling
     }
     w->wake.notify_one();
     w->thread.join();
@@ -62,16 +62,16 @@ void ThreadPool::worker_loop(Worker& w) {
   uint32_t seen = 0;
   for (;;) {
     const auto until = std::chrono::steady_clock::now() + kPoll;
-    for (int i = 0; w.posted.load(std::memory_order_acquire) == seen; ++i) {
+    for (int i = 0; w.generation.load(std::memory_order_acquire) == seen; ++i) {
       relax();
       if (i % 256 == 255 && std::chrono::steady_clock::now() > until) break;
     }
     Job job;
     {
       std::unique_lock<std::mutex> lock(w.mutex);
-      w.wake.wait(lock, [&] { return w.stop || w.generation != seen; });
+      w.wake.wait(lock, [&] { return w.stop || w.generation.load() != seen; });
       if (w.stop) return;
-      seen = w.generation;
+      seen = w.generation.load();
       job = w.job;
     }
     run_chunks(job, seen);
@@ -96,8 +96,7 @@ void ThreadPool::parallel_for(size_t n, const std::function<void(size_t, size_t)
     {
       std::lock_guard<std::mutex> lock(w.mutex);
       w.job = job;
-      w.generation = generation;
-      w.posted.store(generation, std::memory_order_release);
+      w.generation.store(generation, std::memory_order_release);
     }
     w.wake.notify_one();
   }

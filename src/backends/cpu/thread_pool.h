@@ -35,9 +35,8 @@ class ThreadPool {
     std::mutex mutex;
     std::condition_variable wake;
     Job job;
-    uint32_t generation = 0;
+    std::atomic<uint32_t> generation{0};  // of the job last given (set under the lock, polled without)
     bool stop = false;
-    std::atomic<uint32_t> posted{0};  // the generation last given (read while polling)
     std::thread thread;
   };
   void worker_loop(Worker& w);
