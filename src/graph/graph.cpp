@@ -69,6 +69,16 @@ struct Graph::Impl {
         runner(structure, backend, device, storage, spec.scaling),
         executor(spec.max_in_flight) {
     for (int i : structure.image_sources) image_sources.push_back(structure.sources[i]);
+    for (size_t k = 0; k < structure.steps.size(); ++k) {
+      const Step& st = structure.steps[k];
+      if (!st.trains_weights) continue;
+      auto& tensors = trained.emplace_back(k, std::vector<std::pair<DataSource*, size_t>>{}).second;
+      for (const WeightSource& w : (st.node->trains() ? st.node->trains() : st.node)->weight_sources()) {
+        const auto specs = tensor_specs(w.descriptor);
+        for (size_t t = 0; t < specs.size(); ++t)
+          if (specs[t].trained) tensors.emplace_back(w.source, t);
+      }
+    }
   }
 
   // Layout::Auto as the backend resolves it under the current tf32 setting.
@@ -76,12 +86,24 @@ struct Graph::Impl {
     return layout == Layout::Auto ? backend.layout_for(storage, allow_tf32) : layout;
   }
 
-  // Plans are keyed by image shapes and layout: label shapes follow the loss sources.
+  // Per step: whether it trains a tensor now. Data sources may freeze tensors between steps;
+  // the gradient steps that then feed only frozen tensors are dead in that plan.
+  std::vector<bool> trains_now() const {
+    std::vector<bool> now(structure.steps.size(), false);
+    for (const auto& [k, tensors] : trained)
+      for (const auto& [source, t] : tensors) now[k] = now[k] || source->trains(t);
+    return now;
+  }
+
+  // Plans are keyed by image shapes, layout and the steps training now: label shapes follow
+  // the loss sources.
   std::shared_ptr<const Plan> plan_for(const std::vector<ImageShape>& images) {
     const Layout resolved = resolved_layout();
     const bool again = recompute;
+    const std::vector<bool> now = trains_now();
     std::vector<int> key{static_cast<int>(resolved), again};
     for (const auto& s : images) key.insert(key.end(), {s.c, s.h, s.w});
+    key.insert(key.end(), now.begin(), now.end());
     std::lock_guard<std::mutex> lock(mutex);
     latest_shapes = images;
     auto& slot = plans[key];
@@ -89,7 +111,7 @@ struct Graph::Impl {
       std::vector<ImageShape> shapes(structure.sources.size(), ImageShape{1, 1, 1});
       for (size_t i = 0; i < images.size(); ++i) shapes[structure.image_sources[i]] = images[i];
       try {
-        slot = std::make_shared<const Plan>(make_plan(structure, shapes, storage, resolved, device.type(), again));
+        slot = std::make_shared<const Plan>(make_plan(structure, shapes, storage, resolved, device.type(), again, now));
       } catch (...) {
         plans.erase(key);
         throw;
@@ -98,6 +120,8 @@ struct Graph::Impl {
     return slot;
   }
 
+  // Per step that trains weights: its data sources' trained tensors (source, index).
+  std::vector<std::pair<size_t, std::vector<std::pair<DataSource*, size_t>>>> trained;
   StepRunner runner;  // touched only by the worker
   Executor executor;  // last: destroyed first, so queued work finishes while the rest exists
 };

@@ -38,7 +38,7 @@ void join_additions(const Structure& s, Plan& p) {
   for (int j = 0; j < n_steps; ++j) {
     const Step& add = s.steps[j];
     if (p.passes[j] || p.converts[j] || !add.node->sums_sources() || add.inputs.size() != 2 || add.state >= 0 ||
-        !add.output_needed)
+        !p.need[j].output)
       continue;
     const ImageShape& shape = p.shapes[add.output];
     int best = -1, addend = -1;
@@ -116,7 +116,7 @@ void place_channel_views(const Structure& s, Plan& p) {
 }  // namespace
 
 Plan make_plan(const Structure& s, const std::vector<ImageShape>& source_shapes, DType storage, Layout layout,
-               DeviceType device, bool recompute) {
+               DeviceType device, bool recompute, std::vector<bool> trains) {
   Plan p;
   p.storage = storage;
   p.layout = layout;
@@ -155,11 +155,17 @@ Plan make_plan(const Structure& s, const std::vector<ImageShape>& source_shapes,
   // point back, so one pass in order resolves chains).
   const int n_steps = static_cast<int>(s.steps.size());
   p.root = s.root;
-  p.passes.assign(n_steps, false);
+  if (trains.empty())
+    for (const Step& st : s.steps) trains.push_back(st.trains_weights);
+  p.need = step_needs(s, trains);
+  p.dead.assign(n_steps, false);
+  for (int i = 0; i < n_steps; ++i) p.dead[i] = !p.need[i].runs;
+  p.passes = p.dead;
   p.converts.assign(n_steps, false);
   p.batch_state.assign(n_steps, 0);
   for (int i = 0; i < n_steps; ++i) {
     const Step& st = s.steps[i];
+    if (p.dead[i]) continue;
     std::vector<ImageShape> ins;
     bool last = p.layouts[st.output] == Layout::NHWC;
     for (int t : st.inputs) {
@@ -171,7 +177,7 @@ Plan make_plan(const Structure& s, const std::vector<ImageShape>& source_shapes,
     if (st.replay && !recompute) {  // the forward result is kept instead
       p.passes[i] = true;
       p.root[st.output] = p.root[s.recomputed_of(st.output)];
-    } else if (st.state < 0 && st.node->passes_through(ins)) {
+    } else if (!p.need[i].state && st.node->passes_through(ins)) {
       p.passes[i] = true;
       p.root[st.output] = p.root[st.inputs[0]];
     } else if (last && !p.converts[i]) {
@@ -204,7 +210,7 @@ Plan make_plan(const Structure& s, const std::vector<ImageShape>& source_shapes,
   auto use = [&](int t, int i) { last[memory(t)] = std::max(last[memory(t)], i); };
   for (int i = 0; i < n_steps; ++i) {
     if (p.passes[i]) continue;
-    for (int t : {s.steps[i].output_needed ? s.steps[i].output : -1, s.steps[i].state}) {
+    for (int t : {p.need[i].output ? s.steps[i].output : -1, p.need[i].state ? s.steps[i].state : -1}) {
       if (t < 0) continue;
       if (def[memory(t)] < 0) def[memory(t)] = i;
       use(t, i);

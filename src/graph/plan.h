@@ -65,6 +65,13 @@ struct Structure {
 Structure build_structure(const std::vector<ImageNodePtr>& results, const std::vector<ImageNodePtr>& roots,
                           bool inference = false);
 
+// Per step of s: whether it runs (something reads its result or state, or it trains weights
+// per `trains`, a flag per step), and whether its result and its state are read.
+struct StepNeed {
+  bool runs = false, output = false, state = false;
+};
+std::vector<StepNeed> step_needs(const Structure& s, const std::vector<bool>& trains);
+
 // Every gradient node from `loss` back to the graph sources; returns their result images.
 std::vector<ImageNodePtr> build_gradient_pass(const std::vector<std::shared_ptr<LossNode>>& losses);
 
@@ -76,6 +83,11 @@ struct Plan {
   // Per step: it runs no kernel, its result being its source 0 for these shapes, or computed by
   // the step that joins it.
   std::vector<bool> passes;
+  // Per step, for the tensors trained now (a data source may freeze some between steps): it
+  // runs no kernel since nothing needs it (also in `passes`), and whether its result and state
+  // are needed (Step's, or less).
+  std::vector<bool> dead;
+  std::vector<StepNeed> need;
   // Per step: the addition step whose sum it computes too (-1: none), adding that step's other
   // source, `addend` (EncodeArgs::addend), and applying its neuron; the two share a result.
   struct Join {
@@ -110,7 +122,9 @@ struct Plan {
 // Infers every shape (errors name the node; label states take their loss source's shape)
 // and places intermediates, stored as `storage` in `layout` (NCHW or NHWC), in one arena.
 // Without `recompute` the replay steps run no kernel and their results are the ones kept.
+// `trains`: per step, whether it trains a tensor now (empty: every step that trains weights).
 Plan make_plan(const Structure& s, const std::vector<ImageShape>& source_shapes, DType storage = DType::Float32,
-               Layout layout = Layout::NCHW, DeviceType device = DeviceType::CPU, bool recompute = true);
+               Layout layout = Layout::NCHW, DeviceType device = DeviceType::CPU, bool recompute = true,
+               std::vector<bool> trains = {});
 
 }  // namespace nngraph

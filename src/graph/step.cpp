@@ -180,8 +180,9 @@ std::vector<Image> StepRunner::run(const Plan& plan, Parameters& wm, const std::
   if (half_graph && copies_.refresh(s, wm, folded_, plan.channels_last_nodes, backend_)) captures_.clear();
   // Gradient buffers are made before any capture: what a capture allocates is its scratch.
   std::vector<const FilterNode*> trained;
-  for (const Step& st : s.steps) {
-    if (!st.trains_weights) continue;
+  for (size_t k = 0; k < s.steps.size(); ++k) {
+    const Step& st = s.steps[k];
+    if (!st.trains_weights || plan.dead[k]) continue;  // dead: its tensors are frozen now
     trained.push_back(st.node->trains() ? st.node->trains() : st.node);
     gradients_for(trained.back(), wm.of.at(trained.back()));
   }
@@ -246,7 +247,9 @@ std::vector<Image> StepRunner::run(const Plan& plan, Parameters& wm, const std::
     return ins;
   };
   // `result`: where the step writes its result instead of the arena (its NCHW copy).
-  auto args_of = [&](const Step& st, const std::vector<const Image*>& ins, const Image* result = nullptr) {
+  auto args_of = [&](size_t k, const std::vector<const Image*>& ins, const Image* result = nullptr) {
+    const Step& st = s.steps[k];
+    const StepNeed& need = plan.need[k];
     const FilterNode* owner = st.node->trains() ? st.node->trains() : st.node;
     auto w = wm.of.find(owner);
     auto batch = batch_states_.find(owner);
@@ -255,10 +258,10 @@ std::vector<Image> StepRunner::run(const Plan& plan, Parameters& wm, const std::
       if (s.losses[i].node == st.node) loss = &loss_out[i];
     const WeightsState* folded = !st.folded ? nullptr : half_graph ? copies_.folded(st.node) : folded_.of(st.node);
     const std::vector<WeightsState>* copied = half_graph ? copies_.of(owner) : nullptr;
-    EncodeArgs a{backend_, ins, result ? *result : st.output_needed ? t[st.output] : none,
+    EncodeArgs a{backend_, ins, result ? *result : need.output ? t[st.output] : none,
                  folded ? folded : copied ? copied->data() : w == wm.of.end() ? nullptr : w->second.data(),
                  st.trains_weights ? gradients_.at(owner).data() : nullptr, st.fused,
-                 counter, loss, options.allow_tf32, st.state >= 0 ? &t[st.state] : nullptr, s.training};
+                 counter, loss, options.allow_tf32, need.state ? &t[st.state] : nullptr, s.training};
     a.batch_state = batch == batch_states_.end() ? nullptr : batch->second.get();
     if (scale_state) a.loss_scale = &scale_state->scale;
     a.layout = plan.layout;
@@ -266,7 +269,8 @@ std::vector<Image> StepRunner::run(const Plan& plan, Parameters& wm, const std::
     return a;
   };
   // A step whose node does not read NHWC images: NCHW copies in, its NCHW result permuted back.
-  auto encode_on_copies = [&](const Step& st) {
+  auto encode_on_copies = [&](size_t k) {
+    const Step& st = s.steps[k];
     std::vector<Image> copies;
     copies.reserve(st.inputs.size() + 1);
     std::vector<const Image*> ins = inputs_of(st);
@@ -276,9 +280,9 @@ std::vector<Image> StepRunner::run(const Plan& plan, Parameters& wm, const std::
       dispatch<CastKernel>(backend_, Tensor::image(*ins[j], Layout::NHWC), copies.back());
       ins[j] = &copies.back();
     }
-    const bool permute_out = st.output_needed && plan.layouts[st.output] == Layout::NHWC;
+    const bool permute_out = plan.need[k].output && plan.layouts[st.output] == Layout::NHWC;
     if (permute_out) copies.push_back(Image::allocate(t[st.output].descriptor(), device_));
-    EncodeArgs a = args_of(st, ins, permute_out ? &copies.back() : nullptr);
+    EncodeArgs a = args_of(k, ins, permute_out ? &copies.back() : nullptr);
     a.layout = Layout::NCHW;
     st.node->encode(a);
     if (permute_out) dispatch<CastKernel>(backend_, copies.back(), Tensor::image(t[st.output], Layout::NHWC));
@@ -289,9 +293,9 @@ std::vector<Image> StepRunner::run(const Plan& plan, Parameters& wm, const std::
       if (plan.passes[k]) continue;
       try {
         if (plan.converts[k]) {
-          encode_on_copies(s.steps[k]);
+          encode_on_copies(k);
         } else {
-          EncodeArgs a = args_of(s.steps[k], inputs_of(s.steps[k]));
+          EncodeArgs a = args_of(k, inputs_of(s.steps[k]));
           if (const Plan::Join& join = plan.joins[k]; join.step >= 0) {
             a.addend = &t[join.addend];
             a.fused = s.steps[join.step].fused;
@@ -305,9 +309,10 @@ std::vector<Image> StepRunner::run(const Plan& plan, Parameters& wm, const std::
     }
   };
   auto commit = [&] {
-    for (const Step& st : s.steps) {
-      if (st.node->is_gradient() || st.replay || !batch_states_.count(st.node)) continue;
-      st.node->encode_commit(args_of(st, inputs_of(st)));
+    for (size_t k = 0; k < s.steps.size(); ++k) {
+      const Step& st = s.steps[k];
+      if (st.node->is_gradient() || st.replay || plan.dead[k] || !batch_states_.count(st.node)) continue;
+      st.node->encode_commit(args_of(k, inputs_of(st)));
     }
   };
   // The whole step, which a capture records. Without its nodes it is the launches whose

@@ -268,28 +268,45 @@ Structure build_structure(const std::vector<ImageNodePtr>& results, const std::v
     s.steps.back().state = s.state_of(i);
   }
 
-  // Dead steps, last to first: a step runs if something needs its result or it trains weights.
-  // Loss steps always run: their per-image losses are results too, trained or not.
+  // Dead steps: those whose results nothing needs and whose data sources train nothing.
+  std::vector<bool> trainable(s.steps.size(), false);
+  for (size_t k = 0; k < s.steps.size(); ++k)
+    if (const FilterNode* trains = s.steps[k].node->trains())
+      for (const auto& w : trains->weight_sources()) trainable[k] = trainable[k] || w.source->trainable();
+  const std::vector<StepNeed> need = step_needs(s, trainable);
+  std::vector<Step> kept;
+  for (size_t k = 0; k < s.steps.size(); ++k) {
+    if (!need[k].runs) continue;
+    Step st = s.steps[k];
+    st.output_needed = need[k].output;
+    st.trains_weights = trainable[k];
+    if (!need[k].state) st.state = -1;
+    kept.push_back(st);
+  }
+  s.steps = std::move(kept);
+  if (s.training) add_replays(s);
+  return s;
+}
+
+std::vector<StepNeed> step_needs(const Structure& s, const std::vector<bool>& trains) {
+  // Last to first: a step runs if a result, a loss or a running step reads its result or
+  // state, or it trains weights. Loss steps always run: their per-image losses are results too.
   std::vector<bool> live(s.tensor_count(), false);
   for (int t : s.results) live[s.root[t]] = true;
   for (const LossBinding& l : s.losses)
     for (const Step& st : s.steps)
       if (st.node == l.node) live[st.output] = true;
-  std::vector<Step> kept;
-  for (auto it = s.steps.rbegin(); it != s.steps.rend(); ++it) {
-    bool trainable = false;
-    if (const FilterNode* trains = it->node->trains())
-      for (const auto& w : trains->weight_sources()) trainable = trainable || w.source->trainable();
-    it->output_needed = live[it->output];
-    it->trains_weights = trainable;
-    if (!live[it->state]) it->state = -1;
-    if (!it->output_needed && it->state < 0 && !trainable) continue;
-    for (int t : it->inputs) live[t] = true;
-    kept.push_back(*it);
+  std::vector<StepNeed> need(s.steps.size());
+  for (size_t k = s.steps.size(); k-- > 0;) {
+    const Step& st = s.steps[k];
+    StepNeed& n = need[k];
+    n.output = live[st.output];
+    n.state = st.state >= 0 && live[st.state];
+    n.runs = n.output || n.state || trains[k];
+    if (n.runs)
+      for (int t : st.inputs) live[t] = true;
   }
-  s.steps.assign(kept.rbegin(), kept.rend());
-  if (s.training) add_replays(s);
-  return s;
+  return need;
 }
 
 std::vector<ImageNodePtr> build_gradient_pass(const std::vector<std::shared_ptr<LossNode>>& losses) {

@@ -6,6 +6,7 @@ import os
 import numpy as np
 import pytest
 from sklearn.datasets import load_digits
+from sources import FixedSource
 from test_gradients import Capture
 
 import nngraph as ng
@@ -400,3 +401,54 @@ def test_inception_trains_with_its_auxiliary_classifier():
     handle = graph.encode(x, labels=[np.array([1, 3]), np.array([1, 3])])
     assert np.isfinite(handle.loss(0)) and np.isfinite(handle.loss(1))
     assert not np.allclose(net.sources["AuxLogits.fc"].weights(), before)
+
+
+def chain(device, first=None):
+    """x → conv a + relu → conv b + relu → fully connected c, trained by SGD; `first`: a's
+    source (default: an ArrayDataSource)."""
+    import warnings
+    srcs = {
+        "a": first or ng.ArrayDataSource(ng.ConvolutionDescriptor(3, 1, 8), label="a", seed=1),
+        "b": ng.ArrayDataSource(ng.ConvolutionDescriptor(3, 8, 8), label="b", seed=2),
+        "c": ng.ArrayDataSource(ng.ConvolutionDescriptor(8, 8, 10), label="c", seed=3),
+    }
+    h = ng.Neuron(ng.Convolution(ng.ImageNode(shape=(1, 8, 8)), srcs["a"], padding="same", label="a"), "relu")
+    h = ng.Neuron(ng.Convolution(h, srcs["b"], padding="same", label="b"), "relu")
+    logits = ng.FullyConnected(h, srcs["c"], label="c")
+    loss = ng.Loss(logits, ng.LossDescriptor("softmax_cross_entropy", "mean"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a Python source without update() stays frozen
+        return loss.training_graph(device=device, optimizer=ng.SGD(learning_rate=0.1)), srcs
+
+
+def test_frozen_sources_drop_the_gradient_steps_only_they_needed(device, digits):
+    """Freezing the first layer's tensors drops its gradient step and the input gradient of the
+    layer after it (nothing trained reads them) from the next steps' plan, as for a source
+    without update(); the others train the same; unfreezing brings the steps back."""
+    (x, y), _ = digits
+    x, y = x[:32], y[:32]
+    g, srcs = chain(device)
+    g.encode(x, labels=y).wait()
+    every = g.memory_plan(32)
+    assert "a_gradient" in every["steps"]
+    srcs["a"].frozen = ["weights", "biases"]
+    frozen = g.memory_plan(32)
+    assert "a_gradient" not in frozen["steps"] and "b_gradient" in frozen["steps"]
+    assert frozen["planned_bytes"] <= every["planned_bytes"]
+    held = FixedSource(srcs["a"].tensor("weights"), srcs["a"].tensor("biases"), label="a")
+    ref, ref_srcs = chain(device, first=held)
+    for k in "bc":
+        ref_srcs[k].set_tensors({t: srcs[k].tensor(t) for t in ("weights", "biases")})
+    assert ref.memory_plan(32)["steps"] == frozen["steps"]
+    before = {k: s.tensor("weights").copy() for k, s in srcs.items()}
+    for _ in range(2):
+        g.encode(x, labels=y).wait()
+        ref.encode(x, labels=y).wait()
+    assert np.array_equal(srcs["a"].tensor("weights"), before["a"])
+    for k in "bc":
+        assert not np.array_equal(srcs[k].tensor("weights"), before[k])
+        np.testing.assert_allclose(srcs[k].tensor("weights"), ref_srcs[k].tensor("weights"), rtol=1e-5, atol=1e-6)
+    srcs["a"].frozen = []
+    assert g.memory_plan(32)["steps"] == every["steps"]
+    g.encode(x, labels=y).wait()
+    assert not np.array_equal(srcs["a"].tensor("weights"), before["a"])
