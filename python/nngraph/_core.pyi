@@ -979,7 +979,7 @@ class Graph:
     @property
     def recompute(self) -> bool:
         """
-        Training graphs: a batch normalization's result (with its neuron, or a residual sum it computes) that only later layers' gradients read again is computed again just before them instead of kept through the forward pass: less memory for one more pass each (memory_plan shows 'bn1+relu (recomputed)'). On by default.
+        Training graphs: a batch normalization's result (with its neuron, or a residual sum it computes) that only later layers' gradients read again is computed again just before them instead of kept through the forward pass: less memory for one more pass each, taken only where keeping the result would make the plan's arena larger (memory_plan shows 'bn1+relu (recomputed)'). On by default.
         """
     @recompute.setter
     def recompute(self, arg1: bool) -> None:

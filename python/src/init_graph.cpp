@@ -319,7 +319,8 @@ void init_graph(py::module_& m) {
                     "Training graphs: a batch normalization's result (with its neuron, or a residual sum "
                     "it computes) that only later layers' gradients read again is computed again just "
                     "before them instead of kept through the forward pass: less memory for one more pass "
-                    "each (memory_plan shows 'bn1+relu (recomputed)'). On by default.")
+                    "each, taken only where keeping the result would make the plan's arena larger "
+                    "(memory_plan shows 'bn1+relu (recomputed)'). On by default.")
       .def_property_readonly("loss_scale", [](const Graph& g) {
         py::gil_scoped_release release;
         return g.loss_scale();

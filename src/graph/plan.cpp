@@ -113,53 +113,13 @@ void place_channel_views(const Structure& s, Plan& p) {
     while (v.whole >= 0 && p.views[v.whole].whole >= 0) v = {p.views[v.whole].whole, v.channel + p.views[v.whole].channel};
 }
 
-}  // namespace
-
-Plan make_plan(const Structure& s, const std::vector<ImageShape>& source_shapes, DType storage, Layout layout,
-               DeviceType device, bool recompute, std::vector<bool> trains) {
-  Plan p;
-  p.storage = storage;
-  p.layout = layout;
-  p.shapes.resize(s.tensor_count());
-  p.dtypes.assign(s.tensor_count(), DType::Float32);  // label sources and states
-  for (int t : s.image_sources) p.dtypes[t] = storage;
-  std::fill_n(p.dtypes.begin() + s.sources.size(), s.order.size(), storage);
-  std::copy(source_shapes.begin(), source_shapes.end(), p.shapes.begin());
-  const size_t n_src = s.sources.size();
-  std::unordered_set<int> states;  // training states some step writes
-  for (const Step& st : s.steps)
-    if (st.state >= 0) states.insert(st.state);
-  for (size_t i = 0; i < s.order.size(); ++i) {
-    for (const auto& l : s.losses)  // label states take the shape of what the loss compares
-      if (l.node == s.order[i]) p.shapes[l.labels] = p.shapes[s.node_inputs[i][0]];
-    std::vector<ImageShape> ins;
-    for (int t : s.node_inputs[i]) ins.push_back(p.shapes[t]);
-    p.shapes[n_src + i] = s.order[i]->infer(ins);
-    p.naive += p.shapes[n_src + i].count() * dtype_size(storage);
-    if (states.count(s.state_of(i))) p.shapes[s.state_of(i)] = {static_cast<int>(s.order[i]->state_size(ins)), 1, 1};
-  }
-  p.layouts.assign(s.tensor_count(), Layout::NCHW);
-  auto lay_out = [&](size_t t) {
-    const ImageShape& sh = p.shapes[t];
-    if (layout == Layout::NHWC && sh.c > 1 && sh.h * sh.w > 1) p.layouts[t] = Layout::NHWC;
-  };
-  for (int t : s.image_sources) lay_out(t);
-  for (size_t i = 0; i < s.order.size(); ++i) lay_out(n_src + i);
-  for (size_t t = n_src + 2 * s.order.size(); t < s.tensor_count(); ++t) {  // recomputed results
-    const int of = s.recomputed_of(static_cast<int>(t));
-    p.shapes[t] = p.shapes[of];
-    p.dtypes[t] = p.dtypes[of];
-    p.layouts[t] = p.layouts[of];
-  }
+// The plan from its shapes, layouts and needs on: passes, joins, views, liveness and arena
+// offsets, with the replay steps `replayed` computing again and the others' results kept.
+Plan place(const Structure& s, Plan p, const std::vector<bool>& replayed, DeviceType device) {
   // Steps that pass their source through for these shapes alias it instead (tensor ids only
   // point back, so one pass in order resolves chains).
   const int n_steps = static_cast<int>(s.steps.size());
   p.root = s.root;
-  if (trains.empty())
-    for (const Step& st : s.steps) trains.push_back(st.trains_weights);
-  p.need = step_needs(s, trains);
-  p.dead.assign(n_steps, false);
-  for (int i = 0; i < n_steps; ++i) p.dead[i] = !p.need[i].runs;
   p.passes = p.dead;
   p.converts.assign(n_steps, false);
   p.batch_state.assign(n_steps, 0);
@@ -174,7 +134,7 @@ Plan make_plan(const Structure& s, const std::vector<ImageShape>& source_shapes,
     }
     p.converts[i] = last && !st.node->channels_last(device, ins);
     if (s.training && !st.node->is_gradient()) p.batch_state[i] = st.node->batch_state_size(ins);
-    if (st.replay && !recompute) {  // the forward result is kept instead
+    if (st.replay && !replayed[i]) {  // the forward result is kept instead
       p.passes[i] = true;
       p.root[st.output] = p.root[s.recomputed_of(st.output)];
     } else if (!p.need[i].state && st.node->passes_through(ins)) {
@@ -223,7 +183,7 @@ Plan make_plan(const Structure& s, const std::vector<ImageShape>& source_shapes,
   }
   for (int t : s.results) use(t, n_steps);
   for (int t : s.image_sources)  // cast or permuted in before the first step
-    if (storage != DType::Float32 || p.layouts[t] == Layout::NHWC) def[t] = 0;
+    if (p.storage != DType::Float32 || p.layouts[t] == Layout::NHWC) def[t] = 0;
   auto padded = [&](int t) {  // 64-byte aligned
     return (p.shapes[t].count() * dtype_size(p.dtypes[t]) + 63) / 64 * 64;
   };
@@ -251,6 +211,67 @@ Plan make_plan(const Structure& s, const std::vector<ImageShape>& source_shapes,
     placed.push_back(t);
   }
   return p;
+}
+
+}  // namespace
+
+Plan make_plan(const Structure& s, const std::vector<ImageShape>& source_shapes, DType storage, Layout layout,
+               DeviceType device, bool recompute, std::vector<bool> trains) {
+  Plan p;
+  p.storage = storage;
+  p.layout = layout;
+  p.shapes.resize(s.tensor_count());
+  p.dtypes.assign(s.tensor_count(), DType::Float32);  // label sources and states
+  for (int t : s.image_sources) p.dtypes[t] = storage;
+  std::fill_n(p.dtypes.begin() + s.sources.size(), s.order.size(), storage);
+  std::copy(source_shapes.begin(), source_shapes.end(), p.shapes.begin());
+  const size_t n_src = s.sources.size();
+  std::unordered_set<int> states;  // training states some step writes
+  for (const Step& st : s.steps)
+    if (st.state >= 0) states.insert(st.state);
+  for (size_t i = 0; i < s.order.size(); ++i) {
+    for (const auto& l : s.losses)  // label states take the shape of what the loss compares
+      if (l.node == s.order[i]) p.shapes[l.labels] = p.shapes[s.node_inputs[i][0]];
+    std::vector<ImageShape> ins;
+    for (int t : s.node_inputs[i]) ins.push_back(p.shapes[t]);
+    p.shapes[n_src + i] = s.order[i]->infer(ins);
+    p.naive += p.shapes[n_src + i].count() * dtype_size(storage);
+    if (states.count(s.state_of(i))) p.shapes[s.state_of(i)] = {static_cast<int>(s.order[i]->state_size(ins)), 1, 1};
+  }
+  p.layouts.assign(s.tensor_count(), Layout::NCHW);
+  auto lay_out = [&](size_t t) {
+    const ImageShape& sh = p.shapes[t];
+    if (layout == Layout::NHWC && sh.c > 1 && sh.h * sh.w > 1) p.layouts[t] = Layout::NHWC;
+  };
+  for (int t : s.image_sources) lay_out(t);
+  for (size_t i = 0; i < s.order.size(); ++i) lay_out(n_src + i);
+  for (size_t t = n_src + 2 * s.order.size(); t < s.tensor_count(); ++t) {  // recomputed results
+    const int of = s.recomputed_of(static_cast<int>(t));
+    p.shapes[t] = p.shapes[of];
+    p.dtypes[t] = p.dtypes[of];
+    p.layouts[t] = p.layouts[of];
+  }
+  const int n_steps = static_cast<int>(s.steps.size());
+  if (trains.empty())
+    for (const Step& st : s.steps) trains.push_back(st.trains_weights);
+  p.need = step_needs(s, trains);
+  p.dead.assign(n_steps, false);
+  for (int i = 0; i < n_steps; ++i) p.dead[i] = !p.need[i].runs;
+  // Recomputing a result pays a pass for memory: each replay is kept only where dropping it
+  // (keeping the forward result instead) would make the arena larger.
+  std::vector<bool> replayed(n_steps, false);
+  for (int i = 0; i < n_steps; ++i) replayed[i] = recompute && s.steps[i].replay && !p.dead[i];
+  Plan best = place(s, p, replayed, device);
+  for (int i = 0; i < n_steps; ++i) {
+    if (!replayed[i]) continue;
+    replayed[i] = false;
+    Plan without = place(s, p, replayed, device);
+    if (without.arena <= best.arena)
+      best = std::move(without);
+    else
+      replayed[i] = true;
+  }
+  return best;
 }
 
 }  // namespace nngraph

@@ -248,6 +248,23 @@ def test_a_residual_sum_is_recomputed_by_its_normalization(device, fmt):
     assert_same_training(device, fmt, (got, got_tensors), (kept, kept_tensors))
 
 
+def test_only_results_kept_at_the_memory_peak_are_recomputed(device):
+    """The speed-run network's five normalizations before a convolution could each be computed
+    again; the plan does so only where keeping the result would make its arena larger: the
+    first block's two, whose results would be alive at the peak (that block's gradients, the
+    largest). The later blocks' results are gone by then, so keeping them costs no memory."""
+    from nngraph import models
+    net = models.speedrun_net(classes=10, seed=0, optimizer=ng.SGD(learning_rate=0.1))
+    g = ng.Loss(net.logits, "softmax_cross_entropy").training_graph(device=device)
+    x = np.random.default_rng(0).standard_normal((4, 3, 32, 32)).astype(np.float32)
+    g.encode(x, labels=np.arange(4)).wait()
+    again = g.memory_plan(64)
+    assert sorted(s for s in again["steps"] if "recomputed" in s) == [
+        "block1.norm1+gelu (recomputed)", "block1.norm2+gelu (recomputed)"]
+    g.recompute = False
+    assert g.memory_plan(64)["planned_bytes"] > again["planned_bytes"]
+
+
 def bn_net(c, optimizer, momentum=0.1, source=None):
     ds = source or ng.ArrayDataSource(ng.NormalizationDescriptor(c), label="bn", optimizer=optimizer)
     bn = ng.BatchNormalization(ng.ImageNode(), ds, momentum=momentum)
