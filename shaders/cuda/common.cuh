@@ -13,6 +13,8 @@
 namespace nngraph::cuda {
 
 constexpr int kThreads = 256;
+// Rows of c channels read side by side by a block summing columns, a thread per v channels.
+__host__ __device__ inline int row_lanes(int c, int v = 1) { return c / v < kThreads ? kThreads / (c / v) : 1; }
 
 // Explicit instantiations of a launcher template: X(T) for each storage type.
 #define NNGRAPH_STORAGE_TYPES(X) X(float) X(__half) X(__nv_bfloat16)

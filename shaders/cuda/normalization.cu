@@ -166,9 +166,6 @@ __global__ void plane_partial_kernel(Terms terms, float* partial, int n, int c, 
   }
 }
 
-// Rows read side by side by one block of stage 1 on rows, a thread per V channels.
-__host__ __device__ inline int row_lanes(int c, int v = 1) { return c / v < kThreads ? kThreads / (c / v) : 1; }
-
 // Stage 1, one value per plane (rows of channels): block (columns, chunk) sums a chunk of
 // rows, a thread per V channels and row_lanes(c, V) rows side by side, coalesced across the row.
 template <int V, class Terms>
