@@ -155,15 +155,18 @@ __device__ T block_sum(T v) {
   return total;
 }
 
-// A neuron f(v) or its derivative f'(v) as a kernel argument: none, relu (the common one,
-// kept lean: the general switch cost the bandwidth-bound 2×2 pooling gradient a third of its
-// speed), or any. with_neuron(nd, launch) and with_derivative(nd, launch) call launch with
-// the one for nd.
+// A neuron f(v) or its derivative f'(v) as a kernel argument: none, relu and GELU (the common
+// ones, kept lean: the general switch cost the bandwidth-bound 2×2 pooling gradient a third of
+// its speed, and a GELU pass two thirds), or any. with_neuron(nd, launch) and
+// with_derivative(nd, launch) call launch with the one for nd.
 struct NoNeuron {
   __device__ float operator()(float v) const { return v; }
 };
 struct ReLUNeuron {
   __device__ float operator()(float v) const { return math::relu(v); }  // NaN stays NaN
+};
+struct GELUNeuron {
+  __device__ float operator()(float v) const { return math::neurons::GELU::f(0.f, 0.f, 0.f, v); }
 };
 struct AnyNeuron {
   NeuronDescriptor nd;
@@ -175,27 +178,32 @@ struct NoDerivative {
 struct ReLUDerivative {
   __device__ float operator()(float v) const { return v > 0.f ? 1.f : 0.f; }
 };
+struct GELUDerivative {  // of its input v
+  __device__ float operator()(float v) const { return math::neurons::GELU::df(0.f, 0.f, 0.f, v); }
+};
 struct AnyDerivative {
   NeuronDescriptor nd;
   __device__ float operator()(float v) const { return math::neuron_derivative(nd, v); }
 };
 
-template <class None, class ReLU, class Any, class F>
+template <class None, class ReLU, class GELU, class Any, class F>
 void with_functor(const NeuronDescriptor& nd, F&& launch) {
   if (nd.type == NeuronType::None)
     launch(None{});
   else if (nd.type == NeuronType::ReLU)
     launch(ReLU{});
+  else if (nd.type == NeuronType::GELU)
+    launch(GELU{});
   else
     launch(Any{nd});
 }
 template <class F>
 void with_neuron(const NeuronDescriptor& nd, F&& launch) {
-  with_functor<NoNeuron, ReLUNeuron, AnyNeuron>(nd, launch);
+  with_functor<NoNeuron, ReLUNeuron, GELUNeuron, AnyNeuron>(nd, launch);
 }
 template <class F>
 void with_derivative(const NeuronDescriptor& nd, F&& launch) {
-  with_functor<NoDerivative, ReLUDerivative, AnyDerivative>(nd, launch);
+  with_functor<NoDerivative, ReLUDerivative, GELUDerivative, AnyDerivative>(nd, launch);
 }
 
 }  // namespace nngraph::cuda

@@ -17,9 +17,10 @@ __global__ void bias_neuron_kernel(T* x, I n, unsigned channels, unsigned hw, co
     x[i] = st<T>(neuron(ld(x[i]) + b));
   }
 }
+template <class N>
 struct ApplyNeuron {
-  NeuronDescriptor nd;
-  __device__ float operator()(float v, float) const { return math::neuron(nd, v); }
+  N neuron;
+  __device__ float operator()(float v, float) const { return neuron(v); }
 };
 template <class D>
 struct ChainRule {  // (v, dy) → dy · f'(v)
@@ -74,7 +75,7 @@ void bias_neuron(cudaStream_t s, T* x, size_t n, int channels, int hw, const flo
 }
 template <class T>
 void neuron(cudaStream_t s, const T* in, T* out, size_t n, const NeuronDescriptor& nd) {
-  map_values(s, in, static_cast<const T*>(nullptr), out, n, ApplyNeuron{nd});
+  with_neuron(nd, [&](auto f) { map_values(s, in, static_cast<const T*>(nullptr), out, n, ApplyNeuron<decltype(f)>{f}); });
   check_launch("neuron");
 }
 template <class T>

@@ -60,25 +60,14 @@ struct Through {
   static constexpr bool kNone = std::is_same_v<D, NoDerivative>;
   __device__ float operator()(float v) const { return derivative(from_output ? neuron(v) : v); }
 };
-// GELU (the speed run's) by its own formulas: the switch over every neuron in these loops
-// costs more than the passes the folding saves.
-struct GELUNeuron {
-  __device__ float operator()(float v) const { return math::neurons::GELU::f(0.f, 0.f, 0.f, v); }
-};
-struct GELUThrough {
+// GELU's derivative is of its input, the normalized v itself.
+struct GELUThrough : GELUDerivative {
   static constexpr bool kNone = false;
-  __device__ float operator()(float v) const { return math::neurons::GELU::df(0.f, 0.f, 0.f, v); }
 };
 template <class F>
 void with_through(const NeuronDescriptor& nd, F&& f) {
-  if (nd.type == NeuronType::GELU) return f(GELUThrough{});
-  with_functor<Through<NoNeuron, NoDerivative>, Through<ReLUNeuron, ReLUDerivative>,
+  with_functor<Through<NoNeuron, NoDerivative>, Through<ReLUNeuron, ReLUDerivative>, GELUThrough,
                Through<AnyNeuron, AnyDerivative>>(nd, f);
-}
-template <class F>
-void with_normalized_neuron(const NeuronDescriptor& nd, F&& f) {
-  if (nd.type == NeuronType::GELU) return f(GELUNeuron{});
-  with_neuron(nd, f);
 }
 
 // A channel's batch mean, and the scale and shift that normalized it (normalize_kernel's).
@@ -419,7 +408,7 @@ void batch_norm_forward(cudaStream_t s, const T* x, const float* gamma, const fl
   }
   const size_t count = static_cast<size_t>(n) * c * hw;
   const bool wide = packed(stats) && c % 4 == 0;
-  with_normalized_neuron(nd, [&](auto neuron) {
+  with_neuron(nd, [&](auto neuron) {
     with_index_type(count, [&](auto index) {
       using I = decltype(index);
       with_pack<T>(c, hw, packed(x) && packed(y) && packed(addend) && y_ld % kPack<T> == 0, [&](auto v) {
