@@ -81,13 +81,14 @@ void scatter_gradient(bool max, const PoolGeometry& g, const ImageShape& is, con
     }
 }
 
-// A window's kw taps of a padded row, reduced, for each output column: KW fixed for the common
-// widths (the loop over the columns then vectorizes), 0 for any.
-template <bool Max, int KW>
+// A window's kw taps of a padded row, reduced, for each output column: KW and SX fixed for the
+// common windows (the loop over the columns then vectorizes; a stride known to be 2 reads
+// whole vectors and deinterleaves them), 0 for any.
+template <bool Max, int KW, int SX>
 void pool_columns(const float* padded, int wo, int kw, int sx, int dx, float* out) {
-  const int taps = KW ? KW : kw;
+  const int taps = KW ? KW : kw, step = SX ? SX : sx;
   for (int ox = 0; ox < wo; ++ox) {
-    const float* t = padded + static_cast<size_t>(ox) * sx;
+    const float* t = padded + static_cast<size_t>(ox) * step;
     float acc = t[0];
     for (int j = 1; j < taps; ++j) acc = Max ? std::max(acc, t[j * dx]) : acc + t[j * dx];
     out[ox] = acc;
@@ -101,8 +102,11 @@ template <bool Max>
 void pool_rows(const PoolGeometry& g, const ImageShape& is, const ImageShape& os, const float* x, float* y,
                float* padded, const float* divisors) {
   float* row = padded + g.pad_left;
-  const auto columns = g.kw == 2 && g.dil_x == 1 ? pool_columns<Max, 2>
-                       : g.kw == 3 && g.dil_x == 1 ? pool_columns<Max, 3> : pool_columns<Max, 0>;
+  const bool dense = g.dil_x == 1;
+  const auto columns = dense && g.kw == 3 && g.sx == 2 ? pool_columns<Max, 3, 2>
+                       : dense && g.kw == 2          ? pool_columns<Max, 2, 0>
+                       : dense && g.kw == 3          ? pool_columns<Max, 3, 0>
+                                                     : pool_columns<Max, 0, 0>;
   for (int oy = 0; oy < os.h; ++oy) {
     const math::Taps rows = math::window_taps(oy, g.sy, g.pad_top, g.kh, g.dil_y, is.h);
     float* out = y + static_cast<size_t>(oy) * os.w;
