@@ -120,12 +120,13 @@ Plan place(const Structure& s, Plan p, const std::vector<bool>& replayed, Device
   // point back, so one pass in order resolves chains).
   const int n_steps = static_cast<int>(s.steps.size());
   p.root = s.root;
-  p.passes = p.dead;
+  p.passes.assign(n_steps, false);
+  for (int i = 0; i < n_steps; ++i) p.passes[i] = !p.need[i].runs;
   p.converts.assign(n_steps, false);
   p.batch_state.assign(n_steps, 0);
   for (int i = 0; i < n_steps; ++i) {
     const Step& st = s.steps[i];
-    if (p.dead[i]) continue;
+    if (!p.need[i].runs) continue;
     std::vector<ImageShape> ins;
     bool last = p.layouts[st.output] == Layout::NHWC;
     for (int t : st.inputs) {
@@ -255,12 +256,10 @@ Plan make_plan(const Structure& s, const std::vector<ImageShape>& source_shapes,
   if (trains.empty())
     for (const Step& st : s.steps) trains.push_back(st.trains_weights);
   p.need = step_needs(s, trains);
-  p.dead.assign(n_steps, false);
-  for (int i = 0; i < n_steps; ++i) p.dead[i] = !p.need[i].runs;
   // Recomputing a result pays a pass for memory: each replay is kept only where dropping it
   // (keeping the forward result instead) would make the arena larger.
   std::vector<bool> replayed(n_steps, false);
-  for (int i = 0; i < n_steps; ++i) replayed[i] = recompute && s.steps[i].replay && !p.dead[i];
+  for (int i = 0; i < n_steps; ++i) replayed[i] = recompute && s.steps[i].replay && p.need[i].runs;
   Plan best = place(s, p, replayed, device);
   for (int i = 0; i < n_steps; ++i) {
     if (!replayed[i]) continue;

@@ -83,10 +83,9 @@ struct Plan {
   // Per step: it runs no kernel, its result being its source 0 for these shapes, or computed by
   // the step that joins it.
   std::vector<bool> passes;
-  // Per step, for the tensors trained now (a data source may freeze some between steps): it
-  // runs no kernel since nothing needs it (also in `passes`), and whether its result and state
-  // are needed (Step's, or less).
-  std::vector<bool> dead;
+  // Per step, for the tensors trained now (a data source may freeze some between steps):
+  // whether it runs at all (one that does not is in `passes` too), and whether its result and
+  // state are needed (Step's, or less).
   std::vector<StepNeed> need;
   // Per step: the addition step whose sum it computes too (-1: none), adding that step's other
   // source, `addend` (EncodeArgs::addend), and applying its neuron; the two share a result.

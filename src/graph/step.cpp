@@ -182,7 +182,7 @@ std::vector<Image> StepRunner::run(const Plan& plan, Parameters& wm, const std::
   std::vector<const FilterNode*> trained;
   for (size_t k = 0; k < s.steps.size(); ++k) {
     const Step& st = s.steps[k];
-    if (!st.trains_weights || plan.dead[k]) continue;  // dead: its tensors are frozen now
+    if (!st.trains_weights || !plan.need[k].runs) continue;  // its tensors are frozen now
     trained.push_back(st.node->trains() ? st.node->trains() : st.node);
     gradients_for(trained.back(), wm.of.at(trained.back()));
   }
@@ -311,7 +311,7 @@ std::vector<Image> StepRunner::run(const Plan& plan, Parameters& wm, const std::
   auto commit = [&] {
     for (size_t k = 0; k < s.steps.size(); ++k) {
       const Step& st = s.steps[k];
-      if (st.node->is_gradient() || st.replay || plan.dead[k] || !batch_states_.count(st.node)) continue;
+      if (st.node->is_gradient() || st.replay || !plan.need[k].runs || !batch_states_.count(st.node)) continue;
       st.node->encode_commit(args_of(k, inputs_of(st)));
     }
   };
