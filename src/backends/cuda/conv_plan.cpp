@@ -11,12 +11,14 @@
 namespace nngraph {
 namespace {
 
-// The fastest algorithm whose scratch fits: a cap keeps peak memory near the activations'.
-// Half precision 64 MiB: with 256, algorithms of larger scratch took the residual network's
-// peak memory at batch 512 from 371 to 537 MiB for no measurable time (3.86 against 3.84 ms;
-// with 16 its step took 2.7 times as long). float32 keeps 256: at 64, the digit network's step
-// at batch 1024 took 3.04 ms against 2.3–2.6.
-size_t max_workspace(DType t) { return (t == DType::Float32 ? size_t(256) : size_t(64)) << 20; }
+// Scratch costs peak memory, so an algorithm past kLean must earn it: it is kept only where it
+// takes at most kWorth of the time of the quickest within kLean. Measured on an H200: half
+// precision gains nothing past 64 MiB (the residual network at batch 512: 3.86 against 3.84 ms,
+// peak 537 against 371 MiB), while exact float32 Fourier and Winograd algorithms need more (the
+// speed-run network at batch 1024: 28.2 ms within 256 MiB, 16.8 ms within 1 GiB at 1.5 GiB peak,
+// no quicker within 4 GiB).
+constexpr size_t kLean = size_t(64) << 20, kMost = size_t(1) << 30;
+constexpr float kWorth = 0.9f;
 
 // cuDNN's algorithms whose scratch fits, the quickest kKeep first, each timed by its best of
 // several Find passes after a warm-up one. One pass runs each algorithm about once: on a GPU
@@ -24,7 +26,7 @@ size_t max_workspace(DType t) { return (t == DType::Float32 ? size_t(256) : size
 // places from process to process, and a single slow run hid the best one. The first call
 // times the kept ones again on its own buffers (Find's times and a step's disagree).
 template <class Perf, class Find>
-std::vector<Perf> quickest_found(Find find, size_t cap, const char* what) {
+std::vector<Perf> quickest_found(Find find, const char* what) {
   constexpr int kMax = 8, kPasses = 4, kKeep = 2;
   std::vector<Perf> best;
   for (int pass = 0; pass < kPasses; ++pass) {
@@ -32,7 +34,7 @@ std::vector<Perf> quickest_found(Find find, size_t cap, const char* what) {
     int found = 0;
     cudnn_check(find(kMax, &found, perf), what);
     for (int i = 0; pass > 0 && i < found; ++i) {
-      if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > cap) continue;
+      if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > kMost) continue;
       auto same = std::find_if(best.begin(), best.end(), [&](const Perf& b) { return b.algo == perf[i].algo; });
       if (same == best.end())
         best.push_back(perf[i]);
@@ -41,6 +43,13 @@ std::vector<Perf> quickest_found(Find find, size_t cap, const char* what) {
     }
   }
   if (best.empty()) fail<DeviceError>("[", what, "] cuDNN found no algorithm for this shape");
+  float lean = -1;
+  for (const Perf& b : best)
+    if (b.memory <= kLean && (lean < 0 || b.time < lean)) lean = b.time;
+  if (lean >= 0)
+    best.erase(std::remove_if(best.begin(), best.end(),
+                              [&](const Perf& b) { return b.memory > kLean && b.time > kWorth * lean; }),
+               best.end());
   std::sort(best.begin(), best.end(), [](const Perf& a, const Perf& b) { return a.time < b.time; });
   best.resize(std::min<size_t>(best.size(), kKeep));
   return best;
@@ -100,17 +109,17 @@ ConvPlan& conv_plan(CudaBackend& b, const ConvGeometry& g, int n, const ImageSha
       [&](int max, int* found, auto* perf) {
         return cudnnFindConvolutionForwardAlgorithm(b.cudnn(), p->x, p->w, p->conv, p->y, max, found, perf);
       },
-      max_workspace(t), "convolution");
+      "convolution");
   p->bwd_data = quickest_found<cudnnConvolutionBwdDataAlgoPerf_t>(
       [&](int max, int* found, auto* perf) {
         return cudnnFindConvolutionBackwardDataAlgorithm(b.cudnn(), p->w, p->y, p->conv, p->x, max, found, perf);
       },
-      max_workspace(t), "convolution_gradient");
+      "convolution_gradient");
   p->bwd_filter = quickest_found<cudnnConvolutionBwdFilterAlgoPerf_t>(
       [&](int max, int* found, auto* perf) {
         return cudnnFindConvolutionBackwardFilterAlgorithm(b.cudnn(), p->x, p->y, p->conv, p->w, max, found, perf);
       },
-      max_workspace(t), "convolution_gradient");
+      "convolution_gradient");
   // Find's sizes can fall short of what a run asks (float16 accumulation): ask for each kept one.
   for (auto& a : p->fwd)
     cudnn_check(cudnnGetConvolutionForwardWorkspaceSize(b.cudnn(), p->x, p->w, p->conv, p->y, a.algo, &a.memory),
