@@ -65,9 +65,10 @@ __global__ void pool_packs_kernel(bool is_max, PoolGeometry g, const T* in, T* o
     for (int k = 0; k < V; ++k) acc[k] = is_max ? acc[k] : acc[k] / static_cast<float>(count);
     store_values<V>(out + pixel * ys + static_cast<int>(i % packs) * V, acc);
     if (won) {
-      uint8_t* at = winner_at(won, won_image, i * V, size_t(c) * oh * ow);
+      alignas(V) uint8_t taps[V];
 #pragma unroll
-      for (int k = 0; k < V; ++k) at[k] = static_cast<uint8_t>(g.tap(best[k], w, y, x));
+      for (int k = 0; k < V; ++k) taps[k] = static_cast<uint8_t>(g.tap(best[k], w, y, x));
+      copy_winners<V>(taps, winner_at(won, won_image, i * V, size_t(c) * oh * ow));
     }
   }
 }

@@ -42,4 +42,18 @@ __device__ inline int each_tap(const PoolGeometry& g, int oy, int ox, int h, int
   return g.count_include_pad ? g.kh * g.kw : ty.count * tx.count;
 }
 
+// V winner bytes copied in one access (V-aligned: channels in whole packs, images 16-byte
+// blocks apart; local arrays declared alignas(V)).
+template <int V>
+__device__ inline void copy_winners(const uint8_t* from, uint8_t* to) {
+  if constexpr (V == 8) {
+    *reinterpret_cast<uint2*>(to) = *reinterpret_cast<const uint2*>(from);
+  } else if constexpr (V == 4) {
+    *reinterpret_cast<uint32_t*>(to) = *reinterpret_cast<const uint32_t*>(from);
+  } else {
+#pragma unroll
+    for (int k = 0; k < V; ++k) to[k] = from[k];
+  }
+}
+
 }  // namespace nngraph::cuda

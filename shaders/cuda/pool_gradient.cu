@@ -58,19 +58,6 @@ __device__ inline void each_covering_window(const PoolGeometry& g, int iy, int i
   }
 }
 
-// V winner bytes in one load (V-aligned: channels in whole packs, images 16-byte blocks apart).
-template <int V>
-__device__ inline void load_winners(const uint8_t* p, uint8_t* out) {
-  if constexpr (V == 8) {
-    *reinterpret_cast<uint2*>(out) = *reinterpret_cast<const uint2*>(p);
-  } else if constexpr (V == 4) {
-    *reinterpret_cast<uint32_t*>(out) = *reinterpret_cast<const uint32_t*>(p);
-  } else {
-#pragma unroll
-    for (int k = 0; k < V; ++k) out[k] = p[k];
-  }
-}
-
 // Max pooling from its winners: a thread per input pixel and pack of V channels (NHWC; 1
 // otherwise) adds the dy (⊙ f'(y), the winner's value, with a folded neuron gradient) of each
 // covering window whose winner it is, reading dy and y only for windows it won. x is not read;
@@ -96,8 +83,8 @@ __global__ void winners_gradient_kernel(PoolGeometry g, const uint8_t* won, size
     for (int k = 0; k < V; ++k) acc[k] = 0.f;
     each_covering_window(g, at.y, at.x, oh, ow, [&](int oy, int ox, int tap) {
       const int q = oy * ow + ox;
-      uint8_t wv[V];
-      load_winners<V>(wins + q * step, wv);
+      alignas(V) uint8_t wv[V];
+      copy_winners<V>(wins + q * step, wv);
       bool any = false;
 #pragma unroll
       for (int k = 0; k < V; ++k) any = any || wv[k] == tap;
@@ -115,6 +102,41 @@ __global__ void winners_gradient_kernel(PoolGeometry g, const uint8_t* won, size
       }
     });
     store_values<V>(dx + e, acc);
+  }
+}
+
+// Max pooling's disjoint windows (stride = window, no padding) from their winners, NHWC whole
+// packs: a thread per output pack reads its winners, dy (and y) once and writes every pixel of
+// its window, zeros but the winner's (no zero fill first). The thread-per-input kernel read each 2×2 window's dy
+// four times and moved 1.7 TB/s on an H200.
+template <int V, class T, class I, class D>
+__global__ void disjoint_winners_kernel(PoolGeometry g, const uint8_t* won, size_t won_image, const T* y,
+                                        const T* dy, T* dx, I items, int c, int h, int w, int oh, int ow, int gs,
+                                        int ys, D derivative) {
+  const int packs = c / V;
+  NNGRAPH_GRID_LOOP_T(I, i, items) {
+    const I pixel = i / packs, image = pixel / (I(oh) * ow);
+    const int channel = static_cast<int>(i % packs) * V, q = static_cast<int>(pixel % (I(oh) * ow));
+    const int oy = q / ow, ox = q % ow;
+    alignas(V) uint8_t wv[V];
+    copy_winners<V>(won + image * won_image + I(q) * c + channel, wv);
+    float gv[V], yv[V];
+    load_values<V>(dy + pixel * gs + channel, gv);
+    if constexpr (!std::is_same_v<D, NoDerivative>) {
+      load_values<V>(y + pixel * ys + channel, yv);
+#pragma unroll
+      for (int k = 0; k < V; ++k) gv[k] *= derivative(yv[k]);
+    }
+    // The last row and column of windows also zero the image's uncovered edge.
+    const int y0 = oy * g.kh, x0 = ox * g.kw, y1 = oy == oh - 1 ? h : y0 + g.kh, x1 = ox == ow - 1 ? w : x0 + g.kw;
+    for (int iy = y0; iy < y1; ++iy)
+      for (int ix = x0; ix < x1; ++ix) {
+        const int tap = iy - y0 < g.kh && ix - x0 < g.kw ? (iy - y0) * g.kw + ix - x0 : -1;
+        float out[V];
+#pragma unroll
+        for (int k = 0; k < V; ++k) out[k] = wv[k] == tap ? gv[k] : 0.f;
+        store_values<V>(dx + ((image * h + iy) * w + ix) * c + channel, out);
+      }
   }
 }
 
@@ -268,10 +290,14 @@ void pooling_gradient(cudaStream_t s, PoolingMode mode, const PoolGeometry& g, c
     if (won) {
       const bool whole = Last && c % kPack<T> == 0 && gs % kPack<T> == 0 && ys % kPack<T> == 0 && packed(dy) &&
                          packed(dx) && packed(y);
+      const bool disjoint = g.disjoint(h, w, oh, ow);
       with_derivative(nd, [&](auto derivative) {
         with_index_type(largest, [&](auto i) {
           using I = decltype(i);
-          if (whole)
+          if (whole && disjoint)
+            disjoint_winners_kernel<kPack<T>><<<blocks_for(outputs / kPack<T>), kThreads, 0, s>>>(
+                g, won, won_image, y, dy, dx, I(outputs / kPack<T>), c, h, w, oh, ow, gs, ys, derivative);
+          else if (whole)
             winners_gradient_kernel<kPack<T>, Last><<<blocks_for(inputs / kPack<T>), kThreads, 0, s>>>(
                 g, won, won_image, y, dy, dx, I(inputs / kPack<T>), c, h, w, oh, ow, gs, ys, derivative);
           else

@@ -26,6 +26,12 @@ struct PoolGeometry {
     return sy == kh && sx == kw && pad_top == 0 && pad_left == 0 && dil_y == 1 && dil_x == 1 && h % kh == 0 &&
            w % kw == 0;
   }
+  // Windows side by side (stride = window, no padding or dilation) inside an h × w image: each
+  // pixel lies in at most one.
+  bool disjoint(int h, int w, int oh, int ow) const {
+    return sy == kh && sx == kw && pad_top == 0 && pad_left == 0 && dil_y == 1 && dil_x == 1 && oh * kh <= h &&
+           ow * kw <= w;
+  }
   // Max pooling's winners name taps k = ky·kw + kx of a window: the tap of output (oy, ox)'s
   // window at pixel p of a w-wide image, and the pixel of tap k (each backend's, host or device).
   NNGRAPH_HD int tap(int p, int w, int oy, int ox) const {

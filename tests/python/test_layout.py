@@ -257,6 +257,31 @@ def test_channels_last_overlapping_pooling_gradient_in_packs(device, mode, strid
 
 
 @pytest.mark.parametrize("fmt", ["float32", "float16"])
+@pytest.mark.parametrize("kernel,side", [(2, 8), (2, 9), (3, 7)])
+@pytest.mark.parametrize("device", GPUS)
+def test_channels_last_disjoint_max_pooling_gradient_in_packs(device, kernel, side, fmt, rng):
+    """NHWC max pooling whose windows lie side by side (the speed-run network's 2×2, and 3×3
+    windows leaving an edge uncovered): a thread per output pack writes its whole window from
+    the winners, zeros but the winner's, with relu's derivative folded in."""
+    x = rng.standard_normal((3, 16, side, side))
+    x = (x + 0.05 * np.sign(x)).astype(np.float32)
+    exact = x.astype(np.float16).astype(np.float64) if fmt == "float16" else x.astype(np.float64)
+    src = ng.ImageNode(shape=x.shape[1:], label="x")
+    act = ng.Neuron(src, "relu", label="act")
+    pool = ng.Pooling(act, "max", kernel, kernel, label="pool")
+    out = side // kernel
+    [dp] = pool.gradient_filters(ng.ImageNode(shape=(16, out, out), label="dy"))
+    [dx] = act.gradient_filters(dp.result_image)
+    g = ng.Graph([dx.result_image], device=device, format=fmt, layout="NHWC")
+    assert g.memory_plan(3)["steps"] == ["act", "pool", "pool_gradient+relu"]
+    r = rng.standard_normal((3, 16, out, out)).astype(np.float32)
+    want = pooling_gradient(np.maximum(exact, 0), r.astype(np.float64), "max", kernel, kernel, 0, False) * (exact > 0)
+    tol = 1e-2 if fmt == "float16" else 1e-6
+    for _ in range(2):  # the uncovered edge stays zero in a reused buffer
+        np.testing.assert_allclose(g.run({"x": x, "dy": r}), want, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("fmt", ["float32", "float16"])
 @pytest.mark.parametrize("device", DEVICES)
 def test_channels_last_concatenation_and_its_slices(device, fmt, rng):
     """NHWC concatenation copies each source's pixel rows to its offset in the whole (whole
