@@ -105,14 +105,14 @@ __global__ void winners_gradient_kernel(PoolGeometry g, const uint8_t* won, size
   }
 }
 
-// Max pooling's disjoint windows (stride = window, no padding) from their winners, NHWC whole
-// packs: a thread per output pack reads its winners, dy (and y) once and writes every pixel of
-// its window, zeros but the winner's (no zero fill first). The thread-per-input kernel read each 2×2 window's dy
-// four times and moved 1.7 TB/s on an H200.
+// Max pooling's windows side by side (stride = window, no padding) from their winners, NHWC
+// whole packs: a thread per output pack reads its winners, dy (and y) once and writes every
+// pixel of its window, zeros but the winner's (no zero fill first). The thread-per-input
+// kernel read each 2×2 window's dy four times and moved 1.7 TB/s on an H200.
 template <int V, class T, class I, class D>
-__global__ void disjoint_winners_kernel(PoolGeometry g, const uint8_t* won, size_t won_image, const T* y,
-                                        const T* dy, T* dx, I items, int c, int h, int w, int oh, int ow, int gs,
-                                        int ys, D derivative) {
+__global__ void side_by_side_winners_kernel(PoolGeometry g, const uint8_t* won, size_t won_image, const T* y,
+                                            const T* dy, T* dx, I items, int c, int h, int w, int oh, int ow,
+                                            int gs, int ys, D derivative) {
   const int packs = c / V;
   NNGRAPH_GRID_LOOP_T(I, i, items) {
     const I pixel = i / packs, image = pixel / (I(oh) * ow);
@@ -290,12 +290,12 @@ void pooling_gradient(cudaStream_t s, PoolingMode mode, const PoolGeometry& g, c
     if (won) {
       const bool whole = Last && c % kPack<T> == 0 && gs % kPack<T> == 0 && ys % kPack<T> == 0 && packed(dy) &&
                          packed(dx) && packed(y);
-      const bool disjoint = g.disjoint(h, w, oh, ow);
+      const bool side_by_side = g.side_by_side(h, w, oh, ow);
       with_derivative(nd, [&](auto derivative) {
         with_index_type(largest, [&](auto i) {
           using I = decltype(i);
-          if (whole && disjoint)
-            disjoint_winners_kernel<kPack<T>><<<blocks_for(outputs / kPack<T>), kThreads, 0, s>>>(
+          if (whole && side_by_side)
+            side_by_side_winners_kernel<kPack<T>><<<blocks_for(outputs / kPack<T>), kThreads, 0, s>>>(
                 g, won, won_image, y, dy, dx, I(outputs / kPack<T>), c, h, w, oh, ow, gs, ys, derivative);
           else if (whole)
             winners_gradient_kernel<kPack<T>, Last><<<blocks_for(inputs / kPack<T>), kThreads, 0, s>>>(

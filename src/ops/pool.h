@@ -22,13 +22,10 @@ struct PoolGeometry {
   }
   // Windows that tile an h × w image exactly (stride = window, no padding or dilation, no
   // pixel left over; global pooling among them): each pixel lies in exactly one.
-  bool tiles(int h, int w) const {
-    return sy == kh && sx == kw && pad_top == 0 && pad_left == 0 && dil_y == 1 && dil_x == 1 && h % kh == 0 &&
-           w % kw == 0;
-  }
+  bool tiles(int h, int w) const { return h % kh == 0 && w % kw == 0 && side_by_side(h, w, h / kh, w / kw); }
   // Windows side by side (stride = window, no padding or dilation) inside an h × w image: each
   // pixel lies in at most one.
-  bool disjoint(int h, int w, int oh, int ow) const {
+  bool side_by_side(int h, int w, int oh, int ow) const {
     return sy == kh && sx == kw && pad_top == 0 && pad_left == 0 && dil_y == 1 && dil_x == 1 && oh * kh <= h &&
            ow * kw <= w;
   }
