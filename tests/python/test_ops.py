@@ -1,5 +1,9 @@
 """Every forward op against its numpy reference on random inputs, on every built backend."""
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import reference as ref
@@ -56,6 +60,33 @@ def test_convolution(device, rng, n, c, h, w, o, k, stride, dil, groups, padding
     got = run(ng.Convolution(ng.ImageNode(), ds, padding=padding), x, device)
     want = ref.conv2d(x, wt, b, stride, dil, groups, padding)
     np.testing.assert_allclose(got, want, **TOL)
+
+
+def test_batch_one_convolutions_split_among_many_threads(tmp_path):
+    """With more threads than a frame has register tiles, a batch-1 convolution's (tile, block of
+    output rows) pairs are shared out, some tiles' blocks split between threads (ResNet's
+    strided convolutions at 16 threads): the same values as numpy's, in a process of 16 and of
+    7 threads."""
+    script = tmp_path / "split.py"
+    script.write_text(f"""
+import sys
+sys.path.insert(0, {str(os.path.dirname(__file__))!r})
+import numpy as np, nngraph as ng, reference as ref
+rng = np.random.default_rng(5)
+for c, side, o, k, s in [(16, 28, 40, 3, 2), (16, 28, 24, 1, 2), (8, 20, 16, 3, 1), (3, 30, 16, 7, 2)]:
+    desc = ng.ConvolutionDescriptor(kernel=(k, k), input_channels=c, output_channels=o, stride=s)
+    w = rng.standard_normal(desc.weights_shape).astype(np.float32)
+    b = rng.standard_normal(o).astype(np.float32)
+    x = rng.standard_normal((1, c, side, side)).astype(np.float32)
+    conv = ng.Convolution(ng.ImageNode(), ng.ArrayDataSource(desc, weights=w, biases=b, label="conv"), padding="same")
+    got = ng.Graph(conv, device="cpu").run(x)
+    np.testing.assert_allclose(got, ref.conv2d(x, w, b, (s, s), padding="same"), rtol=1e-4, atol=1e-4)
+print("agree")
+""")
+    for threads in ("16", "7"):
+        env = {**os.environ, "NNGRAPH_NUM_THREADS": threads}
+        done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0 and done.stdout.strip() == "agree", done.stderr
 
 
 @pytest.mark.parametrize("size", [(6, 7), (16, 16)])  # outputs on the frame's pitch, and the output's own

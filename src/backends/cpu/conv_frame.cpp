@@ -284,15 +284,21 @@ void frame_convolution(ThreadPool& pool, const ConvGeometry& g, const Tensor& x,
   product.read_in_place(w.data_as<const float>());
   const float* bs = bias.data_as<const float>();
   // Work units are (group, block of output rows). A small batch splits each frame's work in
-  // parts: its tiles where the frame outweighs the weights (each part fills only the rows its
-  // tiles read), else its units (each part reads only its rows of weights).
+  // parts: where the frame outweighs the weights, its (tile, unit) pairs taken tile by tile
+  // (each part fills only the rows its tiles read; whole tiles alone left 16 threads 17 tiles
+  // of a strided convolution at batch 1 to share), else its units (each part reads only its
+  // rows of weights).
   const int frames = (n + frame.images - 1) / frame.images, blocks = product.blocks(), units = g.groups * blocks;
+  const int tiles = product.tiles();
   const bool by_tiles = !in_place && g.groups == 1 && cg * frame.size() > w.count();
-  const int parts = frames >= pool.size() ? 1 : std::min(by_tiles ? product.tiles() : units, pool.size() / frames);
+  const long pairs = static_cast<long>(tiles) * units;
+  const int parts = frames >= pool.size()
+                        ? 1
+                        : static_cast<int>(std::min<long>(by_tiles ? pairs : units, pool.size() / frames));
   // Tiles in chunks whose share of the frame stays in the L2 cache while every block of output
   // rows reads it (a frame of many channels streams otherwise, once per block).
   const int chunk = static_cast<int>(std::clamp<size_t>(
-      static_cast<size_t>(product.tiles()) * (256 << 10) / (sizeof(float) * cg * frame.size()), 1, product.tiles()));
+      static_cast<size_t>(tiles) * (256 << 10) / (sizeof(float) * cg * frame.size()), 1, tiles));
   pool.parallel_for(static_cast<size_t>(frames) * parts, [&](size_t first, size_t end) {
     // Zero but for the rows filled below, which are zeroed again at the end.
     float* buffer = in_place ? nullptr : thread_scratch(Scratch::Frame, std::max(product.extent(), cg * frame.size()));
@@ -301,24 +307,40 @@ void frame_convolution(ThreadPool& pool, const ConvGeometry& g, const Tensor& x,
     int filled_from = frame.h, filled_to = 0;
     for (size_t item = first; item < end; ++item) {
       const int f = static_cast<int>(item / parts), part = static_cast<int>(item % parts);
-      const int img = f * frame.images, count = std::min(frame.images, n - img), tiles = product.tiles();
-      const int t_lo = by_tiles ? tiles * part / parts : 0, t_hi = by_tiles ? tiles * (part + 1) / parts : tiles;
-      const int u_lo = by_tiles ? 0 : units * part / parts, u_hi = by_tiles ? units : units * (part + 1) / parts;
-      const auto [r0, r1] = product.frame_rows(frame, t_lo, t_hi);
-      for (int t0 = t_lo; t0 < t_hi; t0 += chunk)
-        for (int u = u_lo; u < u_hi; ++u) {
-          const int grp = u / blocks, block = u % blocks;
-          const float* image = x.data_as<const float>() + img * in_image + static_cast<size_t>(grp) * cg * is.h * is.w;
-          const long key = (static_cast<long>(f) * g.groups + grp) * parts + (by_tiles ? part : 0);
-          if (!in_place && key != framed) {
-            frame.fill(image, in_image, count, cg, is.h, is.w, buffer, r0, r1);
-            framed = key;
-            filled_from = std::min(filled_from, r0), filled_to = std::max(filled_to, r1);
+      const int img = f * frame.images, count = std::min(frame.images, n - img);
+      // This part's pairs [p0, p1): from unit u0 of tile t0 to unit u1 of tile t1 (exclusive).
+      const long p0 = by_tiles ? pairs * part / parts : 0, p1 = by_tiles ? pairs * (part + 1) / parts : pairs;
+      const int t0 = static_cast<int>(p0 / units), t1 = static_cast<int>((p1 - 1) / units);
+      const int u0 = static_cast<int>(p0 % units), u1 = static_cast<int>((p1 - 1) % units) + 1;
+      const auto [r0, r1] = product.frame_rows(frame, t0, t1 + 1);
+      // Tiles [ta, tb) of units [ua, ub).
+      auto cover = [&](int ta, int tb, int ua, int ub) {
+        for (int tc = ta; tc < tb; tc += chunk)
+          for (int u = ua; u < ub; ++u) {
+            const int grp = u / blocks, block = u % blocks;
+            const float* image =
+                x.data_as<const float>() + img * in_image + static_cast<size_t>(grp) * cg * is.h * is.w;
+            const long key = (static_cast<long>(f) * g.groups + grp) * parts + (by_tiles ? part : 0);
+            if (!in_place && key != framed) {
+              frame.fill(image, in_image, count, cg, is.h, is.w, buffer, r0, r1);
+              framed = key;
+              filled_from = std::min(filled_from, r0), filled_to = std::max(filled_to, r1);
+            }
+            float* out =
+                y.data_as<float>() + (static_cast<size_t>(img) * os.c + static_cast<size_t>(grp) * og) * plane;
+            product.run(count, grp, block, in_place ? image : buffer, out, tile.data(), bs, neuron, tc,
+                        std::min(tb, tc + chunk));
           }
-          float* out = y.data_as<float>() + (static_cast<size_t>(img) * os.c + static_cast<size_t>(grp) * og) * plane;
-          product.run(count, grp, block, in_place ? image : buffer, out, tile.data(), bs, neuron, t0,
-                      std::min(t_hi, t0 + chunk));
-        }
+      };
+      if (!by_tiles) {
+        cover(0, tiles, units * part / parts, units * (part + 1) / parts);
+      } else if (t0 == t1) {
+        cover(t0, t0 + 1, u0, u1);
+      } else {
+        cover(t0, t0 + 1, u0, units);
+        cover(t0 + 1, t1, 0, units);
+        cover(t1, t1 + 1, 0, u1);
+      }
     }
     if (filled_from < filled_to) frame.clear(cg, buffer, filled_from, filled_to);
   });
