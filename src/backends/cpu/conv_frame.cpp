@@ -59,8 +59,10 @@ struct Frame {
       for (size_t p = 0; p < size() / plane(); ++p)
         std::fill_n(dst + p * plane() + static_cast<size_t>(u0) * w, static_cast<size_t>(u1 - u0) * w, 0.f);
   }
-  // Copies `count` images, `image` floats apart, side by side (count ≤ images; the rest stay
-  // zero), into the planes' rows [u0, u1) (all by default).
+  // Copies `count` images, `image` floats apart, side by side (count ≤ images; the slots past
+  // them are zeroed) into the planes' rows [u0, u1) (all by default). Only where image columns
+  // lie: the padding is zero already (in a new buffer, or one cleared after use), and every
+  // fill of the same frame puts values in the same places.
   void fill(const float* src, size_t image, int count, int channels, int sh, int sw, float* dst, int u0 = 0,
             int u1 = -1) const {
     const int width = span();
@@ -70,15 +72,18 @@ struct Frame {
         for (int px = 0; px < sx; ++px) {
           if ((rows != ~0u && !(rows >> py & 1)) || (columns != ~0u && !(columns >> px & 1))) continue;
           float* to_plane = dst + slot(py, px) * plane();
-          std::fill_n(to_plane + static_cast<size_t>(u0) * w, static_cast<size_t>(u1 - u0) * w, 0.f);
           // Plane columns v whose image column v·sx + px − left lies in [0, sw).
           const int v0 = first_column(px), v1 = std::min(width, end_column(px, sw));
-          for (int i = 0; i < count; ++i)
-            for (int u = u0; u < u1 && v0 < v1; ++u) {
+          for (int i = 0; i < images && v0 < v1; ++i)
+            for (int u = u0; u < u1; ++u) {
               const int y = u * sy + py - top;
               if (y < 0 || y >= sh) continue;
-              const float* row = src + i * image + static_cast<size_t>(y) * sw + px - left;
               float* to = to_plane + static_cast<size_t>(u) * w + i * width;
+              if (i >= count) {
+                std::fill(to + v0, to + v1, 0.f);
+                continue;
+              }
+              const float* row = src + i * image + static_cast<size_t>(y) * sw + px - left;
               if (sx == 1)
                 std::copy(row + v0, row + v1, to + v0);
               else if (sx == 2)  // the common stride, with a constant step the loop vectorizes
