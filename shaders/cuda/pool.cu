@@ -49,15 +49,15 @@ __global__ void pool_packs_kernel(bool is_max, PoolGeometry g, const T* in, T* o
     const int x = static_cast<int>(pixel % ow), y = static_cast<int>(pixel / ow % oh);
     const T* image = in + (pixel / (I(oh) * ow)) * (I(h) * w * c) + static_cast<int>(i % packs) * V;
     float acc[V];
-    int best[V];
+    int best[V];  // taps
 #pragma unroll
     for (int k = 0; k < V; ++k) acc[k] = is_max ? -INFINITY : 0.f, best[k] = -1;
-    const int count = each_tap(g, y, x, h, w, [&](int p) {
+    const int count = each_window_tap(g, y, x, h, w, [&](int p, int tap) {
       float v[V];
       load_values<V>(image + I(p) * c, v);
 #pragma unroll
       for (int k = 0; k < V; ++k) {
-        if (is_max && (best[k] < 0 || v[k] > acc[k])) best[k] = p;
+        if (is_max && (best[k] < 0 || v[k] > acc[k])) best[k] = tap;
         acc[k] = is_max ? fmaxf(acc[k], v[k]) : acc[k] + v[k];
       }
     });
@@ -67,7 +67,7 @@ __global__ void pool_packs_kernel(bool is_max, PoolGeometry g, const T* in, T* o
     if (won) {
       alignas(V) uint8_t taps[V];
 #pragma unroll
-      for (int k = 0; k < V; ++k) taps[k] = static_cast<uint8_t>(g.tap(best[k], w, y, x));
+      for (int k = 0; k < V; ++k) taps[k] = static_cast<uint8_t>(best[k]);
       copy_winners<V>(taps, winner_at(won, won_image, i * V, size_t(c) * oh * ow));
     }
   }

@@ -30,16 +30,25 @@ __device__ inline int pixel_step(int c) {
   return Last ? c : 1;
 }
 
-// f(index) for each in-bounds pixel of output (oy, ox)'s window, in scan order; returns the count.
-// Unrolled along rows, so that a large window's reads are in flight together.
+// f(index, k) for each in-bounds pixel of output (oy, ox)'s window, in scan order, k its tap
+// ky·kw + kx (what max pooling's winners name); returns the count. Unrolled along rows, so
+// that a large window's reads are in flight together. The taps are counted here: finding them
+// again from each winner's pixel took integer divisions for every channel.
 template <class F>
-__device__ inline int each_tap(const PoolGeometry& g, int oy, int ox, int h, int w, F f) {
+__device__ inline int each_window_tap(const PoolGeometry& g, int oy, int ox, int h, int w, F f) {
   const math::Taps ty = math::window_taps(oy, g.sy, g.pad_top, g.kh, g.dil_y, h);
   const math::Taps tx = math::window_taps(ox, g.sx, g.pad_left, g.kw, g.dil_x, w);
+  const int skip_y = ty.first - (oy * g.sy - g.pad_top), skip_x = tx.first - (ox * g.sx - g.pad_left);
+  const int ky = g.dil_y == 1 ? skip_y : skip_y / g.dil_y, kx = g.dil_x == 1 ? skip_x : skip_x / g.dil_x;
   for (int i = 0, iy = ty.first; i < ty.count; ++i, iy += g.dil_y)
 #pragma unroll 4
-    for (int j = 0; j < tx.count; ++j) f(iy * w + tx.first + j * g.dil_x);
+    for (int j = 0; j < tx.count; ++j) f(iy * w + tx.first + j * g.dil_x, (ky + i) * g.kw + kx + j);
   return g.count_include_pad ? g.kh * g.kw : ty.count * tx.count;
+}
+// f(index) for each in-bounds pixel of output (oy, ox)'s window, in scan order; returns the count.
+template <class F>
+__device__ inline int each_tap(const PoolGeometry& g, int oy, int ox, int h, int w, F f) {
+  return each_window_tap(g, oy, ox, h, w, [&](int p, int) { f(p); });
 }
 
 // V winner bytes copied in one access (V-aligned: channels in whole packs, images 16-byte

@@ -17,8 +17,9 @@ struct Taps {
 };
 NNGRAPH_HD inline Taps window_taps(int o, int stride, int pad, int k, int dilation, int n) {
   const int start = o * stride - pad;
-  const int ka = start < 0 ? (-start + dilation - 1) / dilation : 0;
-  const int kb = n <= start ? 0 : (n - start + dilation - 1) / dilation;
+  // Divisions only where dilated (a kernel's integer division costs tens of instructions).
+  const int ka = start >= 0 ? 0 : dilation == 1 ? -start : (-start + dilation - 1) / dilation;
+  const int kb = n <= start ? 0 : dilation == 1 ? n - start : (n - start + dilation - 1) / dilation;
   const int count = (kb < k ? kb : k) - ka;
   return {start + ka * dilation, count < 0 ? 0 : count};
 }
