@@ -1,5 +1,6 @@
-// Optimizer updates: the per-parameter rule from backends/math.h over many tensors at once.
-#include "backends/math.h"
+// Optimizer updates: the per-parameter rule from backends/optimizer_math.h over many tensors
+// at once.
+#include "backends/optimizer_math.h"
 #include "common.cuh"
 #include "kernels.cuh"
 

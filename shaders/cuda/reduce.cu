@@ -2,7 +2,7 @@
 // loss scale's update.
 #include <algorithm>
 
-#include "backends/math.h"
+#include "backends/optimizer_math.h"
 #include "common.cuh"
 #include "kernels.cuh"
 

@@ -6,7 +6,7 @@
 #include <random>
 
 #include "backends/backend.h"
-#include "backends/math.h"
+#include "backends/optimizer_math.h"
 #include "nngraph/error.h"
 
 namespace nngraph {

@@ -3,7 +3,7 @@
 #include <vector>
 
 #include "backends/kernel.h"
-#include "backends/math.h"
+#include "backends/optimizer_math.h"
 
 namespace nngraph {
 

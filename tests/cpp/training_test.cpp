@@ -7,6 +7,7 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/math.h"
+#include "backends/optimizer_math.h"
 #include "graph/plan.h"
 #include "nngraph/error.h"
 #include "nngraph/graph.h"

@@ -1,9 +1,9 @@
-// Optimizer updates: the per-parameter rule from backends/math.h, one loop per kind (a
+// Optimizer updates: the per-parameter rule from backends/optimizer_math.h, one loop per kind (a
 // template argument) so each loop vectorizes; the update is memory-bound over every parameter.
 #include <algorithm>
 
 #include "backends/cpu/cpu_backend.h"
-#include "backends/math.h"
+#include "backends/optimizer_math.h"
 #include "ops/optimizer.h"
 
 namespace nngraph {
