@@ -157,8 +157,8 @@ __device__ T block_sum(T v) {
 
 // A neuron f(v) or its derivative f'(v) as a kernel argument: none, relu and GELU (the common
 // ones, kept lean: the general switch cost the bandwidth-bound 2×2 pooling gradient a third of
-// its speed, and a GELU pass through it moved 1.4 TB/s on an H200), or any. with_neuron(nd, launch) and
-// with_derivative(nd, launch) call launch with the one for nd.
+// its speed, and a GELU pass through it moved 1.4 TB/s on an H200), or any.
+// with_neuron(nd, launch) and with_derivative(nd, launch) call launch with the one for nd.
 struct NoNeuron {
   __device__ float operator()(float v) const { return v; }
 };

@@ -75,7 +75,9 @@ void bias_neuron(cudaStream_t s, T* x, size_t n, int channels, int hw, const flo
 }
 template <class T>
 void neuron(cudaStream_t s, const T* in, T* out, size_t n, const NeuronDescriptor& nd) {
-  with_neuron(nd, [&](auto f) { map_values(s, in, static_cast<const T*>(nullptr), out, n, ApplyNeuron<decltype(f)>{f}); });
+  with_neuron(nd, [&](auto f) {
+    map_values(s, in, static_cast<const T*>(nullptr), out, n, ApplyNeuron<decltype(f)>{f});
+  });
   check_launch("neuron");
 }
 template <class T>

@@ -153,8 +153,8 @@ struct Absolute {
 };
 // Φ through erf, as PyTorch computes it. erfc kept relative accuracy in the far negative tail
 // (Φ's absolute error is about 1e-7 either way) for twice the arithmetic: PTX for sm_90 takes
-// 74 against 32 instructions a value for f, 94 against 52 for df, and a GPU's batch norm + GELU
-// passes (the speed-run network's) do little else per value.
+// 74 against 32 instructions a value for f, 94 against 52 for df, in passes (batch norm + GELU)
+// that do little else per value.
 struct GELU {  // x·Φ(x), Φ the standard normal distribution
   NNGRAPH_HD static float f(NNGRAPH_NEURON_ARGS, float x) { return 0.5f * x * (1.f + erff(0.70710678f * x)); }
   NNGRAPH_HD static float df(NNGRAPH_NEURON_ARGS, float x) {
