@@ -305,11 +305,20 @@ void frame_convolution(ThreadPool& pool, const ConvGeometry& g, const Tensor& x,
   const int chunk = static_cast<int>(std::clamp<size_t>(
       static_cast<size_t>(tiles) * (256 << 10) / (sizeof(float) * cg * frame.size()), 1, tiles));
   pool.parallel_for(static_cast<size_t>(frames) * parts, [&](size_t first, size_t end) {
-    // Zero but for the rows filled below, which are zeroed again at the end.
+    // Zero but for the rows filled below, which are zeroed again however the loop ends (an
+    // exception included): every later call, of any frame, relies on the zeros.
     float* buffer = in_place ? nullptr : thread_scratch(Scratch::Frame, std::max(product.extent(), cg * frame.size()));
     std::vector<float> tile(product.tile_floats());
     long framed = -1;
-    int filled_from = frame.h, filled_to = 0;
+    struct Cleared {
+      const Frame& frame;
+      int channels;
+      float* buffer;
+      int from, to;
+      ~Cleared() {
+        if (from < to) frame.clear(channels, buffer, from, to);
+      }
+    } filled{frame, cg, buffer, frame.h, 0};
     for (size_t item = first; item < end; ++item) {
       const int f = static_cast<int>(item / parts), part = static_cast<int>(item % parts);
       const int img = f * frame.images, count = std::min(frame.images, n - img);
@@ -327,9 +336,9 @@ void frame_convolution(ThreadPool& pool, const ConvGeometry& g, const Tensor& x,
                 x.data_as<const float>() + img * in_image + static_cast<size_t>(grp) * cg * is.h * is.w;
             const long key = (static_cast<long>(f) * g.groups + grp) * parts + (by_tiles ? part : 0);
             if (!in_place && key != framed) {
+              filled.from = std::min(filled.from, r0), filled.to = std::max(filled.to, r1);
               frame.fill(image, in_image, count, cg, is.h, is.w, buffer, r0, r1);
               framed = key;
-              filled_from = std::min(filled_from, r0), filled_to = std::max(filled_to, r1);
             }
             float* out =
                 y.data_as<float>() + (static_cast<size_t>(img) * os.c + static_cast<size_t>(grp) * og) * plane;
@@ -347,7 +356,6 @@ void frame_convolution(ThreadPool& pool, const ConvGeometry& g, const Tensor& x,
         cover(t1, t1 + 1, 0, u1);
       }
     }
-    if (filled_from < filled_to) frame.clear(cg, buffer, filled_from, filled_to);
   });
 }
 
