@@ -23,6 +23,13 @@ struct ConvolutionKernel : KernelOf<void(Backend&, const ConvGeometry&, const Te
                                          const Tensor& bias, const NeuronDescriptor&, const Tensor& y)> {
   static constexpr const char* name = "convolution";
 };
+// y = neuron(x ⊛ w + bias + addend), addend of y's shape and layout: the residual addition
+// after a convolution in its pass. A backend without it runs the convolution, then the sum.
+struct ConvolutionAddKernel
+    : KernelOf<void(Backend&, const ConvGeometry&, const Tensor& x, const Tensor& weights, const Tensor& bias,
+                    const Tensor& addend, const NeuronDescriptor&, const Tensor& y)> {
+  static constexpr const char* name = "convolution_add";
+};
 // dz = dy ⊙ neuron'(y) first when y is given; dx (may be empty: not needed), dw and db (empty:
 // no bias) are overwritten.
 struct ConvolutionGradientKernel
@@ -71,8 +78,10 @@ class ConvolutionNode : public FilterNode {
   bool channels_last(DeviceType device, const std::vector<ImageShape>& sources) const override;
   std::vector<WeightSource> weight_sources() const override { return {{source_.get(), desc_}}; }
   const ConvolutionDescriptor& descriptor() const { return desc_; }
-  // Its epilogue applies a following neuron, unless its descriptor has one already.
+  // Its epilogue applies a following neuron, unless its descriptor has one already; so a
+  // residual addition (+ neuron) after it, which its gradient does not need apart.
   bool accepts_fused_neuron() const override { return desc_.neuron.type == NeuronType::None; }
+  bool accepts_addend() const override { return desc_.neuron.type == NeuronType::None; }
   const Padding& padding() const { return padding_; }
   // Kernel geometry for a source of shape `in` (padding resolved).
   ConvGeometry geometry(const ImageShape& in) const;
@@ -103,6 +112,7 @@ class FullyConnectedNode : public ConvolutionNode {
   void encode_gradient(const EncodeArgs& args) const override;
   // Its weights flatten a source's C·H·W in NCHW order.
   bool channels_last(DeviceType, const std::vector<ImageShape>&) const override { return false; }
+  bool accepts_addend() const override { return false; }
 
  private:
   using ConvolutionNode::ConvolutionNode;

@@ -61,14 +61,21 @@ TEST_P(FrameConv, ForwardMatchesDirectLoops) {
   each_term(k, [&](int n, int o, int oy, int ox, size_t xi, size_t wi) {
     want[out_index(n, o, oy, ox)] += static_cast<double>(x[xi]) * w[wi];
   });
-  for (int threads : {1, 3, 8}) {
-    ThreadPool pool(threads);
-    std::vector<float> y(want.size(), NAN);
-    frame_convolution(pool, geometry(), Tensor(x.data(), k.n, {k.c, k.h, k.w}), Tensor::vector(w.data(), w.size()),
-                      Tensor::vector(b.data(), b.size()), NeuronDescriptor::make(NeuronType::ReLU),
-                      Tensor(y.data(), k.n, {k.o, k.ho, k.wo}));
-    for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(y[i], std::max(want[i], 0.0), 1e-4) << threads << " threads, " << i;
-  }
+  // And with a residual addend, added before the relu (in every epilogue: from the registers
+  // whole or in pieces, and from the tile).
+  const auto addend = random_values(want.size(), 8);
+  for (bool adds : {false, true})
+    for (int threads : {1, 3, 8}) {
+      ThreadPool pool(threads);
+      std::vector<float> y(want.size(), NAN);
+      frame_convolution(pool, geometry(), Tensor(x.data(), k.n, {k.c, k.h, k.w}), Tensor::vector(w.data(), w.size()),
+                        Tensor::vector(b.data(), b.size()), NeuronDescriptor::make(NeuronType::ReLU),
+                        Tensor(y.data(), k.n, {k.o, k.ho, k.wo}),
+                        adds ? Tensor(addend.data(), k.n, {k.o, k.ho, k.wo}) : Tensor());
+      for (size_t i = 0; i < want.size(); ++i)
+        ASSERT_NEAR(y[i], std::max(want[i] + (adds ? addend[i] : 0.0), 0.0), 1e-4)
+            << threads << " threads, " << (adds ? "with" : "without") << " an addend, " << i;
+    }
 }
 
 TEST_P(FrameConv, GradientsMatchDirectLoops) {
@@ -123,6 +130,7 @@ INSTANTIATE_TEST_SUITE_P(
         FrameCase{"padding_past_the_kernel", 2, 3, 5, 4, 4, 3, 3, 1, 1, 1, 3, 2, 9, 6},
         FrameCase{"valid_5x5", 3, 2, 12, 10, 3, 5, 5, 1, 1, 1, 0, 0, 8, 6},
         FrameCase{"pointwise", 6, 9, 5, 7, 11, 1, 1, 1, 1, 1, 0, 0, 5, 7},
+        FrameCase{"pointwise_in_place", 3, 9, 8, 8, 11, 1, 1, 1, 1, 1, 0, 0, 8, 8},
         FrameCase{"depthwise", 2, 6, 7, 7, 6, 3, 3, 1, 1, 6, 1, 1, 7, 7}),
     [](const ::testing::TestParamInfo<FrameCase>& info) { return std::string(info.param.name); });
 

@@ -172,3 +172,74 @@ def test_a_passed_through_gradient_keeps_no_addend_alive(rng):
     y, da = g.run({"x": xv, "dy": r})
     np.testing.assert_allclose(y, (np.maximum(xv, 0) + xv) ** 2, rtol=1e-5)
     np.testing.assert_array_equal(da, r)
+
+
+# A convolution + residual addition (+ neuron) in the convolution's pass: its epilogue on the
+# cpu (from the registers whole and in pieces, or from the tile for other neurons; frames,
+# Winograd's form and windows that tile rows), the convolution then the sum elsewhere.
+RESIDUAL_CASES = [
+    # c, o, n, h, w, kernel, stride, padding
+    (3, 5, 2, 7, 6, (3, 3), 1, "same"),      # frames, pieces of vectors
+    (9, 11, 3, 8, 8, (1, 1), 1, "valid"),    # 1×1 in place, whole vectors
+    (4, 6, 2, 9, 8, (3, 3), 2, "same"),      # strided frames
+    (16, 16, 4, 32, 32, (3, 3), 1, "same"),  # Winograd's form (enough tiles)
+    (3, 4, 2, 2, 20, (1, 5), (1, 5), "valid"),  # windows that tile rows
+]
+
+
+@pytest.mark.parametrize("c,o,n,h,w,k,stride,padding", RESIDUAL_CASES)
+@pytest.mark.parametrize("neuron", [None, "relu", "sigmoid"])
+def test_a_residual_addition_joins_the_convolution(device, rng, c, o, n, h, w, k, stride, padding, neuron):
+    """conv(x) + r (+ neuron) in one step, the addition's left without a kernel: the forward
+    against numpy, and the gradients of x, r and the weights against finite differences."""
+    from test_gradients import Capture
+    x = rng.standard_normal((n, c, h, w)).astype(np.float32)
+    wt = (rng.standard_normal((o, c, *k)) / np.sqrt(c * k[0] * k[1])).astype(np.float32)
+    b = rng.standard_normal(o).astype(np.float32)
+    st = stride if isinstance(stride, tuple) else (stride, stride)
+
+    def fwd(xx, rr, ww=wt, bb=b):
+        z = ref.conv2d(xx, ww, bb, st, (1, 1), 1, padding) + rr
+        return ref.neuron(z, neuron) if neuron else z
+
+    res = rng.standard_normal(fwd(x, 0).shape).astype(np.float32)
+    ds = Capture(wt, b, stride)
+    src, r, dy = ng.ImageNode(label="x"), ng.ImageNode(label="r"), ng.ImageNode(label="dy")
+    conv = ng.Convolution(src, ds, padding=padding, label="conv")
+    add = ng.Addition(conv, r, label="add")
+    out = ng.Neuron(add, neuron) if neuron else add
+    inference = ng.Graph(out.result_image, device=device)
+    got = inference.run({"x": x, "r": res})
+    assert inference.memory_plan(n)["steps"] == ["conv+add" + (f"+{neuron}" if neuron else "")]
+    check(got, fwd(x, res), rtol=1e-4, atol=1e-4)
+
+    dz = out.gradient_filter(dy).result_image if neuron else dy
+    dconv, dr = (f.result_image for f in add.gradient_filters(dz))
+    g = ng.Graph([out.result_image, conv.gradient_filter(dconv).result_image, dr], device=device)
+    u = rng.standard_normal(got.shape).astype(np.float32)
+    y, dx, dres = g.run({"x": x, "r": res, "dy": u})
+    assert g.memory_plan(n)["steps"][0] == "conv+add" + (f"+{neuron}" if neuron else "")
+    check(y, fwd(x, res), rtol=1e-4, atol=1e-4)
+    if x.size > 2000:  # finite differences of every input: the small cases cover them
+        return
+    check(dx, numeric_grad(lambda v: (fwd(v, res) * u).sum(), x))
+    check(dres, numeric_grad(lambda v: (fwd(x, v) * u).sum(), res))
+    check(ds.grads[0], numeric_grad(lambda v: (fwd(x, res, ww=v) * u).sum(), wt))
+    check(ds.grads[1], numeric_grad(lambda v: (fwd(x, res, bb=v) * u).sum(), b))
+
+
+def test_a_folded_normalization_and_a_residual_addition_join_the_convolution(device, rng):
+    """Inference: conv → bn (folded) → + r → relu is one step, equal to the unfolded graph's."""
+    from test_folding import conv_bn
+    x = rng.standard_normal((3, 4, 9, 7)).astype(np.float32)
+    res = rng.standard_normal((3, 6, 9, 7)).astype(np.float32)
+    conv, bn, _, _ = conv_bn(rng, 4, 6, neuron=None)
+    r = ng.ImageNode(label="r")
+    out = ng.Neuron(ng.Addition(bn, r, label="add"), "relu")
+    g = ng.Graph(out.result_image, device=device)
+    apart = ng.Graph([out.result_image, conv.result_image], device=device)
+    got = g.run({"x": x, "r": res})
+    assert g.memory_plan(3)["steps"] == [conv.label + "+bn+add+relu"]
+    want, _ = apart.run({"x": x, "r": res})
+    assert apart.memory_plan(3)["steps"] == [conv.label, "bn+add+relu"]
+    check(got, want, rtol=1e-5, atol=1e-5)

@@ -79,13 +79,14 @@ int images_per_product(int n, int p) {
   return std::max(1, std::min((kColumns + p - 1) / p, n));
 }
 
-void convolution(Backend& b, const ConvGeometry& g, const Tensor& in, const Tensor& w, const Tensor& bs,
-                 const NeuronDescriptor& neuron, const Tensor& out) {
+// y = neuron(x ⊛ w + bias + addend); addend may be empty.
+void convolution_add(Backend& b, const ConvGeometry& g, const Tensor& in, const Tensor& w, const Tensor& bs,
+                     const Tensor& addend, const NeuronDescriptor& neuron, const Tensor& out) {
   ThreadPool& pool = pool_of(b);
   const auto& is = in.shape();
   const auto& os = out.shape();
-  if (winograd_fits(g, is, os, in.batch())) return winograd_convolution(pool, g, in, w, bs, neuron, out);
-  if (g.kw == 1 || !g.tiles_rows(is, os)) return frame_convolution(pool, g, in, w, bs, neuron, out);
+  if (winograd_fits(g, is, os, in.batch())) return winograd_convolution(pool, g, in, w, bs, neuron, out, addend);
+  if (g.kw == 1 || !g.tiles_rows(is, os)) return frame_convolution(pool, g, in, w, bs, neuron, out, addend);
   // Windows that tile each row (1 × k, stride k): a channel's row is already a wo × kw matrix,
   // so one product per channel and row reads the image in place.
   const float* weights = w.data_as<const float>();
@@ -112,11 +113,19 @@ void convolution(Backend& b, const ConvGeometry& g, const Tensor& in, const Tens
               gemm(threads, false, true, og, os.w, g.kw, 1.f, wg + c * g.kw, k,
                    x_of(img, grp) + (static_cast<size_t>(c) * is.h + oy) * is.w, g.kw, c ? 1.f : 0.f,
                    y_of(img, grp) + oy * os.w, p);
-          for (int o = 0; o < og; ++o)
-            bias_neuron(y_of(img, grp) + static_cast<size_t>(o) * p, p, bias ? bias + grp * og + o : nullptr, neuron);
+          for (int o = 0; o < og; ++o) {
+            float* row = y_of(img, grp) + static_cast<size_t>(o) * p;
+            bias_neuron(row, p, bias ? bias + grp * og + o : nullptr, neuron,
+                        addend ? addend.data_as<const float>() + (row - out.data_as<float>()) : nullptr);
+          }
         }
     }
   });
+}
+
+void convolution(Backend& b, const ConvGeometry& g, const Tensor& in, const Tensor& w, const Tensor& bs,
+                 const NeuronDescriptor& neuron, const Tensor& out) {
+  convolution_add(b, g, in, w, bs, Tensor(), neuron, out);
 }
 
 void fully_connected(Backend& b, const Tensor& in, const Tensor& w, const Tensor& bs, const NeuronDescriptor& neuron,
@@ -286,6 +295,7 @@ void fully_connected_gradient(Backend& b, const Tensor& x, const Tensor& w, cons
 NNGRAPH_KERNEL(BiasNeuronKernel, CPU, bias_neuron_pass);
 NNGRAPH_KERNEL(BiasNeuronGradientKernel, CPU, bias_neuron_gradient);
 NNGRAPH_KERNEL(ConvolutionKernel, CPU, convolution);
+NNGRAPH_KERNEL(ConvolutionAddKernel, CPU, convolution_add);
 NNGRAPH_KERNEL(ConvolutionGradientKernel, CPU, convolution_gradient);
 NNGRAPH_KERNEL(FullyConnectedKernel, CPU, fully_connected);
 NNGRAPH_KERNEL(FullyConnectedGradientKernel, CPU, fully_connected_gradient);

@@ -154,9 +154,11 @@ class FrameProduct {
     return {static_cast<int>(q0 / pitch_), static_cast<int>(std::min<long>(f.h, (q1 + pitch_ - 1) / pitch_ + f.h - rows_))};
   }
   // Rows [block·mr, block·mr + mr) of group grp's product over tiles [t0, t1) (all by default),
-  // bias and neuron applied on the way into the output (of the frame's first `count` images).
+  // bias, addend (laid out as out; null: none) and neuron applied on the way into the output
+  // (of the frame's first `count` images).
   void run(int count, int grp, int block, const float* frame, float* out, float* tile, const float* bias = nullptr,
-           const NeuronDescriptor& neuron = NeuronDescriptor{}, int t0 = 0, int t1 = -1) const {
+           const NeuronDescriptor& neuron = NeuronDescriptor{}, int t0 = 0, int t1 = -1,
+           const float* addend = nullptr) const {
     if (t1 < 0) t1 = tiles_;
     const int mr = shape_.mr, valid = std::min(mr, m_ - block * mr);
     const Coefficients a =
@@ -172,9 +174,9 @@ class FrameProduct {
       std::vector<Piece> pieces(own ? 0 : nr_ + shape_.nv + 2);
       std::vector<int> first(shape_.nv + 1);
       for (int t = t0; t < t1; ++t) {
-        float* rows = out + block * mr * plane;
-        Direct d{own ? rows + static_cast<size_t>(t) * nr_ : rows, plane, bias ? bias + grp * m_ + block * mr : nullptr,
-                 neuron.type == NeuronType::ReLU, valid};
+        const size_t at = block * mr * plane + (own ? static_cast<size_t>(t) * nr_ : 0);
+        Direct d{out + at, plane, bias ? bias + grp * m_ + block * mr : nullptr, neuron.type == NeuronType::ReLU, valid};
+        if (addend) d.addend = addend + at;
         if (!own) {
           lay_pieces(t, count, pieces.data(), first.data());
           d.pieces = pieces.data();
@@ -196,7 +198,10 @@ class FrameProduct {
         for_each_run(t, count, [&](int lo, int hi, ptrdiff_t at) {
           float* to = plane + at + lo;
           const float* value = from + (lo - q0);
-          if (neuron.type == NeuronType::ReLU) {
+          if (addend) {
+            std::copy(value, value + (hi - lo), to);
+            bias_neuron(to, hi - lo, bias ? bias + grp * m_ + o : nullptr, neuron, addend + (to - out));
+          } else if (neuron.type == NeuronType::ReLU) {
             for (int e = 0; e < hi - lo; ++e) to[e] = std::max(value[e] + b, 0.f);
           } else if (neuron.type == NeuronType::None) {
             for (int e = 0; e < hi - lo; ++e) to[e] = value[e] + b;
@@ -272,7 +277,7 @@ int images_per_frame(const ConvGeometry& g, int m, int rows, const Frame& one, i
 }  // namespace
 
 void frame_convolution(ThreadPool& pool, const ConvGeometry& g, const Tensor& x, const Tensor& w, const Tensor& bias,
-                       const NeuronDescriptor& neuron, const Tensor& y) {
+                       const NeuronDescriptor& neuron, const Tensor& y, const Tensor& addend) {
   const auto& is = x.shape();
   const auto& os = y.shape();
   const int n = x.batch(), cg = is.c / g.groups, og = os.c / g.groups;
@@ -340,10 +345,9 @@ void frame_convolution(ThreadPool& pool, const ConvGeometry& g, const Tensor& x,
               frame.fill(image, in_image, count, cg, is.h, is.w, buffer, r0, r1);
               framed = key;
             }
-            float* out =
-                y.data_as<float>() + (static_cast<size_t>(img) * os.c + static_cast<size_t>(grp) * og) * plane;
-            product.run(count, grp, block, in_place ? image : buffer, out, tile.data(), bs, neuron, tc,
-                        std::min(tb, tc + chunk));
+            const size_t at = (static_cast<size_t>(img) * os.c + static_cast<size_t>(grp) * og) * plane;
+            product.run(count, grp, block, in_place ? image : buffer, y.data_as<float>() + at, tile.data(), bs, neuron,
+                        tc, std::min(tb, tc + chunk), addend ? addend.data_as<const float>() + at : nullptr);
           }
       };
       if (!by_tiles) {

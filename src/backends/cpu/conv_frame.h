@@ -13,8 +13,9 @@ namespace nngraph {
 // Whether the frame kernels compute this convolution's gradient (the forward takes any stride).
 inline bool frame_gradient_fits(const ConvGeometry& g) { return g.sy == 1 && g.sx == 1; }
 
+// y = neuron(x ⊛ w + bias + addend); addend (of y's shape) may be empty.
 void frame_convolution(ThreadPool& pool, const ConvGeometry& g, const Tensor& x, const Tensor& w, const Tensor& bias,
-                       const NeuronDescriptor& neuron, const Tensor& y);
+                       const NeuronDescriptor& neuron, const Tensor& y, const Tensor& addend);
 
 // As ConvolutionGradientKernel: dx, dw and db are each optional and overwritten.
 void frame_convolution_gradient(ThreadPool& pool, const ConvGeometry& g, const Tensor& x, const Tensor& w,

@@ -104,7 +104,7 @@ bool winograd_fits(const ConvGeometry& g, const ImageShape& in, const ImageShape
 }
 
 void winograd_convolution(ThreadPool& pool, const ConvGeometry& g, const Tensor& x, const Tensor& w,
-                          const Tensor& bias, const NeuronDescriptor& neuron, const Tensor& y) {
+                          const Tensor& bias, const NeuronDescriptor& neuron, const Tensor& y, const Tensor& addend) {
   const auto& is = x.shape();
   const auto& os = y.shape();
   const int n = x.batch(), c_in = is.c, c_out = os.c, th = (os.h + 1) / 2, tw = (os.w + 1) / 2;
@@ -175,18 +175,19 @@ void winograd_convolution(ThreadPool& pool, const ConvGeometry& g, const Tensor&
       for (int k = 0; k < 16; ++k)
         plain_product(c_out, count, c_in, u + k * oc, c_in, v + k * static_cast<size_t>(c_in) * ld,
                       m + k * static_cast<size_t>(c_out) * ld, ld);
-      // Y = A^T M A, A^T = [1 1 1 0; 0 1 −1 −1], then bias and neuron, row by row into the output.
+      // Y = A^T M A, A^T = [1 1 1 0; 0 1 −1 −1], then bias, addend and neuron, row by row into the output.
       const size_t step = static_cast<size_t>(c_out) * ld;
       for (int r = r0; r < r1; ++r) {
         const int img = r / th, ty = r % th, at = (r - r0) * tw;
         for (int o = 0; o < c_out; ++o) {
           const float* mk = m + static_cast<size_t>(o) * ld + at;
-          float* out = y.data_as<float>() + (static_cast<size_t>(img) * c_out + o) * out_plane;
           for (int i = 0; i < 2 && 2 * ty + i < os.h; ++i) {
             inverse_row(mk, step, i, tw, row_out.data());
-            float* to = out + static_cast<size_t>(2 * ty + i) * os.w;
+            const size_t row = (static_cast<size_t>(img) * c_out + o) * out_plane + static_cast<size_t>(2 * ty + i) * os.w;
+            float* to = y.data_as<float>() + row;
             std::copy(row_out.begin(), row_out.begin() + os.w, to);
-            if (bs || neuron.type != NeuronType::None) bias_neuron(to, os.w, bs ? bs + o : nullptr, neuron);
+            if (bs || addend || neuron.type != NeuronType::None)
+              bias_neuron(to, os.w, bs ? bs + o : nullptr, neuron, addend ? addend.data_as<const float>() + row : nullptr);
           }
         }
       }

@@ -11,8 +11,8 @@ namespace nngraph {
 // 1, one group, and enough tiles to repay transforming the weights.
 bool winograd_fits(const ConvGeometry& g, const ImageShape& in, const ImageShape& out, int n);
 
-// As ConvolutionKernel (y = neuron(x ⊛ w + bias)) where winograd_fits.
+// y = neuron(x ⊛ w + bias + addend) where winograd_fits; addend (of y's shape) may be empty.
 void winograd_convolution(ThreadPool& pool, const ConvGeometry& g, const Tensor& x, const Tensor& w,
-                          const Tensor& bias, const NeuronDescriptor& neuron, const Tensor& y);
+                          const Tensor& bias, const NeuronDescriptor& neuron, const Tensor& y, const Tensor& addend);
 
 }  // namespace nngraph

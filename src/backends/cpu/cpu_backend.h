@@ -48,8 +48,9 @@ void gemm(ThreadPool* pool, bool trans_a, bool trans_b, int m, int n, int k, flo
 enum class Scratch { WinogradWeights, WinogradInput, WinogradProducts, Frame, Count };
 float* thread_scratch(Scratch use, size_t floats);
 
-// x[i] = neuron(x[i] + bias) over `count` values (bias may be null).
-void bias_neuron(float* x, size_t count, const float* bias, const NeuronDescriptor& neuron);
+// x[i] = neuron(x[i] + bias + addend[i]) over `count` values (bias and addend may be null).
+void bias_neuron(float* x, size_t count, const float* bias, const NeuronDescriptor& neuron,
+                 const float* addend = nullptr);
 // dz[i] = dy[i] · neuron.derivative(v[i]).
 void neuron_derivative(const float* dy, const float* v, float* dz, size_t count, const NeuronDescriptor& neuron);
 

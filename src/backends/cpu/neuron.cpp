@@ -10,9 +10,11 @@ namespace {
 
 // The switch sits outside the loop so each case vectorizes.
 template <class F>
-void map(float* x, size_t count, const float* bias, F f) {
-  if (bias) {
-    const float b = *bias;
+void map(float* x, size_t count, const float* bias, const float* addend, F f) {
+  const float b = bias ? *bias : 0.f;
+  if (addend) {
+    for (size_t i = 0; i < count; ++i) x[i] = f(x[i] + b + addend[i]);
+  } else if (bias) {
     for (size_t i = 0; i < count; ++i) x[i] = f(x[i] + b);
   } else {
     for (size_t i = 0; i < count; ++i) x[i] = f(x[i]);
@@ -22,12 +24,12 @@ void map(float* x, size_t count, const float* bias, F f) {
 }  // namespace
 
 // One loop per neuron type, each with its formula inlined, so each vectorizes where it can.
-void bias_neuron(float* x, size_t count, const float* bias, const NeuronDescriptor& nd) {
+void bias_neuron(float* x, size_t count, const float* bias, const NeuronDescriptor& nd, const float* addend) {
   const float a = nd.a, b = nd.b, c = nd.c;
   switch (nd.type) {
 #define NNGRAPH_NEURON_LOOP(type, name, da, db, dc)                                            \
   case NeuronType::type:                                                                    \
-    map(x, count, bias, [a, b, c](float v) { return math::neurons::type::f(a, b, c, v); }); \
+    map(x, count, bias, addend, [a, b, c](float v) { return math::neurons::type::f(a, b, c, v); }); \
     break;
     NNGRAPH_NEURONS(NNGRAPH_NEURON_LOOP)
 #undef NNGRAPH_NEURON_LOOP

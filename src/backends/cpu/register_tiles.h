@@ -45,9 +45,15 @@ inline void store_lanes(float* p, unsigned lanes, vf v) {
   else
     _mm512_mask_storeu_ps(p, static_cast<__mmask16>(lanes), reinterpret_cast<__m512>(v));
 }
+// The lanes' values (the others zero), read without touching memory outside them.
+inline vf load_lanes(const float* p, unsigned lanes) {
+  if (lanes == 0xffffu) return load(p);
+  return reinterpret_cast<vf>(_mm512_maskz_loadu_ps(static_cast<__mmask16>(lanes), p));
+}
 #else
 inline constexpr bool kMaskedStores = false;
 inline void store_lanes(float* p, unsigned, vf v) { store(p, v); }
+inline vf load_lanes(const float* p, unsigned) { return load(p); }
 #endif
 
 // A run of a vector's lanes whose positions are consecutive outputs: `to` is lane 0's offset
@@ -58,8 +64,9 @@ struct Piece {
 };
 
 // Where a tile goes straight from its registers: row m at out + m·plane, a bias per row added
-// (null: none), relu where asked, rows from `rows` on not written. Vector v at out + v·V where
-// the positions are the output's own (pieces null), else as pieces[first[v], first[v + 1]) say.
+// (null: none), then the addend's value at the same place (null: none), relu where asked, rows
+// from `rows` on not written. Vector v at out + v·V where the positions are the output's own
+// (pieces null), else as pieces[first[v], first[v + 1]) say.
 struct Direct {
   float* out;
   size_t plane;
@@ -68,6 +75,7 @@ struct Direct {
   int rows;
   const Piece* pieces = nullptr;
   const int* first = nullptr;
+  const float* addend = nullptr;  // laid out as out
 };
 
 // c[m][0, NV·V) = Σ_t a(m, t) · x[off[t] + column]: MR outputs at NV·V consecutive positions,
@@ -100,15 +108,21 @@ void product_tile(int terms, Coefficients k, const float* x, const int* __restri
     for (int m = 0; m < MR; ++m) {
       if (m >= direct->rows) break;
       const vf b = splat(direct->bias ? direct->bias[m] : 0.f);
+      const bool relu = direct->relu;
+      const float* add = direct->addend ? direct->addend + m * direct->plane : nullptr;
+      float* row = direct->out + m * direct->plane;
+      auto finish = [relu](vf r) { return relu ? (r < vf{} ? vf{} : r) : r; };  // relu keeps NaN
 #pragma GCC unroll 8
       for (int v = 0; v < NV; ++v) {
-        const vf r = acc[m][v] + b, y = direct->relu ? (r < vf{} ? vf{} : r) : r;  // relu keeps NaN
-        float* row = direct->out + m * direct->plane;
-        if (!direct->pieces)
-          store(row + v * V, y);
-        else
-          for (int p = direct->first[v]; p < direct->first[v + 1]; ++p)
-            store_lanes(row + direct->pieces[p].to, direct->pieces[p].lanes, y);
+        const vf r = acc[m][v] + b;
+        if (!direct->pieces) {
+          store(row + v * V, finish(add ? r + load(add + v * V) : r));
+          continue;
+        }
+        for (int p = direct->first[v]; p < direct->first[v + 1]; ++p) {
+          const Piece& piece = direct->pieces[p];
+          store_lanes(row + piece.to, piece.lanes, finish(add ? r + load_lanes(add + piece.to, piece.lanes) : r));
+        }
       }
     }
     return;
