@@ -65,7 +65,7 @@ struct Graph::Impl {
         layout(spec.layout), results(spec.results),
         roots(spec.roots),
         loss_results(spec.loss_results),
-        structure(with_losses_in_order(build_structure(results, roots, spec.inference), spec.loss_results)),
+        structure(with_losses_in_order(build_structure(results, roots, spec.inference, spec.device.type()), spec.loss_results)),
         runner(structure, backend, device, storage, spec.scaling),
         executor(spec.max_in_flight) {
     for (int i : structure.image_sources) image_sources.push_back(structure.sources[i]);

@@ -30,7 +30,7 @@ Uses uses_of(const Structure& s, const Plan& p) {
 // accepts one, has no neuron of its own, runs after the other addend exists, and its result,
 // of the sum's shape, has no other reader: batch norm + add + relu in one pass. Where both
 // addends qualify, the later step joins (the other addend is then ready).
-void join_additions(const Structure& s, Plan& p) {
+void join_additions(const Structure& s, Plan& p, DeviceType device) {
   const int n_steps = static_cast<int>(s.steps.size());
   p.joins.assign(n_steps, {});
   const Uses u = uses_of(s, p);
@@ -47,7 +47,7 @@ void join_additions(const Structure& s, Plan& p) {
       const int i = producer[t];
       if (i < 0 || i <= best || u.readers[t].size() != 1 || p.joins[i].step >= 0 || p.converts[i]) continue;
       const Step& st = s.steps[i];
-      if (!st.node->accepts_addend() || st.fused.type != NeuronType::None || !(p.shapes[t] == shape) ||
+      if (!st.node->accepts_addend(device) || st.fused.type != NeuronType::None || !(p.shapes[t] == shape) ||
           !(p.shapes[other] == shape) || p.dtypes[t] != p.dtypes[other] || producer[other] >= i)
         continue;
       best = i;
@@ -146,7 +146,7 @@ Plan place(const Structure& s, Plan p, const std::vector<bool>& replayed, Device
     }
   }
   for (size_t t = 0; t < p.root.size(); ++t) p.root[t] = p.root[p.root[t]];
-  join_additions(s, p);
+  join_additions(s, p, device);
   // A replay of a residual sum takes its node's forward join; where this plan joins no such
   // pair, the sum is kept instead.
   for (int i = 0; i < n_steps; ++i) {

@@ -62,8 +62,9 @@ struct Structure {
 // normalizations into the convolutions before them), aliases identity nodes and drops steps
 // whose results nothing needs. Throws on a result no filter produced. Forward
 // nodes run in training mode where gradient or loss nodes are present, unless `inference`.
+// `device`: what its backend computes in one pass decides which residual sums are recomputed.
 Structure build_structure(const std::vector<ImageNodePtr>& results, const std::vector<ImageNodePtr>& roots,
-                          bool inference = false);
+                          bool inference = false, DeviceType device = DeviceType::CPU);
 
 // Per step of s: whether it runs (something reads its result or state, or it trains weights
 // per `trains`, a flag per step), and whether its result and its state are read.

@@ -53,7 +53,7 @@ bool same_neuron(const NeuronDescriptor& x, const NeuronDescriptor& y) {
 // after. A residual sum (+ relu) of such a node's result and an image the gradient pass keeps
 // anyway (the block before's output) is computed again by that node, joined to the addition
 // as its forward step is (make_plan); never two sums in a row, so the addend is there.
-void add_replays(Structure& s) {
+void add_replays(Structure& s, DeviceType device) {
   const int n = static_cast<int>(s.steps.size());
   std::vector<std::vector<std::pair<int, size_t>>> readers(s.tensor_count());
   std::vector<int> producer(s.tensor_count(), -1);
@@ -82,7 +82,7 @@ void add_replays(Structure& s) {
       int b = -1;
       for (int k = 1; k >= 0 && b < 0; --k) {  // the later addend's normalization, as the plan joins
         const int q = producer[st.inputs[k]], other = st.inputs[1 - k];
-        if (q < 0 || !s.steps[q].node->replays_result() || !s.steps[q].node->accepts_addend() ||
+        if (q < 0 || !s.steps[q].node->replays_result() || !s.steps[q].node->accepts_addend(device) ||
             s.steps[q].fused.type != NeuronType::None || readers[st.inputs[k]].size() != 1 || recomputed[other] ||
             read_after(other, backward) == n || producer[other] > q)
           continue;
@@ -122,7 +122,7 @@ void add_replays(Structure& s) {
 }  // namespace
 
 Structure build_structure(const std::vector<ImageNodePtr>& results, const std::vector<ImageNodePtr>& roots,
-                          bool inference) {
+                          bool inference, DeviceType device) {
   if (results.empty() && roots.empty()) fail("[graph] needs at least one result image");
   Structure s;
   std::unordered_set<const FilterNode*> seen;
@@ -284,7 +284,7 @@ Structure build_structure(const std::vector<ImageNodePtr>& results, const std::v
     kept.push_back(st);
   }
   s.steps = std::move(kept);
-  if (s.training) add_replays(s);
+  if (s.training) add_replays(s, device);
   return s;
 }
 

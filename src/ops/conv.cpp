@@ -2,7 +2,6 @@
 #include "ops/conv.h"
 
 #include "nngraph/error.h"
-#include "ops/arithmetic.h"
 
 namespace nngraph {
 namespace {
@@ -95,12 +94,9 @@ void ConvolutionNode::encode(const EncodeArgs& a) const {
   g.half = accumulator_ == AccumulatorPrecision::Half;
   const Tensor x = image_of(a, *a.sources[0]), w = Tensor::parameter(a.weights, 0), b = Tensor::parameter(a.weights, 1);
   const Tensor y = image_of(a, a.result);
-  if (!a.addend) return dispatch<ConvolutionKernel>(a.backend, g, x, w, b, effective_neuron(desc_, a), y);
-  const Tensor addend = image_of(a, *a.addend);
-  if (has_kernel<ConvolutionAddKernel>(a.backend.device().type()))
-    return dispatch<ConvolutionAddKernel>(a.backend, g, x, w, b, addend, a.fused, y);
-  dispatch<ConvolutionKernel>(a.backend, g, x, w, b, NeuronDescriptor{}, y);
-  dispatch<ArithmeticKernel>(a.backend, ArithmeticOp::Add, y, addend, a.fused, Tensor(), y);
+  if (a.addend)  // joined where the backend has the kernel (accepts_addend)
+    return dispatch<ConvolutionAddKernel>(a.backend, g, x, w, b, image_of(a, *a.addend), a.fused, y);
+  dispatch<ConvolutionKernel>(a.backend, g, x, w, b, effective_neuron(desc_, a), y);
 }
 
 // cuDNN has no channels-last gradient algorithms accumulating in float16: those run NCHW.

@@ -24,7 +24,7 @@ struct ConvolutionKernel : KernelOf<void(Backend&, const ConvGeometry&, const Te
   static constexpr const char* name = "convolution";
 };
 // y = neuron(x ⊛ w + bias + addend), addend of y's shape and layout: the residual addition
-// after a convolution in its pass. A backend without it runs the convolution, then the sum.
+// after a convolution in its pass (where the backend has it; elsewhere the addition keeps its step).
 struct ConvolutionAddKernel
     : KernelOf<void(Backend&, const ConvGeometry&, const Tensor& x, const Tensor& weights, const Tensor& bias,
                     const Tensor& addend, const NeuronDescriptor&, const Tensor& y)> {
@@ -81,7 +81,9 @@ class ConvolutionNode : public FilterNode {
   // Its epilogue applies a following neuron, unless its descriptor has one already; so a
   // residual addition (+ neuron) after it, which its gradient does not need apart.
   bool accepts_fused_neuron() const override { return desc_.neuron.type == NeuronType::None; }
-  bool accepts_addend() const override { return desc_.neuron.type == NeuronType::None; }
+  bool accepts_addend(DeviceType device) const override {
+    return desc_.neuron.type == NeuronType::None && has_kernel<ConvolutionAddKernel>(device);
+  }
   const Padding& padding() const { return padding_; }
   // Kernel geometry for a source of shape `in` (padding resolved).
   ConvGeometry geometry(const ImageShape& in) const;
@@ -112,7 +114,7 @@ class FullyConnectedNode : public ConvolutionNode {
   void encode_gradient(const EncodeArgs& args) const override;
   // Its weights flatten a source's C·H·W in NCHW order.
   bool channels_last(DeviceType, const std::vector<ImageShape>&) const override { return false; }
-  bool accepts_addend() const override { return false; }
+  bool accepts_addend(DeviceType) const override { return false; }
 
  private:
   using ConvolutionNode::ConvolutionNode;

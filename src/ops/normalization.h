@@ -69,7 +69,7 @@ class BatchNormalizationNode : public FilterNode {
   void encode_commit(const EncodeArgs& args) const override;
   bool accepts_fused_neuron() const override { return true; }
   // A residual addition after it (its gradient reads x, not the sum, so nothing changes there).
-  bool accepts_addend() const override { return true; }
+  bool accepts_addend(DeviceType) const override { return true; }
   bool writes_channel_view() const override { return true; }
   bool replays_result() const override { return true; }
   // Its gradient recomputes x·scale + shift from x, so any neuron folds in while training.

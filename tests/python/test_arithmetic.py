@@ -174,9 +174,15 @@ def test_a_passed_through_gradient_keeps_no_addend_alive(rng):
     np.testing.assert_array_equal(da, r)
 
 
-# A convolution + residual addition (+ neuron) in the convolution's pass: its epilogue on the
-# cpu (from the registers whole and in pieces, or from the tile for other neurons; frames,
-# Winograd's form and windows that tile rows), the convolution then the sum elsewhere.
+# A convolution + residual addition (+ neuron) in the convolution's pass where the backend has
+# the kernel: the cpu's epilogue (from the registers whole and in pieces, or from the tile for
+# other neurons; frames, Winograd's form and windows that tile rows). Elsewhere the addition
+# keeps its step.
+def conv_steps(device, conv, add, neuron):
+    tail = f"+{neuron}" if neuron else ""
+    return [f"{conv}+{add}{tail}"] if device == "cpu" else [conv, add + tail]
+
+
 RESIDUAL_CASES = [
     # c, o, n, h, w, kernel, stride, padding
     (3, 5, 2, 7, 6, (3, 3), 1, "same"),      # frames, pieces of vectors
@@ -190,8 +196,8 @@ RESIDUAL_CASES = [
 @pytest.mark.parametrize("c,o,n,h,w,k,stride,padding", RESIDUAL_CASES)
 @pytest.mark.parametrize("neuron", [None, "relu", "sigmoid"])
 def test_a_residual_addition_joins_the_convolution(device, rng, c, o, n, h, w, k, stride, padding, neuron):
-    """conv(x) + r (+ neuron) in one step, the addition's left without a kernel: the forward
-    against numpy, and the gradients of x, r and the weights against finite differences."""
+    """conv(x) + r (+ neuron) in one step, the addition's left without a kernel (cpu): the
+    forward against numpy, and the gradients of x, r and the weights against finite differences."""
     from test_gradients import Capture
     x = rng.standard_normal((n, c, h, w)).astype(np.float32)
     wt = (rng.standard_normal((o, c, *k)) / np.sqrt(c * k[0] * k[1])).astype(np.float32)
@@ -210,7 +216,7 @@ def test_a_residual_addition_joins_the_convolution(device, rng, c, o, n, h, w, k
     out = ng.Neuron(add, neuron) if neuron else add
     inference = ng.Graph(out.result_image, device=device)
     got = inference.run({"x": x, "r": res})
-    assert inference.memory_plan(n)["steps"] == ["conv+add" + (f"+{neuron}" if neuron else "")]
+    assert inference.memory_plan(n)["steps"] == conv_steps(device, "conv", "add", neuron)
     check(got, fwd(x, res), rtol=1e-4, atol=1e-4)
 
     dz = out.gradient_filter(dy).result_image if neuron else dy
@@ -218,7 +224,8 @@ def test_a_residual_addition_joins_the_convolution(device, rng, c, o, n, h, w, k
     g = ng.Graph([out.result_image, conv.gradient_filter(dconv).result_image, dr], device=device)
     u = rng.standard_normal(got.shape).astype(np.float32)
     y, dx, dres = g.run({"x": x, "r": res, "dy": u})
-    assert g.memory_plan(n)["steps"][0] == "conv+add" + (f"+{neuron}" if neuron else "")
+    joined = conv_steps(device, "conv", "add", neuron)
+    assert g.memory_plan(n)["steps"][:len(joined)] == joined
     check(y, fwd(x, res), rtol=1e-4, atol=1e-4)
     if x.size > 2000:  # finite differences of every input: the small cases cover them
         return
@@ -229,7 +236,7 @@ def test_a_residual_addition_joins_the_convolution(device, rng, c, o, n, h, w, k
 
 
 def test_a_folded_normalization_and_a_residual_addition_join_the_convolution(device, rng):
-    """Inference: conv → bn (folded) → + r → relu is one step, equal to the unfolded graph's."""
+    """Inference: conv → bn (folded) → + r → relu is one step (cpu), equal to the unfolded graph's."""
     from test_folding import conv_bn
     x = rng.standard_normal((3, 4, 9, 7)).astype(np.float32)
     res = rng.standard_normal((3, 6, 9, 7)).astype(np.float32)
@@ -239,7 +246,40 @@ def test_a_folded_normalization_and_a_residual_addition_join_the_convolution(dev
     g = ng.Graph(out.result_image, device=device)
     apart = ng.Graph([out.result_image, conv.result_image], device=device)
     got = g.run({"x": x, "r": res})
-    assert g.memory_plan(3)["steps"] == [conv.label + "+bn+add+relu"]
+    assert g.memory_plan(3)["steps"] == conv_steps(device, conv.label + "+bn", "add", "relu")
     want, _ = apart.run({"x": x, "r": res})
     assert apart.memory_plan(3)["steps"] == [conv.label, "bn+add+relu"]
     check(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_a_residual_addition_joins_a_channels_last_convolution(device, rng):
+    """A channels-last graph (the cpu convolves NCHW copies, so nothing joins there), folded and
+    in training: the values as in NCHW."""
+    from test_folding import conv_bn
+    x = rng.standard_normal((3, 4, 9, 7)).astype(np.float32)
+    res = rng.standard_normal((3, 6, 9, 7)).astype(np.float32)
+    conv, bn, _, _ = conv_bn(rng, 4, 6, neuron=None)
+    r = ng.ImageNode(label="r")
+    out = ng.Neuron(ng.Addition(bn, r, label="add"), "relu")
+    want = ng.Graph(out.result_image, device=device, layout="NCHW").run({"x": x, "r": res})
+    g = ng.Graph(out.result_image, device=device, layout="NHWC")
+    check(g.run({"x": x, "r": res}), want, rtol=1e-4, atol=1e-4)
+
+    from test_gradients import Capture
+    wt = (rng.standard_normal((6, 4, 3, 3)) / 6).astype(np.float32)
+    b = rng.standard_normal(6).astype(np.float32)
+    src, dy = ng.ImageNode(label="x"), ng.ImageNode(label="dy")
+    u = rng.standard_normal(res.shape).astype(np.float32)
+    results = []
+    for layout in ("NCHW", "NHWC"):
+        ds = Capture(wt, b)
+        conv = ng.Convolution(src, ds, padding="same", label="conv")
+        sum_ = ng.Neuron(ng.Addition(conv, r, label="add"), "relu")
+        dz = sum_.gradient_filter(dy).result_image
+        g = ng.Graph([sum_.result_image, conv.gradient_filter(dz).result_image], device=device, layout=layout)
+        results.append((*g.run({"x": x, "r": res, "dy": u}), *ds.grads))
+        if layout == "NCHW":
+            joined = conv_steps(device, "conv", "add", "relu")
+            assert g.memory_plan(3)["steps"][:len(joined)] == joined
+    for got, want in zip(results[1], results[0]):
+        check(got, want, rtol=1e-4, atol=1e-4)
