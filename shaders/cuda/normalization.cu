@@ -14,7 +14,7 @@ namespace {
 
 // The two per-channel sums each pass needs, of a value pair per element: load() reads the V
 // elements from `at` (kReads arrays of them), add() adds them to a and b with the channel's
-// Constants (constants(ch)), add_each() each to its own channel's (rows).
+// Constants (constants(ch)), add_each() each to its own channel's (rows); both are told `at`.
 template <class T>
 struct MomentTerms {  // forward: (x − shift) and its square; shift is the channel's first value
   const T* x;
@@ -28,7 +28,7 @@ struct MomentTerms {  // forward: (x − shift) and its square; shift is the cha
     load_values<V>(x + at, r[0]);
   }
   template <int V>
-  __device__ void add_each(const float (&r)[kReads][V], const float* shift, float* a, float* b) const {
+  __device__ void add_each(size_t, const float (&r)[kReads][V], const float* shift, float* a, float* b) const {
 #pragma unroll
     for (int k = 0; k < V; ++k) {
       const float d = r[0][k] - shift[k];
@@ -37,7 +37,7 @@ struct MomentTerms {  // forward: (x − shift) and its square; shift is the cha
     }
   }
   template <int V>
-  __device__ void add(const float (&r)[kReads][V], float shift, float& a, float& b) const {
+  __device__ void add(size_t, const float (&r)[kReads][V], float shift, float& a, float& b) const {
 #pragma unroll
     for (int k = 0; k < V; ++k) {
       const float d = r[0][k] - shift;
@@ -87,9 +87,12 @@ struct GradientTerms {  // backward: g and g·(x − mean), g = dy ⊙ through(x
   int c;
   P through;
   int dy_ld;  // rows (hw 1): values between dy's rows, more than c in a view of wider ones
+  // Where set (dx's memory), the sums' pass stores each g there at x's index, and the input
+  // gradient reads it back instead of evaluating the neuron's derivative a second time.
+  T* g_out = nullptr;
   using Constants = Normalized;
   static constexpr int kReads = 2;  // x, dy
-  bool aligned() const { return packed(x) && packed(dy) && dy_ld % kPack<T> == 0; }
+  bool aligned() const { return packed(x) && packed(dy) && dy_ld % kPack<T> == 0 && packed(g_out); }
   // dy's element for x's element `at` (a pack never straddles rows: c is a multiple of it).
   __device__ size_t dy_at(size_t at) const { return dy_ld == c ? at : at / c * dy_ld + at % c; }
   __device__ Normalized constants(int ch) const { return normalized(gamma, beta, stats, c, ch); }
@@ -102,22 +105,26 @@ struct GradientTerms {  // backward: g and g·(x − mean), g = dy ⊙ through(x
     load_values<V>(dy + dy_at(at), r[1]);
   }
   template <int V>
-  __device__ void add_each(const float (&r)[kReads][V], const Normalized* k, float* a, float* b) const {
+  __device__ void add_each(size_t at, const float (&r)[kReads][V], const Normalized* k, float* a, float* b) const {
+    float d[V];
 #pragma unroll
     for (int i = 0; i < V; ++i) {
-      const float d = passed(r[1][i], r[0][i], k[i]);
-      a[i] += d;
-      b[i] += d * (r[0][i] - k[i].mean);
+      d[i] = passed(r[1][i], r[0][i], k[i]);
+      a[i] += d[i];
+      b[i] += d[i] * (r[0][i] - k[i].mean);
     }
+    if (g_out) store_values<V>(g_out + at, d);
   }
   template <int V>
-  __device__ void add(const float (&r)[kReads][V], const Normalized& k, float& a, float& b) const {
+  __device__ void add(size_t at, const float (&r)[kReads][V], const Normalized& k, float& a, float& b) const {
+    float d[V];
 #pragma unroll
     for (int i = 0; i < V; ++i) {
-      const float d = passed(r[1][i], r[0][i], k);
-      a += d;
-      b += d * (r[0][i] - k.mean);
+      d[i] = passed(r[1][i], r[0][i], k);
+      a += d[i];
+      b += d[i] * (r[0][i] - k.mean);
     }
+    if (g_out) store_values<V>(g_out + at, d);
   }
 };
 
@@ -144,7 +151,7 @@ __global__ void plane_partial_kernel(Terms terms, float* partial, int n, int c, 
     for (int i = threadIdx.x * V; i < hw; i += blockDim.x * V) {
       float r[Terms::kReads][V];
       terms.template load<V>(base + i, r);
-      terms.template add<V>(r, k, a, b);
+      terms.template add<V>(base + i, r, k, a, b);
     }
   }
   a = block_sum(a);
@@ -180,12 +187,13 @@ __global__ void column_partial_kernel(Terms terms, float* partial, int n, int c,
 #pragma unroll
       for (int u = 0; u < U; ++u) terms.template load<V>(static_cast<size_t>(r + u * lanes) * c + column, reads[u]);
 #pragma unroll
-      for (int u = 0; u < U; ++u) terms.template add_each<V>(reads[u], k, a, b);
+      for (int u = 0; u < U; ++u)
+        terms.template add_each<V>(static_cast<size_t>(r + u * lanes) * c + column, reads[u], k, a, b);
     }
     for (; r < r1; r += lanes) {
       float reads[Terms::kReads][V];
       terms.template load<V>(static_cast<size_t>(r) * c + column, reads);
-      terms.template add_each<V>(reads, k, a, b);
+      terms.template add_each<V>(static_cast<size_t>(r) * c + column, reads, k, a, b);
     }
   }
 #pragma unroll
@@ -342,22 +350,27 @@ __global__ void normalize_kernel(const T* x, const T* addend, T* y, unsigned y_l
 }
 
 // dx = k·dy + kx·(x − mean) + k0 per channel (BatchNormalizationGradientKernel's formula),
-// dy passed through the terms' neuron gradient; items as normalize_kernel's.
+// dy passed through the terms' neuron gradient (or that, as the sums' pass stored it in dx);
+// items as normalize_kernel's.
 template <int V, class I, class T, class P>
 __global__ void input_gradient_kernel(GradientTerms<T, P> terms, T* dx, I items, unsigned hw, bool wide) {
   const unsigned c = terms.c;
+  const bool recompute = !P::kNone && !terms.g_out;
   NNGRAPH_GRID_LOOP_T(I, i, items) {
     float v[V], g[V], mean[V], scale[V], shift[V], slope[V], offset[V];
     load_values<V>(terms.x + i * V, v);
-    load_values<V>(terms.dy + terms.dy_at(i * V), g);
+    if (terms.g_out)
+      load_values<V>(terms.g_out + i * V, g);
+    else
+      load_values<V>(terms.dy + terms.dy_at(i * V), g);
     coefficients<V>(terms.stats, i, c, hw, wide, mean);
     coefficients<V>(terms.stats + kScale * c, i, c, hw, wide, scale);
-    if constexpr (!P::kNone) coefficients<V>(terms.stats + kShift * c, i, c, hw, wide, shift);
+    if (recompute) coefficients<V>(terms.stats + kShift * c, i, c, hw, wide, shift);
     coefficients<V>(terms.stats + kSlope * c, i, c, hw, wide, slope);
     coefficients<V>(terms.stats + kOffset * c, i, c, hw, wide, offset);
 #pragma unroll
     for (int k = 0; k < V; ++k) {
-      const float passed = P::kNone ? g[k] : g[k] * terms.through(v[k] * scale[k] + shift[k]);
+      const float passed = recompute ? g[k] * terms.through(v[k] * scale[k] + shift[k]) : g[k];
       v[k] = scale[k] * passed + slope[k] * (v[k] - mean[k]) + offset[k];
     }
     store_values<V>(dx + i * V, v);
@@ -428,12 +441,15 @@ void batch_norm_gradient(cudaStream_t s, const T* x, const T* dy, const float* g
                          float* dbeta, int dy_ld, int n, int c, int hw) {
   const int chunks = batch_norm_chunks(n, c, hw);
   const float inv_count = static_cast<float>(1.0 / (static_cast<double>(n) * hw));
+  const size_t count = static_cast<size_t>(n) * c * hw;
   with_through(neuron, [&](auto through) {
-    const GradientTerms<T, decltype(through)> terms{x, dy, gamma, beta, stats, c, through, dy_ld};
+    GradientTerms<T, decltype(through)> terms{x, dy, gamma, beta, stats, c, through, dy_ld};
+    // g goes through dx's memory where dx shares none with x or dy (the plan's never do).
+    const auto apart = [&](const T* a, size_t values) { return dx + count <= a || a + values <= dx; };
+    if (!decltype(through)::kNone && dx && apart(x, count) && apart(dy, count / c * dy_ld)) terms.g_out = dx;
     partial_sums<T>(s, terms, partial, n, c, hw, chunks);
     gradient_totals_kernel<<<c, kThreads, 0, s>>>(partial, chunks, c, stats, dgamma, dbeta, inv_count);
     if (!dx) return;
-    const size_t count = static_cast<size_t>(n) * c * hw;
     const bool wide = packed(stats) && c % 4 == 0;
     with_index_type(count, [&](auto index) {
       using I = decltype(index);
