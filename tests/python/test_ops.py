@@ -62,6 +62,18 @@ def test_convolution(device, rng, n, c, h, w, o, k, stride, dil, groups, padding
     np.testing.assert_allclose(got, want, **TOL)
 
 
+@pytest.mark.parametrize("side", [16, 13])
+def test_convolutions_of_many_channels(device, rng, side):
+    """More channels than 128 × 128: the cpu's Winograd form where the outputs are even (its 16
+    products stream their weights over chunks of 128 tiles or more), frames where they are odd.
+    Inputs scaled so that the 1224-term sums stay near 1, where float32 rounds to about 1e-6."""
+    n = 16 if side % 2 == 0 else 24
+    ds, wt, b = conv_source(rng, 144, 136, 3, 3)
+    x = (rng.standard_normal((n, 136, side, side)) / np.sqrt(136 * 9)).astype(np.float32)
+    got = run(ng.Convolution(ng.ImageNode(), ds, padding="same"), x, device)
+    np.testing.assert_allclose(got, ref.conv2d(x, wt, b, padding="same"), **TOL)
+
+
 def test_batch_one_convolutions_split_among_many_threads(tmp_path):
     """With more threads than a frame has register tiles, a batch-1 convolution's (tile, block of
     output rows) pairs are shared out, some tiles' blocks split between threads (ResNet's

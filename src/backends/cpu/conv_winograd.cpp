@@ -97,10 +97,14 @@ void inverse_row(const float* __restrict m, size_t step, int i, int tw, float* _
 
 bool winograd_fits(const ConvGeometry& g, const ImageShape& in, const ImageShape& out, int n) {
   const long tiles = static_cast<long>(n) * ((out.h + 1) / 2) * ((out.w + 1) / 2);
-  // Every chunk of tiles reads all the transformed weights (16 per weight): they must stay in
-  // the L2 cache (1 MiB: 128 × 128 channels), and enough tiles repay transforming them.
+  // Every chunk of tiles reads all the transformed weights (16 per weight). Up to 128 × 128
+  // channels (1 MiB) they stay in the L2 cache; up to 256 × 256 each of the 16 products streams
+  // its own (256 KiB) for a chunk of at least 128 tiles, which pays only where no 2×2 tile
+  // sticks out past an odd edge (7×7 outputs compute 8×8). Enough tiles repay the transforms.
+  const long channels = static_cast<long>(in.c) * out.c;
   return g.kh == 3 && g.kw == 3 && g.sy == 1 && g.sx == 1 && g.dy == 1 && g.dx == 1 && g.groups == 1 &&
-         in.c >= 16 && out.c >= 16 && static_cast<long>(in.c) * out.c <= 128 * 128 && tiles >= 1024;
+         in.c >= 16 && out.c >= 16 && tiles >= 1024 &&
+         (channels <= 128 * 128 || (channels <= 256 * 256 && out.h % 2 == 0 && out.w % 2 == 0));
 }
 
 void winograd_convolution(ThreadPool& pool, const ConvGeometry& g, const Tensor& x, const Tensor& w,
@@ -132,9 +136,10 @@ void winograd_convolution(ThreadPool& pool, const ConvGeometry& g, const Tensor&
     }
   });
 
-  // Chunks of whole tile rows (of the batch's n·th), about 1 MiB of transformed input each.
+  // Chunks of whole tile rows (of the batch's n·th), about 1 MiB of transformed input each,
+  // and at least 128 tiles, over which each product's weights are read once.
   const int rows_total = n * th;
-  const int target = std::max(1, (16384 / c_in + tw - 1) / tw), threads = pool.size();
+  const int target = std::max(1, (std::max(16384 / c_in, 128) + tw - 1) / tw), threads = pool.size();
   const int wanted = ((rows_total + target - 1) / target + threads - 1) / threads * threads;  // the threads' share even
   const int per_chunk = (rows_total + wanted - 1) / wanted, chunks = (rows_total + per_chunk - 1) / per_chunk;
   const int most = per_chunk * tw;
