@@ -74,18 +74,31 @@ def test_convolutions_of_many_channels(device, rng, side):
     np.testing.assert_allclose(got, ref.conv2d(x, wt, b, padding="same"), **TOL)
 
 
+@pytest.mark.parametrize("c,side,o,k,groups", [(96, 2, 64, 3, 1), (96, 3, 80, 3, 2), (64, 7, 96, 1, 1), (48, 5, 40, 3, 1)])
+def test_small_batch_convolutions_on_shared_frames(device, rng, c, side, o, k, groups):
+    """A batch smaller than the threads whose weights outweigh its frames: the threads fill each
+    frame once, together, then share out the products; windows past a frame's last row and
+    column read the zeros after it."""
+    ds, wt, b = conv_source(rng, o, c, k, k, groups=groups)
+    for n in (1, 3):
+        x = (rng.standard_normal((n, c, side, side)) / np.sqrt(c * k * k / groups)).astype(np.float32)
+        got = run(ng.Convolution(ng.ImageNode(), ds, padding="same"), x, device)
+        np.testing.assert_allclose(got, ref.conv2d(x, wt, b, groups=groups, padding="same"), **TOL)
+
+
 def test_batch_one_convolutions_split_among_many_threads(tmp_path):
     """With more threads than a frame has register tiles, a batch-1 convolution's (tile, block of
     output rows) pairs are shared out, some tiles' blocks split between threads (ResNet's
-    strided convolutions at 16 threads): the same values as numpy's, in a process of 16 and of
-    7 threads."""
+    strided convolutions at 16 threads), or its frame filled once by all of them where the
+    weights outweigh it: the same values as numpy's, in a process of 16 and of 7 threads."""
     script = tmp_path / "split.py"
     script.write_text(f"""
 import sys
 sys.path.insert(0, {str(os.path.dirname(__file__))!r})
 import numpy as np, nngraph as ng, reference as ref
 rng = np.random.default_rng(5)
-for c, side, o, k, s in [(16, 28, 40, 3, 2), (16, 28, 24, 1, 2), (8, 20, 16, 3, 1), (3, 30, 16, 7, 2)]:
+for c, side, o, k, s in [(16, 28, 40, 3, 2), (16, 28, 24, 1, 2), (8, 20, 16, 3, 1), (3, 30, 16, 7, 2),
+                         (96, 2, 64, 3, 1), (128, 7, 96, 3, 1), (64, 7, 96, 1, 1)]:
     desc = ng.ConvolutionDescriptor(kernel=(k, k), input_channels=c, output_channels=o, stride=s)
     w = rng.standard_normal(desc.weights_shape).astype(np.float32)
     b = rng.standard_normal(o).astype(np.float32)
