@@ -75,10 +75,10 @@ def test_convolutions_of_many_channels(device, rng, side):
 
 
 @pytest.mark.parametrize("c,side,o,k,groups", [(96, 2, 64, 3, 1), (96, 3, 80, 3, 2), (64, 7, 96, 1, 1), (48, 5, 40, 3, 1)])
-def test_small_batch_convolutions_on_shared_frames(device, rng, c, side, o, k, groups):
-    """A batch smaller than the threads whose weights outweigh its frames: the threads fill each
-    frame once, together, then share out the products; windows past a frame's last row and
-    column read the zeros after it."""
+def test_small_batch_convolutions_split_by_output_rows(device, rng, c, side, o, k, groups):
+    """A batch smaller than the threads whose weights outweigh its frames: each thread fills the
+    frame and takes a share of the output rows; windows past a frame's last row and column read
+    the zeros after it."""
     ds, wt, b = conv_source(rng, o, c, k, k, groups=groups)
     for n in (1, 3):
         x = (rng.standard_normal((n, c, side, side)) / np.sqrt(c * k * k / groups)).astype(np.float32)
@@ -89,8 +89,8 @@ def test_small_batch_convolutions_on_shared_frames(device, rng, c, side, o, k, g
 def test_batch_one_convolutions_split_among_many_threads(tmp_path):
     """With more threads than a frame has register tiles, a batch-1 convolution's (tile, block of
     output rows) pairs are shared out, some tiles' blocks split between threads (ResNet's
-    strided convolutions at 16 threads), or its frame filled once by all of them where the
-    weights outweigh it: the same values as numpy's, in a process of 16 and of 7 threads."""
+    strided convolutions at 16 threads), or its output rows where the weights outweigh the
+    frame: the same values as numpy's, in a process of 16 and of 7 threads."""
     script = tmp_path / "split.py"
     script.write_text(f"""
 import sys

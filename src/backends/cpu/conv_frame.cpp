@@ -67,32 +67,10 @@ void frame_convolution(ThreadPool& pool, const ConvGeometry& g, const Tensor& x,
   // rows reads it (a frame of many channels streams otherwise, once per block).
   const int chunk = static_cast<int>(std::clamp<size_t>(
       static_cast<size_t>(tiles) * (256 << 10) / (sizeof(float) * cg * frame.size()), 1, tiles));
-  // Split by units, every part would fill its frame whole: the frames are filled once instead,
-  // the threads sharing out their channels, and every part reads them.
-  const bool shared = !in_place && !by_tiles && parts > 1;
-  const size_t per_group = static_cast<size_t>(cg) * frame.size();
-  float* common = nullptr;
-  if (shared) {
-    // The last frame's products read past it (a window past the right edge reads the next
-    // plane's zero padding): zeros there too.
-    const size_t all = frames * g.groups * per_group;
-    common = thread_scratch(Scratch::SharedFrames, all + product.extent());
-    std::fill_n(common + all, product.extent(), 0.f);
-    pool.parallel_for(static_cast<size_t>(frames) * is.c, [&](size_t first, size_t end) {
-      for (size_t i = first; i < end; ++i) {
-        const int f = static_cast<int>(i / is.c), ch = static_cast<int>(i % is.c), img = f * frame.images;
-        float* to = common + static_cast<size_t>(f) * is.c * frame.size() + static_cast<size_t>(ch) * frame.size();
-        std::fill_n(to, frame.size(), 0.f);  // no zeros to rely on in this buffer
-        frame.fill(x.data_as<const float>() + img * in_image + static_cast<size_t>(ch) * is.h * is.w, in_image,
-                   std::min(frame.images, n - img), 1, is.h, is.w, to);
-      }
-    });
-  }
   pool.parallel_for(static_cast<size_t>(frames) * parts, [&](size_t first, size_t end) {
     // Zero but for the rows filled below, which are zeroed again however the loop ends (an
     // exception included): every later call, of any frame, relies on the zeros.
-    float* buffer = in_place || shared ? nullptr
-                                       : thread_scratch(Scratch::Frame, std::max(product.extent(), cg * frame.size()));
+    float* buffer = in_place ? nullptr : thread_scratch(Scratch::Frame, std::max(product.extent(), cg * frame.size()));
     std::vector<float> tile(product.tile_floats());
     long framed = -1;
     struct Cleared {
@@ -120,14 +98,13 @@ void frame_convolution(ThreadPool& pool, const ConvGeometry& g, const Tensor& x,
             const float* image =
                 x.data_as<const float>() + img * in_image + static_cast<size_t>(grp) * cg * is.h * is.w;
             const long key = (static_cast<long>(f) * g.groups + grp) * parts + (by_tiles ? part : 0);
-            if (buffer && key != framed) {
+            if (!in_place && key != framed) {
               filled.from = std::min(filled.from, r0), filled.to = std::max(filled.to, r1);
               frame.fill(image, in_image, count, cg, is.h, is.w, buffer, r0, r1);
               framed = key;
             }
             const size_t at = (static_cast<size_t>(img) * os.c + static_cast<size_t>(grp) * og) * plane;
-            const float* from = in_place ? image : shared ? common + (static_cast<size_t>(f) * g.groups + grp) * per_group : buffer;
-            product.run(count, grp, block, from, y.data_as<float>() + at, tile.data(), bs, neuron,
+            product.run(count, grp, block, in_place ? image : buffer, y.data_as<float>() + at, tile.data(), bs, neuron,
                         tc, std::min(tb, tc + chunk), addend ? addend.data_as<const float>() + at : nullptr);
           }
       };

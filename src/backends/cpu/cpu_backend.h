@@ -45,7 +45,7 @@ void gemm(ThreadPool* pool, bool trans_a, bool trans_b, int m, int n, int k, flo
 // This thread's scratch buffer for one use, at least `floats` long, whose floats are zero where
 // it grows. It keeps its pages from call to call: a fresh buffer this large would go back to the
 // system when freed, and every call would fault it in (and zero it) again.
-enum class Scratch { WinogradWeights, WinogradInput, WinogradProducts, Frame, SharedFrames, Count };
+enum class Scratch { WinogradWeights, WinogradInput, WinogradProducts, Frame, Count };
 float* thread_scratch(Scratch use, size_t floats);
 
 // x[i] = neuron(x[i] + bias + addend[i]) over `count` values (bias and addend may be null).
