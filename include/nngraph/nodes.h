@@ -202,10 +202,7 @@ class FilterNode : public std::enable_shared_from_this<FilterNode> {
   // Producers that add an image of their result's shape before their fused neuron
   // (EncodeArgs::addend) on that device: batch normalization, or a convolution where the
   // backend has the kernel, + a residual addition (+ relu) in one pass.
-  virtual bool accepts_addend(DeviceType device) const {
-    (void)device;
-    return false;
-  }
+  virtual bool accepts_addend(DeviceType) const { return false; }
   // Training graphs: whether it can compute its result again, to the same values, from its
   // sources and batch state without changing either (EncodeArgs::replay), so a result that only
   // gradient steps read later is computed again before them instead of kept (Graph::recompute).

@@ -4,7 +4,8 @@ forward against numpy, the gradients of both operands against central finite dif
 import numpy as np
 import pytest
 import reference as ref
-from test_gradients import check, numeric_grad
+from test_folding import conv_bn
+from test_gradients import Capture, check, numeric_grad
 
 import nngraph as ng
 
@@ -198,7 +199,6 @@ RESIDUAL_CASES = [
 def test_a_residual_addition_joins_the_convolution(device, rng, c, o, n, h, w, k, stride, padding, neuron):
     """conv(x) + r (+ neuron) in one step, the addition's left without a kernel (cpu): the
     forward against numpy, and the gradients of x, r and the weights against finite differences."""
-    from test_gradients import Capture
     x = rng.standard_normal((n, c, h, w)).astype(np.float32)
     wt = (rng.standard_normal((o, c, *k)) / np.sqrt(c * k[0] * k[1])).astype(np.float32)
     b = rng.standard_normal(o).astype(np.float32)
@@ -237,7 +237,6 @@ def test_a_residual_addition_joins_the_convolution(device, rng, c, o, n, h, w, k
 
 def test_a_folded_normalization_and_a_residual_addition_join_the_convolution(device, rng):
     """Inference: conv → bn (folded) → + r → relu is one step (cpu), equal to the unfolded graph's."""
-    from test_folding import conv_bn
     x = rng.standard_normal((3, 4, 9, 7)).astype(np.float32)
     res = rng.standard_normal((3, 6, 9, 7)).astype(np.float32)
     conv, bn, _, _ = conv_bn(rng, 4, 6, neuron=None)
@@ -255,7 +254,6 @@ def test_a_folded_normalization_and_a_residual_addition_join_the_convolution(dev
 def test_a_residual_addition_joins_a_channels_last_convolution(device, rng):
     """A channels-last graph (the cpu convolves NCHW copies, so nothing joins there), folded and
     in training: the values as in NCHW."""
-    from test_folding import conv_bn
     x = rng.standard_normal((3, 4, 9, 7)).astype(np.float32)
     res = rng.standard_normal((3, 6, 9, 7)).astype(np.float32)
     conv, bn, _, _ = conv_bn(rng, 4, 6, neuron=None)
@@ -265,7 +263,6 @@ def test_a_residual_addition_joins_a_channels_last_convolution(device, rng):
     g = ng.Graph(out.result_image, device=device, layout="NHWC")
     check(g.run({"x": x, "r": res}), want, rtol=1e-4, atol=1e-4)
 
-    from test_gradients import Capture
     wt = (rng.standard_normal((6, 4, 3, 3)) / 6).astype(np.float32)
     b = rng.standard_normal(6).astype(np.float32)
     src, dy = ng.ImageNode(label="x"), ng.ImageNode(label="dy")

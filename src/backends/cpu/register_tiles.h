@@ -53,7 +53,7 @@ inline vf load_lanes(const float* p, unsigned lanes) {
 #else
 inline constexpr bool kMaskedStores = false;
 inline void store_lanes(float* p, unsigned, vf v) { store(p, v); }
-inline vf load_lanes(const float* p, unsigned) { return load(p); }
+inline vf load_lanes(const float* p, unsigned) { return load(p); }  // whole vectors only, as store_lanes
 #endif
 
 // A run of a vector's lanes whose positions are consecutive outputs: `to` is lane 0's offset
