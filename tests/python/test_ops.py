@@ -71,7 +71,9 @@ def test_convolutions_of_many_channels(device, rng, side):
     ds, wt, b = conv_source(rng, 144, 136, 3, 3)
     x = (rng.standard_normal((n, 136, side, side)) / np.sqrt(136 * 9)).astype(np.float32)
     got = run(ng.Convolution(ng.ImageNode(), ds, padding="same"), x, device)
-    np.testing.assert_allclose(got, ref.conv2d(x, wt, b, padding="same"), **TOL)
+    # cuDNN's fastest algorithm here (Winograd's 4 × 4 tiles) is off by up to 5e-5 (H200).
+    tol = TOL if device == "cpu" else {"rtol": 1e-4, "atol": 1e-4}
+    np.testing.assert_allclose(got, ref.conv2d(x, wt, b, padding="same"), **tol)
 
 
 @pytest.mark.parametrize("c,side,o,k,groups", [(96, 2, 64, 3, 1), (96, 3, 80, 3, 2), (64, 7, 96, 1, 1), (48, 5, 40, 3, 1)])
