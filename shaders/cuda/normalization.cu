@@ -5,6 +5,7 @@
 // written a pack at a time (V values).
 #include <type_traits>
 
+#include "columns.cuh"
 #include "common.cuh"
 #include "kernels.cuh"
 #include "ops/normalization.h"
@@ -20,7 +21,7 @@ struct MomentTerms {  // forward: (x − shift) and its square; shift is the cha
   const T* x;
   int hw;
   using Constants = float;
-  static constexpr int kReads = 1;
+  static constexpr int kReads = 1, kSums = 2;
   bool aligned() const { return packed(x); }
   __device__ float constants(int ch) const { return ld(x[static_cast<size_t>(ch) * hw]); }
   template <int V>
@@ -91,7 +92,7 @@ struct GradientTerms {  // backward: g and g·(x − mean), g = dy ⊙ through(x
   // gradient reads it back instead of evaluating the neuron's derivative a second time.
   T* g_out = nullptr;
   using Constants = Normalized;
-  static constexpr int kReads = 2;  // x, dy
+  static constexpr int kReads = 2, kSums = 2;  // x, dy
   bool aligned() const { return packed(x) && packed(dy) && dy_ld % kPack<T> == 0 && packed(g_out); }
   // dy's element for x's element `at` (a pack never straddles rows: c is a multiple of it).
   __device__ size_t dy_at(size_t at) const { return dy_ld == c ? at : at / c * dy_ld + at % c; }
@@ -128,17 +129,8 @@ struct GradientTerms {  // backward: g and g·(x − mean), g = dy ⊙ through(x
   }
 };
 
-// f(std::integral_constant<int, V>) with V = the pack of T where the planes (hw), or the
-// rows (c, where hw is 1), are a multiple of it and the pointers are aligned to one, else 1.
-template <class T, class F>
-void with_pack(int c, int hw, bool aligned, F&& f) {
-  if ((hw == 1 ? c : hw) % kPack<T> == 0 && aligned)
-    f(std::integral_constant<int, kPack<T>>{});
-  else
-    f(std::integral_constant<int, 1>{});
-}
-
-// Stage 1, planes: block (channel, chunk) sums over its images' planes of that channel.
+// Stage 1, planes: block (channel, chunk) sums over its images' planes of that channel (rows:
+// columns.cuh's column_partial_kernel).
 template <int V, class Terms>
 __global__ void plane_partial_kernel(Terms terms, float* partial, int n, int c, int hw, int chunks) {
   const int ch = blockIdx.x, chunk = blockIdx.y;
@@ -162,66 +154,10 @@ __global__ void plane_partial_kernel(Terms terms, float* partial, int n, int c, 
   }
 }
 
-// Stage 1, one value per plane (rows of channels): block (columns, chunk) sums a chunk of
-// rows, a thread per V channels and row_lanes(c, V) rows side by side, coalesced across the row.
-template <int V, class Terms>
-__global__ void column_partial_kernel(Terms terms, float* partial, int n, int c, int chunks) {
-  __shared__ float sums[2][kThreads * V];
-  const int groups = c / V, width = groups < kThreads ? groups : kThreads, lanes = row_lanes(c, V);
-  const int group = blockIdx.x * width + static_cast<int>(threadIdx.x) % width, lane = threadIdx.x / width;
-  const int chunk = blockIdx.y;
-  float a[V] = {}, b[V] = {};
-  if (lane < lanes && group < groups) {
-    typename Terms::Constants k[V];
-#pragma unroll
-    for (int i = 0; i < V; ++i) k[i] = terms.constants(group * V + i);
-    const int r0 = static_cast<int>(static_cast<long>(n) * chunk / chunks);
-    const int r1 = static_cast<int>(static_cast<long>(n) * (chunk + 1) / chunks);
-    const size_t column = static_cast<size_t>(group) * V;
-    // U rows' loads in flight before their sums: a thread's few rows would otherwise wait
-    // on one load after another.
-    constexpr int U = 4 / Terms::kReads;
-    int r = r0 + lane;
-    for (; r + (U - 1) * lanes < r1; r += U * lanes) {
-      float reads[U][Terms::kReads][V];
-#pragma unroll
-      for (int u = 0; u < U; ++u) terms.template load<V>(static_cast<size_t>(r + u * lanes) * c + column, reads[u]);
-#pragma unroll
-      for (int u = 0; u < U; ++u)
-        terms.template add_each<V>(static_cast<size_t>(r + u * lanes) * c + column, reads[u], k, a, b);
-    }
-    for (; r < r1; r += lanes) {
-      float reads[Terms::kReads][V];
-      terms.template load<V>(static_cast<size_t>(r) * c + column, reads);
-      terms.template add_each<V>(static_cast<size_t>(r) * c + column, reads, k, a, b);
-    }
-  }
-#pragma unroll
-  for (int k = 0; k < V; ++k) {
-    sums[0][threadIdx.x * V + k] = a[k];
-    sums[1][threadIdx.x * V + k] = b[k];
-  }
-  __syncthreads();
-  // Each of the block's 2·width·V sums over the lanes by a thread of its own (a thread per
-  // group adding every lane's V values in turn took most of the kernel's time).
-  const int values = width * V;
-  for (int o = threadIdx.x; o < 2 * values; o += blockDim.x) {
-    const int which = o / values, at = o % values, ch = blockIdx.x * values + at;
-    if (ch >= c) continue;
-    float t = 0.f;
-    for (int l = 0; l < lanes; ++l) t += sums[which][l * values + at];
-    partial[2 * (static_cast<size_t>(chunk) * c + ch) + which] = t;
-  }
-}
-
 template <class T, class Terms>
 void partial_sums(cudaStream_t s, Terms terms, float* partial, int n, int c, int hw, int chunks) {
   if (hw == 1)
-    with_pack<T>(c, hw, terms.aligned(), [&](auto v) {
-      constexpr int V = decltype(v)::value;
-      column_partial_kernel<V><<<dim3((c / V + kThreads - 1) / kThreads, chunks), kThreads, 0, s>>>(terms, partial, n,
-                                                                                                   c, chunks);
-    });
+    column_partials<T>(s, terms, partial, n, c, chunks);
   else
     with_pack<T>(c, hw, terms.aligned(), [&](auto v) {
       plane_partial_kernel<decltype(v)::value><<<dim3(c, chunks), kThreads, 0, s>>>(terms, partial, n, c, hw, chunks);
@@ -399,14 +335,9 @@ unsigned channel_blocks(int c) { return static_cast<unsigned>((c + kThreads - 1)
 }  // namespace
 
 int batch_norm_chunks(int n, int c, int hw) {
-  // Planes: enough blocks to fill the device (8 per multiprocessor); rows: 32 per thread of
-  // one channel (4 packs of 8, loaded together), and at most two blocks per multiprocessor:
-  // a block's start (its channels' constants) and end (its sums) cost as much as many rows
-  // (the speed run's gradient sums took 22% less time than with 1024 blocks).
-  const int rows = 32 * row_lanes(c);
-  const int want = hw == 1 ? std::min((n + rows - 1) / rows, 2 * multiprocessors())
-                           : (8 * multiprocessors() + c - 1) / std::max(1, c);
-  return std::max(1, std::min({n, want, 1024}));
+  // Planes: enough blocks to fill the device (8 per multiprocessor).
+  if (hw == 1) return row_chunks(n, c);
+  return std::max(1, std::min({n, (8 * multiprocessors() + c - 1) / std::max(1, c), 1024}));
 }
 
 template <class T>

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "backends/optimizer_math.h"
+#include "columns.cuh"
 #include "common.cuh"
 #include "kernels.cuh"
 
@@ -10,7 +11,7 @@ namespace nngraph::cuda {
 namespace {
 
 // Stage 1, planes (hw > 1): block (channel, chunk) walks its images' planes of that channel.
-// With dz given, each value is dy·f'(y) and is stored as it is summed: one pass over dy.
+// With y given, each value is dy·f'(y), stored as it is summed where dz is: one pass over dy.
 template <class T, class D>
 __global__ void bias_partial_kernel(const T* dy, const T* y, T* dz, D derivative, float* partial, int n, int c, int hw,
                                     int chunks) {
@@ -24,42 +25,42 @@ __global__ void bias_partial_kernel(const T* dy, const T* y, T* dz, D derivative
     const unsigned img = i / hw;
     const size_t at = (static_cast<size_t>(n0 + img) * c + ch) * hw + (i - img * hw);
     float v = ld(dy[at]);
-    if (dz) dz[at] = st<T>(v *= derivative(ld(y[at])));
+    if (y) v *= derivative(ld(y[at]));
+    if (dz) dz[at] = st<T>(v);
     sum += v;
   }
   sum = block_sum(sum);
   if (threadIdx.x == 0) partial[static_cast<size_t>(chunk) * c + ch] = sum;
 }
 
-// Stage 1, one value per plane (rows of channels: fully connected results, channels-last
-// pixels): block (columns, chunk) sums a chunk of rows, a thread per channel and
-// row_lanes(c) rows side by side, coalesced across the rows (a thread per channel alone left
-// most of a block idle where channels are few: the speed run's 24-channel whitening).
-template <class T, class D>
-__global__ void column_partial_kernel(const T* dy, const T* y, T* dz, D derivative, float* partial, int n, int c,
-                                      int chunks) {
-  __shared__ float sums[kThreads];
-  const int width = c < kThreads ? c : kThreads, lanes = row_lanes(c);
-  const int ch = blockIdx.x * width + static_cast<int>(threadIdx.x) % width, lane = threadIdx.x / width;
-  const int chunk = blockIdx.y;
-  float sum = 0.f;
-  if (lane < lanes && ch < c) {
-    const int r0 = static_cast<int>(static_cast<long>(n) * chunk / chunks);
-    const int r1 = static_cast<int>(static_cast<long>(n) * (chunk + 1) / chunks);
-#pragma unroll 4
-    for (int r = r0 + lane; r < r1; r += lanes) {
-      const size_t at = static_cast<size_t>(r) * c + ch;
-      float v = ld(dy[at]);
-      if (dz) dz[at] = st<T>(v *= derivative(ld(y[at])));
-      sum += v;
-    }
+// Stage 1, rows (hw 1: fully connected results, channels-last pixels): column_partial_kernel's
+// terms, R = 1 (dy alone) or 2 (dy and y: dy·f'(y), stored as it is summed where dz is).
+template <class T, class D, int R>
+struct BiasTerms {
+  const T* dy;
+  const T* y;
+  T* dz;
+  D derivative;
+  using Constants = char;  // none
+  static constexpr int kReads = R, kSums = 1;
+  bool aligned() const { return packed(dy) && (R == 1 || (packed(y) && packed(dz))); }
+  __device__ char constants(int) const { return 0; }
+  template <int V>
+  __device__ void load(size_t at, float (&r)[kReads][V]) const {
+    load_values<V>(dy + at, r[0]);
+    if constexpr (R == 2) load_values<V>(y + at, r[1]);
   }
-  sums[threadIdx.x] = sum;
-  __syncthreads();
-  if (lane != 0 || ch >= c) return;
-  for (int l = 1; l < lanes; ++l) sum += sums[l * width + threadIdx.x];
-  partial[static_cast<size_t>(chunk) * c + ch] = sum;
-}
+  template <int V>
+  __device__ void add_each(size_t at, const float (&r)[kReads][V], const char*, float* a, float*) const {
+    float d[V];
+#pragma unroll
+    for (int i = 0; i < V; ++i) {
+      d[i] = R == 2 ? r[0][i] * derivative(r[R - 1][i]) : r[0][i];
+      a[i] += d[i];
+    }
+    if (R == 2 && dz) store_values<V>(dz + at, d);
+  }
+};
 
 // Stage 2 (and the direct convolution's weight gradient): columns [0, split) of the rows'
 // totals go to a, the rest to b (skipped where b is null). A block adds 32 columns, its 8
@@ -131,13 +132,15 @@ void bias_gradient(cudaStream_t s, const T* dy, const T* y, T* dz, const NeuronD
                    int hw, float* partial) {
   const int chunks = bias_gradient_chunks(n, c, hw);
   float* sums = chunks == 1 ? db : partial;  // one chunk: its sums are the totals
-  with_derivative(nd, [&](auto derivative) {
-    if (hw == 1)
-      column_partial_kernel<<<dim3((c + kThreads - 1) / kThreads, chunks), kThreads, 0, s>>>(dy, y, dz, derivative,
-                                                                                             sums, n, c, chunks);
-    else
-      bias_partial_kernel<<<dim3(c, chunks), kThreads, 0, s>>>(dy, y, dz, derivative, sums, n, c, hw, chunks);
-  });
+  if (hw == 1 && !y)
+    column_partials<T>(s, BiasTerms<T, NoDerivative, 1>{dy, nullptr, nullptr, {}}, sums, n, c, chunks);
+  else
+    with_derivative(nd, [&](auto derivative) {
+      if (hw == 1)
+        column_partials<T>(s, BiasTerms<T, decltype(derivative), 2>{dy, y, dz, derivative}, sums, n, c, chunks);
+      else
+        bias_partial_kernel<<<dim3(c, chunks), kThreads, 0, s>>>(dy, y, dz, derivative, sums, n, c, hw, chunks);
+    });
   if (chunks > 1) column_totals(s, partial, chunks, c, c, db, nullptr);
   check_launch("bias_gradient");
 }
@@ -157,10 +160,9 @@ NNGRAPH_STORAGE_TYPES(INSTANTIATE)
 #undef INSTANTIATE
 
 int bias_gradient_chunks(int n, int c, int hw) {
-  // Planes: about eight blocks per multiprocessor in all. Rows: about 16 rows per thread.
-  const int rows = 16 * row_lanes(std::max(1, c));
-  const int want = hw == 1 ? (n + rows - 1) / rows : 1024 / std::max(1, c);
-  return std::max(1, std::min({n, want, 1024}));
+  // Planes: about eight blocks per multiprocessor in all.
+  if (hw == 1) return row_chunks(n, c);
+  return std::max(1, std::min({n, 1024 / std::max(1, c), 1024}));
 }
 
 void mark_nonfinite(cudaStream_t s, const std::vector<Checked>& tensors, int* flag) {
