@@ -196,6 +196,10 @@ class FilterNode : public std::enable_shared_from_this<FilterNode> {
   // returns that forward node. The planner then drops the neuron gradient's own pass and hands
   // the neuron over as EncodeArgs::fused.
   virtual const FilterNode* takes_neuron_gradient_of() const { return nullptr; }
+  // A gradient node that can take its dY (source 0) through the gradient of a neuron applied
+  // to its forward node's result: it then reads that result as one more source and applies f'
+  // of it (EncodeArgs::fused) in its own pass over dY, and the neuron gradient's pass is dropped.
+  virtual bool takes_neuron_gradient_of_result() const { return false; }
   // An elementwise sum of its two sources (then any neuron folded into it), which the producer
   // of one addend may compute in its own pass where that producer accepts_addend().
   virtual bool sums_sources() const { return false; }

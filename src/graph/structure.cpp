@@ -262,6 +262,20 @@ Structure build_structure(const std::vector<ImageNodePtr>& results, const std::v
         through = *neuron;
         roots_in[0] = p->inputs[0];
       }
+    } else if (f->takes_neuron_gradient_of_result()) {
+      // A convolution's gradient whose dY is only the gradient of a neuron over the
+      // convolution's result reads that result and applies f' of it as it reads dY (the
+      // neuron's input, or its output where the neuron folded into the convolution and its
+      // derivative comes from the output): one pass instead of two.
+      const Step* p = fold_target(ins[0]);
+      const NeuronDescriptor* neuron = p ? p->node->fusable_neuron_gradient() : nullptr;
+      const auto forward = out_of.find(f->trains());  // absent: a gradient node built on its own
+      const int result = forward == out_of.end() ? -1 : s.root[forward->second];
+      if (neuron && result >= 0 && p->inputs[1] == result) {
+        through = *neuron;
+        roots_in[0] = p->inputs[0];
+        roots_in.push_back(result);
+      }
     }
     step_of[out] = static_cast<int>(s.steps.size());
     s.steps.push_back(Step{f, std::move(roots_in), out, true, through});

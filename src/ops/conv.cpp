@@ -113,6 +113,12 @@ std::vector<FilterNodePtr> ConvolutionNode::make_gradients(const ImageNodePtr& d
 }
 
 // Sources: dY, X[, Y]. A gradient that nothing reads and weights that do not train are skipped.
+// The neuron whose derivative the gradient applies to dY, of source 2: the descriptor's, or the
+// one after this node whose gradient the planner passed to this step.
+const NeuronDescriptor& ConvolutionNode::gradient_neuron(const EncodeArgs& a) const {
+  return desc_.neuron.type != NeuronType::None ? desc_.neuron : a.fused;
+}
+
 void ConvolutionNode::encode_gradient(const EncodeArgs& a) const {
   const Image& x = *a.sources[1];
   const Tensor y = a.sources.size() > 2 ? image_of(a, *a.sources[2]) : Tensor();
@@ -122,7 +128,8 @@ void ConvolutionNode::encode_gradient(const EncodeArgs& a) const {
   g.tf32 = a.allow_tf32;
   g.half = accumulator_ == AccumulatorPrecision::Half;
   dispatch<ConvolutionGradientKernel>(a.backend, g, image_of(a, x), Tensor::parameter(a.weights, 0),
-                                      image_of(a, *a.sources[0]), y, desc_.neuron, image_of(a, a.result), dw, db);
+                                      image_of(a, *a.sources[0]), y, gradient_neuron(a), image_of(a, a.result), dw,
+                                      db);
 }
 
 ConvolutionGradientNode::ConvolutionGradientNode(const ImageNodePtr& dy, std::shared_ptr<ConvolutionNode> forward)
@@ -163,7 +170,7 @@ void FullyConnectedNode::encode_gradient(const EncodeArgs& a) const {
   const Tensor dw = Tensor::parameter(a.gradients, 0), db = Tensor::parameter(a.gradients, 1);
   if (a.result.empty() && !dw && !db) return;
   dispatch<FullyConnectedGradientKernel>(a.backend, *a.sources[1], Tensor::parameter(a.weights, 0), *a.sources[0], y,
-                                         desc_.neuron, a.result, dw, db, a.allow_tf32,
+                                         gradient_neuron(a), a.result, dw, db, a.allow_tf32,
                                          accumulator_ == AccumulatorPrecision::Half);
 }
 

@@ -87,13 +87,14 @@ class ConvolutionNode : public FilterNode {
   const Padding& padding() const { return padding_; }
   // Kernel geometry for a source of shape `in` (padding resolved).
   ConvGeometry geometry(const ImageShape& in) const;
-  // The gradient node's pass: x, dy and (with a descriptor neuron) y in; dx, dw and db out.
+  // The gradient node's pass: x, dy and (with a neuron's gradient to apply) y in; dx, dw and db out.
   virtual void encode_gradient(const EncodeArgs& args) const;
   AccumulatorPrecision accumulator_precision() const { return accumulator_; }
   void set_accumulator_precision(AccumulatorPrecision p) { accumulator_ = p; }
 
  protected:
   std::vector<FilterNodePtr> make_gradients(const ImageNodePtr& source_gradient) override;
+  const NeuronDescriptor& gradient_neuron(const EncodeArgs& a) const;
   ConvolutionNode(ImageNodePtr source, std::shared_ptr<DataSource> weights, Padding padding, std::string label,
                   const char* kind);
   std::shared_ptr<DataSource> source_;
@@ -121,7 +122,8 @@ class FullyConnectedNode : public ConvolutionNode {
 };
 
 // d/d(source) into the result (skipped when unused), d/d(weights) and d/d(biases) into the
-// step's gradient state. Sources: dY, X[, Y when the descriptor has a fused neuron].
+// step's gradient state. Sources: dY, X[, Y when the descriptor has a fused neuron, or the
+// planner passes a following neuron's gradient to this step (EncodeArgs::fused)].
 class ConvolutionGradientNode : public GradientNode {
  public:
   static constexpr const char* kKind = "convolution_gradient";
@@ -131,6 +133,10 @@ class ConvolutionGradientNode : public GradientNode {
   const FilterNode* trains() const override { return forward_.get(); }
   bool channels_last(DeviceType device, const std::vector<ImageShape>& sources) const override {
     return forward_->channels_last(device, {sources[1]}) && reads_channels_last<ConvolutionGradientKernel>(device);
+  }
+  // Where the descriptor has no neuron of its own (which would take that place).
+  bool takes_neuron_gradient_of_result() const override {
+    return forward_->descriptor().neuron.type == NeuronType::None;
   }
 
  private:

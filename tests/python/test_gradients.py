@@ -42,8 +42,8 @@ def check(got, want, rtol=2e-3, atol=2e-4):
 class Capture(FixedSource):
     """Fixed weights; records the weight gradients the graph hands to update()."""
 
-    def __init__(self, w, b, stride=1, dilation=1, groups=1, neuron=None):
-        super().__init__(w, b, "capture", ng.ConvolutionDescriptor(
+    def __init__(self, w, b, stride=1, dilation=1, groups=1, neuron=None, label="capture"):
+        super().__init__(w, b, label, ng.ConvolutionDescriptor(
             kernel=w.shape[2:], input_channels=w.shape[1] * groups, output_channels=w.shape[0], stride=stride,
             dilation=dilation, groups=groups, neuron=neuron))
         self.grads = None
@@ -256,9 +256,10 @@ def test_negative_slope_gradients_come_from_the_input(device):
 
 
 def test_negative_slope_neuron_after_convolution_trains_correctly(device, rng):
-    """A training graph keeps such a neuron as its own step (its gradient needs the input) and
-    gets the weight gradient of finite differences; a fused descriptor neuron of that kind
-    cannot train and says so."""
+    """A training graph keeps such a neuron as its own forward step (its gradient needs the
+    input), which the convolution's gradient reads to apply the neuron's gradient in its own
+    pass, and gets the weight gradient of finite differences; a fused descriptor neuron of that
+    kind cannot train and says so."""
     w = rng.standard_normal((3, 2, 3, 3)).astype(np.float32)
     b = rng.standard_normal(3).astype(np.float32)
     x = rng.standard_normal((2, 2, 5, 5)).astype(np.float32)
@@ -268,7 +269,9 @@ def test_negative_slope_neuron_after_convolution_trains_correctly(device, rng):
     loss = ng.Loss(out, ng.LossDescriptor("mean_squared_error", "sum"))
     g = loss.training_graph(device=device)
     g.run(x, labels=target)
-    assert not any("+leaky_relu" in s for s in g.memory_plan(2)["steps"])
+    steps = g.memory_plan(2)["steps"]
+    assert "leaky_relu" in steps and not any(s.endswith("relu_gradient") for s in steps)
+    assert [s for s in steps if "+leaky_relu" in s] == [f"{cap.label()}_gradient+leaky_relu"]
 
     def total(wv):
         y = ref.conv2d(x.astype(np.float64), wv, b)
@@ -280,3 +283,46 @@ def test_negative_slope_neuron_after_convolution_trains_correctly(device, rng):
     bad = ng.Loss(ng.Convolution(ng.ImageNode(), fused), ng.LossDescriptor("mean_squared_error"))
     with pytest.raises(ng.UnsupportedError, match="leaky_relu neuron .*has no gradient from its output"):
         bad.training_graph(optimizer=ng.SGD())
+
+
+@pytest.mark.parametrize("layer", ["convolution", "fully_connected"])
+@pytest.mark.parametrize("frozen", [False, True])
+def test_gelu_gradient_taken_by_the_layer_before(device, rng, layer, frozen):
+    """A GELU after a convolution or fully connected layer (its derivative needs its input): the
+    layer's gradient reads the layer's result and applies GELU' as it reads dY, one pass where
+    there were two, and no GELU gradient step is left. With the first layer's weights frozen
+    (the speed run's whitening) only its bias sums run. Gradients equal finite differences."""
+    x = rng.standard_normal((2, 3, 5, 5)).astype(np.float32)
+    if layer == "convolution":
+        w1 = rng.standard_normal((4, 3, 2, 2)).astype(np.float32)
+        w2 = rng.standard_normal((2, 4, 3, 3)).astype(np.float32)
+        target = rng.standard_normal((2, 2, 4, 4)).astype(np.float32)
+        make = lambda src, s: ng.Convolution(src, s, padding="same" if s.label() == "second" else "valid")  # noqa: E731
+        forward = lambda v, a, b, c: ref.conv2d(ref.neuron(ref.conv2d(v, a, b), "gelu"), c, None, padding="same")  # noqa: E731,E501
+    else:
+        w1 = rng.standard_normal((4, 3, 5, 5)).astype(np.float32) / 5
+        w2 = rng.standard_normal((2, 4, 1, 1)).astype(np.float32)
+        target = rng.standard_normal((2, 2, 1, 1)).astype(np.float32)
+        make = lambda src, s: ng.FullyConnected(src, s)  # noqa: E731
+        forward = lambda v, a, b, c: ref.fully_connected(ref.neuron(ref.fully_connected(v, a, b), "gelu"), c, None)  # noqa: E731,E501
+    b1 = rng.standard_normal(4).astype(np.float32)
+    first = ng.ArrayDataSource(ng.ConvolutionDescriptor(tuple(w1.shape[2:]), 3, 4), w1, b1, "first",
+                               frozen=["weights"] if frozen else [])
+    second = Capture(w2, None, label="second")
+    out = make(ng.Neuron(make(ng.ImageNode(label="x"), first), "gelu", label="act"), second)
+    g = ng.Loss(out, ng.LossDescriptor("mean_squared_error", "sum")).training_graph(
+        device=device, optimizer=ng.SGD(learning_rate=1.0))
+    g.run(x, labels=target)
+    steps = g.memory_plan(2)["steps"]
+    assert "first_gradient+gelu" in steps and "act" in steps and not any("act_gradient" in s for s in steps)
+
+    def total(a, b, c):
+        return ((forward(x.astype(np.float64), a, b, c) - target) ** 2).sum()
+
+    check(second.grads[0], numeric_grad(lambda c: total(w1, b1, c), w2), rtol=5e-3, atol=5e-3)
+    check(b1 - first.tensor("biases"), numeric_grad(lambda b: total(w1, b, w2), b1), rtol=5e-3, atol=5e-3)
+    dw = numeric_grad(lambda a: total(a, b1, w2), w1)
+    if frozen:
+        np.testing.assert_array_equal(first.tensor("weights"), w1)
+    else:
+        check(w1 - first.tensor("weights"), dw, rtol=5e-3, atol=5e-3)

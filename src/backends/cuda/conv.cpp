@@ -76,20 +76,23 @@ const T* filters_in(CudaBackend& b, const Tensor& w, bool last, int o, int i, in
   return static_cast<const T*>((*scratch)->data());
 }
 
-// dz = dy ⊙ neuron'(y) where dz is given and, where db is, the bias gradient Σ dz (dy
-// without dz) per channel, in one pass over dy (a channels-last dy as rows of pixels).
+// dz = dy ⊙ neuron'(y) (dy itself without y or a neuron), stored where dz is given, and where
+// db is the bias gradient Σ dz per channel, in one pass over dy (a channels-last dy as rows
+// of pixels).
 template <class T>
 void derivative_and_bias(CudaBackend& b, const Tensor& dy_image, const Tensor& y, const NeuronDescriptor& neuron,
                          T* dz, float* db) {
   const Tensor dy = dy_image.pixels();
   const int n = dy.batch(), c = dy.shape().c, hw = dy.shape().h * dy.shape().w;
-  const T* yv = dz ? y.dense_as<const T>() : nullptr;
+  const T* yv = y && neuron.type != NeuronType::None ? y.dense_as<const T>() : nullptr;
   if (db) {
     auto partial = b.allocate(static_cast<size_t>(c) * cuda::bias_gradient_chunks(n, c, hw) * sizeof(float));
     cuda::bias_gradient(b.stream(), dy.data_as<const T>(), yv, dz, neuron, db, n, c, hw,
                         static_cast<float*>(partial->data()));
-  } else if (dz) {
+  } else if (dz && yv) {
     cuda::neuron_gradient(b.stream(), yv, dy.data_as<const T>(), dz, dy.count(), neuron);
+  } else if (dz) {
+    b.copy(dz, dy.data(), dy.bytes());
   }
 }
 
@@ -211,6 +214,10 @@ void convolution_gradient_of(CudaBackend& b, const ConvGeometry& g, const Tensor
   const bool last = channels_last({&xi, &dy, &dx});
   const int taps = g.kh * g.kw, per_group = is.c / g.groups;
   std::shared_ptr<Buffer> scratch, padded_x, padded_dx, partial, tensor_partial, reordered_w, krsc_dw;
+  if (!dx && !dw) {  // the bias alone (frozen weights, no input gradient): dz is not stored
+    if (db) derivative_and_bias<T>(b, dy, y, neuron, nullptr, db);
+    return;
+  }
   const T* weights = dx ? filters_in<T>(b, w, last, os.c, per_group, taps, &reordered_w) : nullptr;
   if (last && windowed_in_place(g, is, os)) {
     const T* dz = output_gradient<T>(b, dy, y, neuron, db, &scratch);
