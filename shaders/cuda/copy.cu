@@ -1,4 +1,6 @@
 // Copies and layout changes: rows copied or added between strides, axes permuted, many blocks in one launch.
+#include <type_traits>
+
 #include "common.cuh"
 #include "kernels.cuh"
 
@@ -23,11 +25,14 @@ __global__ void copy_rows_kernel(U* dst, I dst_ld, const U* src, I src_ld, I col
   }
 }
 
-template <class T, class I>
-__global__ void permute_kernel(const T* in, T* out, I o1, I o2, I s0, I s1, I s2, I total) {
+template <class From, class To, class I>
+__global__ void permute_kernel(const From* in, To* out, I o1, I o2, I s0, I s1, I s2, I total) {
   NNGRAPH_GRID_LOOP_T(I, i, total) {
     const I c = i % o2, b = (i / o2) % o1, a = i / (o2 * o1);
-    out[i] = in[a * s0 + b * s1 + c * s2];
+    if constexpr (std::is_same_v<From, To>)
+      out[i] = in[a * s0 + b * s1 + c * s2];
+    else
+      out[i] = st<To>(ld(in[a * s0 + b * s1 + c * s2]));
   }
 }
 
@@ -99,8 +104,8 @@ void add_rows(cudaStream_t s, float* dst, int dst_ld, const float* src, int src_
   check_launch("copy_rows");
 }
 
-template <class T>
-void permute(cudaStream_t s, const T* in, T* out, const int dims[3], const int perm[3]) {
+template <class From, class To>
+void permute(cudaStream_t s, const From* in, To* out, const int dims[3], const int perm[3]) {
   const size_t stride[3] = {size_t(dims[1]) * dims[2], size_t(dims[2]), 1};
   const size_t total = size_t(dims[0]) * dims[1] * dims[2];
   with_index_type(total, [&](auto i) {
@@ -111,8 +116,10 @@ void permute(cudaStream_t s, const T* in, T* out, const int dims[3], const int p
   check_launch("permute");
 }
 
-#define INSTANTIATE(T) template void permute(cudaStream_t, const T*, T*, const int[3], const int[3]);
+#define INSTANTIATE_TO(From, To) template void permute(cudaStream_t, const From*, To*, const int[3], const int[3]);
+#define INSTANTIATE(From) INSTANTIATE_TO(From, float) INSTANTIATE_TO(From, __half) INSTANTIATE_TO(From, __nv_bfloat16)
 NNGRAPH_STORAGE_TYPES(INSTANTIATE)
 #undef INSTANTIATE
+#undef INSTANTIATE_TO
 
 }  // namespace nngraph::cuda

@@ -205,9 +205,10 @@ void thin_product(cudaStream_t s, bool ta, bool tb, int m, int n, int k, const f
 void add_rows(cudaStream_t s, float* dst, int dst_ld, const float* src, int src_ld, int rows, int columns);
 // rows × `bytes` bytes from src (rows src_ld bytes apart) to dst (dst_ld apart), any alignment.
 void copy_rows(cudaStream_t s, void* dst, size_t dst_ld, const void* src, size_t src_ld, size_t rows, size_t bytes);
-// out = in (d0 × d1 × d2) with its axes reordered: out axis k is in axis perm[k].
-template <class T>
-void permute(cudaStream_t s, const T* in, T* out, const int dims[3], const int perm[3]);
+// out = in (d0 × d1 × d2) with its axes reordered: out axis k is in axis perm[k]; each value
+// cast to out's storage type where it differs.
+template <class From, class To>
+void permute(cudaStream_t s, const From* in, To* out, const int dims[3], const int perm[3]);
 
 // dst (rows × cols, row stride dst_ld) = src (row stride src_ld), or zeros where src is null.
 struct Block {

@@ -11,25 +11,18 @@ namespace {
 void cast(Backend& backend, const Tensor& in, const Tensor& out) {
   CudaBackend& b = cuda_of(backend);
   auto lock = b.enter();
-  const void* from = in.data();
-  std::shared_ptr<Buffer> permuted;
-  if (in.layout() != out.layout()) {  // permuted in the source dtype, then cast
+  if (in.layout() != out.layout()) {  // permuted and cast in one pass
     const int c = in.shape().c, hw = in.shape().h * in.shape().w, perm[3] = {0, 2, 1};
     const int dims[3] = {in.batch(), in.layout() == Layout::NCHW ? c : hw, in.layout() == Layout::NCHW ? hw : c};
-    void* to = out.data();
-    if (in.dtype() != out.dtype()) {
-      permuted = b.allocate(in.bytes());
-      to = permuted->data();
-    }
-    cuda::with_storage(in.dtype(), [&](auto z) {
-      using T = decltype(z);
-      cuda::permute(b.stream(), static_cast<const T*>(from), static_cast<T*>(to), dims, perm);
+    cuda::with_storage(in.dtype(), [&](auto from) {
+      cuda::with_storage(out.dtype(), [&](auto to) {
+        cuda::permute(b.stream(), in.data_as<const decltype(from)>(), out.data_as<decltype(to)>(), dims, perm);
+      });
     });
-    if (!permuted) return;
-    from = to;
+    return;
   }
-  if (in.dtype() == out.dtype()) return b.copy(out.data(), from, in.bytes());
-  cuda::cast(b.stream(), from, in.dtype(), out.data(), out.dtype(), in.count());
+  if (in.dtype() == out.dtype()) return b.copy(out.data(), in.data(), in.bytes());
+  cuda::cast(b.stream(), in.data(), in.dtype(), out.data(), out.dtype(), in.count());
 }
 
 bool all_finite(Backend& backend, const Tensor& x) {
