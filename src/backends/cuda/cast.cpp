@@ -16,7 +16,8 @@ void cast(Backend& backend, const Tensor& in, const Tensor& out) {
     const int dims[3] = {in.batch(), in.layout() == Layout::NCHW ? c : hw, in.layout() == Layout::NCHW ? hw : c};
     cuda::with_storage(in.dtype(), [&](auto from) {
       cuda::with_storage(out.dtype(), [&](auto to) {
-        cuda::permute(b.stream(), in.data_as<const decltype(from)>(), out.data_as<decltype(to)>(), dims, perm);
+        cuda::permute(b.stream(), static_cast<const decltype(from)*>(in.data()), static_cast<decltype(to)*>(out.data()),
+                      dims, perm);
       });
     });
     return;
