@@ -41,12 +41,54 @@ __device__ void load_taps(const ConvShape& g, Taps& taps, bool krsc = false) {
 }
 
 
-// Output pixel p of image img, channels o0 to o0 + OT − 1 (those below oc): channels-last, a
-// pixel's OT outputs are neighbours, stored in 16-byte packs where `packs`.
-template <int OT, class T>
-__device__ inline void store_pixel(const ConvShape& g, const float (&acc)[OT], int o0, unsigned img, unsigned p,
-                                   bool packs, T* y) {
-  const unsigned plane = g.oh * g.ow;
+// A thread per output pixel and a tile of OT output channels (blockIdx.y), its weights in
+// shared memory tap-major (rows padded against bank conflicts), so each input value feeds
+// OT FMAs from OT/4 float4 loads; taps go four at a time, their loads issued together.
+// Channels-last, a pixel's OT outputs are neighbours, stored in 16-byte packs where `packs`.
+template <int OT, class T, class F>
+__global__ void __launch_bounds__(128) direct_forward_kernel(ConvShape g, const T* __restrict__ x,
+                                                             const T* __restrict__ w, const float* bias,
+                                                             F neuron, bool packs, T* __restrict__ y) {
+  constexpr int WS = OT + 4;
+  __shared__ __align__(16) float ws[kDirectMaxTaps * WS];
+  __shared__ Taps taps;
+  const int count = g.c * g.kh * g.kw, padded = (count + 3) & ~3, o0 = blockIdx.y * OT;
+  for (int i = threadIdx.x; i < OT * padded; i += blockDim.x) {  // coalesced: w's rows are o-major
+    const int j = i / padded, t = i - j * padded;
+    ws[t * WS + j] = o0 + j < g.oc && t < count ? ld(w[(o0 + j) * count + t]) : 0.f;
+  }
+  load_taps(g, taps, g.x_last);
+  __syncthreads();
+  const unsigned plane = g.oh * g.ow, q = blockIdx.x * blockDim.x + threadIdx.x;
+  if (q >= static_cast<unsigned>(g.n) * plane) return;
+  const unsigned img = q / plane, p = q - img * plane, oy = p / g.ow, ox = p - oy * g.ow;
+  const int y0 = static_cast<int>(oy) * g.sy - g.pad_top, x0 = static_cast<int>(ox) * g.sx - g.pad_left;
+  const T* xi = x + img * g.c * g.h * g.w;
+  const Strides s = x_strides(g);
+  const int corner = y0 * s.row + x0 * s.column;  // may be negative: only in-bounds taps are read
+  float acc[OT] = {};
+  for (int t0 = 0; t0 < count; t0 += 4) {
+    float v[4];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const int4 tap = taps.at[min(t0 + u, count - 1)];  // past the end: 0 (its weights are 0 too)
+      v[u] = t0 + u < count && inside(y0 + tap.x, x0 + tap.y, g.h, g.w) ? ld(xi[corner + tap.z]) : 0.f;
+    }
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const float4* wt = reinterpret_cast<const float4*>(ws + (t0 + u) * WS);
+#pragma unroll
+      for (int j = 0; j < OT / 4; ++j) {
+        const float4 k = wt[j];
+        acc[4 * j] = fmaf(k.x, v[u], acc[4 * j]);
+        acc[4 * j + 1] = fmaf(k.y, v[u], acc[4 * j + 1]);
+        acc[4 * j + 2] = fmaf(k.z, v[u], acc[4 * j + 2]);
+        acc[4 * j + 3] = fmaf(k.w, v[u], acc[4 * j + 3]);
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < OT; ++j) acc[j] = neuron(acc[j] + (bias && o0 + j < g.oc ? bias[o0 + j] : 0.f));
   if (!g.y_last) {
     T* out = y + (img * g.oc + o0) * plane + p;
 #pragma unroll
@@ -66,59 +108,6 @@ __device__ inline void store_pixel(const ConvShape& g, const float (&acc)[OT], i
 #pragma unroll
   for (int j = 0; j < OT; ++j)
     if (o0 + j < g.oc) out[j] = st<T>(acc[j]);
-}
-
-// Threads walk output pixels for a tile of OT output channels (blockIdx.y), its weights in
-// shared memory tap-major (rows padded against bank conflicts), so each input value feeds
-// OT FMAs from OT/4 float4 loads; taps go four at a time, their loads issued together. The
-// grid is what the GPU holds at once: a block fills its shared weights and taps once for
-// many pixels (a block per 128 pixels spent the speed run's whitening layer on block starts).
-template <int OT, class T, class F>
-__global__ void __launch_bounds__(128) direct_forward_kernel(ConvShape g, const T* __restrict__ x,
-                                                             const T* __restrict__ w, const float* bias,
-                                                             F neuron, bool packs, T* __restrict__ y) {
-  constexpr int WS = OT + 4;
-  __shared__ __align__(16) float ws[kDirectMaxTaps * WS];
-  __shared__ Taps taps;
-  const int count = g.c * g.kh * g.kw, padded = (count + 3) & ~3, o0 = blockIdx.y * OT;
-  for (int i = threadIdx.x; i < OT * padded; i += blockDim.x) {  // coalesced: w's rows are o-major
-    const int j = i / padded, t = i - j * padded;
-    ws[t * WS + j] = o0 + j < g.oc && t < count ? ld(w[(o0 + j) * count + t]) : 0.f;
-  }
-  load_taps(g, taps, g.x_last);
-  __syncthreads();
-  const unsigned plane = g.oh * g.ow, pixels = static_cast<unsigned>(g.n) * plane;
-  for (unsigned q = blockIdx.x * blockDim.x + threadIdx.x; q < pixels; q += gridDim.x * blockDim.x) {
-    const unsigned img = q / plane, p = q - img * plane, oy = p / g.ow, ox = p - oy * g.ow;
-    const int y0 = static_cast<int>(oy) * g.sy - g.pad_top, x0 = static_cast<int>(ox) * g.sx - g.pad_left;
-    const T* xi = x + img * g.c * g.h * g.w;
-    const Strides s = x_strides(g);
-    const int corner = y0 * s.row + x0 * s.column;  // may be negative: only in-bounds taps are read
-    float acc[OT] = {};
-    for (int t0 = 0; t0 < count; t0 += 4) {
-      float v[4];
-#pragma unroll
-      for (int u = 0; u < 4; ++u) {
-        const int4 tap = taps.at[min(t0 + u, count - 1)];  // past the end: 0 (its weights are 0 too)
-        v[u] = t0 + u < count && inside(y0 + tap.x, x0 + tap.y, g.h, g.w) ? ld(xi[corner + tap.z]) : 0.f;
-      }
-#pragma unroll
-      for (int u = 0; u < 4; ++u) {
-        const float4* wt = reinterpret_cast<const float4*>(ws + (t0 + u) * WS);
-#pragma unroll
-        for (int j = 0; j < OT / 4; ++j) {
-          const float4 k = wt[j];
-          acc[4 * j] = fmaf(k.x, v[u], acc[4 * j]);
-          acc[4 * j + 1] = fmaf(k.y, v[u], acc[4 * j + 1]);
-          acc[4 * j + 2] = fmaf(k.z, v[u], acc[4 * j + 2]);
-          acc[4 * j + 3] = fmaf(k.w, v[u], acc[4 * j + 3]);
-        }
-      }
-    }
-#pragma unroll
-    for (int j = 0; j < OT; ++j) acc[j] = neuron(acc[j] + (bias && o0 + j < g.oc ? bias[o0 + j] : 0.f));
-    store_pixel<OT>(g, acc, o0, img, p, packs, y);
-  }
 }
 
 // dW[o, t] = Σ over pixels of dz[o, pixel]·window(pixel)[t], db[o] = Σ dz[o, pixel], with
@@ -287,25 +276,18 @@ void direct_convolution(cudaStream_t s, const ConvShape& g, const T* x, const T*
     if (t <= (g.oc + 7) / 8 * 8 && threads(t) >= want) tile = t;
   const bool packs = g.y_last && g.oc % kPack<T> == 0 && packed(y);
   with_neuron(nd, [&](auto neuron) {
-    auto launch = [&](auto tile_constant) {
-      constexpr int OT = decltype(tile_constant)::value;
-      const auto kernel = direct_forward_kernel<OT, T, decltype(neuron)>;
-      static const int per_multiprocessor = [&] {  // per kernel: this lambda's instantiation
-        int n = 0;
-        return cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, 128, 0) == cudaSuccess ? std::max(1, n) : 4;
-      }();
-      const unsigned tiles = (g.oc + OT - 1) / OT;
-      const unsigned resident = std::max(1u, per_multiprocessor * multiprocessors() / tiles);
-      kernel<<<dim3(std::min(blocks, resident), tiles), 128, 0, s>>>(g, x, w, bias, neuron, packs, y);
+    auto launch = [&](auto kernel, int ot) {
+      kernel<<<dim3(blocks, (g.oc + ot - 1) / ot), 128, 0, s>>>(g, x, w, bias, neuron, packs, y);
     };
+    using F = decltype(neuron);
     if (tile == 8)
-      launch(std::integral_constant<int, 8>{});
+      launch(direct_forward_kernel<8, T, F>, 8);
     else if (tile == 16)
-      launch(std::integral_constant<int, 16>{});
+      launch(direct_forward_kernel<16, T, F>, 16);
     else if (tile == 24)
-      launch(std::integral_constant<int, 24>{});
+      launch(direct_forward_kernel<24, T, F>, 24);
     else
-      launch(std::integral_constant<int, 32>{});
+      launch(direct_forward_kernel<32, T, F>, 32);
   });
   check_launch("convolution");
 }
