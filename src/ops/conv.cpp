@@ -112,13 +112,13 @@ std::vector<FilterNodePtr> ConvolutionNode::make_gradients(const ImageNodePtr& d
   return {std::make_shared<ConvolutionGradientNode>(dy, std::static_pointer_cast<ConvolutionNode>(shared_from_this()))};
 }
 
-// Sources: dY, X[, Y]. A gradient that nothing reads and weights that do not train are skipped.
 // The neuron whose derivative the gradient applies to dY, of source 2: the descriptor's, or the
 // one after this node whose gradient the planner passed to this step.
 const NeuronDescriptor& ConvolutionNode::gradient_neuron(const EncodeArgs& a) const {
   return desc_.neuron.type != NeuronType::None ? desc_.neuron : a.fused;
 }
 
+// Sources: dY, X[, Y]. A gradient that nothing reads and weights that do not train are skipped.
 void ConvolutionNode::encode_gradient(const EncodeArgs& a) const {
   const Image& x = *a.sources[1];
   const Tensor y = a.sources.size() > 2 ? image_of(a, *a.sources[2]) : Tensor();
