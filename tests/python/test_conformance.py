@@ -127,6 +127,11 @@ CASES = {
 TRAINABLE = {
     "Convolution": (lambda x: ng.Convolution(x, conv_weights(5, 3, 3, 3, 1, "tanh"), padding="same"), (2, 3, 7, 6)),
     "FullyConnected": (lambda x: ng.FullyConnected(x, conv_weights(4, 3, 5, 5, 2, "sigmoid")), (3, 3, 5, 5)),
+    # A neuron node whose gradient the layer's gradient applies (frozen weights: the bias alone).
+    "Convolution+GELU": (lambda x: ng.Neuron(ng.Convolution(x, conv_weights(5, 3, 3, 3, 1), padding="same"), "gelu"),
+                         (2, 3, 7, 6)),
+    "FullyConnected+GELU": (lambda x: ng.Neuron(ng.FullyConnected(x, conv_weights(4, 3, 5, 5, 2)), "gelu"),
+                            (3, 3, 5, 5)),
     "RNN": (lambda x: ng.RNN(x, [ng.LSTM(3, 4, seed=5), ng.GRU(4, 2, seed=6)]), (2, 3, 1, 7)),
     "BatchNormalization": (lambda x: ng.Neuron(ng.BatchNormalization(x, norm_tensors(3)), "tanh"), (4, 3, 5, 6)),
     "ConvolutionTranspose": (lambda x: ng.ConvolutionTranspose(x, transposed_weights(), padding="same"), (2, 4, 5, 4)),

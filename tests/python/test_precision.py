@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from conftest import DEVICES, GPUS
 from sources import checkpoint_contents
-from test_conformance import CASES, run
+from test_conformance import CASES, run, training_step
 
 import nngraph as ng
 
@@ -77,6 +77,22 @@ def test_half_forward_and_gradients_match_float32(kind, device, fmt):
     for w, g in zip(want, got):
         scale = max(1.0, float(np.abs(w).max()))
         np.testing.assert_allclose(g, w, rtol=tol, atol=tol * scale)
+
+
+@pytest.mark.parametrize("fmt", HALF)
+@pytest.mark.parametrize("device", GPUS)
+@pytest.mark.parametrize("kind", ["Convolution+GELU", "FullyConnected+GELU", "BatchNormalization"])
+def test_a_half_training_step_matches_float32(kind, device, fmt):
+    """Neuron gradients taken by the layer's (or normalization's) gradient, in half storage."""
+    before, want = training_step(kind, "cpu")
+    _, got = training_step(kind, device, format=fmt)
+    tol = TOLERANCE[fmt]
+    for label in want:
+        for part, value in want[label].items():
+            if value is not None:
+                moved = value - before[label][part]
+                np.testing.assert_allclose(got[label][part] - before[label][part], moved, rtol=tol,
+                                           atol=tol * max(1e-3, float(np.abs(moved).max())))
 
 
 @pytest.mark.parametrize("fmt", HALF)
