@@ -135,8 +135,8 @@ void loss(cudaStream_t s, const LossDescriptor& d, double scale, const float* lo
 // Many tensors under one rule, each with its own step count: one launch per 16 tensors.
 void optimizer_steps(const StepLaunch& l, const OptimizerStep& step, const TensorUpdate* tensors, size_t n);
 
-// db[c] = Σ over n and the hw pixels of dz[n, c, pixel], where dz = dy·f'(y) is also stored
-// when dz is given (else dz is dy); `partial` holds c · bias_gradient_chunks(n, c, hw) floats.
+// db[c] = Σ over n and the hw pixels of dz[n, c, pixel], dz = dy·f'(y) where y is given (else
+// dy), also stored where dz is; `partial` holds c · bias_gradient_chunks(n, c, hw) floats.
 // Each partial sum goes to a row of `partial` and column_totals adds the rows.
 template <class T>
 void bias_gradient(cudaStream_t s, const T* dy, const T* y, T* dz, const NeuronDescriptor& nd, float* db, int n, int c,

@@ -55,10 +55,12 @@ struct BiasTerms {
     float d[V];
 #pragma unroll
     for (int i = 0; i < V; ++i) {
-      d[i] = R == 2 ? r[0][i] * derivative(r[R - 1][i]) : r[0][i];
+      d[i] = r[0][i];
+      if constexpr (R == 2) d[i] *= derivative(r[1][i]);
       a[i] += d[i];
     }
-    if (R == 2 && dz) store_values<V>(dz + at, d);
+    if constexpr (R == 2)
+      if (dz) store_values<V>(dz + at, d);
   }
 };
 

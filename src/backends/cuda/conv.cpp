@@ -76,9 +76,9 @@ const T* filters_in(CudaBackend& b, const Tensor& w, bool last, int o, int i, in
   return static_cast<const T*>((*scratch)->data());
 }
 
-// dz = dy ⊙ neuron'(y) (dy itself without y or a neuron), stored where dz is given, and where
-// db is the bias gradient Σ dz per channel, in one pass over dy (a channels-last dy as rows
-// of pixels).
+// dz = dy ⊙ neuron'(y) (dy itself without y or a neuron), stored where dz is given (only with
+// y and a neuron), and where db is the bias gradient Σ dz per channel, in one pass over dy (a
+// channels-last dy as rows of pixels).
 template <class T>
 void derivative_and_bias(CudaBackend& b, const Tensor& dy_image, const Tensor& y, const NeuronDescriptor& neuron,
                          T* dz, float* db) {
@@ -89,10 +89,8 @@ void derivative_and_bias(CudaBackend& b, const Tensor& dy_image, const Tensor& y
     auto partial = b.allocate(static_cast<size_t>(c) * cuda::bias_gradient_chunks(n, c, hw) * sizeof(float));
     cuda::bias_gradient(b.stream(), dy.data_as<const T>(), yv, dz, neuron, db, n, c, hw,
                         static_cast<float*>(partial->data()));
-  } else if (dz && yv) {
-    cuda::neuron_gradient(b.stream(), yv, dy.data_as<const T>(), dz, dy.count(), neuron);
   } else if (dz) {
-    b.copy(dz, dy.data(), dy.bytes());
+    cuda::neuron_gradient(b.stream(), yv, dy.data_as<const T>(), dz, dy.count(), neuron);
   }
 }
 
