@@ -1,7 +1,8 @@
 #pragma once
 // Per-channel sums over rows of channels (fully connected results, channels-last pixels), in
 // two stages: blocks over chunks of rows write partial sums, a second pass adds the chunks.
-// Batch normalization's moments and gradient sums and a bias gradient share the first stage.
+// Batch normalization's moments and gradient sums and a bias gradient share the first stage;
+// its elementwise passes over rows, the row pass.
 #include "common.cuh"
 
 namespace nngraph::cuda {
@@ -79,6 +80,49 @@ __global__ void column_partial_kernel(Terms terms, float* partial, int n, int c,
     for (int l = 0; l < lanes; ++l) t += sums[which][l * values + at];
     partial[S * (static_cast<size_t>(chunk) * c + ch) + which] = t;
   }
+}
+
+// Rows of c channels, elementwise with per-channel coefficients (batch normalization's
+// passes over channels-last pixels): block (columns, chunk) walks a chunk of rows in
+// column_partial_kernel's layout, each thread holding its V channels' coefficients
+// (Pass::Held<V>, from hold()) and U rows' loads in flight (Pass::load(), kReads arrays of
+// Pass::Value, kept unconverted), then Pass::finish() each. On an H200, ResNet-18's 29
+// normalizing passes took 0.59 ms at U 8 (0.63 at U 2 and 0.72 as a thread per pack that
+// looked its channel's coefficients up, one load in flight).
+template <int V, class Pass>
+__global__ void row_pass_kernel(Pass pass, int n, int c, int chunks) {
+  const int groups = c / V, width = groups < kThreads ? groups : kThreads, lanes = row_lanes(c, V);
+  const int group = blockIdx.x * width + static_cast<int>(threadIdx.x) % width, lane = threadIdx.x / width;
+  if (lane >= lanes || group >= groups) return;
+  const int column = group * V;
+  typename Pass::template Held<V> k;
+  pass.template hold<V>(column, k);
+  const int r1 = static_cast<int>(static_cast<long>(n) * (blockIdx.y + 1) / chunks);
+  constexpr int U = 16 / Pass::kReads;
+  int r = static_cast<int>(static_cast<long>(n) * blockIdx.y / chunks) + lane;
+  for (; r + (U - 1) * lanes < r1; r += U * lanes) {
+    Loaded<V, typename Pass::Value> reads[U][Pass::kReads];
+#pragma unroll
+    for (int u = 0; u < U; ++u) pass.template load<V>(r + u * lanes, column, reads[u]);
+#pragma unroll
+    for (int u = 0; u < U; ++u) pass.template finish<V>(r + u * lanes, column, reads[u], k);
+  }
+  for (; r < r1; r += lanes) {
+    Loaded<V, typename Pass::Value> reads[Pass::kReads];
+    pass.template load<V>(r, column, reads);
+    pass.template finish<V>(r, column, reads, k);
+  }
+}
+
+// row_pass_kernel over n rows of c channels, in packs where they fit: about 16 rows a thread.
+template <class T, class Pass>
+void row_pass(cudaStream_t s, const Pass& pass, int n, int c) {
+  with_pack<T>(c, 1, pass.aligned(), [&](auto v) {
+    constexpr int V = decltype(v)::value;
+    const int rows = 16 * row_lanes(c, V);
+    const int chunks = std::max(1, std::min((n + rows - 1) / rows, 65535));
+    row_pass_kernel<V><<<dim3((c / V + kThreads - 1) / kThreads, chunks), kThreads, 0, s>>>(pass, n, c, chunks);
+  });
 }
 
 // column_partial_kernel over n rows of c channels in `chunks` chunks, in packs where they fit.

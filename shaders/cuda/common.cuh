@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <tuple>
+#include <type_traits>
 
 #include "backends/math.h"
 #include "kernels.cuh"
@@ -60,6 +61,21 @@ __device__ __forceinline__ void store_values(T* p, const float* in) {
     *reinterpret_cast<uint4*>(p) = raw;
   }
 }
+
+// V values of T as one load brought them, converted where read: a 16-byte pack stays in four
+// registers until then, so more loads fit in flight.
+template <int V, class T>
+struct Loaded {
+  using Bits = std::conditional_t<V == 1, T, uint4>;
+  Bits bits;
+  __device__ __forceinline__ void load(const T* p) { bits = *reinterpret_cast<const Bits*>(p); }
+  __device__ __forceinline__ float operator[](int k) const {
+    if constexpr (V == 1)
+      return ld(bits);
+    else
+      return ld(reinterpret_cast<const T*>(&bits)[k]);
+  }
+};
 
 // Blocks for a grid-stride loop over `count` items (bounded: the loop covers the rest).
 inline unsigned blocks_for(size_t count) {

@@ -59,11 +59,13 @@ struct Through {
   explicit Through(const NeuronDescriptor& nd)
       : neuron{nd}, derivative{nd}, from_output(math::derivative_from_output(nd)) {}
   static constexpr bool kNone = std::is_same_v<D, NoDerivative>;
+  // Worth storing g for the input gradient rather than evaluating it again (ReLU's is a compare).
+  static constexpr bool kCostly = !kNone && !std::is_same_v<D, ReLUDerivative>;
   __device__ float operator()(float v) const { return derivative(from_output ? neuron(v) : v); }
 };
 // GELU's derivative is of its input, the normalized v itself.
 struct GELUThrough : GELUDerivative {
-  static constexpr bool kNone = false;
+  static constexpr bool kNone = false, kCostly = true;
 };
 template <class F>
 void with_through(const NeuronDescriptor& nd, F&& f) {
@@ -88,8 +90,8 @@ struct GradientTerms {  // backward: g and g·(x − mean), g = dy ⊙ through(x
   int c;
   P through;
   int dy_ld;  // rows (hw 1): values between dy's rows, more than c in a view of wider ones
-  // Where set (dx's memory), the sums' pass stores each g there at x's index, and the input
-  // gradient reads it back instead of evaluating the neuron's derivative a second time.
+  // Where set (dx's memory, for a costly derivative), the sums' pass stores each g there at x's
+  // index, and the input gradient reads it back instead of evaluating the derivative again.
   T* g_out = nullptr;
   using Constants = Normalized;
   static constexpr int kReads = 2, kSums = 2;  // x, dy
@@ -217,101 +219,130 @@ __global__ void gradient_totals_kernel(const float* partial, int chunks, int c, 
   stats[kOffset * c + ch] = -scale * db * inv_count;
 }
 
-// The channel of value k of item i (values i·V to i·V + V − 1): planes of hw values, a
-// multiple of V, hold one channel per item; rows (hw 1) one channel per value.
-template <int V, class I>
-__device__ inline unsigned channel_of(I i, int k, unsigned c, unsigned hw) {
-  return hw == 1 ? static_cast<unsigned>((i * V) % c) + k : static_cast<unsigned>((i * V / hw) % c);
-}
-
-// Coefficient `a` (c floats) of item i's V values: of V consecutive channels for rows (in
-// 16-byte loads where `wide`: V a multiple of 4, the array aligned), else of the item's one.
-template <int V, class I>
-__device__ inline void coefficients(const float* a, I i, unsigned c, unsigned hw, bool wide, float (&out)[V]) {
-  if (hw != 1) {
-    const float v = a[channel_of<V>(i, 0, c, hw)];
-#pragma unroll
-    for (int k = 0; k < V; ++k) out[k] = v;
-    return;
-  }
-  const unsigned ch0 = channel_of<V>(i, 0, c, hw);
-  if constexpr (V % 4 == 0) {
-    if (wide) {
-#pragma unroll
-      for (int q = 0; q < V / 4; ++q) {
-        const float4 t = reinterpret_cast<const float4*>(a + ch0)[q];
-        out[4 * q] = t.x, out[4 * q + 1] = t.y, out[4 * q + 2] = t.z, out[4 * q + 3] = t.w;
-      }
-      return;
-    }
-  }
-#pragma unroll
-  for (int k = 0; k < V; ++k) out[k] = a[ch0 + k];
-}
-
-// y = neuron(x·scale + shift (+ addend)); scale and shift per channel from the batch state
-// (training) or the running statistics.
-// Rows (hw 1) of y lie y_ld values apart (c, or more in a view of wider ones).
+// y = neuron(x·scale + shift (+ addend)) over planes of hw values (a multiple of V): scale and
+// shift per channel from the batch state (training) or the running statistics.
 template <int V, class T, class I, class F>
-__global__ void normalize_kernel(const T* x, const T* addend, T* y, unsigned y_ld, I items, unsigned c, unsigned hw,
+__global__ void normalize_kernel(const T* x, const T* addend, T* y, I items, unsigned c, unsigned hw,
                                  const float* gamma, const float* beta, const float* mean, const float* var,
-                                 const float* stats, float epsilon, F neuron, bool wide) {
+                                 const float* stats, float epsilon, F neuron) {
   NNGRAPH_GRID_LOOP_T(I, i, items) {
-    float v[V], scale[V], shift[V];
+    const unsigned ch = static_cast<unsigned>(i * V / hw % c);
+    const float scale = stats ? stats[kScale * c + ch] : gamma[ch] * rsqrtf(var[ch] + epsilon);
+    const float shift = stats ? stats[kShift * c + ch] : beta[ch] - mean[ch] * scale;
+    float v[V], a[V] = {};
     load_values<V>(x + i * V, v);
-    if (stats) {
-      coefficients<V>(stats + kScale * c, i, c, hw, wide, scale);
-      coefficients<V>(stats + kShift * c, i, c, hw, wide, shift);
-    } else {
+    if (addend) load_values<V>(addend + i * V, a);
 #pragma unroll
-      for (int k = 0; k < V; ++k) {
-        const unsigned ch = channel_of<V>(i, k, c, hw);
-        scale[k] = gamma[ch] * rsqrtf(var[ch] + epsilon);
-        shift[k] = beta[ch] - mean[ch] * scale[k];
-      }
-    }
-#pragma unroll
-    for (int k = 0; k < V; ++k) v[k] = v[k] * scale[k] + shift[k];
-    if (addend) {
-      float a[V];
-      load_values<V>(addend + i * V, a);
-#pragma unroll
-      for (int k = 0; k < V; ++k) v[k] += a[k];
-    }
-#pragma unroll
-    for (int k = 0; k < V; ++k) v[k] = neuron(v[k]);
-    const size_t at = static_cast<size_t>(i) * V;
-    store_values<V>(y + (y_ld == c ? at : at / c * y_ld + at % c), v);
+    for (int k = 0; k < V; ++k) v[k] = neuron(v[k] * scale + shift + a[k]);
+    store_values<V>(y + i * V, v);
   }
 }
 
-// dx = k·dy + kx·(x − mean) + k0 per channel (BatchNormalizationGradientKernel's formula),
-// dy passed through the terms' neuron gradient (or that, as the sums' pass stored it in dx);
-// items as normalize_kernel's.
+// dx = scale·passed + slope·(x − mean) + offset per channel (BatchNormalizationGradientKernel's
+// formula), passed = dy through the terms' neuron gradient (or g, as the sums' pass stored it in
+// dx): one value of channel ch; the kernel's items are planes' as normalize_kernel's.
+template <class T, class P>
+__device__ inline float input_gradient(const GradientTerms<T, P>& terms, float x, float g, const float* stats,
+                                       unsigned c, unsigned ch) {
+  const float scale = stats[kScale * c + ch];
+  const float passed = P::kNone || terms.g_out ? g : g * terms.through(x * scale + stats[kShift * c + ch]);
+  return scale * passed + stats[kSlope * c + ch] * (x - stats[ch]) + stats[kOffset * c + ch];
+}
 template <int V, class I, class T, class P>
-__global__ void input_gradient_kernel(GradientTerms<T, P> terms, T* dx, I items, unsigned hw, bool wide) {
+__global__ void input_gradient_kernel(GradientTerms<T, P> terms, T* dx, I items, unsigned hw) {
   const unsigned c = terms.c;
-  const bool recompute = !P::kNone && !terms.g_out;
   NNGRAPH_GRID_LOOP_T(I, i, items) {
-    float v[V], g[V], mean[V], scale[V], shift[V], slope[V], offset[V];
+    const unsigned ch = static_cast<unsigned>(i * V / hw % c);
+    float v[V], g[V];
     load_values<V>(terms.x + i * V, v);
-    if (terms.g_out)
-      load_values<V>(terms.g_out + i * V, g);
-    else
-      load_values<V>(terms.dy + terms.dy_at(i * V), g);
-    coefficients<V>(terms.stats, i, c, hw, wide, mean);
-    coefficients<V>(terms.stats + kScale * c, i, c, hw, wide, scale);
-    if (recompute) coefficients<V>(terms.stats + kShift * c, i, c, hw, wide, shift);
-    coefficients<V>(terms.stats + kSlope * c, i, c, hw, wide, slope);
-    coefficients<V>(terms.stats + kOffset * c, i, c, hw, wide, offset);
+    load_values<V>((terms.g_out ? terms.g_out : terms.dy) + i * V, g);
 #pragma unroll
-    for (int k = 0; k < V; ++k) {
-      const float passed = recompute ? g[k] * terms.through(v[k] * scale[k] + shift[k]) : g[k];
-      v[k] = scale[k] * passed + slope[k] * (v[k] - mean[k]) + offset[k];
-    }
+    for (int k = 0; k < V; ++k) v[k] = input_gradient(terms, v[k], g[k], terms.stats, c, ch);
     store_values<V>(dx + i * V, v);
   }
 }
+
+// The two passes over rows (hw 1, rows y_ld and dy_ld values apart), columns.cuh's row_pass:
+// normalize_kernel's values, and input_gradient_kernel's.
+template <class T, class F>
+struct NormalizeRows {
+  const T *x, *addend;
+  T* y;
+  int y_ld, c;
+  const float *gamma, *beta, *mean, *var, *stats;
+  float epsilon;
+  F neuron;
+  using Value = T;
+  static constexpr int kReads = 2;  // x, addend
+  bool aligned() const { return packed(x) && packed(y) && packed(addend) && y_ld % kPack<T> == 0; }
+  template <int V>
+  struct Held {
+    float scale[V], shift[V];
+  };
+  template <int V>
+  __device__ void hold(int column, Held<V>& k) const {
+#pragma unroll
+    for (int i = 0; i < V; ++i) {
+      const int ch = column + i;
+      k.scale[i] = stats ? stats[kScale * c + ch] : gamma[ch] * rsqrtf(var[ch] + epsilon);
+      k.shift[i] = stats ? stats[kShift * c + ch] : beta[ch] - mean[ch] * k.scale[i];
+    }
+  }
+  template <int V>
+  __device__ void load(int r, int column, Loaded<V, T> (&v)[kReads]) const {
+    const size_t at = static_cast<size_t>(r) * c + column;
+    v[0].load(x + at);
+    if (addend) v[1].load(addend + at);
+  }
+  template <int V>
+  __device__ void finish(int r, int column, const Loaded<V, T> (&v)[kReads], const Held<V>& k) const {
+    float out[V];
+#pragma unroll
+    for (int i = 0; i < V; ++i) out[i] = neuron(v[0][i] * k.scale[i] + k.shift[i] + (addend ? v[1][i] : 0.f));
+    store_values<V>(y + static_cast<size_t>(r) * y_ld + column, out);
+  }
+};
+
+template <class T, class P>
+struct InputGradientRows {
+  GradientTerms<T, P> terms;
+  T* dx;
+  using Value = T;
+  static constexpr int kReads = 2;  // x, and dy or g
+  bool aligned() const { return terms.aligned() && packed(dx); }
+  template <int V>
+  struct Held {
+    float scale[V], shift[V], slope[V], offset[V];  // offset less slope·mean
+  };
+  template <int V>
+  __device__ void hold(int column, Held<V>& k) const {
+    const float* s = terms.stats;
+    const int c = terms.c;
+#pragma unroll
+    for (int i = 0; i < V; ++i) {
+      const int ch = column + i;
+      k.scale[i] = s[kScale * c + ch], k.shift[i] = s[kShift * c + ch], k.slope[i] = s[kSlope * c + ch];
+      k.offset[i] = s[kOffset * c + ch] - k.slope[i] * s[ch];
+    }
+  }
+  template <int V>
+  __device__ void load(int r, int column, Loaded<V, T> (&v)[kReads]) const {
+    const size_t at = static_cast<size_t>(r) * terms.c + column;
+    v[0].load(terms.x + at);
+    v[1].load(terms.g_out ? terms.g_out + at : terms.dy + static_cast<size_t>(r) * terms.dy_ld + column);
+  }
+  template <int V>
+  __device__ void finish(int r, int column, const Loaded<V, T> (&v)[kReads], const Held<V>& k) const {
+    float out[V];
+#pragma unroll
+    for (int i = 0; i < V; ++i) {
+      const float x = v[0][i], g = v[1][i];
+      const float passed = P::kNone || terms.g_out ? g : g * terms.through(x * k.scale[i] + k.shift[i]);
+      out[i] = k.scale[i] * passed + k.slope[i] * x + k.offset[i];
+    }
+    store_values<V>(dx + static_cast<size_t>(r) * terms.c + column, out);
+  }
+};
 
 __global__ void statistics_kernel(float momentum, float unbias, const float* stats, float* mean, float* var, int c) {
   const int ch = blockIdx.x * blockDim.x + threadIdx.x;
@@ -351,15 +382,17 @@ void batch_norm_forward(cudaStream_t s, const T* x, const float* gamma, const fl
                                           beta, stats);
   }
   const size_t count = static_cast<size_t>(n) * c * hw;
-  const bool wide = packed(stats) && c % 4 == 0;
   with_neuron(nd, [&](auto neuron) {
+    if (hw == 1)
+      return row_pass<T>(s, NormalizeRows<T, decltype(neuron)>{x, addend, y, y_ld, c, gamma, beta, mean, var, stats,
+                                                               epsilon, neuron},
+                         n, c);
     with_index_type(count, [&](auto index) {
       using I = decltype(index);
-      with_pack<T>(c, hw, packed(x) && packed(y) && packed(addend) && y_ld % kPack<T> == 0, [&](auto v) {
+      with_pack<T>(c, hw, packed(x) && packed(y) && packed(addend), [&](auto v) {
         constexpr int V = decltype(v)::value;
-        normalize_kernel<V><<<blocks_for(count / V), kThreads, 0, s>>>(x, addend, y, y_ld, static_cast<I>(count / V), c,
-                                                                      hw, gamma, beta, mean, var, stats, epsilon,
-                                                                      neuron, wide);
+        normalize_kernel<V><<<blocks_for(count / V), kThreads, 0, s>>>(x, addend, y, static_cast<I>(count / V), c, hw,
+                                                                      gamma, beta, mean, var, stats, epsilon, neuron);
       });
     });
   });
@@ -377,17 +410,16 @@ void batch_norm_gradient(cudaStream_t s, const T* x, const T* dy, const float* g
     GradientTerms<T, decltype(through)> terms{x, dy, gamma, beta, stats, c, through, dy_ld};
     // g goes through dx's memory where dx shares none with x or dy (the plan's never do).
     const auto apart = [&](const T* a, size_t values) { return dx + count <= a || a + values <= dx; };
-    if (!decltype(through)::kNone && dx && apart(x, count) && apart(dy, count / c * dy_ld)) terms.g_out = dx;
+    if (decltype(through)::kCostly && dx && apart(x, count) && apart(dy, count / c * dy_ld)) terms.g_out = dx;
     partial_sums<T>(s, terms, partial, n, c, hw, chunks);
     gradient_totals_kernel<<<c, kThreads, 0, s>>>(partial, chunks, c, stats, dgamma, dbeta, inv_count);
     if (!dx) return;
-    const bool wide = packed(stats) && c % 4 == 0;
+    if (hw == 1) return row_pass<T>(s, InputGradientRows<T, decltype(through)>{terms, dx}, n, c);
     with_index_type(count, [&](auto index) {
       using I = decltype(index);
       with_pack<T>(c, hw, terms.aligned() && packed(dx), [&](auto v) {
         constexpr int V = decltype(v)::value;
-        input_gradient_kernel<V><<<blocks_for(count / V), kThreads, 0, s>>>(terms, dx, static_cast<I>(count / V), hw,
-                                                                          wide);
+        input_gradient_kernel<V><<<blocks_for(count / V), kThreads, 0, s>>>(terms, dx, static_cast<I>(count / V), hw);
       });
     });
   });
