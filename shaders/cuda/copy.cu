@@ -25,6 +25,25 @@ __global__ void copy_rows_kernel(U* dst, I dst_ld, const U* src, I src_ld, I col
   }
 }
 
+// Pixel p of the rows (image, oy, ox) is the image's pixel (oy·sy, ox·sx), `units` U each:
+// picked into rows, or placed back with zeros at the pixels no row holds.
+template <class U, class I>
+__global__ void pick_pixels_kernel(const U* x, U* rows, PixelGrid g, I units, I total) {
+  NNGRAPH_GRID_LOOP_T(I, i, total) {
+    const I u = i % units, p = i / units, ox = p % g.ow, oy = p / g.ow % g.oh, image = p / (I(g.ow) * g.oh);
+    rows[i] = x[((image * g.h + oy * g.sy) * g.w + ox * g.sx) * units + u];
+  }
+}
+template <class U, class I>
+__global__ void place_pixels_kernel(const U* rows, U* x, PixelGrid g, I units, I total) {
+  NNGRAPH_GRID_LOOP_T(I, i, total) {
+    const I u = i % units, p = i / units, px = p % g.w, py = p / g.w % g.h, image = p / (I(g.w) * g.h);
+    const I oy = py / g.sy, ox = px / g.sx;
+    const bool held = py % g.sy == 0 && px % g.sx == 0 && oy < I(g.oh) && ox < I(g.ow);
+    x[i] = held ? rows[((image * g.oh + oy) * g.ow + ox) * units + u] : U{};
+  }
+}
+
 template <class From, class To, class I>
 __global__ void permute_kernel(const From* in, To* out, I o1, I o2, I s0, I s1, I s2, I total) {
   NNGRAPH_GRID_LOOP_T(I, i, total) {
@@ -71,19 +90,11 @@ void copy_blocks(const StepLaunch& l, const std::vector<Block>& blocks) {
   check_launch("copy");
 }
 
-void copy_rows(cudaStream_t s, void* dst, size_t dst_ld, const void* src, size_t src_ld, size_t rows, size_t bytes) {
-  if (!rows || !bytes) return;
-  const uintptr_t all = reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(src) | dst_ld | src_ld | bytes;
-  auto launch = [&](auto unit) {
-    using U = decltype(unit);
-    const size_t u = sizeof(U), total = rows * (bytes / u);
-    with_index_type(rows * std::max(dst_ld, src_ld) / u, [&](auto i) {
-      using I = decltype(i);
-      copy_rows_kernel<<<blocks_for(total), kThreads, 0, s>>>(static_cast<U*>(dst), I(dst_ld / u),
-                                                              static_cast<const U*>(src), I(src_ld / u),
-                                                              I(bytes / u), I(total));
-    });
-  };
+namespace {
+// launch(U{}) with U the widest unit, 16, 4, 2 or 1 bytes, that `all` (every address and
+// length or-ed together) is a multiple of.
+template <class F>
+void with_unit(uintptr_t all, F&& launch) {
   if (all % 16 == 0)
     launch(uint4{});
   else if (all % 4 == 0)
@@ -92,7 +103,39 @@ void copy_rows(cudaStream_t s, void* dst, size_t dst_ld, const void* src, size_t
     launch(uint16_t{});
   else
     launch(uint8_t{});
+}
+}  // namespace
+
+void copy_rows(cudaStream_t s, void* dst, size_t dst_ld, const void* src, size_t src_ld, size_t rows, size_t bytes) {
+  if (!rows || !bytes) return;
+  const uintptr_t all = reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(src) | dst_ld | src_ld | bytes;
+  with_unit(all, [&](auto unit) {
+    using U = decltype(unit);
+    const size_t u = sizeof(U), total = rows * (bytes / u);
+    with_index_type(rows * std::max(dst_ld, src_ld) / u, [&](auto i) {
+      using I = decltype(i);
+      copy_rows_kernel<<<blocks_for(total), kThreads, 0, s>>>(static_cast<U*>(dst), I(dst_ld / u),
+                                                              static_cast<const U*>(src), I(src_ld / u),
+                                                              I(bytes / u), I(total));
+    });
+  });
   check_launch("copy_rows");
+}
+
+void pixels(cudaStream_t s, bool place, const void* from, void* to, const PixelGrid& g, size_t bytes) {
+  const size_t count = static_cast<size_t>(g.n) * (place ? g.h * g.w : g.oh * g.ow);
+  if (!count || !bytes) return;
+  with_unit(reinterpret_cast<uintptr_t>(from) | reinterpret_cast<uintptr_t>(to) | bytes, [&](auto unit) {
+    using U = decltype(unit);
+    const size_t units = bytes / sizeof(U), total = count * units;
+    with_index_type(static_cast<size_t>(g.n) * g.h * g.w * units, [&](auto i) {
+      using I = decltype(i);
+      auto kernel = place ? place_pixels_kernel<U, I> : pick_pixels_kernel<U, I>;
+      kernel<<<blocks_for(total), kThreads, 0, s>>>(static_cast<const U*>(from), static_cast<U*>(to), g, I(units),
+                                                    I(total));
+    });
+  });
+  check_launch(place ? "place_pixels" : "pick_pixels");
 }
 
 void add_rows(cudaStream_t s, float* dst, int dst_ld, const float* src, int src_ld, int rows, int columns) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
+#include "backends/cuda/conv_plan.h"
 #include "backends/cuda/cuda_backend.h"
 #include "kernels.cuh"
 #include "nngraph/error.h"
@@ -156,6 +157,89 @@ TEST_F(CudaVsCpu, ConvolutionForwardAndGradientSymmetricAndAsymmetricPadding) {
     near(host(dxc), host(dxg));
     near(dwc, host(dwg), 1e-3f);
     near(dbc, host(dbg), 1e-3f);
+  }
+}
+
+// Strided pixels picked into rows and placed back (zeros between), for each copy unit: rows
+// of 16, 12 (4-byte units) and 6 (2-byte) bytes.
+TEST_F(CudaVsCpu, PixelsPickedAndPlaced) {
+  const cuda::PixelGrid g{2, 7, 6, 4, 3, 2, 2};
+  for (const size_t bytes : {16, 12, 6}) {
+    const size_t units = bytes / 2, image = static_cast<size_t>(g.n) * g.h * g.w * units;
+    std::vector<uint16_t> x(image), rows(static_cast<size_t>(g.n) * g.oh * g.ow * units);
+    for (size_t i = 0; i < image; ++i) x[i] = static_cast<uint16_t>(i * 7 + 1);
+    auto xg = gpu().allocate(image * 2), rg = gpu().allocate(rows.size() * 2), back = gpu().allocate(image * 2);
+    gpu().copy_from_host(xg->data(), x.data(), image * 2);
+    cuda::pixels(gpu().stream(), false, xg->data(), rg->data(), g, bytes);
+    cuda::pixels(gpu().stream(), true, rg->data(), back->data(), g, bytes);
+    std::vector<uint16_t> got(image);
+    gpu().copy_to_host(rows.data(), rg->data(), rows.size() * 2);
+    gpu().copy_to_host(got.data(), back->data(), image * 2);
+    for (int i = 0; i < g.n; ++i)
+      for (int y = 0; y < g.h; ++y)
+        for (int x0 = 0; x0 < g.w; ++x0)
+          for (size_t u = 0; u < units; ++u) {
+            const size_t at = ((static_cast<size_t>(i) * g.h + y) * g.w + x0) * units + u;
+            const bool held = y % g.sy == 0 && x0 % g.sx == 0 && y / g.sy < g.oh && x0 / g.sx < g.ow;
+            ASSERT_EQ(got[at], held ? x[at] : 0) << bytes << " bytes, at " << at;
+            if (held)
+              ASSERT_EQ(rows[((static_cast<size_t>(i) * g.oh + y / g.sy) * g.ow + x0 / g.sx) * units + u], x[at]);
+          }
+  }
+}
+
+// A 1×1 convolution of channels-last images as a matrix product (ConvPlan::kPointwise, set on
+// its plan: the backend runs it only where it beats cuDNN), strided and not, every pass.
+TEST_F(CudaVsCpu, PointwiseConvolutionOfChannelsLast) {
+  struct Case {
+    int n, c, h, w, o, s, oh, ow;
+  };
+  for (const Case k : {Case{2, 8, 7, 6, 5, 2, 4, 3}, Case{3, 6, 5, 4, 4, 1, 5, 4}, Case{2, 3, 8, 8, 6, 3, 3, 3}}) {
+    const ConvGeometry g{1, 1, k.s, k.s, 1, 1, 1, 0, 0};
+    const ImageShape in{k.c, k.h, k.w}, out{k.o, k.oh, k.ow};
+    ConvPlan& plan = conv_plan(gpu(), g, k.n, in, out, DType::Float32, true);
+    plan.forward = plan.input_gradient = plan.weight_gradient = ConvPlan::kPointwise;
+    // NCHW values as the channels-last images the cuda pass reads, and back.
+    auto last = [&](const std::vector<float>& v, ImageShape s, bool back) {
+      std::vector<float> r(v.size());
+      const size_t hw = static_cast<size_t>(s.h) * s.w;
+      for (int i = 0; i < k.n; ++i)
+        for (int ch = 0; ch < s.c; ++ch)
+          for (size_t p = 0; p < hw; ++p) {
+            const size_t nchw = (static_cast<size_t>(i) * s.c + ch) * hw + p, nhwc = (i * hw + p) * s.c + ch;
+            (back ? r[nchw] : r[nhwc]) = back ? v[nhwc] : v[nchw];
+          }
+      return r;
+    };
+    auto image = [&](const std::vector<float>& v, ImageShape s) {
+      Image img = Image::allocate({k.n, s, DType::Float32}, Device(DeviceType::CUDA, 0));
+      if (!v.empty()) img.copy_from_host(last(v, s, false).data());
+      return img;
+    };
+    const auto xv = random(static_cast<size_t>(k.n) * k.c * k.h * k.w), wv = random(k.o * k.c), bv = random(k.o);
+    const auto tanh = NeuronDescriptor::make(NeuronType::TanH);
+    auto [xc, unused_x] = pair(k.n, in, xv);
+    auto [yc, unused_y] = empty(k.n, out);
+    Image xg = image(xv, in), yg = image({}, out);
+    auto wg = on_gpu(wv), bg = on_gpu(bv);
+    dispatch<ConvolutionKernel>(cpu(), g, xc, t(wv), t(bv), tanh, yc);
+    dispatch<ConvolutionKernel>(gpu(), g, Tensor::image(xg, Layout::NHWC), t(wg), t(bg), tanh,
+                                Tensor::image(yg, Layout::NHWC));
+    near(host(yc), last(host(yg), out, true));
+    const auto dyv = random(yc.descriptor().count());
+    auto [dyc, unused_dy] = pair(k.n, out, dyv);
+    auto [dxc, unused_dx] = empty(k.n, in);
+    Image dyg = image(dyv, out), dxg = image({}, in);
+    std::vector<float> dwc(wv.size()), dbc(k.o);
+    auto dwg = gpu().allocate(wv.size() * 4), dbg = gpu().allocate(k.o * 4);
+    dispatch<ConvolutionGradientKernel>(cpu(), g, xc, t(wv), dyc, yc, tanh, dxc, t(dwc), t(dbc));
+    dispatch<ConvolutionGradientKernel>(gpu(), g, Tensor::image(xg, Layout::NHWC), t(wg),
+                                        Tensor::image(dyg, Layout::NHWC), Tensor::image(yg, Layout::NHWC), tanh,
+                                        Tensor::image(dxg, Layout::NHWC), t(dwg), t(dbg));
+    near(host(dxc), last(host(dxg), in, true));
+    near(dwc, host(dwg), 1e-3f);
+    near(dbc, host(dbg), 1e-3f);
+    EXPECT_EQ(plan.forward + plan.input_gradient + plan.weight_gradient, 3 * ConvPlan::kPointwise);
   }
 }
 

@@ -17,10 +17,10 @@ struct ConvPlan {
   std::vector<cudnnConvolutionFwdAlgoPerf_t> fwd;
   std::vector<cudnnConvolutionBwdDataAlgoPerf_t> bwd_data;
   std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> bwd_filter;
-  // What runs each pass: the index of one of those algorithms, our direct kernels or our
-  // tensor-core products, the quickest of them on the first call that is not being captured
-  // (until then the first).
-  static constexpr int kUndecided = -1, kDirect = -2, kTensor = -3;
+  // What runs each pass: the index of one of those algorithms, our direct kernels, our
+  // tensor-core products or a pointwise (1×1) one's matrix product, the quickest of them on
+  // the first call that is not being captured (until then the first).
+  static constexpr int kUndecided = -1, kDirect = -2, kTensor = -3, kPointwise = -4;
   int forward = kUndecided, input_gradient = kUndecided, weight_gradient = kUndecided;
   // cuDNN pads symmetrically; other paddings run on an explicitly zero-padded copy.
   bool padded = false;
