@@ -28,11 +28,13 @@ inline int row_chunks(int n, int c) {
 
 // Block (columns, chunk) sums a chunk of rows, a thread per V channels and row_lanes(c, V)
 // rows side by side, coalesced across the row. Terms gives Terms::kSums sums per element
-// (one or two), of Terms::kReads arrays: load() reads an element's V values from `at`,
+// (one or two), of Terms::kReads arrays of Terms::Value: load() reads an element's V values from `at`,
 // add_each() adds them to the sums with their channels' Constants (constants(ch)). Sum `which`
 // of channel ch goes to partial[kSums · (chunk · c + ch) + which].
+// Two blocks a multiprocessor (row_chunks' grid) whatever the terms' registers.
 template <int V, class Terms>
-__global__ void column_partial_kernel(Terms terms, float* partial, int n, int c, int chunks) {
+__global__ void __launch_bounds__(kThreads, 2) column_partial_kernel(Terms terms, float* partial, int n, int c,
+                                                                     int chunks) {
   constexpr int S = Terms::kSums;
   __shared__ float sums[S][kThreads * V];
   const int groups = c / V, width = groups < kThreads ? groups : kThreads, lanes = row_lanes(c, V);
@@ -46,12 +48,12 @@ __global__ void column_partial_kernel(Terms terms, float* partial, int n, int c,
     const int r0 = static_cast<int>(static_cast<long>(n) * chunk / chunks);
     const int r1 = static_cast<int>(static_cast<long>(n) * (chunk + 1) / chunks);
     const size_t column = static_cast<size_t>(group) * V;
-    // U rows' loads in flight before their sums: a thread's few rows would otherwise wait
-    // on one load after another.
-    constexpr int U = 4 / Terms::kReads;
+    // U rows' loads in flight before their sums, unconverted (row_pass_kernel's measure): a
+    // thread's few rows would otherwise wait on one load after another.
+    constexpr int U = 8 / Terms::kReads;
     int r = r0 + lane;
     for (; r + (U - 1) * lanes < r1; r += U * lanes) {
-      float reads[U][Terms::kReads][V];
+      Loaded<V, typename Terms::Value> reads[U][Terms::kReads];
 #pragma unroll
       for (int u = 0; u < U; ++u) terms.template load<V>(static_cast<size_t>(r + u * lanes) * c + column, reads[u]);
 #pragma unroll
@@ -59,7 +61,7 @@ __global__ void column_partial_kernel(Terms terms, float* partial, int n, int c,
         terms.template add_each<V>(static_cast<size_t>(r + u * lanes) * c + column, reads[u], k, a, b);
     }
     for (; r < r1; r += lanes) {
-      float reads[Terms::kReads][V];
+      Loaded<V, typename Terms::Value> reads[Terms::kReads];
       terms.template load<V>(static_cast<size_t>(r) * c + column, reads);
       terms.template add_each<V>(static_cast<size_t>(r) * c + column, reads, k, a, b);
     }
