@@ -244,8 +244,9 @@ __global__ void normalize_kernel(const T* x, const T* addend, T* y, I items, uns
 // formula), passed = dy through the terms' neuron gradient (or g, as the sums' pass stored it in
 // dx): one value of channel ch; the kernel's items are planes' as normalize_kernel's.
 template <class T, class P>
-__device__ inline float input_gradient(const GradientTerms<T, P>& terms, float x, float g, const float* stats,
-                                       unsigned c, unsigned ch) {
+__device__ inline float input_gradient(const GradientTerms<T, P>& terms, float x, float g, unsigned ch) {
+  const float* stats = terms.stats;
+  const unsigned c = terms.c;
   const float scale = stats[kScale * c + ch];
   const float passed = P::kNone || terms.g_out ? g : g * terms.through(x * scale + stats[kShift * c + ch]);
   return scale * passed + stats[kSlope * c + ch] * (x - stats[ch]) + stats[kOffset * c + ch];
@@ -259,7 +260,7 @@ __global__ void input_gradient_kernel(GradientTerms<T, P> terms, T* dx, I items,
     load_values<V>(terms.x + i * V, v);
     load_values<V>((terms.g_out ? terms.g_out : terms.dy) + i * V, g);
 #pragma unroll
-    for (int k = 0; k < V; ++k) v[k] = input_gradient(terms, v[k], g[k], terms.stats, c, ch);
+    for (int k = 0; k < V; ++k) v[k] = input_gradient(terms, v[k], g[k], ch);
     store_values<V>(dx + i * V, v);
   }
 }
