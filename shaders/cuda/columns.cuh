@@ -26,32 +26,47 @@ inline int row_chunks(int n, int c) {
   return std::max(1, std::min({n, (n + rows - 1) / rows, 2 * multiprocessors(), 1024}));
 }
 
-// Block (columns, chunk) sums a chunk of rows, a thread per V channels and row_lanes(c, V)
-// rows side by side, coalesced across the row. Terms gives Terms::kSums sums per element
-// (one or two), of Terms::kReads arrays: load() reads an element's V values from `at`,
-// add_each() adds them to the sums with their channels' Constants (constants(ch)). Sum `which`
-// of channel ch goes to partial[kSums · (chunk · c + ch) + which].
+// Block (columns, chunk)'s share of n rows of c channels, V at a time: thread `group` of the
+// row's c / V, `lane` of the `lanes` rows read side by side (coalesced across the row), and the
+// chunk's rows [r0, r1); `width` groups a block.
+struct ColumnLanes {
+  int groups, width, lanes, group, lane, r0, r1;
+  __device__ ColumnLanes(int n, int c, int v, int chunks)
+      : groups(c / v),
+        width(groups < kThreads ? groups : kThreads),
+        lanes(row_lanes(c, v)),
+        group(static_cast<int>(blockIdx.x) * width + static_cast<int>(threadIdx.x) % width),
+        lane(static_cast<int>(threadIdx.x) / width),
+        r0(static_cast<int>(static_cast<long>(n) * blockIdx.y / chunks)),
+        r1(static_cast<int>(static_cast<long>(n) * (blockIdx.y + 1) / chunks)) {}
+  __device__ bool active() const { return lane < lanes && group < groups; }
+};
+
+// Block (columns, chunk) sums its ColumnLanes share of the rows. Terms gives Terms::kSums sums
+// per element (one or two), of Terms::kReads arrays of Terms::Value: load() reads an element's
+// V values from `at`, add_each() adds them to the sums with their channels' Constants
+// (constants(ch)). Sum `which` of channel ch goes to partial[kSums · (chunk · c + ch) + which].
+// Two blocks a multiprocessor (row_chunks' grid) whatever the terms' registers.
 template <int V, class Terms>
-__global__ void column_partial_kernel(Terms terms, float* partial, int n, int c, int chunks) {
+__global__ void __launch_bounds__(kThreads, 2) column_partial_kernel(Terms terms, float* partial, int n, int c,
+                                                                     int chunks) {
   constexpr int S = Terms::kSums;
   __shared__ float sums[S][kThreads * V];
-  const int groups = c / V, width = groups < kThreads ? groups : kThreads, lanes = row_lanes(c, V);
-  const int group = blockIdx.x * width + static_cast<int>(threadIdx.x) % width, lane = threadIdx.x / width;
-  const int chunk = blockIdx.y;
+  const ColumnLanes share(n, c, V, chunks);
+  const int width = share.width, lanes = share.lanes, lane = share.lane, chunk = blockIdx.y;
   float a[V] = {}, b[V] = {};
-  if (lane < lanes && group < groups) {
+  if (share.active()) {
     typename Terms::Constants k[V];
 #pragma unroll
-    for (int i = 0; i < V; ++i) k[i] = terms.constants(group * V + i);
-    const int r0 = static_cast<int>(static_cast<long>(n) * chunk / chunks);
-    const int r1 = static_cast<int>(static_cast<long>(n) * (chunk + 1) / chunks);
-    const size_t column = static_cast<size_t>(group) * V;
-    // U rows' loads in flight before their sums: a thread's few rows would otherwise wait
-    // on one load after another.
-    constexpr int U = 4 / Terms::kReads;
-    int r = r0 + lane;
+    for (int i = 0; i < V; ++i) k[i] = terms.constants(share.group * V + i);
+    const int r1 = share.r1;
+    const size_t column = static_cast<size_t>(share.group) * V;
+    // U rows' loads in flight before their sums, unconverted (row_pass_kernel's measure): a
+    // thread's few rows would otherwise wait on one load after another.
+    constexpr int U = 8 / Terms::kReads;
+    int r = share.r0 + lane;
     for (; r + (U - 1) * lanes < r1; r += U * lanes) {
-      float reads[U][Terms::kReads][V];
+      Loaded<V, typename Terms::Value> reads[U][Terms::kReads];
 #pragma unroll
       for (int u = 0; u < U; ++u) terms.template load<V>(static_cast<size_t>(r + u * lanes) * c + column, reads[u]);
 #pragma unroll
@@ -59,7 +74,7 @@ __global__ void column_partial_kernel(Terms terms, float* partial, int n, int c,
         terms.template add_each<V>(static_cast<size_t>(r + u * lanes) * c + column, reads[u], k, a, b);
     }
     for (; r < r1; r += lanes) {
-      float reads[Terms::kReads][V];
+      Loaded<V, typename Terms::Value> reads[Terms::kReads];
       terms.template load<V>(static_cast<size_t>(r) * c + column, reads);
       terms.template add_each<V>(static_cast<size_t>(r) * c + column, reads, k, a, b);
     }
@@ -83,23 +98,21 @@ __global__ void column_partial_kernel(Terms terms, float* partial, int n, int c,
 }
 
 // Rows of c channels, elementwise with per-channel coefficients (batch normalization's
-// passes over channels-last pixels): block (columns, chunk) walks a chunk of rows in
-// column_partial_kernel's layout, each thread holding its V channels' coefficients
+// passes over channels-last pixels): block (columns, chunk) walks its ColumnLanes share of
+// the rows, each thread holding its V channels' coefficients
 // (Pass::Held<V>, from hold()) and U rows' loads in flight (Pass::load(), kReads arrays of
 // Pass::Value, kept unconverted), then Pass::finish() each. On an H200, ResNet-18's 29
 // normalizing passes took 0.59 ms at U 8 (0.63 at U 2 and 0.72 as a thread per pack that
 // looked its channel's coefficients up, one load in flight).
 template <int V, class Pass>
 __global__ void row_pass_kernel(Pass pass, int n, int c, int chunks) {
-  const int groups = c / V, width = groups < kThreads ? groups : kThreads, lanes = row_lanes(c, V);
-  const int group = blockIdx.x * width + static_cast<int>(threadIdx.x) % width, lane = threadIdx.x / width;
-  if (lane >= lanes || group >= groups) return;
-  const int column = group * V;
+  const ColumnLanes share(n, c, V, chunks);
+  if (!share.active()) return;
+  const int column = share.group * V, lanes = share.lanes, r1 = share.r1;
   typename Pass::template Held<V> k;
   pass.template hold<V>(column, k);
-  const int r1 = static_cast<int>(static_cast<long>(n) * (blockIdx.y + 1) / chunks);
   constexpr int U = 16 / Pass::kReads;
-  int r = static_cast<int>(static_cast<long>(n) * blockIdx.y / chunks) + lane;
+  int r = share.r0 + share.lane;
   for (; r + (U - 1) * lanes < r1; r += U * lanes) {
     Loaded<V, typename Pass::Value> reads[U][Pass::kReads];
 #pragma unroll

@@ -25,17 +25,26 @@ __global__ void copy_rows_kernel(U* dst, I dst_ld, const U* src, I src_ld, I col
   }
 }
 
-// Pixel p of the rows (image, oy, ox) is the image's pixel (oy·sy, ox·sx), `units` U each:
-// picked into rows, or placed back with zeros at the pixels no row holds.
+// Row p (image, oy, ox) of a channels-last convolution's windows, `ld` units U long: tap by
+// tap, the `units` of the image's pixel under it (zeros outside the image), then zeros.
 template <class U, class I>
-__global__ void pick_pixels_kernel(const U* x, U* rows, PixelGrid g, I units, I total) {
+__global__ void windows_kernel(const U* x, U* rows, ConvShape g, I units, I ld, I total) {
   NNGRAPH_GRID_LOOP_T(I, i, total) {
-    const I u = i % units, p = i / units, ox = p % g.ow, oy = p / g.ow % g.oh, image = p / (I(g.ow) * g.oh);
-    rows[i] = x[((image * g.h + oy * g.sy) * g.w + ox * g.sx) * units + u];
+    const I j = i % ld, p = i / ld, tap = j / units;
+    U v{};
+    if (tap < I(g.kh * g.kw)) {
+      const I ox = p % g.ow, oy = p / g.ow % g.oh, image = p / (I(g.ow) * g.oh);
+      const int iy = static_cast<int>(oy) * g.sy - g.pad_top + static_cast<int>(tap / g.kw) * g.dy;
+      const int ix = static_cast<int>(ox) * g.sx - g.pad_left + static_cast<int>(tap % g.kw) * g.dx;
+      if (iy >= 0 && iy < g.h && ix >= 0 && ix < g.w) v = x[((image * g.h + iy) * g.w + ix) * units + j % units];
+    }
+    rows[i] = v;
   }
 }
+// A 1×1 window's rows placed back: pixel (py, px) gets row (py / sy, px / sx) where the
+// stride lands on it and the row exists, else zeros.
 template <class U, class I>
-__global__ void place_pixels_kernel(const U* rows, U* x, PixelGrid g, I units, I total) {
+__global__ void place_pixels_kernel(const U* rows, U* x, ConvShape g, I units, I total) {
   NNGRAPH_GRID_LOOP_T(I, i, total) {
     const I u = i % units, p = i / units, px = p % g.w, py = p / g.w % g.h, image = p / (I(g.w) * g.h);
     const I oy = py / g.sy, ox = px / g.sx;
@@ -122,20 +131,34 @@ void copy_rows(cudaStream_t s, void* dst, size_t dst_ld, const void* src, size_t
   check_launch("copy_rows");
 }
 
-void pixels(cudaStream_t s, bool place, const void* from, void* to, const PixelGrid& g, size_t bytes) {
-  const size_t count = static_cast<size_t>(g.n) * (place ? g.h * g.w : g.oh * g.ow);
-  if (!count || !bytes) return;
-  with_unit(reinterpret_cast<uintptr_t>(from) | reinterpret_cast<uintptr_t>(to) | bytes, [&](auto unit) {
+void windows(cudaStream_t s, const ConvShape& g, const void* x, void* rows, size_t value_bytes, int ld) {
+  const size_t pixel = g.c * value_bytes, row = ld * value_bytes, count = static_cast<size_t>(g.n) * g.oh * g.ow;
+  if (!count || !row) return;
+  with_unit(reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(rows) | pixel | row, [&](auto unit) {
     using U = decltype(unit);
-    const size_t units = bytes / sizeof(U), total = count * units;
-    with_index_type(static_cast<size_t>(g.n) * g.h * g.w * units, [&](auto i) {
+    const size_t total = count * (row / sizeof(U));
+    with_index_type(std::max(total, static_cast<size_t>(g.n) * g.h * g.w * pixel / sizeof(U)), [&](auto i) {
       using I = decltype(i);
-      auto kernel = place ? place_pixels_kernel<U, I> : pick_pixels_kernel<U, I>;
-      kernel<<<blocks_for(total), kThreads, 0, s>>>(static_cast<const U*>(from), static_cast<U*>(to), g, I(units),
-                                                    I(total));
+      windows_kernel<<<blocks_for(total), kThreads, 0, s>>>(static_cast<const U*>(x), static_cast<U*>(rows), g,
+                                                            I(pixel / sizeof(U)), I(row / sizeof(U)), I(total));
     });
   });
-  check_launch(place ? "place_pixels" : "pick_pixels");
+  check_launch("windows");
+}
+
+void place_pixels(cudaStream_t s, const ConvShape& g, const void* rows, void* x, size_t value_bytes) {
+  const size_t pixel = g.c * value_bytes, total_pixels = static_cast<size_t>(g.n) * g.h * g.w;
+  if (!total_pixels || !pixel) return;
+  with_unit(reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(rows) | pixel, [&](auto unit) {
+    using U = decltype(unit);
+    const size_t total = total_pixels * (pixel / sizeof(U));
+    with_index_type(total, [&](auto i) {
+      using I = decltype(i);
+      place_pixels_kernel<<<blocks_for(total), kThreads, 0, s>>>(static_cast<const U*>(rows), static_cast<U*>(x), g,
+                                                                 I(pixel / sizeof(U)), I(total));
+    });
+  });
+  check_launch("place_pixels");
 }
 
 void add_rows(cudaStream_t s, float* dst, int dst_ld, const float* src, int src_ld, int rows, int columns) {

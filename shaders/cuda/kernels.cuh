@@ -205,14 +205,13 @@ void thin_product(cudaStream_t s, bool ta, bool tb, int m, int n, int k, const f
 void add_rows(cudaStream_t s, float* dst, int dst_ld, const float* src, int src_ld, int rows, int columns);
 // rows × `bytes` bytes from src (rows src_ld bytes apart) to dst (dst_ld apart), any alignment.
 void copy_rows(cudaStream_t s, void* dst, size_t dst_ld, const void* src, size_t src_ld, size_t rows, size_t bytes);
-// Channels-last pixels at a stride: n images h × w, of which pixel (oy·sy, ox·sx), oy < oh and
-// ox < ow, is row (image, oy, ox).
-struct PixelGrid {
-  int n, h, w, oh, ow, sy, sx;
-};
-// The grid's pixels, `bytes` each, from the images into rows (place false), or from rows into
-// the images (place true), zeros at the pixels skipped: a strided 1×1 convolution's operand.
-void pixels(cudaStream_t s, bool place, const void* from, void* to, const PixelGrid& g, size_t bytes);
+// A channels-last convolution's windows as the rows of a matrix, values `value_bytes` each:
+// row (image, oy, ox) holds tap by tap, in a KRSC filter's order, the c values of the image's
+// pixel under the tap (zeros outside the image), then zeros to `ld` values.
+void windows(cudaStream_t s, const ConvShape& g, const void* x, void* rows, size_t value_bytes, int ld);
+// A 1×1 window's rows (c values each) placed back into the images, zeros at the pixels that
+// no window reads: its input gradient.
+void place_pixels(cudaStream_t s, const ConvShape& g, const void* rows, void* x, size_t value_bytes);
 // out = in (d0 × d1 × d2) with its axes reordered: out axis k is in axis perm[k]; each value
 // cast to out's storage type where it differs.
 template <class From, class To>

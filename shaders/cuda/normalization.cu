@@ -21,15 +21,16 @@ struct MomentTerms {  // forward: (x − shift) and its square; shift is the cha
   const T* x;
   int hw;
   using Constants = float;
+  using Value = T;
   static constexpr int kReads = 1, kSums = 2;
   bool aligned() const { return packed(x); }
   __device__ float constants(int ch) const { return ld(x[static_cast<size_t>(ch) * hw]); }
   template <int V>
-  __device__ void load(size_t at, float (&r)[kReads][V]) const {
-    load_values<V>(x + at, r[0]);
+  __device__ void load(size_t at, Loaded<V, T> (&r)[kReads]) const {
+    r[0].load(x + at);
   }
   template <int V>
-  __device__ void add_each(size_t, const float (&r)[kReads][V], const float* shift, float* a, float* b) const {
+  __device__ void add_each(size_t, const Loaded<V, T> (&r)[kReads], const float* shift, float* a, float* b) const {
 #pragma unroll
     for (int k = 0; k < V; ++k) {
       const float d = r[0][k] - shift[k];
@@ -38,7 +39,7 @@ struct MomentTerms {  // forward: (x − shift) and its square; shift is the cha
     }
   }
   template <int V>
-  __device__ void add(size_t, const float (&r)[kReads][V], float shift, float& a, float& b) const {
+  __device__ void add(size_t, const Loaded<V, T> (&r)[kReads], float shift, float& a, float& b) const {
 #pragma unroll
     for (int k = 0; k < V; ++k) {
       const float d = r[0][k] - shift;
@@ -94,6 +95,7 @@ struct GradientTerms {  // backward: g and g·(x − mean), g = dy ⊙ through(x
   // index, and the input gradient reads it back instead of evaluating the derivative again.
   T* g_out = nullptr;
   using Constants = Normalized;
+  using Value = T;
   static constexpr int kReads = 2, kSums = 2;  // x, dy
   bool aligned() const { return packed(x) && packed(dy) && dy_ld % kPack<T> == 0 && packed(g_out); }
   // dy's element for x's element `at` (a pack never straddles rows: c is a multiple of it).
@@ -103,12 +105,12 @@ struct GradientTerms {  // backward: g and g·(x − mean), g = dy ⊙ through(x
     return P::kNone ? g : g * through(v * k.scale + k.shift);
   }
   template <int V>
-  __device__ void load(size_t at, float (&r)[kReads][V]) const {
-    load_values<V>(x + at, r[0]);
-    load_values<V>(dy + dy_at(at), r[1]);
+  __device__ void load(size_t at, Loaded<V, T> (&r)[kReads]) const {
+    r[0].load(x + at);
+    r[1].load(dy + dy_at(at));
   }
   template <int V>
-  __device__ void add_each(size_t at, const float (&r)[kReads][V], const Normalized* k, float* a, float* b) const {
+  __device__ void add_each(size_t at, const Loaded<V, T> (&r)[kReads], const Normalized* k, float* a, float* b) const {
     float d[V];
 #pragma unroll
     for (int i = 0; i < V; ++i) {
@@ -119,7 +121,7 @@ struct GradientTerms {  // backward: g and g·(x − mean), g = dy ⊙ through(x
     if (g_out) store_values<V>(g_out + at, d);
   }
   template <int V>
-  __device__ void add(size_t at, const float (&r)[kReads][V], const Normalized& k, float& a, float& b) const {
+  __device__ void add(size_t at, const Loaded<V, T> (&r)[kReads], const Normalized& k, float& a, float& b) const {
     float d[V];
 #pragma unroll
     for (int i = 0; i < V; ++i) {
@@ -143,7 +145,7 @@ __global__ void plane_partial_kernel(Terms terms, float* partial, int n, int c, 
   for (int img = n0; img < n1; ++img) {
     const size_t base = (static_cast<size_t>(img) * c + ch) * hw;
     for (int i = threadIdx.x * V; i < hw; i += blockDim.x * V) {
-      float r[Terms::kReads][V];
+      Loaded<V, typename Terms::Value> r[Terms::kReads];
       terms.template load<V>(base + i, r);
       terms.template add<V>(base + i, r, k, a, b);
     }
@@ -242,8 +244,9 @@ __global__ void normalize_kernel(const T* x, const T* addend, T* y, I items, uns
 // formula), passed = dy through the terms' neuron gradient (or g, as the sums' pass stored it in
 // dx): one value of channel ch; the kernel's items are planes' as normalize_kernel's.
 template <class T, class P>
-__device__ inline float input_gradient(const GradientTerms<T, P>& terms, float x, float g, const float* stats,
-                                       unsigned c, unsigned ch) {
+__device__ inline float input_gradient(const GradientTerms<T, P>& terms, float x, float g, unsigned ch) {
+  const float* stats = terms.stats;
+  const unsigned c = terms.c;
   const float scale = stats[kScale * c + ch];
   const float passed = P::kNone || terms.g_out ? g : g * terms.through(x * scale + stats[kShift * c + ch]);
   return scale * passed + stats[kSlope * c + ch] * (x - stats[ch]) + stats[kOffset * c + ch];
@@ -257,7 +260,7 @@ __global__ void input_gradient_kernel(GradientTerms<T, P> terms, T* dx, I items,
     load_values<V>(terms.x + i * V, v);
     load_values<V>((terms.g_out ? terms.g_out : terms.dy) + i * V, g);
 #pragma unroll
-    for (int k = 0; k < V; ++k) v[k] = input_gradient(terms, v[k], g[k], terms.stats, c, ch);
+    for (int k = 0; k < V; ++k) v[k] = input_gradient(terms, v[k], g[k], ch);
     store_values<V>(dx + i * V, v);
   }
 }

@@ -42,16 +42,17 @@ struct BiasTerms {
   T* dz;
   D derivative;
   using Constants = char;  // none
+  using Value = T;
   static constexpr int kReads = R, kSums = 1;
   bool aligned() const { return packed(dy) && (R == 1 || (packed(y) && packed(dz))); }
   __device__ char constants(int) const { return 0; }
   template <int V>
-  __device__ void load(size_t at, float (&r)[kReads][V]) const {
-    load_values<V>(dy + at, r[0]);
-    if constexpr (R == 2) load_values<V>(y + at, r[1]);
+  __device__ void load(size_t at, Loaded<V, T> (&r)[kReads]) const {
+    r[0].load(dy + at);
+    if constexpr (R == 2) r[1].load(y + at);
   }
   template <int V>
-  __device__ void add_each(size_t at, const float (&r)[kReads][V], const char*, float* a, float*) const {
+  __device__ void add_each(size_t at, const Loaded<V, T> (&r)[kReads], const char*, float* a, float*) const {
     float d[V];
 #pragma unroll
     for (int i = 0; i < V; ++i) {

@@ -160,45 +160,62 @@ TEST_F(CudaVsCpu, ConvolutionForwardAndGradientSymmetricAndAsymmetricPadding) {
   }
 }
 
-// Strided pixels picked into rows and placed back (zeros between), for each copy unit: rows
-// of 16, 12 (4-byte units) and 6 (2-byte) bytes.
-TEST_F(CudaVsCpu, PixelsPickedAndPlaced) {
-  const cuda::PixelGrid g{2, 7, 6, 4, 3, 2, 2};
-  for (const size_t bytes : {16, 12, 6}) {
-    const size_t units = bytes / 2, image = static_cast<size_t>(g.n) * g.h * g.w * units;
-    std::vector<uint16_t> x(image), rows(static_cast<size_t>(g.n) * g.oh * g.ow * units);
+// Windows gathered into rows, against a host gather, for each copy unit (16-, 4- and 2-byte
+// pixels' parts), and a 1×1 window's rows placed back (zeros at the pixels it skips).
+TEST_F(CudaVsCpu, WindowsGatheredAndPlaced) {
+  struct Case {
+    int c, kh, kw, s, d, pt, pl, ld;
+  };
+  for (const Case k : {Case{8, 1, 1, 2, 1, 0, 0, 8}, Case{6, 1, 1, 2, 1, 0, 0, 6}, Case{3, 3, 3, 2, 1, 1, 1, 32},
+                       Case{2, 2, 3, 1, 2, 0, 1, 16}}) {
+    const int n = 2, h = 7, w = 6;
+    const int oh = (h + 2 * k.pt - (k.kh - 1) * k.d - 1) / k.s + 1;
+    const int ow = (w + 2 * k.pl - (k.kw - 1) * k.d - 1) / k.s + 1;
+    const cuda::ConvShape g{n, k.c, h, w, 1, oh, ow, k.kh, k.kw, k.s, k.s, k.d, k.d, k.pt, k.pl};
+    const size_t image = static_cast<size_t>(n) * h * w * k.c, count = static_cast<size_t>(n) * oh * ow * k.ld;
+    std::vector<uint16_t> x(image), rows(count);
     for (size_t i = 0; i < image; ++i) x[i] = static_cast<uint16_t>(i * 7 + 1);
-    auto xg = gpu().allocate(image * 2), rg = gpu().allocate(rows.size() * 2), back = gpu().allocate(image * 2);
+    auto xg = gpu().allocate(image * 2), rg = gpu().allocate(count * 2), back = gpu().allocate(image * 2);
     gpu().copy_from_host(xg->data(), x.data(), image * 2);
-    cuda::pixels(gpu().stream(), false, xg->data(), rg->data(), g, bytes);
-    cuda::pixels(gpu().stream(), true, rg->data(), back->data(), g, bytes);
-    std::vector<uint16_t> got(image);
-    gpu().copy_to_host(rows.data(), rg->data(), rows.size() * 2);
-    gpu().copy_to_host(got.data(), back->data(), image * 2);
-    for (int i = 0; i < g.n; ++i)
-      for (int y = 0; y < g.h; ++y)
-        for (int x0 = 0; x0 < g.w; ++x0)
-          for (size_t u = 0; u < units; ++u) {
-            const size_t at = ((static_cast<size_t>(i) * g.h + y) * g.w + x0) * units + u;
-            const bool held = y % g.sy == 0 && x0 % g.sx == 0 && y / g.sy < g.oh && x0 / g.sx < g.ow;
-            ASSERT_EQ(got[at], held ? x[at] : 0) << bytes << " bytes, at " << at;
-            if (held)
-              ASSERT_EQ(rows[((static_cast<size_t>(i) * g.oh + y / g.sy) * g.ow + x0 / g.sx) * units + u], x[at]);
+    cuda::windows(gpu().stream(), g, xg->data(), rg->data(), 2, k.ld);
+    gpu().copy_to_host(rows.data(), rg->data(), count * 2);
+    for (int i = 0; i < n; ++i)
+      for (int oy = 0; oy < oh; ++oy)
+        for (int ox = 0; ox < ow; ++ox)
+          for (int j = 0; j < k.ld; ++j) {
+            const int tap = j / k.c, iy = oy * k.s - k.pt + tap / k.kw * k.d, ix = ox * k.s - k.pl + tap % k.kw * k.d;
+            const bool inside = tap < k.kh * k.kw && iy >= 0 && iy < h && ix >= 0 && ix < w;
+            const uint16_t want = inside ? x[((static_cast<size_t>(i) * h + iy) * w + ix) * k.c + j % k.c] : 0;
+            ASSERT_EQ(rows[((static_cast<size_t>(i) * oh + oy) * ow + ox) * k.ld + j], want) << k.c << " " << k.kh;
           }
+    if (k.kh * k.kw != 1) continue;
+    cuda::place_pixels(gpu().stream(), g, rg->data(), back->data(), 2);
+    std::vector<uint16_t> got(image);
+    gpu().copy_to_host(got.data(), back->data(), image * 2);
+    for (size_t at = 0; at < image; ++at) {
+      const size_t p = at / k.c;
+      const int y = static_cast<int>(p / w % h), x0 = static_cast<int>(p % w);
+      const bool held = y % k.s == 0 && x0 % k.s == 0 && y / k.s < oh && x0 / k.s < ow;
+      ASSERT_EQ(got[at], held ? x[at] : 0) << "at " << at;
+    }
   }
 }
 
-// A 1×1 convolution of channels-last images as a matrix product (ConvPlan::kPointwise, set on
-// its plan: the backend runs it only where it beats cuDNN), strided and not, every pass.
-TEST_F(CudaVsCpu, PointwiseConvolutionOfChannelsLast) {
+// Channels-last convolutions as products over their windows' rows (ConvPlan::kProduct, set on
+// the plan: the backend runs them only where they beat cuDNN): 1×1, strided and not, every
+// pass; few taps (a stem's 3×3 on 3 channels, padded, strided, dilated), forward and weights.
+TEST_F(CudaVsCpu, ProductConvolutionsOfChannelsLast) {
   struct Case {
-    int n, c, h, w, o, s, oh, ow;
+    int n, c, h, w, o, k, s, d, pad, oh, ow;
   };
-  for (const Case k : {Case{2, 8, 7, 6, 5, 2, 4, 3}, Case{3, 6, 5, 4, 4, 1, 5, 4}, Case{2, 3, 8, 8, 6, 3, 3, 3}}) {
-    const ConvGeometry g{1, 1, k.s, k.s, 1, 1, 1, 0, 0};
+  for (const Case k : {Case{2, 8, 7, 6, 5, 1, 2, 1, 0, 4, 3}, Case{3, 6, 5, 4, 4, 1, 1, 1, 0, 5, 4},
+                       Case{2, 3, 8, 8, 6, 1, 3, 1, 0, 3, 3}, Case{2, 3, 9, 8, 16, 3, 1, 1, 1, 9, 8},
+                       Case{2, 3, 9, 8, 8, 3, 2, 2, 1, 4, 3}}) {
+    const ConvGeometry g{k.k, k.k, k.s, k.s, k.d, k.d, 1, k.pad, k.pad};
     const ImageShape in{k.c, k.h, k.w}, out{k.o, k.oh, k.ow};
     ConvPlan& plan = conv_plan(gpu(), g, k.n, in, out, DType::Float32, true);
-    plan.forward = plan.input_gradient = plan.weight_gradient = ConvPlan::kPointwise;
+    plan.forward = plan.weight_gradient = ConvPlan::kProduct;
+    if (k.k == 1) plan.input_gradient = ConvPlan::kProduct;
     // NCHW values as the channels-last images the cuda pass reads, and back.
     auto last = [&](const std::vector<float>& v, ImageShape s, bool back) {
       std::vector<float> r(v.size());
@@ -216,7 +233,8 @@ TEST_F(CudaVsCpu, PointwiseConvolutionOfChannelsLast) {
       if (!v.empty()) img.copy_from_host(last(v, s, false).data());
       return img;
     };
-    const auto xv = random(static_cast<size_t>(k.n) * k.c * k.h * k.w), wv = random(k.o * k.c), bv = random(k.o);
+    const auto xv = random(static_cast<size_t>(k.n) * k.c * k.h * k.w);
+    const auto wv = random(static_cast<size_t>(k.o) * k.c * k.k * k.k), bv = random(k.o);
     const auto tanh = NeuronDescriptor::make(NeuronType::TanH);
     auto [xc, unused_x] = pair(k.n, in, xv);
     auto [yc, unused_y] = empty(k.n, out);
@@ -239,7 +257,8 @@ TEST_F(CudaVsCpu, PointwiseConvolutionOfChannelsLast) {
     near(host(dxc), last(host(dxg), in, true));
     near(dwc, host(dwg), 1e-3f);
     near(dbc, host(dbg), 1e-3f);
-    EXPECT_EQ(plan.forward + plan.input_gradient + plan.weight_gradient, 3 * ConvPlan::kPointwise);
+    EXPECT_EQ(plan.forward, ConvPlan::kProduct);
+    EXPECT_EQ(plan.weight_gradient, ConvPlan::kProduct);
   }
 }
 

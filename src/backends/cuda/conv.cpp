@@ -118,28 +118,44 @@ bool windowed_in_place(const ConvGeometry& g, const ImageShape& in, const ImageS
   return windowed(g, in, out) && out.w * g.kw == in.w;
 }
 
-// A 1×1 window that reaches no padding, channels-last: a product of the pixels it reads, as
-// rows of c values, and the filters (KRSC: o × c). cuDNN's kernels for strided ones (ResNet's
-// downsampling shortcuts) ran several times slower than the product.
+// Channels-last convolutions as matrix products over their windows' rows (cuda::windows) and
+// the KRSC filters, each pass a timed candidate beside cuDNN's algorithms:
+// - pointwise, a 1×1 window that reaches no padding: rows of c values, x itself where it reads
+//   every pixel. cuDNN's kernels for strided ones (ResNet's downsampling shortcuts) ran several
+//   times slower than the product; the input gradient places the rows' gradient back.
+// - few taps (kh·kw·c at most kDirectMaxTaps: stems on a few channels): rows of the taps padded
+//   to 8 values (16-byte rows of half values), forward and weight gradient.
 bool pointwise(const ConvGeometry& g, const ImageShape& in, const ImageShape& out) {
   return g.groups == 1 && g.kh == 1 && g.kw == 1 && g.pad_top == 0 && g.pad_left == 0 &&
          (out.h - 1) * g.sy < in.h && (out.w - 1) * g.sx < in.w;
 }
-cuda::PixelGrid pixel_grid(const ConvGeometry& g, int n, const ImageShape& in, const ImageShape& out) {
-  return {n, in.h, in.w, out.h, out.w, g.sy, g.sx};
+bool few_taps(const ConvGeometry& g, const ImageShape& in) {
+  return g.groups == 1 && g.kh * g.kw > 1 && g.kh * g.kw * in.c <= cuda::kDirectMaxTaps;
+}
+// The values of a window's row: c for a pointwise convolution, else its taps rounded up to 8.
+int row_values(const ConvGeometry& g, const ImageShape& in) {
+  const int taps = g.kh * g.kw * in.c;
+  return g.kh * g.kw == 1 ? taps : (taps + 7) / 8 * 8;
 }
 // Whether a pointwise convolution reads every pixel: x is its rows as it lies.
-bool reads_every_pixel(const ImageShape& in, const ImageShape& out) { return in.h == out.h && in.w == out.w; }
-// The pixels a pointwise convolution reads, as rows: x itself, or picked into *picked.
+bool reads_every_pixel(const cuda::ConvShape& s) { return s.kh * s.kw == 1 && s.h == s.oh && s.w == s.ow; }
+// The windows' rows, ld values each: x itself, or gathered into *rows.
 template <class T>
-const T* pointwise_rows(CudaBackend& b, const ConvGeometry& g, const Tensor& x, const ImageShape& out,
-                        std::shared_ptr<Buffer>* picked) {
-  const ImageShape& is = x.shape();
-  if (reads_every_pixel(is, out)) return x.dense_as<const T>();
-  *picked = b.allocate(static_cast<size_t>(x.batch()) * out.h * out.w * is.c * sizeof(T));
-  cuda::pixels(b.stream(), false, x.dense_as<const T>(), (*picked)->data(), pixel_grid(g, x.batch(), is, out),
-               is.c * sizeof(T));
-  return static_cast<const T*>((*picked)->data());
+const T* window_rows(CudaBackend& b, const cuda::ConvShape& s, const Tensor& x, int ld,
+                     std::shared_ptr<Buffer>* rows) {
+  if (reads_every_pixel(s)) return x.dense_as<const T>();
+  *rows = b.allocate(static_cast<size_t>(s.n) * s.oh * s.ow * ld * sizeof(T));
+  cuda::windows(b.stream(), s, x.dense_as<const T>(), (*rows)->data(), sizeof(T), ld);
+  return static_cast<const T*>((*rows)->data());
+}
+// KRSC filters (o × k) as rows of ld values, zeros past k: w itself where ld is k.
+template <class T>
+const T* padded_filters(CudaBackend& b, const T* w, int o, int k, int ld, std::shared_ptr<Buffer>* padded) {
+  if (ld == k) return w;
+  *padded = b.allocate(static_cast<size_t>(o) * ld * sizeof(T));
+  cuda_check(cudaMemsetAsync((*padded)->data(), 0, (*padded)->bytes(), b.stream()), "convolution");
+  cuda::copy_rows(b.stream(), (*padded)->data(), ld * sizeof(T), w, k * sizeof(T), o, k * sizeof(T));
+  return static_cast<const T*>((*padded)->data());
 }
 
 template <class T>
@@ -200,11 +216,12 @@ void convolution_of(CudaBackend& b, const ConvGeometry& g, const Tensor& in, con
   auto direct = [&] {
     cuda::direct_convolution(b.stream(), shape, in.dense_as<const T>(), weights, bias, neuron, out.dense_as<T>());
   };
-  auto product = [&] {
-    std::shared_ptr<Buffer> picked;
-    const int c = in.shape().c;
-    b.gemm(dt, false, true, n * os.h * os.w, os.c, c, pointwise_rows<T>(b, g, in, os, &picked), c, weights, c,
-           out.dense_as<T>(), os.c, g.tf32, 1.f, 0.f, {}, g.half);
+  const int ld = row_values(g, in.shape()), taps = g.kh * g.kw * in.shape().c;
+  auto product = [&] {  // y (rows × o) = the windows' rows · Wᵀ
+    std::shared_ptr<Buffer> rows, padded;
+    b.gemm(dt, false, true, n * os.h * os.w, os.c, ld, window_rows<T>(b, shape, in, ld, &rows), ld,
+           padded_filters<T>(b, weights, os.c, taps, ld, &padded), ld, out.dense_as<T>(), os.c, g.tf32, 1.f, 0.f, {},
+           g.half);
     const Tensor y = out.pixels();
     cuda::bias_neuron(b.stream(), y.data_as<T>(), y.count(), os.c, 1, bias, neuron);
   };
@@ -217,11 +234,12 @@ void convolution_of(CudaBackend& b, const ConvGeometry& g, const Tensor& in, con
     Candidates c = algorithms(p.fwd, cudnn);
     if (direct_fits) c.push_back({ConvPlan::kDirect, direct});
     if (ours && cuda::tensor_convolution_fits(shape)) c.push_back({ConvPlan::kTensor, tensor});
-    if (last && pointwise(g, in.shape(), os)) c.push_back({ConvPlan::kPointwise, product});
+    if (last && (pointwise(g, in.shape(), os) || few_taps(g, in.shape())))
+      c.push_back({ConvPlan::kProduct, product});
     p.forward = b.quickest(c);
   }
   if (p.forward == ConvPlan::kDirect) return direct();
-  if (p.forward == ConvPlan::kPointwise) return product();
+  if (p.forward == ConvPlan::kProduct) return product();
   if (p.forward == ConvPlan::kTensor) return tensor();
   cudnn(p.fwd[std::max(p.forward, 0)]);
 }
@@ -245,7 +263,7 @@ void convolution_gradient_of(CudaBackend& b, const ConvGeometry& g, const Tensor
   const auto& os = dy.shape();
   const bool last = channels_last({&xi, &dy, &dx});
   const int taps = g.kh * g.kw, per_group = is.c / g.groups;
-  std::shared_ptr<Buffer> scratch, padded_x, padded_dx, partial, tensor_partial, reordered_w, krsc_dw, picked;
+  std::shared_ptr<Buffer> scratch, padded_x, padded_dx, partial, tensor_partial, reordered_w, krsc_dw, rows;
   if (!dx && !dw) {  // the bias alone (frozen weights, no input gradient): dz is not stored
     if (db) derivative_and_bias<T>(b, dy, y, neuron, nullptr, db);
     return;
@@ -292,11 +310,10 @@ void convolution_gradient_of(CudaBackend& b, const ConvGeometry& g, const Tensor
   // Our kernels run one group of NCHW float32; the direct weight gradient any storage and layout.
   const bool ours = !last && g.groups == 1 && dt == DType::Float32;
   const bool direct = g.groups == 1 && cuda::direct_convolution_fits(shape);
-  const bool product = last && pointwise(g, is, os);
-  const int rows = n * os.h * os.w;
-  // A 1×1 filter's KRSC order is OIHW: the product writes dw itself.
-  if (last && dw && p.weight_gradient != ConvPlan::kDirect && p.weight_gradient != ConvPlan::kPointwise)
-    krsc_dw = b.allocate(dwt.bytes());
+  const bool pointwise_fits = last && pointwise(g, is, os);
+  const bool product_dw_fits = pointwise_fits || (last && few_taps(g, is));
+  const int windows = n * os.h * os.w, ld = row_values(g, is), k = taps * per_group;
+  if (last && dw && p.weight_gradient != ConvPlan::kDirect) krsc_dw = b.allocate(dwt.bytes());
   const float one = 1.f, zero = 0.f;
   // Ours applies the neuron's derivative and sums the bias gradient as it reads dy.
   auto direct_dw = [&](const T* grad, const Tensor& out, float* bias_grad) {
@@ -316,16 +333,22 @@ void convolution_gradient_of(CudaBackend& b, const ConvGeometry& g, const Tensor
     cuda::tensor_input_gradient(b.stream(), shape, !g.tf32, as_float(dz), as_float(weights),
                                 dx.data_as<float>(), static_cast<float*>(reordered->data()));
   };
-  auto product_dw = [&](const T* dz) {  // dW (o × c) = dzᵀ · the pixels read
-    b.gemm(dt, true, false, os.c, is.c, rows, dz, os.c, pointwise_rows<T>(b, g, xi, os, &picked), is.c, dw, is.c,
+  auto product_dw = [&](const T* dz) {  // dW (o × ld) = dzᵀ · the windows' rows, then KRSC → OIHW
+    std::shared_ptr<Buffer> padded = ld == k ? nullptr : b.allocate(static_cast<size_t>(os.c) * ld * sizeof(T));
+    T* krsc = static_cast<T*>(krsc_dw->data());
+    T* target = padded ? static_cast<T*>(padded->data()) : krsc;
+    b.gemm(dt, true, false, os.c, ld, windows, dz, os.c, window_rows<T>(b, shape, xi, ld, &rows), ld, target, ld,
            g.tf32, 1.f, 0.f, {}, g.half);
+    if (padded) cuda::copy_rows(b.stream(), krsc, k * sizeof(T), target, ld * sizeof(T), os.c, k * sizeof(T));
+    reorder_filter(b, static_cast<const T*>(krsc), dw, os.c, per_group, taps, true);
   };
-  auto product_dx = [&](const T* dz) {  // their gradient (rows × c) = dz · W, placed in dx
-    const bool whole = reads_every_pixel(is, os);
-    std::shared_ptr<Buffer> placed = whole ? nullptr : b.allocate(static_cast<size_t>(rows) * is.c * sizeof(T));
+  auto product_dx = [&](const T* dz) {  // the pixels' gradient (windows × c) = dz · W, placed in dx
+    const bool whole = reads_every_pixel(shape);
+    std::shared_ptr<Buffer> placed = whole ? nullptr : b.allocate(static_cast<size_t>(windows) * is.c * sizeof(T));
     T* target = whole ? dx.dense_as<T>() : static_cast<T*>(placed->data());
-    b.gemm(dt, false, false, rows, is.c, os.c, dz, os.c, weights, is.c, target, is.c, g.tf32, 1.f, 0.f, {}, g.half);
-    if (!whole) cuda::pixels(b.stream(), true, target, dx.dense_as<T>(), pixel_grid(g, n, is, os), is.c * sizeof(T));
+    b.gemm(dt, false, false, windows, is.c, os.c, dz, os.c, weights, is.c, target, is.c, g.tf32, 1.f, 0.f, {},
+           g.half);
+    if (!whole) cuda::place_pixels(b.stream(), shape, target, dx.dense_as<T>(), sizeof(T));
   };
   auto cudnn_dw = [&](const cudnnConvolutionBwdFilterAlgoPerf_t& a, const T* dz) {
     const T* x = cudnn_input<T>(b, p, xi, &padded_x);
@@ -361,12 +384,12 @@ void convolution_gradient_of(CudaBackend& b, const ConvGeometry& g, const Tensor
       Candidates c = algorithms(p.bwd_filter, [&](const auto& a) { cudnn_dw(a, dz); });
       if (direct) c.push_back({ConvPlan::kDirect, [&] { direct_dw(dz, Tensor(), nullptr); }});
       if (tensor_fits) c.push_back({ConvPlan::kTensor, [&] { tensor_dw(dz); }});
-      if (product) c.push_back({ConvPlan::kPointwise, [&] { product_dw(dz); }});
+      if (product_dw_fits) c.push_back({ConvPlan::kProduct, [&] { product_dw(dz); }});
       p.weight_gradient = b.quickest(c);
     }
     if (p.weight_gradient == ConvPlan::kDirect)
       direct_dw(dz, Tensor(), nullptr);
-    else if (p.weight_gradient == ConvPlan::kPointwise)
+    else if (p.weight_gradient == ConvPlan::kProduct)
       product_dw(dz);
     else if (p.weight_gradient == ConvPlan::kTensor && tensor_fits)  // else cuDNN's best
       tensor_dw(dz);
@@ -378,12 +401,12 @@ void convolution_gradient_of(CudaBackend& b, const ConvGeometry& g, const Tensor
       Candidates c = algorithms(p.bwd_data, [&](const auto& a) { cudnn_dx(a, dz); });
       if (ours && cuda::tensor_input_gradient_fits(shape))
         c.push_back({ConvPlan::kTensor, [&] { tensor_dx(dz); }});
-      if (product) c.push_back({ConvPlan::kPointwise, [&] { product_dx(dz); }});
+      if (pointwise_fits) c.push_back({ConvPlan::kProduct, [&] { product_dx(dz); }});
       p.input_gradient = b.quickest(c);
     }
     if (p.input_gradient == ConvPlan::kTensor)
       tensor_dx(dz);
-    else if (p.input_gradient == ConvPlan::kPointwise)
+    else if (p.input_gradient == ConvPlan::kProduct && pointwise_fits)  // else cuDNN's best
       product_dx(dz);
     else
       cudnn_dx(p.bwd_data[std::max(p.input_gradient, 0)], dz);
@@ -392,9 +415,9 @@ void convolution_gradient_of(CudaBackend& b, const ConvGeometry& g, const Tensor
   // cuDNN's workspace each pass takes as decided (ours take none).
   const int wg = p.weight_gradient, ig = p.input_gradient;
   const bool dw_ours =
-      wg == ConvPlan::kDirect || wg == ConvPlan::kPointwise || (wg == ConvPlan::kTensor && tensor_fits);
+      wg == ConvPlan::kDirect || wg == ConvPlan::kProduct || (wg == ConvPlan::kTensor && tensor_fits);
   const size_t dx_workspace =
-      ig == ConvPlan::kTensor || ig == ConvPlan::kPointwise ? 0 : p.bwd_data[std::max(ig, 0)].memory;
+      ig == ConvPlan::kTensor || ig == ConvPlan::kProduct ? 0 : p.bwd_data[std::max(ig, 0)].memory;
   const size_t dw_workspace = dw_ours ? 0 : p.bwd_filter[std::max(wg, 0)].memory;
   b.side_by_side(dx ? input_gradient : std::function<void()>(), dw ? weight_gradient : std::function<void()>(), work,
                dx_workspace, dw_workspace);

@@ -18,9 +18,9 @@ struct ConvPlan {
   std::vector<cudnnConvolutionBwdDataAlgoPerf_t> bwd_data;
   std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> bwd_filter;
   // What runs each pass: the index of one of those algorithms, our direct kernels, our
-  // tensor-core products or a pointwise (1×1) one's matrix product, the quickest of them on
-  // the first call that is not being captured (until then the first).
-  static constexpr int kUndecided = -1, kDirect = -2, kTensor = -3, kPointwise = -4;
+  // tensor-core products or a product over the windows' rows (conv.cpp), the quickest of them
+  // on the first call that is not being captured (until then the first).
+  static constexpr int kUndecided = -1, kDirect = -2, kTensor = -3, kProduct = -4;
   int forward = kUndecided, input_gradient = kUndecided, weight_gradient = kUndecided;
   // cuDNN pads symmetrically; other paddings run on an explicitly zero-padded copy.
   bool padded = false;
