@@ -160,47 +160,6 @@ TEST_F(CudaVsCpu, ConvolutionForwardAndGradientSymmetricAndAsymmetricPadding) {
   }
 }
 
-// Windows gathered into rows, against a host gather, for each copy unit (16-, 4- and 2-byte
-// pixels' parts), and a 1×1 window's rows placed back (zeros at the pixels it skips).
-TEST_F(CudaVsCpu, WindowsGatheredAndPlaced) {
-  struct Case {
-    int c, kh, kw, s, d, pt, pl, ld;
-  };
-  for (const Case k : {Case{8, 1, 1, 2, 1, 0, 0, 8}, Case{6, 1, 1, 2, 1, 0, 0, 6}, Case{3, 3, 3, 2, 1, 1, 1, 32},
-                       Case{2, 2, 3, 1, 2, 0, 1, 16}}) {
-    const int n = 2, h = 7, w = 6;
-    const int oh = (h + 2 * k.pt - (k.kh - 1) * k.d - 1) / k.s + 1;
-    const int ow = (w + 2 * k.pl - (k.kw - 1) * k.d - 1) / k.s + 1;
-    const cuda::ConvShape g{n, k.c, h, w, 1, oh, ow, k.kh, k.kw, k.s, k.s, k.d, k.d, k.pt, k.pl};
-    const size_t image = static_cast<size_t>(n) * h * w * k.c, count = static_cast<size_t>(n) * oh * ow * k.ld;
-    std::vector<uint16_t> x(image), rows(count);
-    for (size_t i = 0; i < image; ++i) x[i] = static_cast<uint16_t>(i * 7 + 1);
-    auto xg = gpu().allocate(image * 2), rg = gpu().allocate(count * 2), back = gpu().allocate(image * 2);
-    gpu().copy_from_host(xg->data(), x.data(), image * 2);
-    cuda::windows(gpu().stream(), g, xg->data(), rg->data(), 2, k.ld);
-    gpu().copy_to_host(rows.data(), rg->data(), count * 2);
-    for (int i = 0; i < n; ++i)
-      for (int oy = 0; oy < oh; ++oy)
-        for (int ox = 0; ox < ow; ++ox)
-          for (int j = 0; j < k.ld; ++j) {
-            const int tap = j / k.c, iy = oy * k.s - k.pt + tap / k.kw * k.d, ix = ox * k.s - k.pl + tap % k.kw * k.d;
-            const bool inside = tap < k.kh * k.kw && iy >= 0 && iy < h && ix >= 0 && ix < w;
-            const uint16_t want = inside ? x[((static_cast<size_t>(i) * h + iy) * w + ix) * k.c + j % k.c] : 0;
-            ASSERT_EQ(rows[((static_cast<size_t>(i) * oh + oy) * ow + ox) * k.ld + j], want) << k.c << " " << k.kh;
-          }
-    if (k.kh * k.kw != 1) continue;
-    cuda::place_pixels(gpu().stream(), g, rg->data(), back->data(), 2);
-    std::vector<uint16_t> got(image);
-    gpu().copy_to_host(got.data(), back->data(), image * 2);
-    for (size_t at = 0; at < image; ++at) {
-      const size_t p = at / k.c;
-      const int y = static_cast<int>(p / w % h), x0 = static_cast<int>(p % w);
-      const bool held = y % k.s == 0 && x0 % k.s == 0 && y / k.s < oh && x0 / k.s < ow;
-      ASSERT_EQ(got[at], held ? x[at] : 0) << "at " << at;
-    }
-  }
-}
-
 // Channels-last convolutions as products over their windows' rows (ConvPlan::kProduct, set on
 // the plan: the backend runs them only where they beat cuDNN): 1×1, strided and not, every
 // pass; few taps (a stem's 3×3 on 3 channels, padded, strided, dilated), forward and weights.
