@@ -3,8 +3,8 @@
 // and how fast against the plain convolution: bf16 NHWC 3x3 convolutions of ResNet shapes. Each
 // line gives the engines the heuristics offer (global index: microseconds, or why not).
 // Not part of the library; built by hand on a machine with cuDNN:
-//   g++ -O2 -std=c++17 bench/cudnn_fusion_probe.cpp -I/usr/local/cuda/include -L/usr/local/cuda/lib64 \
-//       -lcudnn -lcudart -o /tmp/probe && /tmp/probe
+//   g++ -O2 -std=c++17 bench/cudnn_fusion_probe.cpp -I/usr/local/cuda/include
+//       -L/usr/local/cuda/lib64 -lcudnn -lcudart -o /tmp/probe   (one line), then /tmp/probe
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
