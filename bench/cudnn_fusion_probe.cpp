@@ -79,62 +79,52 @@ static D conv_desc(int pad, int stride) {
   fin(c, "conv");
   return c;
 }
+// fwd: x = a, w = b, y = out; weight gradient: x = a, dy = b, dw = out; input gradient: dy = a,
+// w = b, dx = out.
 static D conv_op(cudnnBackendDescriptorType_t kind, const D& conv, const D& a, const D& b, const D& out) {
-  // fwd: x=a, w=b, y=out; wgrad: x=a, dy=b, dw=out; dgrad: dy=a, w=b, dx=out
+  struct Names {
+    cudnnBackendAttributeName_t alpha, beta, conv, a, b, out;
+  };
+  const Names n =
+      kind == CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR
+          ? Names{CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA,
+                  CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X,
+                  CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y}
+      : kind == CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR
+          ? Names{CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA,
+                  CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X,
+                  CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW}
+          : Names{CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA,
+                  CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY,
+                  CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX};
   D o = make(kind);
   float alpha = 1.f, beta = 0.f;
-  if (kind == CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR) {
-    set(o, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha);
-    set(o, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, CUDNN_TYPE_FLOAT, 1, &beta);
-    setd(o, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, conv);
-    setd(o, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, a);
-    setd(o, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, b);
-    setd(o, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, out);
-  } else if (kind == CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR) {
-    set(o, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha);
-    set(o, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA, CUDNN_TYPE_FLOAT, 1, &beta);
-    setd(o, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC, conv);
-    setd(o, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X, a);
-    setd(o, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY, b);
-    setd(o, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW, out);
-  } else {
-    set(o, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha);
-    set(o, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA, CUDNN_TYPE_FLOAT, 1, &beta);
-    setd(o, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC, conv);
-    setd(o, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY, a);
-    setd(o, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W, b);
-    setd(o, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX, out);
-  }
+  set(o, n.alpha, CUDNN_TYPE_FLOAT, 1, &alpha);
+  set(o, n.beta, CUDNN_TYPE_FLOAT, 1, &beta);
+  setd(o, n.conv, conv);
+  setd(o, n.a, a);
+  setd(o, n.b, b);
+  setd(o, n.out, out);
   fin(o, "conv op");
   return o;
 }
-static D pw(cudnnPointwiseMode_t mode, const D& x, const D* b, const D& y) {
+static D pw_desc(cudnnPointwiseMode_t mode) {
   D p = make(CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
   cudnnDataType_t f = CUDNN_DATA_FLOAT;
   set(p, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode);
   set(p, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &f);
   fin(p, "pw desc");
-  D o = make(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
-  setd(o, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, p);
-  setd(o, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, x);
-  if (b) setd(o, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, *b);
-  setd(o, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, y);
-  fin(o, "pw op");
-  return o;
+  return p;
 }
-static D relu_bwd(const D& dy, const D& x, const D& dx) {
-  D p = make(CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
-  cudnnDataType_t f = CUDNN_DATA_FLOAT;
-  cudnnPointwiseMode_t mode = CUDNN_POINTWISE_RELU_BWD;
-  set(p, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode);
-  set(p, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &f);
-  fin(p, "pw desc");
+// y = mode(x, b); relu's gradient takes (dy: x, x: b, dx: y).
+static D pw(cudnnPointwiseMode_t mode, const D& x, const D* b, const D& y) {
+  const bool backward = mode == CUDNN_POINTWISE_RELU_BWD;
   D o = make(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
-  setd(o, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, p);
-  setd(o, CUDNN_ATTR_OPERATION_POINTWISE_DYDESC, dy);
-  setd(o, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, x);
-  setd(o, CUDNN_ATTR_OPERATION_POINTWISE_DXDESC, dx);
-  fin(o, "relu bwd op");
+  setd(o, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, pw_desc(mode));
+  setd(o, backward ? CUDNN_ATTR_OPERATION_POINTWISE_DYDESC : CUDNN_ATTR_OPERATION_POINTWISE_XDESC, x);
+  if (b) setd(o, backward ? CUDNN_ATTR_OPERATION_POINTWISE_XDESC : CUDNN_ATTR_OPERATION_POINTWISE_BDESC, *b);
+  setd(o, backward ? CUDNN_ATTR_OPERATION_POINTWISE_DXDESC : CUDNN_ATTR_OPERATION_POINTWISE_YDESC, y);
+  fin(o, "pw op");
   return o;
 }
 static D genstats(const D& x, const D& sum, const D& sq) {
@@ -299,7 +289,7 @@ static void shape(int64_t N, int64_t C, int64_t K, int64_t Hh, int64_t stride) {
       v4 = tensor(V4, f, {N, C, Hh, Hh}, true);
     run_graph("dgrad + drelu(x*scale+bias)",
               {conv_op(DG, conv, dy, w, v4), pw(CUDNN_POINTWISE_MUL, x, &scale, v1),
-               pw(CUDNN_POINTWISE_ADD, v1, &bias, v2), relu_bwd(v4, v2, dx)},
+               pw(CUDNN_POINTWISE_ADD, v1, &bias, v2), pw(CUDNN_POINTWISE_RELU_BWD, v4, &v2, dx)},
               {DY, W, DX, X, SCALE, BIAS}, {pdy, pw_, pdx, px, pscale, pbias});
   }
   for (void* p : {px, pw_, py, psum, psq, pscale, pbias, pdy, pdw, pdx}) cudaFree(p);
