@@ -1,6 +1,7 @@
 // Convolution through cuDNN (algorithms found once per shape and cached), our direct kernels
 // (few taps per output) or tensor-core products where they beat cuDNN's best on the shape,
-// or, for windows that tile rows, cuBLAS; products (fully connected layers) through cuBLAS or
+// or, for windows that tile rows and channels-last 1×1 or few-tap windows, cuBLAS over the
+// windows' rows (conv_rows.h); products (fully connected layers) through cuBLAS or
 // our tensor-core kernels, whichever is quicker on the shape; bias and neuron epilogues and
 // bias gradients are our kernels.
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "backends/cuda/conv_plan.h"
+#include "backends/cuda/conv_rows.h"
 #include "backends/cuda/cuda_backend.h"
 #include "kernels.cuh"
 #include "nngraph/error.h"
@@ -17,6 +19,8 @@
 namespace nngraph {
 
 namespace {
+
+using namespace conv_rows;
 
 cuda::ConvShape conv_shape(const ConvGeometry& g, int n, const ImageShape& in, const ImageShape& out) {
   return {n, in.c, in.h, in.w, out.c, out.h, out.w, g.kh, g.kw, g.sy, g.sx, g.dy, g.dx, g.pad_top, g.pad_left};
@@ -105,66 +109,6 @@ const T* output_gradient(CudaBackend& b, const Tensor& dy, const Tensor& y, cons
   }
   derivative_and_bias(b, dy, y, neuron, dz, db);
   return dz ? dz : dy.dense_as<const T>();
-}
-
-// A convolution whose 1×k windows tile each row (g.tiles_rows), as products over a matrix
-// of the windows: cuDNN's general kernels are several times slower on such shapes.
-bool windowed(const ConvGeometry& g, const ImageShape& in, const ImageShape& out) {
-  return g.groups == 1 && g.kw > 1 && g.tiles_rows(in, out);
-}
-// Channels-last, windows that cover their rows whole are already the rows of that matrix,
-// kw·c values each in a KRSC filter's order: the products read and write the images in place.
-bool windowed_in_place(const ConvGeometry& g, const ImageShape& in, const ImageShape& out) {
-  return windowed(g, in, out) && out.w * g.kw == in.w;
-}
-
-// Channels-last convolutions as matrix products over their windows' rows (cuda::windows) and
-// the KRSC filters, each pass a timed candidate beside cuDNN's algorithms:
-// - pointwise, a 1×1 window that reaches no padding: rows of c values, x itself where it reads
-//   every pixel. cuDNN's kernels for strided ones (ResNet's downsampling shortcuts) ran several
-//   times slower than the product; the input gradient places the rows' gradient back.
-// - few taps (kh·kw·c at most kDirectMaxTaps: stems on a few channels): rows of the taps padded
-//   to 8 values (16-byte rows of half values), forward and weight gradient.
-bool pointwise(const ConvGeometry& g, const ImageShape& in, const ImageShape& out) {
-  return g.groups == 1 && g.kh == 1 && g.kw == 1 && g.pad_top == 0 && g.pad_left == 0 &&
-         (out.h - 1) * g.sy < in.h && (out.w - 1) * g.sx < in.w;
-}
-bool few_taps(const ConvGeometry& g, const ImageShape& in) {
-  return g.groups == 1 && g.kh * g.kw > 1 && g.kh * g.kw * in.c <= cuda::kDirectMaxTaps;
-}
-// The values of a window's row: c for a pointwise convolution, else its taps rounded up to 8.
-int row_values(const ConvGeometry& g, const ImageShape& in) {
-  const int taps = g.kh * g.kw * in.c;
-  return g.kh * g.kw == 1 ? taps : (taps + 7) / 8 * 8;
-}
-// Whether a pointwise convolution reads every pixel: x is its rows as it lies.
-bool reads_every_pixel(const cuda::ConvShape& s) { return s.kh * s.kw == 1 && s.h == s.oh && s.w == s.ow; }
-// The windows' rows, ld values each: x itself, or gathered into *rows.
-template <class T>
-const T* window_rows(CudaBackend& b, const cuda::ConvShape& s, const Tensor& x, int ld,
-                     std::shared_ptr<Buffer>* rows) {
-  if (reads_every_pixel(s)) return x.dense_as<const T>();
-  *rows = b.allocate(static_cast<size_t>(s.n) * s.oh * s.ow * ld * sizeof(T));
-  cuda::windows(b.stream(), s, x.dense_as<const T>(), (*rows)->data(), sizeof(T), ld);
-  return static_cast<const T*>((*rows)->data());
-}
-// KRSC filters (o × k) as rows of ld values, zeros past k: w itself where ld is k.
-template <class T>
-const T* padded_filters(CudaBackend& b, const T* w, int o, int k, int ld, std::shared_ptr<Buffer>* padded) {
-  if (ld == k) return w;
-  *padded = b.allocate(static_cast<size_t>(o) * ld * sizeof(T));
-  cuda_check(cudaMemsetAsync((*padded)->data(), 0, (*padded)->bytes(), b.stream()), "convolution");
-  cuda::copy_rows(b.stream(), (*padded)->data(), ld * sizeof(T), w, k * sizeof(T), o, k * sizeof(T));
-  return static_cast<const T*>((*padded)->data());
-}
-
-template <class T>
-std::shared_ptr<Buffer> gather_windows(CudaBackend& b, const ConvGeometry& g, const Tensor& x, const ImageShape& out) {
-  const auto& is = x.shape();
-  auto win = b.allocate(static_cast<size_t>(x.batch()) * is.h * out.w * is.c * g.kw * sizeof(T));
-  cuda::gather_windows(b.stream(), x.data_as<const T>(), static_cast<T*>(win->data()), x.batch(), is.c, is.h, is.w,
-                       out.w, g.kw);
-  return win;
 }
 
 // Images and weights of storage type T.

@@ -18,7 +18,7 @@ struct ConvPlan {
   std::vector<cudnnConvolutionBwdDataAlgoPerf_t> bwd_data;
   std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> bwd_filter;
   // What runs each pass: the index of one of those algorithms, our direct kernels, our
-  // tensor-core products or a product over the windows' rows (conv.cpp), the quickest of them
+  // tensor-core products or a product over the windows' rows (conv_rows.h), the quickest of them
   // on the first call that is not being captured (until then the first).
   static constexpr int kUndecided = -1, kDirect = -2, kTensor = -3, kProduct = -4;
   int forward = kUndecided, input_gradient = kUndecided, weight_gradient = kUndecided;
