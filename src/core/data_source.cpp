@@ -6,6 +6,8 @@
 #include <random>
 
 #include "backends/backend.h"
+#include "backends/cpu/cpu_backend.h"
+#include "backends/math.h"
 #include "backends/optimizer_math.h"
 #include "nngraph/error.h"
 
@@ -53,15 +55,23 @@ std::pair<double, double> fans(const ParameterDescriptor& d) {
 std::vector<float> ArrayDataSource::initial_weights(const ParameterDescriptor& d, Initializer init, uint64_t seed) {
   const auto [fan_in, fan_out] = fans(d);
   std::vector<float> w(tensor_specs(d)[0].count(), 0.f);
-  std::mt19937_64 rng(seed);
-  if (init == Initializer::He) {
-    std::normal_distribution<double> dist(0.0, std::sqrt(2.0 / fan_in));
-    for (auto& v : w) v = static_cast<float>(dist(rng));
-  } else if (init == Initializer::Glorot) {
-    const double limit = std::sqrt(6.0 / (fan_in + fan_out));
-    std::uniform_real_distribution<double> dist(-limit, limit);
-    for (auto& v : w) v = static_cast<float>(dist(rng));
-  }
+  if (init == Initializer::Zeros) return w;
+  // Blocks of values, each from its own stream keyed by (seed, block), drawn across the cpu's
+  // threads: the same values for any thread count, and a large network's initialisation (a
+  // model's reset between runs) is not one thread's million draws.
+  constexpr size_t kBlock = 16384;
+  const double he = std::sqrt(2.0 / fan_in), limit = std::sqrt(6.0 / (fan_in + fan_out));
+  const size_t blocks = (w.size() + kBlock - 1) / kBlock;
+  cpu_backend().pool().parallel_for(blocks, [&](size_t first, size_t end) {
+    for (size_t k = first; k < end; ++k) {
+      std::mt19937_64 rng(math::mix64(seed + k * 0x9e3779b97f4a7c15ull));
+      std::normal_distribution<double> normal(0.0, he);
+      std::uniform_real_distribution<double> uniform(-limit, limit);
+      const size_t to = std::min(w.size(), (k + 1) * kBlock);
+      for (size_t i = k * kBlock; i < to; ++i)
+        w[i] = static_cast<float>(init == Initializer::He ? normal(rng) : uniform(rng));
+    }
+  });
   return w;
 }
 

@@ -1,5 +1,8 @@
 """Graph API: marshalling, data sources, asynchronous encode, memory plan."""
 
+import os
+import subprocess
+import sys
 import threading
 import time
 
@@ -263,6 +266,20 @@ def test_initializers_are_seeded_and_scaled():
     assert not ng.ArrayDataSource(d, "zeros").weights().any()
     assert ng.ArrayDataSource(d, biases=None).biases() is None
     np.testing.assert_array_equal(ng.ArrayDataSource(d).biases(), np.zeros(128, np.float32))
+
+
+def test_initial_weights_do_not_depend_on_the_thread_count():
+    # Drawn in blocks across the cpu's threads: one thread must draw the same values.
+    code = ("import sys, numpy as np, nngraph as ng; d = ng.ConvolutionDescriptor(kernel=3, input_channels=64, "
+            "output_channels=128); sys.stdout.buffer.write(np.concatenate([ng.ArrayDataSource(d, i, seed=3).weights()"
+            ".ravel() for i in ('he', 'glorot')]).tobytes())")
+    env = dict(os.environ, NNGRAPH_NUM_THREADS="1")
+    one = np.frombuffer(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, check=True).stdout,
+                        np.float32)
+    d = ng.ConvolutionDescriptor(kernel=3, input_channels=64, output_channels=128)
+    here = np.concatenate([ng.ArrayDataSource(d, i, seed=3).weights().ravel() for i in ("he", "glorot")])
+    np.testing.assert_array_equal(one, here)
+    assert len(np.unique(here[:73728])) > 73000  # the blocks' streams differ
 
 
 def test_memory_stats_follow_allocations(device, rng):
