@@ -10,11 +10,18 @@ template <class From, class To>
 __global__ void cast_kernel(const From* in, To* out, size_t n) {
   NNGRAPH_GRID_LOOP(i, n) out[i] = st<To>(ld(in[i]));
 }
-template <class T, class I, class F>
-__global__ void bias_neuron_kernel(T* x, I n, unsigned channels, unsigned hw, const float* bias, F neuron) {
-  NNGRAPH_GRID_LOOP_T(I, i, n) {
-    const float b = bias ? bias[(i / hw) % channels] : 0.f;
-    x[i] = st<T>(neuron(ld(x[i]) + b));
+// V values a thread: a pack of one pixel's channels (hw = 1, channels whole packs) or of one
+// channel's pixels (hw whole packs).
+template <int V, class T, class I, class F>
+__global__ void bias_neuron_kernel(T* x, I items, unsigned channels, unsigned hw, const float* bias, F neuron) {
+  NNGRAPH_GRID_LOOP_T(I, p, items) {
+    const I i = p * V;
+    float v[V];
+    load_values<V>(x + i, v);
+    const unsigned c = hw == 1 ? static_cast<unsigned>(i % channels) : static_cast<unsigned>(i / hw % channels);
+#pragma unroll
+    for (int k = 0; k < V; ++k) v[k] = neuron(v[k] + (bias ? bias[hw == 1 ? c + k : c] : 0.f));
+    store_values<V>(x + i, v);
   }
 }
 template <class N>
@@ -66,9 +73,15 @@ void cast(cudaStream_t s, const void* in, DType from, void* out, DType to, size_
 template <class T>
 void bias_neuron(cudaStream_t s, T* x, size_t n, int channels, int hw, const float* bias, const NeuronDescriptor& nd) {
   if (!bias && nd.type == NeuronType::None) return;
+  constexpr int V = kPack<T>;
+  const bool whole = n % V == 0 && packed(x) && (hw == 1 ? channels % V == 0 : hw % V == 0);
   with_index_type(n, [&](auto i) {
+    using I = decltype(i);
     with_neuron(nd, [&](auto neuron) {
-      bias_neuron_kernel<<<blocks_for(n), kThreads, 0, s>>>(x, decltype(i)(n), channels, hw, bias, neuron);
+      if (whole)
+        bias_neuron_kernel<V><<<blocks_for(n / V), kThreads, 0, s>>>(x, I(n / V), channels, hw, bias, neuron);
+      else
+        bias_neuron_kernel<1><<<blocks_for(n), kThreads, 0, s>>>(x, I(n), channels, hw, bias, neuron);
     });
   });
   check_launch("bias_neuron");

@@ -74,7 +74,7 @@ TEST_F(CudaCopies, AxesPermuted) {
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> d(-2.f, 2.f);
   for (const auto& dims : {std::array<int, 3>{3, 37, 70}, std::array<int, 3>{64, 9, 64}, std::array<int, 3>{5, 70, 9},
-                           std::array<int, 3>{2, 1, 33}}) {
+                           std::array<int, 3>{2, 1, 33}, std::array<int, 3>{4, 3, 1024}}) {
     for (const auto& perm : {std::array<int, 3>{0, 2, 1}, std::array<int, 3>{1, 0, 2}}) {
       const size_t count = static_cast<size_t>(dims[0]) * dims[1] * dims[2];
       std::vector<float> x(count);
