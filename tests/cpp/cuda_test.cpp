@@ -11,6 +11,7 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cuda/conv_plan.h"
+#include "backends/cuda/conv_rows.h"
 #include "backends/cuda/cuda_backend.h"
 #include "kernels.cuh"
 #include "nngraph/error.h"
@@ -163,17 +164,24 @@ TEST_F(CudaVsCpu, ConvolutionForwardAndGradientSymmetricAndAsymmetricPadding) {
 // Channels-last convolutions as products over their windows' rows (ConvPlan::kProduct, set on
 // the plan: the backend runs them only where they beat cuDNN): 1×1, strided and not, every
 // pass; few taps (a stem's 3×3 on 3 channels, padded, strided, dilated), forward and weights.
+// And forward passes on channels widened to 32 (ConvPlan::kWidened: 24 channels, 96-byte
+// pixels; 21, whose 84-byte pixels are gathered 16 bytes a thread), strided and not.
 TEST_F(CudaVsCpu, ProductConvolutionsOfChannelsLast) {
   struct Case {
     int n, c, h, w, o, k, s, d, pad, oh, ow;
+    bool widened = false;
   };
   for (const Case k : {Case{2, 8, 7, 6, 5, 1, 2, 1, 0, 4, 3}, Case{3, 6, 5, 4, 4, 1, 1, 1, 0, 5, 4},
                        Case{2, 3, 8, 8, 6, 1, 3, 1, 0, 3, 3}, Case{2, 3, 9, 8, 16, 3, 1, 1, 1, 9, 8},
-                       Case{2, 3, 9, 8, 8, 3, 2, 2, 1, 4, 3}}) {
+                       Case{2, 3, 9, 8, 8, 3, 2, 2, 1, 4, 3}, Case{2, 24, 7, 6, 16, 3, 1, 1, 1, 7, 6, true},
+                       Case{2, 21, 5, 5, 8, 3, 2, 1, 1, 3, 3, true}}) {
     const ConvGeometry g{k.k, k.k, k.s, k.s, k.d, k.d, 1, k.pad, k.pad};
     const ImageShape in{k.c, k.h, k.w}, out{k.o, k.oh, k.ow};
     ConvPlan& plan = conv_plan(gpu(), g, k.n, in, out, DType::Float32, true);
-    plan.forward = plan.weight_gradient = ConvPlan::kProduct;
+    const int product = k.widened ? ConvPlan::kUndecided : ConvPlan::kProduct;
+    ASSERT_EQ(conv_rows::widened_channels(g, in), k.widened ? 32 : 0);
+    plan.forward = k.widened ? ConvPlan::kWidened : product;
+    plan.weight_gradient = product;
     if (k.k == 1) plan.input_gradient = ConvPlan::kProduct;
     // NCHW values as the channels-last images the cuda pass reads, and back.
     auto last = [&](const std::vector<float>& v, ImageShape s, bool back) {
@@ -216,8 +224,8 @@ TEST_F(CudaVsCpu, ProductConvolutionsOfChannelsLast) {
     near(host(dxc), last(host(dxg), in, true));
     near(dwc, host(dwg), 1e-3f);
     near(dbc, host(dbg), 1e-3f);
-    EXPECT_EQ(plan.forward, ConvPlan::kProduct);
-    EXPECT_EQ(plan.weight_gradient, ConvPlan::kProduct);
+    EXPECT_EQ(plan.forward, k.widened ? ConvPlan::kWidened : ConvPlan::kProduct);
+    if (!k.widened) EXPECT_EQ(plan.weight_gradient, ConvPlan::kProduct);
   }
 }
 

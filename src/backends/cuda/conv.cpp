@@ -169,6 +169,28 @@ void convolution_of(CudaBackend& b, const ConvGeometry& g, const Tensor& in, con
     const Tensor y = out.pixels();
     cuda::bias_neuron(b.stream(), y.data_as<T>(), y.count(), os.c, 1, bias, neuron);
   };
+  const int wide = last ? widened_channels(g, in.shape()) : 0;
+  ConvPlan* widened_plan = nullptr;
+  if (wide) {
+    ImageShape ws = in.shape();
+    ws.c = wide;
+    widened_plan = &conv_plan(b, g, n, ws, os, dt, last);
+    if (widened_plan->padded) widened_plan = nullptr;  // cuDNN's own padding only
+  }
+  auto widened = [&] {
+    const ConvPlan& q = *widened_plan;
+    std::shared_ptr<Buffer> rows, filters;
+    const T* x = widened_pixels<T>(b, in, wide, &rows);
+    const T* wk = padded_filters<T>(b, weights, os.c * g.kh * g.kw, in.shape().c, wide, &filters);
+    const float one = 1.f, zero = 0.f;
+    const auto& a = q.fwd[0];
+    const auto ws = b.workspace(a.memory);
+    cudnn_check(cudnnConvolutionForward(b.cudnn(), &one, q.x, x, q.w, wk, q.conv, a.algo, ws->data(), a.memory,
+                                        &zero, q.y, out.dense_as<T>()),
+                "convolution");
+    const Tensor y = out.pixels();
+    cuda::bias_neuron(b.stream(), y.data_as<T>(), y.count(), os.c, 1, bias, neuron);
+  };
   auto tensor = [&] {
     const auto reordered = b.allocate(static_cast<size_t>(os.c) * in.shape().c * g.kh * g.kw * sizeof(float));
     cuda::tensor_convolution(b.stream(), shape, !g.tf32, in.data_as<const float>(), as_float(weights), bias,
@@ -180,8 +202,10 @@ void convolution_of(CudaBackend& b, const ConvGeometry& g, const Tensor& in, con
     if (ours && cuda::tensor_convolution_fits(shape)) c.push_back({ConvPlan::kTensor, tensor});
     if (last && (pointwise(g, in.shape(), os) || few_taps(g, in.shape())))
       c.push_back({ConvPlan::kProduct, product});
+    if (widened_plan) c.push_back({ConvPlan::kWidened, widened});
     p.forward = b.quickest(c);
   }
+  if (p.forward == ConvPlan::kWidened) return widened();
   if (p.forward == ConvPlan::kDirect) return direct();
   if (p.forward == ConvPlan::kProduct) return product();
   if (p.forward == ConvPlan::kTensor) return tensor();

@@ -18,9 +18,10 @@ struct ConvPlan {
   std::vector<cudnnConvolutionBwdDataAlgoPerf_t> bwd_data;
   std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> bwd_filter;
   // What runs each pass: the index of one of those algorithms, our direct kernels, our
-  // tensor-core products or a product over the windows' rows (conv_rows.h), the quickest of them
-  // on the first call that is not being captured (until then the first).
-  static constexpr int kUndecided = -1, kDirect = -2, kTensor = -3, kProduct = -4;
+  // tensor-core products, a product over the windows' rows (conv_rows.h) or cuDNN on channels
+  // widened (conv_rows.h), the quickest of them on the first call that is not being captured
+  // (until then the first).
+  static constexpr int kUndecided = -1, kDirect = -2, kTensor = -3, kProduct = -4, kWidened = -5;
   int forward = kUndecided, input_gradient = kUndecided, weight_gradient = kUndecided;
   // cuDNN pads symmetrically; other paddings run on an explicitly zero-padded copy.
   bool padded = false;
