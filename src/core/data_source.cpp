@@ -56,15 +56,17 @@ std::vector<float> ArrayDataSource::initial_weights(const ParameterDescriptor& d
   const auto [fan_in, fan_out] = fans(d);
   std::vector<float> w(tensor_specs(d)[0].count(), 0.f);
   if (init == Initializer::Zeros) return w;
-  // Blocks of values, each from its own stream keyed by (seed, block), drawn across the cpu's
-  // threads: the same values for any thread count, and a large network's initialisation (a
-  // model's reset between runs) is not one thread's million draws.
+  // Blocks of values, each from its own stream, drawn across the cpu's threads: the same values
+  // for any thread count, and a large network's initialisation (a model's reset between runs)
+  // is not one thread's million draws. The first block's stream is the seed's own, so tensors
+  // of up to a block hold the values one stream always gave them; the others' are keyed by
+  // (seed, block).
   constexpr size_t kBlock = 16384;
   const double he = std::sqrt(2.0 / fan_in), limit = std::sqrt(6.0 / (fan_in + fan_out));
   const size_t blocks = (w.size() + kBlock - 1) / kBlock;
   cpu_backend().pool().parallel_for(blocks, [&](size_t first, size_t end) {
     for (size_t k = first; k < end; ++k) {
-      std::mt19937_64 rng(math::mix64(seed + k * 0x9e3779b97f4a7c15ull));
+      std::mt19937_64 rng(k == 0 ? seed : math::mix64(seed + k * 0x9e3779b97f4a7c15ull));
       std::normal_distribution<double> normal(0.0, he);
       std::uniform_real_distribution<double> uniform(-limit, limit);
       const size_t to = std::min(w.size(), (k + 1) * kBlock);

@@ -1,8 +1,10 @@
 // dtypes, descriptors, padding rules, images and matrices.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <random>
 #include <vector>
 
 #include "nngraph/data_source.h"
@@ -166,6 +168,24 @@ TEST(Parameters, ArraySourceFillsAndChecksEachTensor) {
   EXPECT_EQ(gate.tensor("biases").count, 0u);
   EXPECT_FALSE(gate.has(1));
   EXPECT_THROW(ArrayDataSource(MatrixDescriptor{2, 3, false}, {{1, 2, 3}, {}}, "short"), InvalidInput);
+}
+
+// He values: a block's worth (16384) come from the seed's own stream, as one stream always drew
+// them; past it, each block from its own.
+TEST(Parameters, InitialWeightsFirstBlockIsTheSeedsStream) {
+  ConvolutionDescriptor d;
+  d.kernel_height = d.kernel_width = 3;
+  d.input_feature_channels = 64;
+  d.output_feature_channels = 64;  // 36864 values: two blocks and part of a third
+  const std::vector<float> w = ArrayDataSource::initial_weights(d, Initializer::He, 3);
+  std::mt19937_64 rng(3);
+  std::normal_distribution<double> normal(0.0, std::sqrt(2.0 / (64 * 9)));
+  std::vector<float> one(w.size());
+  for (auto& v : one) v = static_cast<float>(normal(rng));
+  ASSERT_EQ(w.size(), 36864u);
+  EXPECT_TRUE(std::equal(w.begin(), w.begin() + 16384, one.begin()));
+  EXPECT_FALSE(std::equal(w.begin() + 16384, w.begin() + 32768, one.begin() + 16384));
+  EXPECT_FALSE(std::equal(w.begin() + 16384, w.begin() + 32768, w.begin()));
 }
 
 TEST(Image, AllocateCopyConvert) {
