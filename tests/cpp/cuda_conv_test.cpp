@@ -1,0 +1,285 @@
+// The cuda convolutions (cuDNN, our direct and tensor-core kernels, products over windows' rows,
+// widened channels) against the cpu backend on the same random inputs (skipped without a GPU).
+#ifdef NNGRAPH_HAVE_CUDA
+#include "cuda_vs_cpu.h"
+
+using namespace nngraph;
+using nngraph::testing_cuda::CudaVsCpu;
+
+TEST_F(CudaVsCpu, ConvolutionForwardAndGradientSymmetricAndAsymmetricPadding) {
+  struct Case {
+    int n, c, h, w, o, kh, kw, s, d, g, pt, pl, oh, ow;
+  };
+  for (const Case k : {Case{3, 4, 9, 9, 6, 3, 3, 1, 1, 2, 1, 1, 9, 9}, Case{2, 3, 8, 7, 5, 4, 4, 2, 1, 1, 1, 1, 4, 4},
+                       Case{2, 2, 7, 7, 4, 3, 3, 1, 2, 1, 0, 0, 3, 3}}) {
+    const ConvGeometry g{k.kh, k.kw, k.s, k.s, k.d, k.d, k.g, k.pt, k.pl};
+    const auto xv = random(static_cast<size_t>(k.n) * k.c * k.h * k.w);
+    const auto wv = random(static_cast<size_t>(k.o) * (k.c / k.g) * k.kh * k.kw), bv = random(k.o);
+    auto [xc, xg] = pair(k.n, {k.c, k.h, k.w}, xv);
+    auto [yc, yg] = empty(k.n, {k.o, k.oh, k.ow});
+    auto wg = on_gpu(wv), bg = on_gpu(bv);
+    const auto tanh = NeuronDescriptor::make(NeuronType::TanH);
+    dispatch<ConvolutionKernel>(cpu(), g, xc, t(wv), t(bv), tanh, yc);
+    dispatch<ConvolutionKernel>(gpu(), g, xg, t(wg), t(bg), tanh, yg);
+    near(host(yc), host(yg));
+    const auto dyv = random(yc.descriptor().count());
+    auto [dyc, dyg] = pair(k.n, {k.o, k.oh, k.ow}, dyv);
+    auto [dxc, dxg] = empty(k.n, {k.c, k.h, k.w});
+    std::vector<float> dwc(wv.size()), dbc(k.o);
+    auto dwg = gpu().allocate(wv.size() * 4), dbg = gpu().allocate(k.o * 4);
+    dispatch<ConvolutionGradientKernel>(cpu(), g, xc, t(wv), dyc, yc, tanh, dxc, t(dwc), t(dbc));
+    dispatch<ConvolutionGradientKernel>(gpu(), g, xg, t(wg), dyg, yg, tanh, dxg,
+                               t(dwg), t(dbg));
+    near(host(dxc), host(dxg));
+    near(dwc, host(dwg), 1e-3f);
+    near(dbc, host(dbg), 1e-3f);
+  }
+}
+
+// Channels-last convolutions as products over their windows' rows (ConvPlan::kProduct, set on
+// the plan: the backend runs them only where they beat cuDNN): 1×1, strided and not, every
+// pass; few taps (a stem's 3×3 on 3 channels, padded, strided, dilated), forward and weights.
+// And forward passes on channels widened to 32 (ConvPlan::kWidened: 24 channels, 96-byte
+// pixels; 21, whose 84-byte pixels are gathered 16 bytes a thread), strided and not.
+TEST_F(CudaVsCpu, ProductConvolutionsOfChannelsLast) {
+  struct Case {
+    int n, c, h, w, o, k, s, d, pad, oh, ow;
+    bool widened = false;
+  };
+  for (const Case k : {Case{2, 8, 7, 6, 5, 1, 2, 1, 0, 4, 3}, Case{3, 6, 5, 4, 4, 1, 1, 1, 0, 5, 4},
+                       Case{2, 3, 8, 8, 6, 1, 3, 1, 0, 3, 3}, Case{2, 3, 9, 8, 16, 3, 1, 1, 1, 9, 8},
+                       Case{2, 3, 9, 8, 8, 3, 2, 2, 1, 4, 3}, Case{2, 24, 7, 6, 16, 3, 1, 1, 1, 7, 6, true},
+                       Case{2, 21, 5, 5, 8, 3, 2, 1, 1, 3, 3, true}}) {
+    const ConvGeometry g{k.k, k.k, k.s, k.s, k.d, k.d, 1, k.pad, k.pad};
+    const ImageShape in{k.c, k.h, k.w}, out{k.o, k.oh, k.ow};
+    ConvPlan& plan = conv_plan(gpu(), g, k.n, in, out, DType::Float32, true);
+    const int product = k.widened ? ConvPlan::kUndecided : ConvPlan::kProduct;
+    ASSERT_EQ(conv_rows::widened_channels(g, in), k.widened ? 32 : 0);
+    plan.forward = k.widened ? ConvPlan::kWidened : product;
+    plan.weight_gradient = product;
+    if (k.k == 1) plan.input_gradient = ConvPlan::kProduct;
+    // NCHW values as the channels-last images the cuda pass reads, and back.
+    auto last = [&](const std::vector<float>& v, ImageShape s, bool back) {
+      std::vector<float> r(v.size());
+      const size_t hw = static_cast<size_t>(s.h) * s.w;
+      for (int i = 0; i < k.n; ++i)
+        for (int ch = 0; ch < s.c; ++ch)
+          for (size_t p = 0; p < hw; ++p) {
+            const size_t nchw = (static_cast<size_t>(i) * s.c + ch) * hw + p, nhwc = (i * hw + p) * s.c + ch;
+            (back ? r[nchw] : r[nhwc]) = back ? v[nhwc] : v[nchw];
+          }
+      return r;
+    };
+    auto image = [&](const std::vector<float>& v, ImageShape s) {
+      Image img = Image::allocate({k.n, s, DType::Float32}, Device(DeviceType::CUDA, 0));
+      if (!v.empty()) img.copy_from_host(last(v, s, false).data());
+      return img;
+    };
+    const auto xv = random(static_cast<size_t>(k.n) * k.c * k.h * k.w);
+    const auto wv = random(static_cast<size_t>(k.o) * k.c * k.k * k.k), bv = random(k.o);
+    const auto tanh = NeuronDescriptor::make(NeuronType::TanH);
+    auto [xc, unused_x] = pair(k.n, in, xv);
+    auto [yc, unused_y] = empty(k.n, out);
+    Image xg = image(xv, in), yg = image({}, out);
+    auto wg = on_gpu(wv), bg = on_gpu(bv);
+    dispatch<ConvolutionKernel>(cpu(), g, xc, t(wv), t(bv), tanh, yc);
+    dispatch<ConvolutionKernel>(gpu(), g, Tensor::image(xg, Layout::NHWC), t(wg), t(bg), tanh,
+                                Tensor::image(yg, Layout::NHWC));
+    near(host(yc), last(host(yg), out, true));
+    const auto dyv = random(yc.descriptor().count());
+    auto [dyc, unused_dy] = pair(k.n, out, dyv);
+    auto [dxc, unused_dx] = empty(k.n, in);
+    Image dyg = image(dyv, out), dxg = image({}, in);
+    std::vector<float> dwc(wv.size()), dbc(k.o);
+    auto dwg = gpu().allocate(wv.size() * 4), dbg = gpu().allocate(k.o * 4);
+    dispatch<ConvolutionGradientKernel>(cpu(), g, xc, t(wv), dyc, yc, tanh, dxc, t(dwc), t(dbc));
+    dispatch<ConvolutionGradientKernel>(gpu(), g, Tensor::image(xg, Layout::NHWC), t(wg),
+                                        Tensor::image(dyg, Layout::NHWC), Tensor::image(yg, Layout::NHWC), tanh,
+                                        Tensor::image(dxg, Layout::NHWC), t(dwg), t(dbg));
+    near(host(dxc), last(host(dxg), in, true));
+    near(dwc, host(dwg), 1e-3f);
+    near(dbc, host(dbg), 1e-3f);
+    EXPECT_EQ(plan.forward, k.widened ? ConvPlan::kWidened : ConvPlan::kProduct);
+    if (!k.widened) {
+      EXPECT_EQ(plan.weight_gradient, ConvPlan::kProduct);
+    }
+  }
+}
+
+// Our direct kernels, called directly: the backend runs them only where they beat cuDNN.
+TEST_F(CudaVsCpu, DirectConvolutionAndWeightGradient) {
+  struct Case {
+    int n, c, h, w, o, kh, kw, s, d, pt, pl, oh, ow;
+    NeuronType neuron;
+    bool bias;
+  };
+  // Tap counts 25, 18, 64 and 9 (each kernel variant), channel tiles full, partial and two,
+  // strides, dilations and asymmetric padding.
+  for (const Case k : {Case{3, 1, 12, 12, 32, 5, 5, 1, 1, 2, 2, 12, 12, NeuronType::ReLU, true},
+                       Case{2, 2, 11, 10, 12, 3, 3, 2, 2, 1, 1, 5, 4, NeuronType::TanH, true},
+                       Case{2, 4, 8, 8, 40, 4, 4, 1, 1, 0, 0, 5, 5, NeuronType::None, false},
+                       Case{5, 1, 7, 9, 5, 3, 3, 1, 1, 0, 2, 5, 9, NeuronType::Sigmoid, true}}) {
+    auto [g, d, xv, wv, bv, xc, xg, yc, yg, wg, bg] =
+        conv(k.n, k.c, k.h, k.w, k.o, k.kh, k.kw, k.s, k.d, k.pt, k.pl, k.oh, k.ow);
+    ASSERT_TRUE(cuda::direct_convolution_fits(d));
+    const auto nd = NeuronDescriptor::make(k.neuron);
+    const float* bias_g = k.bias ? static_cast<float*>(bg->data()) : nullptr;
+    dispatch<ConvolutionKernel>(cpu(), g, xc, t(wv), k.bias ? t(bv) : Tensor(), nd, yc);
+    cuda::direct_convolution(gpu().stream(), d, xg.data_as<float>(), static_cast<float*>(wg->data()), bias_g, nd,
+                             yg.data_as<float>());
+    near(host(yc), host(yg));
+    const auto dyv = random(yc.descriptor().count());
+    auto [dyc, dyg] = pair(k.n, {k.o, k.oh, k.ow}, dyv);
+    auto partial = gpu().allocate(static_cast<size_t>(cuda::direct_weight_gradient_rows(d)) * (wv.size() + k.o) * 4);
+    auto dwg = gpu().allocate(wv.size() * 4), dbg = gpu().allocate(k.o * 4);
+    // With the neuron's derivative and the bias gradient, then from dz itself without them.
+    std::vector<float> dwc(wv.size()), dbc(k.o);
+    dispatch<ConvolutionGradientKernel>(cpu(), g, xc, t(wv), dyc, yc, nd, Tensor(), t(dwc), t(dbc));
+    cuda::direct_weight_gradient(gpu().stream(), d, xg.data_as<float>(), dyg.data_as<float>(), yg.data_as<float>(), nd,
+                                 static_cast<float*>(dwg->data()), static_cast<float*>(dbg->data()),
+                                 static_cast<float*>(partial->data()));
+    near(dwc, host(dwg), 1e-3f);
+    near(dbc, host(dbg), 1e-3f);
+    dispatch<ConvolutionGradientKernel>(cpu(), g, xc, t(wv), dyc, Tensor(), NeuronDescriptor{}, Tensor(), t(dwc), Tensor());
+    cuda::direct_weight_gradient(gpu().stream(), d, xg.data_as<float>(), dyg.data_as<float>(), static_cast<const float*>(nullptr), nd,
+                                 static_cast<float*>(dwg->data()), nullptr, static_cast<float*>(partial->data()));
+    near(dwc, host(dwg), 1e-3f);
+  }
+}
+
+// The direct weight gradient on a half graph's operands: channels-last float16 x, dy and y
+// (one channel, and several: a tap offset per channel), summed in float32, written as float16;
+// dy read in packs of channels (32 and 40 of them) and one by one (12).
+TEST_F(CudaVsCpu, DirectWeightGradientOfChannelsLastHalf) {
+  struct Case {
+    int n, c, h, w, o, s, oh, ow;
+  };
+  for (const Case k : {Case{4, 1, 14, 13, 32, 1, 14, 13}, Case{3, 3, 9, 10, 40, 2, 5, 5}, Case{2, 2, 8, 8, 12, 1, 8, 8}}) {
+    auto [g, d, xv, wv, bv, xc, xg, yc, yg, wg, bg] = conv(k.n, k.c, k.h, k.w, k.o, 3, 3, k.s, 1, 1, 1, k.oh, k.ow);
+    ASSERT_TRUE(cuda::direct_convolution_fits(d));
+    const auto x = rounded(xv), dy = rounded(random(static_cast<size_t>(k.n) * k.o * k.oh * k.ow));
+    const auto y = rounded(random(dy.size()));
+    Image xh = Image::allocate({k.n, {k.c, k.h, k.w}, DType::Float32}, Device());
+    xh.copy_from_host(x.data());
+    auto [dyc, unused_dy] = pair(k.n, {k.o, k.oh, k.ow}, dy);
+    auto [ycpu, unused_y] = pair(k.n, {k.o, k.oh, k.ow}, y);
+    const auto relu = NeuronDescriptor::make(NeuronType::ReLU);
+    std::vector<float> dwc(wv.size()), dbc(k.o);
+    dispatch<ConvolutionGradientKernel>(cpu(), g, xh, t(wv), dyc, ycpu, relu, Tensor(), t(dwc), t(dbc));
+    d.x_last = d.y_last = true;
+    const auto xg16 = half_nhwc(x, k.n, k.c, k.h * k.w), dyg16 = half_nhwc(dy, k.n, k.o, k.oh * k.ow);
+    const auto yg16 = half_nhwc(y, k.n, k.o, k.oh * k.ow);
+    auto partial = gpu().allocate(static_cast<size_t>(cuda::direct_weight_gradient_rows(d)) * (wv.size() + k.o) * 4);
+    auto dwg = gpu().allocate(wv.size() * 2), dbg = gpu().allocate(k.o * 4);
+    cuda::direct_weight_gradient(gpu().stream(), d, static_cast<const __half*>(xg16->data()),
+                                 static_cast<const __half*>(dyg16->data()), static_cast<const __half*>(yg16->data()),
+                                 relu, static_cast<__half*>(dwg->data()), static_cast<float*>(dbg->data()),
+                                 static_cast<float*>(partial->data()));
+    std::vector<uint16_t> dw16(wv.size());
+    gpu().copy_to_host(dw16.data(), dwg->data(), dwg->bytes());
+    std::vector<float> dw(wv.size());
+    for (size_t i = 0; i < dw.size(); ++i) dw[i] = half_to_float(dw16[i]);
+    near(dwc, dw, 2e-3f);  // float16's rounding of sums of a few hundred products
+    near(dbc, host(dbg), 1e-4f);
+  }
+}
+
+// The direct forward pass on a half graph's operands: channels-last x and y, KRSC weights,
+// the bias and neuron in float32; bfloat16 and float16. y is stored in 16-byte packs of
+// channels (24: the speed run's whitening layer, one tile of 24; 40: tiles of 32 and 8) and
+// one by one (12).
+TEST_F(CudaVsCpu, DirectConvolutionOfChannelsLastHalf) {
+  struct Case {
+    int n, c, h, w, o, k, s, pad, oh, ow;
+    bool bf16;
+  };
+  for (const Case k : {Case{256, 3, 32, 32, 24, 2, 1, 0, 31, 31, true}, Case{3, 3, 9, 10, 40, 3, 2, 1, 5, 5, false},
+                       Case{2, 1, 8, 8, 12, 3, 1, 1, 8, 8, true}}) {
+    auto [g, d, xv, wv, bv, xc, xg, yc, yg, wg, bg] = conv(k.n, k.c, k.h, k.w, k.o, k.k, k.k, k.s, 1, k.pad, k.pad, k.oh, k.ow);
+    ASSERT_TRUE(cuda::direct_convolution_fits(d));
+    const auto x = rounded(xv, k.bf16), w = rounded(wv, k.bf16);
+    Image xr = Image::allocate({k.n, {k.c, k.h, k.w}, DType::Float32}, Device());
+    xr.copy_from_host(x.data());
+    const auto gelu = NeuronDescriptor::make(NeuronType::GELU);
+    dispatch<ConvolutionKernel>(cpu(), g, xr, t(w), t(bv), gelu, yc);
+    d.x_last = d.y_last = true;
+    // OIHW weights as KRSC: each output channel's taps as one image of c channels.
+    const auto x16 = half_nhwc(x, k.n, k.c, k.h * k.w, k.bf16), w16 = half_nhwc(w, k.o, k.c, k.k * k.k, k.bf16);
+    const size_t count = static_cast<size_t>(k.n) * k.o * k.oh * k.ow;
+    auto y16 = gpu().allocate(count * 2);
+    const float* bias = static_cast<const float*>(bg->data());
+    if (k.bf16)
+      cuda::direct_convolution(gpu().stream(), d, static_cast<const __nv_bfloat16*>(x16->data()),
+                               static_cast<const __nv_bfloat16*>(w16->data()), bias, gelu,
+                               static_cast<__nv_bfloat16*>(y16->data()));
+    else
+      cuda::direct_convolution(gpu().stream(), d, static_cast<const __half*>(x16->data()),
+                               static_cast<const __half*>(w16->data()), bias, gelu, static_cast<__half*>(y16->data()));
+    std::vector<uint16_t> got16(count);
+    gpu().copy_to_host(got16.data(), y16->data(), y16->bytes());
+    const auto want = host(yc);
+    std::vector<float> got(count);
+    const int plane = k.oh * k.ow;
+    for (int i = 0; i < k.n; ++i)
+      for (int o = 0; o < k.o; ++o)
+        for (int p = 0; p < plane; ++p) {
+          const uint16_t v = got16[(static_cast<size_t>(i) * plane + p) * k.o + o];
+          got[(static_cast<size_t>(i) * k.o + o) * plane + p] = k.bf16 ? bfloat16_to_float(v) : half_to_float(v);
+        }
+    near(rounded(want, k.bf16), got, k.bf16 ? 8e-3f : 1e-3f);  // a rounding of the float32 sum at most
+  }
+}
+
+// Our tensor-core products, called directly, exact (three tf32 products) and tf32 (one): the
+// exact ones agree with float32 as closely as cuDNN's FMA algorithms, far closer than tf32.
+TEST_F(CudaVsCpu, TensorConvolutionPasses) {
+  struct Case {
+    int n, c, h, w, o, kh, kw, s, d, pt, pl, oh, ow;
+    NeuronType neuron;
+  };
+  // Tails in every product dimension, narrow and two-tile outputs, stride, dilation,
+  // asymmetric padding, and a weight gradient split over its k.
+  for (const Case k : {Case{3, 32, 12, 11, 48, 5, 5, 1, 1, 2, 2, 12, 10, NeuronType::TanH},
+                       Case{2, 16, 9, 8, 70, 3, 3, 2, 1, 1, 0, 5, 4, NeuronType::ReLU},
+                       Case{2, 48, 10, 10, 16, 3, 3, 1, 2, 2, 2, 10, 10, NeuronType::None},
+                       Case{16, 16, 14, 14, 32, 3, 3, 1, 1, 1, 1, 14, 14, NeuronType::None}}) {
+    auto [g, d, xv, wv, bv, xc, xg, yc, yg, wg, bg] =
+        conv(k.n, k.c, k.h, k.w, k.o, k.kh, k.kw, k.s, k.d, k.pt, k.pl, k.oh, k.ow);
+    ASSERT_TRUE(cuda::tensor_convolution_fits(d));
+    ASSERT_EQ(cuda::tensor_input_gradient_fits(d), k.s == 1);
+    const auto nd = NeuronDescriptor::make(k.neuron);
+    dispatch<ConvolutionKernel>(cpu(), g, xc, t(wv), t(bv), nd, yc);
+    const auto dyv = random(yc.descriptor().count());
+    auto [dyc, dyg] = pair(k.n, {k.o, k.oh, k.ow}, dyv);
+    ASSERT_TRUE(cuda::tensor_weight_gradient_fits(d, dyg.data_as<float>()));
+    auto [dxc, dxg] = empty(k.n, {k.c, k.h, k.w});
+    std::vector<float> dwc(wv.size());
+    dispatch<ConvolutionGradientKernel>(cpu(), g, xc, t(wv), dyc, Tensor(), NeuronDescriptor{}, dxc, t(dwc), Tensor());
+    const auto dwg = gpu().allocate(wv.size() * 4), reordered = gpu().allocate(wv.size() * 4);
+    const size_t partial_floats = cuda::tensor_weight_gradient_partial(d);
+    const auto partial = gpu().allocate(std::max<size_t>(1, partial_floats) * 4);
+    const int passes = k.s == 1 ? 3 : 2;  // forward, weight gradient, input gradient (stride 1)
+    float error[2][3] = {};               // [exact][pass]
+    for (const bool exact : {false, true}) {
+      const float* w = static_cast<float*>(wg->data());
+      cuda::tensor_convolution(gpu().stream(), d, exact, xg.data_as<float>(), w, static_cast<float*>(bg->data()), nd,
+                               yg.data_as<float>(), static_cast<float*>(reordered->data()));
+      cuda::tensor_weight_gradient(gpu().stream(), d, exact, xg.data_as<float>(), dyg.data_as<float>(),
+                                   static_cast<float*>(dwg->data()),
+                                   partial_floats ? static_cast<float*>(partial->data()) : nullptr);
+      error[exact][0] = worst(host(yc), host(yg));
+      error[exact][1] = worst(dwc, host(dwg));
+      if (passes == 3) {
+        cuda::tensor_input_gradient(gpu().stream(), d, exact, dyg.data_as<float>(), w, dxg.data_as<float>(),
+                                    static_cast<float*>(reordered->data()));
+        error[exact][2] = worst(host(dxc), host(dxg));
+      }
+    }
+    for (int pass = 0; pass < passes; ++pass) {
+      EXPECT_LT(error[1][pass], 5e-5f) << "pass " << pass;
+      EXPECT_LT(error[0][pass], 2e-2f) << "pass " << pass;
+      EXPECT_GT(error[0][pass], 20 * error[1][pass]) << "pass " << pass;  // the exact path adds the remainders
+    }
+  }
+}
+#endif  // NNGRAPH_HAVE_CUDA

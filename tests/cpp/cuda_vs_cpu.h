@@ -1,0 +1,133 @@
+#pragma once
+// The fixture of the cuda-against-cpu tests (cuda_conv_test.cpp, cuda_test.cpp,
+// cuda_runtime_test.cpp): both backends, random values, images and buffers on each device.
+#ifdef NNGRAPH_HAVE_CUDA
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <tuple>
+#include <vector>
+
+#include "backends/cpu/cpu_backend.h"
+#include "backends/cuda/conv_plan.h"
+#include "backends/cuda/conv_rows.h"
+#include "backends/cuda/cuda_backend.h"
+#include "kernels.cuh"
+#include "nngraph/error.h"
+#include "nngraph/nodes.h"
+#include "ops/arithmetic.h"
+#include "ops/cast.h"
+#include "ops/optimizer.h"
+#include "ops/concatenation.h"
+#include "ops/conv.h"
+#include "ops/dropout.h"
+#include "ops/loss.h"
+#include "ops/neuron.h"
+#include "ops/normalization.h"
+#include "ops/pool.h"
+#include "ops/softmax.h"
+
+namespace nngraph::testing_cuda {
+
+class CudaVsCpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  }
+  CudaBackend& gpu() { return cuda_backend(0); }
+  CpuBackend& cpu() { return cpu_backend(); }
+
+  std::vector<float> random(size_t n, float scale = 1.f) {
+    std::uniform_real_distribution<float> d(-scale, scale);
+    std::vector<float> v(n);
+    for (auto& x : v) x = d(rng_);
+    return v;
+  }
+  // The same values as an image on each device.
+  std::pair<Image, Image> pair(int n, ImageShape s, const std::vector<float>& v) {
+    Image a = Image::allocate({n, s, DType::Float32}, Device());
+    Image b = Image::allocate({n, s, DType::Float32}, Device(DeviceType::CUDA, 0));
+    a.copy_from_host(v.data());
+    b.copy_from_host(v.data());
+    return {a, b};
+  }
+  std::pair<Image, Image> empty(int n, ImageShape s) {
+    return {Image::allocate({n, s, DType::Float32}, Device()),
+            Image::allocate({n, s, DType::Float32}, Device(DeviceType::CUDA, 0))};
+  }
+  // A device copy of host values (weights, biases, gradients).
+  std::shared_ptr<Buffer> on_gpu(const std::vector<float>& v) {
+    auto b = gpu().allocate(v.size() * sizeof(float));
+    gpu().copy_from_host(b->data(), v.data(), b->bytes());
+    return b;
+  }
+  std::vector<float> host(const Image& img) {
+    std::vector<float> v(img.descriptor().count());
+    img.copy_to_host(v.data());
+    return v;
+  }
+  // Host or device values as a kernel's parameter operand.
+  static Tensor t(const std::vector<float>& v) { return Tensor::vector(v.data(), v.size()); }
+  static Tensor t(const std::shared_ptr<Buffer>& b) { return Tensor::vector(b, b->bytes() / sizeof(float)); }
+  std::vector<float> host(const std::shared_ptr<Buffer>& b) {
+    std::vector<float> v(b->bytes() / sizeof(float));
+    gpu().copy_to_host(v.data(), b->data(), b->bytes());
+    return v;
+  }
+  // The largest |got − want| / (1 + |want|).
+  static float worst(const std::vector<float>& want, const std::vector<float>& got) {
+    float e = 0.f;
+    for (size_t i = 0; i < want.size(); ++i) e = std::max(e, std::fabs(want[i] - got[i]) / (1.f + std::fabs(want[i])));
+    return e;
+  }
+  static void near(const std::vector<float>& a, const std::vector<float>& b, float tol = 1e-4f) {
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], tol * (1.f + std::fabs(a[i]))) << "at " << i;
+  }
+  // A convolution's random input, weights and bias on both devices, and its empty outputs.
+  struct Conv {
+    ConvGeometry g;
+    cuda::ConvShape d;
+    std::vector<float> xv, wv, bv;
+    Image xc, xg, yc, yg;
+    std::shared_ptr<Buffer> wg, bg;
+  };
+  Conv conv(int n, int c, int h, int w, int o, int kh, int kw, int s, int d, int pt, int pl, int oh, int ow) {
+    Conv v{{kh, kw, s, s, d, d, 1, pt, pl}, {n, c, h, w, o, oh, ow, kh, kw, s, s, d, d, pt, pl}, {}, {}, {}, {}, {}, {},
+           {}, {}, {}};
+    v.xv = random(static_cast<size_t>(n) * c * h * w);
+    v.wv = random(static_cast<size_t>(o) * c * kh * kw);
+    v.bv = random(o);
+    std::tie(v.xc, v.xg) = pair(n, {c, h, w}, v.xv);
+    std::tie(v.yc, v.yg) = empty(n, {o, oh, ow});
+    v.wg = on_gpu(v.wv);
+    v.bg = on_gpu(v.bv);
+    return v;
+  }
+  // Values as a 16-bit device buffer (float16, or bfloat16 where `bf16`), each n × c × h × w
+  // block of the NCHW `v` stored NHWC (c along the last axis), or as given where c is 1.
+  std::shared_ptr<Buffer> half_nhwc(const std::vector<float>& v, int n, int c, int hw, bool bf16 = false) {
+    std::vector<uint16_t> out(v.size());
+    for (int i = 0; i < n; ++i)
+      for (int ch = 0; ch < c; ++ch)
+        for (int p = 0; p < hw; ++p) {
+          const float f = v[(static_cast<size_t>(i) * c + ch) * hw + p];
+          out[(static_cast<size_t>(i) * hw + p) * c + ch] = bf16 ? float_to_bfloat16(f) : float_to_half(f);
+        }
+    auto b = gpu().allocate(out.size() * 2);
+    gpu().copy_from_host(b->data(), out.data(), b->bytes());
+    return b;
+  }
+  // The values a 16-bit tensor holds.
+  static std::vector<float> rounded(std::vector<float> v, bool bf16 = false) {
+    for (float& f : v) f = bf16 ? bfloat16_to_float(float_to_bfloat16(f)) : half_to_float(float_to_half(f));
+    return v;
+  }
+  std::mt19937 rng_{42};
+};
+
+}  // namespace nngraph::testing_cuda
+#endif  // NNGRAPH_HAVE_CUDA
