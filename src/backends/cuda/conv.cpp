@@ -169,12 +169,14 @@ void convolution_of(CudaBackend& b, const ConvGeometry& g, const Tensor& in, con
     const Tensor y = out.pixels();
     cuda::bias_neuron(b.stream(), y.data_as<T>(), y.count(), os.c, 1, bias, neuron);
   };
-  const int wide = last ? widened_channels(g, in.shape()) : 0;
+  // The widened plan only while it may run: undecided, or chosen.
+  const bool may_widen = p.forward == ConvPlan::kUndecided || p.forward == ConvPlan::kWidened;
+  const int wide = last && may_widen ? widened_channels(g, in.shape()) : 0;
   ConvPlan* widened_plan = nullptr;
   if (wide) {
-    ImageShape ws = in.shape();
-    ws.c = wide;
-    widened_plan = &conv_plan(b, g, n, ws, os, dt, last);
+    ImageShape wider = in.shape();
+    wider.c = wide;
+    widened_plan = &conv_plan(b, g, n, wider, os, dt, last);
     if (widened_plan->padded) widened_plan = nullptr;  // cuDNN's own padding only
   }
   auto widened = [&] {

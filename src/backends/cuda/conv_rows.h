@@ -64,8 +64,10 @@ const T* padded_filters(CudaBackend& b, const T* w, int o, int k, int ld, std::s
 // network's 24 whitened channels) as cuDNN's on the next multiple, with x copied into rows of
 // that many values (zeros past c) and the filters padded alike: its kernels for 32 channels ran
 // twice as fast as those for 24 on an H200, copy included. A timed candidate; 0 where none.
+// From 16 channels on, so the copy is at most twice x (an RGB stem's would be ten times).
 inline int widened_channels(const ConvGeometry& g, const ImageShape& in) {
-  const bool fits = g.groups == 1 && g.kh * g.kw > 1 && in.c % 32 != 0 && in.c < 256 && !few_taps(g, in);
+  const bool fits =
+      g.groups == 1 && g.kh * g.kw > 1 && in.c % 32 != 0 && in.c >= 16 && in.c < 256 && !few_taps(g, in);
   return fits ? (in.c + 31) / 32 * 32 : 0;
 }
 // x's pixels as rows of `wide` values, zeros past its channels, into *rows.
