@@ -10,20 +10,13 @@
 #include <random>
 #include <vector>
 
-#include "backends/cuda/cuda_backend.h"
-#include "kernels.cuh"
+#include "cuda_vs_cpu.h"
 
 using namespace nngraph;
 
 namespace {
 
-class CudaCopies : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
-  }
-  CudaBackend& gpu() { return cuda_backend(0); }
-};
+class CudaCopies : public testing_cuda::OnGpu {};
 
 // Windows gathered into rows, against a host gather: a thread per copy unit (16-, 4- and 2-byte
 // pixels' parts) or, for narrow pixels and 16-byte rows, a row a thread; and a 1×1 window's rows

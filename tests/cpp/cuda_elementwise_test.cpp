@@ -10,20 +10,13 @@
 #include <random>
 #include <vector>
 
-#include "backends/cuda/cuda_backend.h"
-#include "kernels.cuh"
+#include "cuda_vs_cpu.h"
 
 using namespace nngraph;
 
 namespace {
 
-class CudaElementwise : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
-  }
-  CudaBackend& gpu() { return cuda_backend(0); }
-};
+class CudaElementwise : public testing_cuda::OnGpu {};
 
 // Float and bfloat16 values of n = 6 images; channels × hw of 16 × 1 and 64 × 1 (packs of
 // pixels' channels), 12 × 1 (bfloat16's packs of 8 would mix pixels), 16 × 64 (packs of a

@@ -1,6 +1,7 @@
 #pragma once
-// The fixture of the cuda-against-cpu tests (cuda_conv_test.cpp, cuda_test.cpp,
-// cuda_runtime_test.cpp): both backends, random values, images and buffers on each device.
+// The fixtures of the cuda tests: OnGpu (any cuda test), and CudaVsCpu for those against the cpu
+// (cuda_conv_test.cpp, cuda_test.cpp, cuda_runtime_test.cpp): both backends, random values,
+// images and buffers on each device.
 #ifdef NNGRAPH_HAVE_CUDA
 #include <gtest/gtest.h>
 
@@ -32,12 +33,17 @@
 
 namespace nngraph::testing_cuda {
 
-class CudaVsCpu : public ::testing::Test {
+// A GPU test: skipped without a CUDA device; gpu() is device 0's backend.
+class OnGpu : public ::testing::Test {
  protected:
   void SetUp() override {
     if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
   }
   CudaBackend& gpu() { return cuda_backend(0); }
+};
+
+class CudaVsCpu : public OnGpu {
+ protected:
   CpuBackend& cpu() { return cpu_backend(); }
 
   std::vector<float> random(size_t n, float scale = 1.f) {
