@@ -174,10 +174,9 @@ void copy_rows(cudaStream_t s, void* dst, size_t dst_ld, const void* src, size_t
 void windows(cudaStream_t s, const ConvShape& g, const void* x, void* rows, size_t value_bytes, int ld) {
   const size_t pixel = g.c * value_bytes, row = ld * value_bytes, count = static_cast<size_t>(g.n) * g.oh * g.ow;
   if (!count || !row) return;
-  const size_t largest = std::max(count * ld, static_cast<size_t>(g.n) * g.h * g.w * g.c);
   if (pixel % 16 != 0 && row % 16 == 0 && reinterpret_cast<uintptr_t>(rows) % 16 == 0 &&
       (value_bytes == 2 || value_bytes == 4)) {
-    with_index_type(largest, [&](auto i) {
+    with_index_type(std::max(count * ld, static_cast<size_t>(g.n) * g.h * g.w * g.c), [&](auto i) {
       using I = decltype(i);
       auto launch = [&](auto e) {
         using E = decltype(e);

@@ -104,6 +104,10 @@ struct GradientTerms {  // backward: g and g·(x − mean), g = dy ⊙ through(x
   __device__ float passed(float g, float v, const Normalized& k) const {
     return P::kNone ? g : g * through(v * k.scale + k.shift);
   }
+  // The input gradient's: g as read, where the sums' pass stored it there (or no neuron).
+  __device__ float passed_once(float g, float v, float scale, float shift) const {
+    return P::kNone || g_out ? g : g * through(v * scale + shift);
+  }
   template <int V>
   __device__ void load(size_t at, Loaded<V, T> (&r)[kReads]) const {
     r[0].load(x + at);
@@ -186,6 +190,14 @@ __device__ double2 channel_totals(const float* partial, int chunks, int c, int c
 enum Coefficient { kScale = 5, kShift, kSlope, kOffset };
 static_assert(kOffset < kBatchNormStatistics, "the batch state holds every coefficient");
 
+// y = x·scale + shift for channel ch: the batch's coefficients from its state (training), else
+// from the running statistics.
+__device__ inline float2 scale_shift(const float* stats, const float* gamma, const float* beta, const float* mean,
+                                     const float* var, float epsilon, unsigned c, unsigned ch) {
+  const float scale = stats ? stats[kScale * c + ch] : gamma[ch] * rsqrtf(var[ch] + epsilon);
+  return {scale, stats ? stats[kShift * c + ch] : beta[ch] - mean[ch] * scale};
+}
+
 template <class T>
 
 __global__ void moments_kernel(const T* x, const float* partial, int chunks, int c, int hw, double count,
@@ -229,13 +241,12 @@ __global__ void normalize_kernel(const T* x, const T* addend, T* y, I items, uns
                                  const float* stats, float epsilon, F neuron) {
   NNGRAPH_GRID_LOOP_T(I, i, items) {
     const unsigned ch = static_cast<unsigned>(i * V / hw % c);
-    const float scale = stats ? stats[kScale * c + ch] : gamma[ch] * rsqrtf(var[ch] + epsilon);
-    const float shift = stats ? stats[kShift * c + ch] : beta[ch] - mean[ch] * scale;
+    const float2 k = scale_shift(stats, gamma, beta, mean, var, epsilon, c, ch);
     float v[V], a[V] = {};
     load_values<V>(x + i * V, v);
     if (addend) load_values<V>(addend + i * V, a);
 #pragma unroll
-    for (int k = 0; k < V; ++k) v[k] = neuron(v[k] * scale + shift + a[k]);
+    for (int j = 0; j < V; ++j) v[j] = neuron(v[j] * k.x + k.y + a[j]);
     store_values<V>(y + i * V, v);
   }
 }
@@ -248,7 +259,7 @@ __device__ inline float input_gradient(const GradientTerms<T, P>& terms, float x
   const float* stats = terms.stats;
   const unsigned c = terms.c;
   const float scale = stats[kScale * c + ch];
-  const float passed = P::kNone || terms.g_out ? g : g * terms.through(x * scale + stats[kShift * c + ch]);
+  const float passed = terms.passed_once(g, x, scale, stats[kShift * c + ch]);
   return scale * passed + stats[kSlope * c + ch] * (x - stats[ch]) + stats[kOffset * c + ch];
 }
 template <int V, class I, class T, class P>
@@ -286,9 +297,8 @@ struct NormalizeRows {
   __device__ void hold(int column, Held<V>& k) const {
 #pragma unroll
     for (int i = 0; i < V; ++i) {
-      const int ch = column + i;
-      k.scale[i] = stats ? stats[kScale * c + ch] : gamma[ch] * rsqrtf(var[ch] + epsilon);
-      k.shift[i] = stats ? stats[kShift * c + ch] : beta[ch] - mean[ch] * k.scale[i];
+      const float2 s = scale_shift(stats, gamma, beta, mean, var, epsilon, c, column + i);
+      k.scale[i] = s.x, k.shift[i] = s.y;
     }
   }
   template <int V>
@@ -340,7 +350,7 @@ struct InputGradientRows {
 #pragma unroll
     for (int i = 0; i < V; ++i) {
       const float x = v[0][i], g = v[1][i];
-      const float passed = P::kNone || terms.g_out ? g : g * terms.through(x * k.scale[i] + k.shift[i]);
+      const float passed = terms.passed_once(g, x, k.scale[i], k.shift[i]);
       out[i] = k.scale[i] * passed + k.slope[i] * x + k.offset[i];
     }
     store_values<V>(dx + static_cast<size_t>(r) * terms.c + column, out);

@@ -111,6 +111,19 @@ const T* output_gradient(CudaBackend& b, const Tensor& dy, const Tensor& y, cons
   return dz ? dz : dy.dense_as<const T>();
 }
 
+// y = neuron(cuDNN's forward by algorithm a of plan q + bias).
+template <class T>
+void cudnn_forward(CudaBackend& b, ConvPlan& q, const cudnnConvolutionFwdAlgoPerf_t& a, const T* x, const T* w,
+                   const float* bias, const NeuronDescriptor& neuron, const Tensor& out) {
+  const float one = 1.f, zero = 0.f;
+  const auto ws = b.workspace(a.memory);
+  cudnn_check(cudnnConvolutionForward(b.cudnn(), &one, q.x, x, q.w, w, q.conv, a.algo, ws->data(), a.memory, &zero,
+                                      q.y, out.dense_as<T>()),
+              "convolution");
+  const Tensor y = out.pixels();
+  cuda::bias_neuron(b.stream(), y.data_as<T>(), y.count(), y.shape().c, y.shape().h * y.shape().w, bias, neuron);
+}
+
 // Images and weights of storage type T.
 template <class T>
 void convolution_of(CudaBackend& b, const ConvGeometry& g, const Tensor& in, const Tensor& w, const Tensor& bs,
@@ -148,14 +161,7 @@ void convolution_of(CudaBackend& b, const ConvGeometry& g, const Tensor& in, con
   const bool ours = !last && g.groups == 1 && dt == DType::Float32;
   auto cudnn = [&](const cudnnConvolutionFwdAlgoPerf_t& a) {
     std::shared_ptr<Buffer> padded;
-    const T* x = cudnn_input<T>(b, p, in, &padded);
-    const float one = 1.f, zero = 0.f;
-    const auto ws = b.workspace(a.memory);
-    cudnn_check(cudnnConvolutionForward(b.cudnn(), &one, p.x, x, p.w, weights, p.conv, a.algo,
-                                        ws->data(), a.memory, &zero, p.y, out.dense_as<T>()),
-                "convolution");
-    const Tensor y = out.pixels();
-    cuda::bias_neuron(b.stream(), y.data_as<T>(), y.count(), os.c, y.shape().h * y.shape().w, bias, neuron);
+    cudnn_forward(b, p, a, cudnn_input<T>(b, p, in, &padded), weights, bias, neuron, out);
   };
   auto direct = [&] {
     cuda::direct_convolution(b.stream(), shape, in.dense_as<const T>(), weights, bias, neuron, out.dense_as<T>());
@@ -180,18 +186,9 @@ void convolution_of(CudaBackend& b, const ConvGeometry& g, const Tensor& in, con
     if (widened_plan->padded) widened_plan = nullptr;  // cuDNN's own padding only
   }
   auto widened = [&] {
-    const ConvPlan& q = *widened_plan;
     std::shared_ptr<Buffer> rows, filters;
-    const T* x = widened_pixels<T>(b, in, wide, &rows);
-    const T* wk = padded_filters<T>(b, weights, os.c * g.kh * g.kw, in.shape().c, wide, &filters);
-    const float one = 1.f, zero = 0.f;
-    const auto& a = q.fwd[0];
-    const auto ws = b.workspace(a.memory);
-    cudnn_check(cudnnConvolutionForward(b.cudnn(), &one, q.x, x, q.w, wk, q.conv, a.algo, ws->data(), a.memory,
-                                        &zero, q.y, out.dense_as<T>()),
-                "convolution");
-    const Tensor y = out.pixels();
-    cuda::bias_neuron(b.stream(), y.data_as<T>(), y.count(), os.c, 1, bias, neuron);
+    cudnn_forward(b, *widened_plan, widened_plan->fwd(b)[0], widened_pixels<T>(b, in, wide, &rows),
+                  padded_filters<T>(b, weights, os.c * g.kh * g.kw, in.shape().c, wide, &filters), bias, neuron, out);
   };
   auto tensor = [&] {
     const auto reordered = b.allocate(static_cast<size_t>(os.c) * in.shape().c * g.kh * g.kw * sizeof(float));
@@ -199,7 +196,7 @@ void convolution_of(CudaBackend& b, const ConvGeometry& g, const Tensor& in, con
                              neuron, out.data_as<float>(), static_cast<float*>(reordered->data()));
   };
   if (p.forward == ConvPlan::kUndecided && !b.capturing()) {
-    Candidates c = algorithms(p.fwd, cudnn);
+    Candidates c = algorithms(p.fwd(b), cudnn);
     if (direct_fits) c.push_back({ConvPlan::kDirect, direct});
     if (ours && cuda::tensor_convolution_fits(shape)) c.push_back({ConvPlan::kTensor, tensor});
     if (last && (pointwise(g, in.shape(), os) || few_taps(g, in.shape())))
@@ -211,7 +208,7 @@ void convolution_of(CudaBackend& b, const ConvGeometry& g, const Tensor& in, con
   if (p.forward == ConvPlan::kDirect) return direct();
   if (p.forward == ConvPlan::kProduct) return product();
   if (p.forward == ConvPlan::kTensor) return tensor();
-  cudnn(p.fwd[std::max(p.forward, 0)]);
+  cudnn(p.fwd(b)[std::max(p.forward, 0)]);
 }
 
 void convolution(Backend& backend, const ConvGeometry& g, const Tensor& in, const Tensor& w, const Tensor& bs,
@@ -351,7 +348,7 @@ void convolution_gradient_of(CudaBackend& b, const ConvGeometry& g, const Tensor
   const bool tensor_fits = ours && cuda::tensor_weight_gradient_fits(shape, as_float(dz));
   auto weight_gradient = [&] {
     if (p.weight_gradient == ConvPlan::kUndecided && !b.capturing()) {
-      Candidates c = algorithms(p.bwd_filter, [&](const auto& a) { cudnn_dw(a, dz); });
+      Candidates c = algorithms(p.bwd_filter(b), [&](const auto& a) { cudnn_dw(a, dz); });
       if (direct) c.push_back({ConvPlan::kDirect, [&] { direct_dw(dz, Tensor(), nullptr); }});
       if (tensor_fits) c.push_back({ConvPlan::kTensor, [&] { tensor_dw(dz); }});
       if (product_dw_fits) c.push_back({ConvPlan::kProduct, [&] { product_dw(dz); }});
@@ -364,11 +361,11 @@ void convolution_gradient_of(CudaBackend& b, const ConvGeometry& g, const Tensor
     else if (p.weight_gradient == ConvPlan::kTensor && tensor_fits)  // else cuDNN's best
       tensor_dw(dz);
     else
-      cudnn_dw(p.bwd_filter[std::max(p.weight_gradient, 0)], dz);
+      cudnn_dw(p.bwd_filter(b)[std::max(p.weight_gradient, 0)], dz);
   };
   auto input_gradient = [&] {
     if (p.input_gradient == ConvPlan::kUndecided && !b.capturing()) {
-      Candidates c = algorithms(p.bwd_data, [&](const auto& a) { cudnn_dx(a, dz); });
+      Candidates c = algorithms(p.bwd_data(b), [&](const auto& a) { cudnn_dx(a, dz); });
       if (ours && cuda::tensor_input_gradient_fits(shape))
         c.push_back({ConvPlan::kTensor, [&] { tensor_dx(dz); }});
       if (pointwise_fits) c.push_back({ConvPlan::kProduct, [&] { product_dx(dz); }});
@@ -379,7 +376,7 @@ void convolution_gradient_of(CudaBackend& b, const ConvGeometry& g, const Tensor
     else if (p.input_gradient == ConvPlan::kProduct && pointwise_fits)  // else cuDNN's best
       product_dx(dz);
     else
-      cudnn_dx(p.bwd_data[std::max(p.input_gradient, 0)], dz);
+      cudnn_dx(p.bwd_data(b)[std::max(p.input_gradient, 0)], dz);
   };
   const double work = static_cast<double>(n) * os.c * os.h * os.w * (is.c / g.groups) * g.kh * g.kw;
   // cuDNN's workspace each pass takes as decided (ours take none).
@@ -387,8 +384,8 @@ void convolution_gradient_of(CudaBackend& b, const ConvGeometry& g, const Tensor
   const bool dw_ours =
       wg == ConvPlan::kDirect || wg == ConvPlan::kProduct || (wg == ConvPlan::kTensor && tensor_fits);
   const size_t dx_workspace =
-      ig == ConvPlan::kTensor || ig == ConvPlan::kProduct ? 0 : p.bwd_data[std::max(ig, 0)].memory;
-  const size_t dw_workspace = dw_ours ? 0 : p.bwd_filter[std::max(wg, 0)].memory;
+      !dx || ig == ConvPlan::kTensor || ig == ConvPlan::kProduct ? 0 : p.bwd_data(b)[std::max(ig, 0)].memory;
+  const size_t dw_workspace = !dw || dw_ours ? 0 : p.bwd_filter(b)[std::max(wg, 0)].memory;
   b.side_by_side(dx ? input_gradient : std::function<void()>(), dw ? weight_gradient : std::function<void()>(), work,
                dx_workspace, dw_workspace);
 }

@@ -1,5 +1,5 @@
 // Making a convolution shape's cuDNN plan: descriptors, and the quickest algorithms whose
-// scratch fits, found once per shape.
+// scratch fits, found once per shape and pass.
 #include "backends/cuda/conv_plan.h"
 
 #include <algorithm>
@@ -55,6 +55,18 @@ std::vector<Perf> quickest_found(Find find, const char* what) {
   return best;
 }
 
+// A pass's algorithms, searched the first time they are asked for. Find's scratch sizes can fall
+// short of what a run asks (float16 accumulation), so each kept one's is asked again.
+template <class Perf, class Find, class Size>
+const std::vector<Perf>& found_once(std::vector<Perf>& kept, Find find, Size size, const char* what) {
+  if (kept.empty()) {
+    std::vector<Perf> found = quickest_found<Perf>(find, what);
+    for (Perf& a : found) cudnn_check(size(a.algo, &a.memory), what);
+    kept = std::move(found);
+  }
+  return kept;
+}
+
 // Per GPU: the plan of every convolution shape met.
 struct ConvPlans : CudaBackend::OpState {
   std::map<std::vector<int>, std::unique_ptr<ConvPlan>> of;
@@ -105,34 +117,41 @@ ConvPlan& conv_plan(CudaBackend& b, const ConvGeometry& g, int n, const ImageSha
     p->wp = (out.w - 1) * g.sx + (g.kw - 1) * g.dx + 1;
     if (!describe(p->hp, p->wp, 0, 0)) fail<DeviceError>("[convolution] cuDNN disagrees on the output size");
   }
-  p->fwd = quickest_found<cudnnConvolutionFwdAlgoPerf_t>(
-      [&](int max, int* found, auto* perf) {
-        return cudnnFindConvolutionForwardAlgorithm(b.cudnn(), p->x, p->w, p->conv, p->y, max, found, perf);
-      },
-      "convolution");
-  p->bwd_data = quickest_found<cudnnConvolutionBwdDataAlgoPerf_t>(
-      [&](int max, int* found, auto* perf) {
-        return cudnnFindConvolutionBackwardDataAlgorithm(b.cudnn(), p->w, p->y, p->conv, p->x, max, found, perf);
-      },
-      "convolution_gradient");
-  p->bwd_filter = quickest_found<cudnnConvolutionBwdFilterAlgoPerf_t>(
-      [&](int max, int* found, auto* perf) {
-        return cudnnFindConvolutionBackwardFilterAlgorithm(b.cudnn(), p->x, p->y, p->conv, p->w, max, found, perf);
-      },
-      "convolution_gradient");
-  // Find's sizes can fall short of what a run asks (float16 accumulation): ask for each kept one.
-  for (auto& a : p->fwd)
-    cudnn_check(cudnnGetConvolutionForwardWorkspaceSize(b.cudnn(), p->x, p->w, p->conv, p->y, a.algo, &a.memory),
-                "convolution");
-  for (auto& a : p->bwd_data)
-    cudnn_check(cudnnGetConvolutionBackwardDataWorkspaceSize(b.cudnn(), p->w, p->y, p->conv, p->x, a.algo, &a.memory),
-                "convolution_gradient");
-  for (auto& a : p->bwd_filter)
-    cudnn_check(
-        cudnnGetConvolutionBackwardFilterWorkspaceSize(b.cudnn(), p->x, p->y, p->conv, p->w, a.algo, &a.memory),
-        "convolution_gradient");
   slot = std::move(p);
   return *slot;
+}
+
+const std::vector<cudnnConvolutionFwdAlgoPerf_t>& ConvPlan::fwd(CudaBackend& b) {
+  return found_once(
+      fwd_, [&](int max, int* count, auto* perf) {
+        return cudnnFindConvolutionForwardAlgorithm(b.cudnn(), x, w, conv, y, max, count, perf);
+      },
+      [&](auto algo, size_t* bytes) {
+        return cudnnGetConvolutionForwardWorkspaceSize(b.cudnn(), x, w, conv, y, algo, bytes);
+      },
+      "convolution");
+}
+
+const std::vector<cudnnConvolutionBwdDataAlgoPerf_t>& ConvPlan::bwd_data(CudaBackend& b) {
+  return found_once(
+      bwd_data_, [&](int max, int* count, auto* perf) {
+        return cudnnFindConvolutionBackwardDataAlgorithm(b.cudnn(), w, y, conv, x, max, count, perf);
+      },
+      [&](auto algo, size_t* bytes) {
+        return cudnnGetConvolutionBackwardDataWorkspaceSize(b.cudnn(), w, y, conv, x, algo, bytes);
+      },
+      "convolution_gradient");
+}
+
+const std::vector<cudnnConvolutionBwdFilterAlgoPerf_t>& ConvPlan::bwd_filter(CudaBackend& b) {
+  return found_once(
+      bwd_filter_, [&](int max, int* count, auto* perf) {
+        return cudnnFindConvolutionBackwardFilterAlgorithm(b.cudnn(), x, y, conv, w, max, count, perf);
+      },
+      [&](auto algo, size_t* bytes) {
+        return cudnnGetConvolutionBackwardFilterWorkspaceSize(b.cudnn(), x, y, conv, w, algo, bytes);
+      },
+      "convolution_gradient");
 }
 
 }  // namespace nngraph

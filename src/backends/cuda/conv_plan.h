@@ -13,10 +13,11 @@ struct ConvPlan {
   cuda::TensorDescriptor x, y;
   cuda::FilterDescriptor w;
   cuda::ConvolutionDescriptor conv;
-  // cuDNN's quickest algorithms by Find for each pass, the quickest first.
-  std::vector<cudnnConvolutionFwdAlgoPerf_t> fwd;
-  std::vector<cudnnConvolutionBwdDataAlgoPerf_t> bwd_data;
-  std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> bwd_filter;
+  // cuDNN's quickest algorithms by Find for each pass, the quickest first, searched on the
+  // pass's first use: an inference graph, or a widened plan, never times the gradients.
+  const std::vector<cudnnConvolutionFwdAlgoPerf_t>& fwd(CudaBackend& b);
+  const std::vector<cudnnConvolutionBwdDataAlgoPerf_t>& bwd_data(CudaBackend& b);
+  const std::vector<cudnnConvolutionBwdFilterAlgoPerf_t>& bwd_filter(CudaBackend& b);
   // What runs each pass: the index of one of those algorithms, our direct kernels, our
   // tensor-core products, a product over the windows' rows (conv_rows.h) or cuDNN on channels
   // widened (conv_rows.h), the quickest of them on the first call that is not being captured
@@ -38,6 +39,11 @@ struct ConvPlan {
   ImageShape plane(const ImageShape& in, int h, int w) const {
     return last ? ImageShape{1, h, w * in.c} : ImageShape{in.c, h, w};
   }
+
+ private:
+  std::vector<cudnnConvolutionFwdAlgoPerf_t> fwd_;
+  std::vector<cudnnConvolutionBwdDataAlgoPerf_t> bwd_data_;
+  std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> bwd_filter_;
 };
 
 // The plan of images n × in → n × out of dtype `t` (half ones accumulate in float32 unless
