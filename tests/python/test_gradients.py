@@ -92,14 +92,15 @@ def test_convolution_gradient_through_fused_descriptor_neuron(device, rng):
     check(ds.grads[0], numeric_grad(lambda v: (fwd(x, v) * r).sum(), wt))
 
 
+@pytest.mark.parametrize("batch", [1, 3])  # one image: products of a matrix and a vector
 @pytest.mark.parametrize("flat", [False, True])
-def test_fully_connected_gradients(device, rng, flat):
-    x = rng.standard_normal((3, 2, 3, 4)).astype(np.float32)
+def test_fully_connected_gradients(device, rng, flat, batch):
+    x = rng.standard_normal((batch, 2, 3, 4)).astype(np.float32)
     wt = rng.standard_normal((5, 24, 1, 1) if flat else (5, 2, 3, 4)).astype(np.float32)
     b = rng.standard_normal(5).astype(np.float32)
     ds = Capture(wt, b, neuron="sigmoid")
     fwd = lambda xx, ww=wt, bb=b: ref.neuron(ref.fully_connected(xx, ww, bb), "sigmoid")  # noqa: E731
-    r = rng.standard_normal((3, 5, 1, 1)).astype(np.float32)
+    r = rng.standard_normal((batch, 5, 1, 1)).astype(np.float32)
     [dx] = input_gradient(lambda s: ng.FullyConnected(s, ds), x, r, device)
     check(dx, numeric_grad(lambda v: (fwd(v) * r).sum(), x))
     check(ds.grads[0], numeric_grad(lambda v: (fwd(x, v) * r).sum(), wt))

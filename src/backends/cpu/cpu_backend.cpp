@@ -76,19 +76,24 @@ void gemm(ThreadPool* pool, bool trans_a, bool trans_b, int m, int n, int k, flo
   // Worth splitting: enough arithmetic, or a large operand to stream (a fully connected layer
   // applied to a few images reads its weights once whatever the arithmetic).
   const double floats = static_cast<double>(k) * std::max(m, n);
-  if (parts <= 1 || (flops < 4e6 && floats < 2.5e5)) {
-    scipy_cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-    return;
-  }
-  if (m == 1) {  // one row (a fully connected layer on one image): a product of B and a vector, by row blocks
+  const bool split = parts > 1 && (flops >= 4e6 || floats >= 2.5e5);
+  if (m == 1) {  // one row (a fully connected layer on one image): B times a vector (sgemm packs B first)
     const int inc = trans_a ? lda : 1;
-    pool->parallel_for(static_cast<size_t>(n), [&](size_t c0, size_t c1) {
+    auto columns = [&](size_t c0, size_t c1) {
       const int count = static_cast<int>(c1 - c0);
       if (trans_b)
         scipy_cblas_sgemv(CblasRowMajor, CblasNoTrans, count, k, alpha, b + c0 * ldb, ldb, a, inc, beta, c + c0, 1);
       else
         scipy_cblas_sgemv(CblasRowMajor, CblasTrans, k, count, alpha, b + c0, ldb, a, inc, beta, c + c0, 1);
-    });
+    };
+    if (split)
+      pool->parallel_for(static_cast<size_t>(n), columns);
+    else
+      columns(0, static_cast<size_t>(n));
+    return;
+  }
+  if (!split) {
+    scipy_cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }
   // Split the larger of M and N: row blocks of A and C, or column blocks of B and C.
