@@ -175,6 +175,7 @@ class Graph {
 
   // Results come back as float16 when every source is float16, else float32.
   HandlePtr encode(std::vector<Image> sources, std::vector<LossLabels> labels = {}, Callback on_complete = {});
+  // encode() and wait: on the calling thread where the graph has nothing queued.
   std::vector<Image> run(std::vector<Image> sources, std::vector<LossLabels> labels = {});
   // Reads every data source again (load, copy, purge, one node at a time). All or nothing:
   // on error the graph keeps its previous weights. inference() and evaluation() are made anew.
@@ -183,6 +184,8 @@ class Graph {
   MemoryPlan memory_plan(int batch) const;
 
  private:
+  // encode(); `here`: run on the calling thread where the graph is idle (run() waits anyway).
+  HandlePtr queue_run(std::vector<Image> sources, std::vector<LossLabels> labels, Callback on_complete, bool here);
   void check_broadcast(const std::vector<Image>& sources, int batch) const;
   struct Impl;
   std::unique_ptr<Impl> impl_;

@@ -81,7 +81,14 @@ void Executor::submit(const HandlePtr& handle, std::function<void()> work, bool 
 }
 
 void Executor::complete(std::shared_ptr<Fence> fence, HandlePtr handle, Callback callback) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (!fence && !callback && in_flight_ == 1) {  // done already, and every encode before it completed
+    --in_flight_;
+    slot_freed_.notify_all();
+    lock.unlock();
+    handle->finish();
+    return;
+  }
   completed_.push_back({std::move(fence), std::move(handle), std::move(callback)});
   completed_ready_.notify_one();
 }

@@ -30,9 +30,10 @@ class Executor {
   // next step while the worker queues this one.
   void submit(const HandlePtr& handle, std::function<void()> work, bool here = false);
   // Called by an encode's work once its device work is queued: the completion thread waits
-  // for `fence` (null: finished already), runs the callback, finishes the handle and frees
-  // the slot, and drops both there (their last references may free device memory or need
-  // Python).
+  // for `fence`, runs the callback, finishes the handle and frees the slot, and drops both
+  // there (their last references may free device memory or need Python). Work finished
+  // already (null fence), without a callback and with every earlier encode complete, frees its
+  // slot and finishes here instead.
   void complete(std::shared_ptr<Fence> fence, HandlePtr handle, Callback callback);
 
  private:

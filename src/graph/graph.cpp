@@ -310,6 +310,11 @@ void Graph::check_broadcast(const std::vector<Image>& sources, int batch) const 
 }
 
 HandlePtr Graph::encode(std::vector<Image> sources, std::vector<LossLabels> labels, Callback on_complete) {
+  return queue_run(std::move(sources), std::move(labels), std::move(on_complete), impl_->backend.asynchronous());
+}
+
+HandlePtr Graph::queue_run(std::vector<Image> sources, std::vector<LossLabels> labels, Callback on_complete,
+                           bool here) {
   const auto& expected = impl_->image_sources;
   if (sources.size() != expected.size())
     fail("[graph] expected ", expected.size(), " source image(s), got ", sources.size());
@@ -386,12 +391,14 @@ HandlePtr Graph::encode(std::vector<Image> sources, std::vector<LossLabels> labe
     if (ran) handle->set_results(std::move(results), std::move(losses), divisors, std::move(scaling), fence);
     if (!cb) handle->set_fence(fence);
     impl->executor.complete(std::move(fence), std::move(handle), std::move(cb));
-  }, impl_->backend.asynchronous());
+  }, here);
   return handle;
 }
 
 std::vector<Image> Graph::run(std::vector<Image> sources, std::vector<LossLabels> labels) {
-  auto h = encode(std::move(sources), std::move(labels));
+  // On the calling thread where nothing is queued: no hand-offs to the executor's threads
+  // (on the cpu, 40-50 µs a run).
+  auto h = queue_run(std::move(sources), std::move(labels), {}, true);
   h->wait();
   return h->results();
 }

@@ -228,6 +228,34 @@ def test_a_slot_frees_once_the_callback_has_run(device, rng):
     assert order[2:] == [(4, 5, 1, 1)] * 8
 
 
+def test_run_runs_on_the_calling_thread_after_earlier_callbacks(device, rng):
+    from sources import FixedSource
+    threads, order = [], []
+
+    class Recording(FixedSource):
+        def update(self, gradient, weights):
+            threads.append(threading.get_ident())
+
+    w = rng.standard_normal((2, 3, 1, 1)).astype(np.float32)
+    loss = ng.Loss(ng.Convolution(ng.ImageNode(), Recording(w, None, "recording")),
+                   ng.LossDescriptor("mean_squared_error", "sum"))
+    g = loss.training_graph(device=device)
+    x = rng.standard_normal((2, 3, 4, 4)).astype(np.float32)
+    t = rng.standard_normal((2, 2, 4, 4)).astype(np.float32)
+    g.run(x, labels=t)
+    assert threads == [threading.get_ident()]  # nothing queued: no hand-off to the graph's threads
+    if device == "cpu":  # encode returns at once; its worker runs the step
+        g.encode(x, labels=t).wait()
+        assert threads[1] != threading.get_ident()
+
+    h = ng.Graph(ng.SoftMax(ng.ImageNode()), device=device)
+    y = rng.standard_normal((4, 5, 1, 1)).astype(np.float32)
+    h.encode(y, callback=lambda _: (time.sleep(0.2), order.append("callback")))
+    np.testing.assert_array_equal(h.run(y), h.run(y))
+    order.append("run")
+    assert order == ["callback", "run"]  # a run completes after the callbacks of encodes before it
+
+
 def test_callback_errors_surface_in_wait(device, rng):
     g = ng.Graph(ng.SoftMax(ng.ImageNode()), device=device)
 
