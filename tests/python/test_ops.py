@@ -93,19 +93,21 @@ def test_batch_one_convolutions_split_among_many_threads(tmp_path):
     """With more threads than a frame has register tiles, a batch-1 convolution's (tile, block of
     output rows) pairs are shared out, some tiles' blocks split between threads (ResNet's
     strided convolutions at 16 threads), or its output rows where the weights outweigh the
-    frame: the same values as numpy's, in a process of 16 and of 7 threads."""
+    frame (at batch 3 too, three frames among the threads): the same values as numpy's, in a
+    process of 16 and of 7 threads."""
     script = tmp_path / "split.py"
     script.write_text(f"""
 import sys
 sys.path.insert(0, {str(os.path.dirname(__file__))!r})
 import numpy as np, nngraph as ng, reference as ref
 rng = np.random.default_rng(5)
-for c, side, o, k, s in [(16, 28, 40, 3, 2), (16, 28, 24, 1, 2), (8, 20, 16, 3, 1), (3, 30, 16, 7, 2),
-                         (96, 2, 64, 3, 1), (128, 7, 96, 3, 1), (64, 7, 96, 1, 1)]:
+for n, c, side, o, k, s in [(1, 16, 28, 40, 3, 2), (1, 16, 28, 24, 1, 2), (1, 8, 20, 16, 3, 1), (1, 3, 30, 16, 7, 2),
+                            (1, 96, 2, 64, 3, 1), (1, 128, 7, 96, 3, 1), (1, 64, 7, 96, 1, 1), (3, 128, 7, 96, 3, 1),
+                            (3, 128, 14, 64, 3, 2)]:
     desc = ng.ConvolutionDescriptor(kernel=(k, k), input_channels=c, output_channels=o, stride=s)
     w = rng.standard_normal(desc.weights_shape).astype(np.float32)
     b = rng.standard_normal(o).astype(np.float32)
-    x = rng.standard_normal((1, c, side, side)).astype(np.float32)
+    x = rng.standard_normal((n, c, side, side)).astype(np.float32)
     conv = ng.Convolution(ng.ImageNode(), ng.ArrayDataSource(desc, weights=w, biases=b, label="conv"), padding="same")
     got = ng.Graph(conv, device="cpu").run(x)
     np.testing.assert_allclose(got, ref.conv2d(x, w, b, (s, s), padding="same"), rtol=1e-4, atol=1e-4)
