@@ -184,19 +184,27 @@ void winograd_convolution(ThreadPool& pool, const ConvGeometry& g, const Tensor&
                       m + k * static_cast<size_t>(c_out) * ld, ld);
       // Y = A^T M A, A^T = [1 1 1 0; 0 1 −1 −1], then bias, addend and neuron, row by row into the output.
       const size_t step = static_cast<size_t>(c_out) * ld;
-      for (int r = r0; r < r1; ++r) {
+      auto emit = [&](int o, int r) {
         const int img = r / th, ty = r % th, at = (r - r0) * tw;
-        for (int o = 0; o < c_out; ++o) {
-          const float* mk = m + static_cast<size_t>(o) * ld + at;
-          for (int i = 0; i < 2 && 2 * ty + i < os.h; ++i) {
-            inverse_row(mk, step, i, tw, row_out.data());
-            const size_t row = (static_cast<size_t>(img) * c_out + o) * out_plane + static_cast<size_t>(2 * ty + i) * os.w;
-            float* to = y.data_as<float>() + row;
-            std::copy(row_out.begin(), row_out.begin() + os.w, to);
-            if (bs || addend || neuron.type != NeuronType::None)
-              bias_neuron(to, os.w, bs ? bs + o : nullptr, neuron, addend ? addend.data_as<const float>() + row : nullptr);
-          }
+        const float* mk = m + static_cast<size_t>(o) * ld + at;
+        for (int i = 0; i < 2 && 2 * ty + i < os.h; ++i) {
+          inverse_row(mk, step, i, tw, row_out.data());
+          const size_t row = (static_cast<size_t>(img) * c_out + o) * out_plane + static_cast<size_t>(2 * ty + i) * os.w;
+          float* to = y.data_as<float>() + row;
+          std::copy(row_out.begin(), row_out.begin() + os.w, to);
+          if (bs || addend || neuron.type != NeuronType::None)
+            bias_neuron(to, os.w, bs ? bs + o : nullptr, neuron, addend ? addend.data_as<const float>() + row : nullptr);
         }
+      };
+      // With an addend, a channel's rows one after another, so that its reads run on rather than
+      // hop from plane to plane (ResNet-18's first residual convolutions at batch 64: 33 → 29.7 ms;
+      // without one that order cost 4%).
+      if (addend) {
+        for (int o = 0; o < c_out; ++o)
+          for (int r = r0; r < r1; ++r) emit(o, r);
+      } else {
+        for (int r = r0; r < r1; ++r)
+          for (int o = 0; o < c_out; ++o) emit(o, r);
       }
     }
   });
