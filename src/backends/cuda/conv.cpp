@@ -111,17 +111,23 @@ const T* output_gradient(CudaBackend& b, const Tensor& dy, const Tensor& y, cons
   return dz ? dz : dy.dense_as<const T>();
 }
 
+// out = neuron(out + bias) in place, in either layout (a bias per channel of its pixels).
+template <class T>
+void add_bias_neuron(CudaBackend& b, const Tensor& out, const float* bias, const NeuronDescriptor& neuron) {
+  const Tensor y = out.pixels();
+  cuda::bias_neuron(b.stream(), y.data_as<T>(), y.count(), y.shape().c, y.shape().h * y.shape().w, bias, neuron);
+}
+
 // y = neuron(cuDNN's forward by algorithm a of plan q + bias).
 template <class T>
-void cudnn_forward(CudaBackend& b, ConvPlan& q, const cudnnConvolutionFwdAlgoPerf_t& a, const T* x, const T* w,
-                   const float* bias, const NeuronDescriptor& neuron, const Tensor& out) {
+void cudnn_forward(CudaBackend& b, const ConvPlan& q, const cudnnConvolutionFwdAlgoPerf_t& a, const T* x,
+                   const T* w, const float* bias, const NeuronDescriptor& neuron, const Tensor& out) {
   const float one = 1.f, zero = 0.f;
   const auto ws = b.workspace(a.memory);
   cudnn_check(cudnnConvolutionForward(b.cudnn(), &one, q.x, x, q.w, w, q.conv, a.algo, ws->data(), a.memory, &zero,
                                       q.y, out.dense_as<T>()),
               "convolution");
-  const Tensor y = out.pixels();
-  cuda::bias_neuron(b.stream(), y.data_as<T>(), y.count(), y.shape().c, y.shape().h * y.shape().w, bias, neuron);
+  add_bias_neuron<T>(b, out, bias, neuron);
 }
 
 // Images and weights of storage type T.
@@ -139,8 +145,7 @@ void convolution_of(CudaBackend& b, const ConvGeometry& g, const Tensor& in, con
     const int ck = in.shape().c * g.kw, windows = n * os.h * os.w;
     b.gemm(dt, false, true, windows, os.c, ck, in.dense_as<const T>(), ck, weights, ck, out.dense_as<T>(), os.c,
            g.tf32, 1.f, 0.f, {}, g.half);
-    const Tensor y = out.pixels();
-    cuda::bias_neuron(b.stream(), y.data_as<T>(), y.count(), os.c, 1, bias, neuron);
+    add_bias_neuron<T>(b, out, bias, neuron);
     return;
   }
   if (!last && windowed(g, in.shape(), os)) {
@@ -149,7 +154,7 @@ void convolution_of(CudaBackend& b, const ConvGeometry& g, const Tensor& in, con
     const auto win = gather_windows<T>(b, g, in, os);
     b.gemm(dt, false, true, os.c, p, ck, weights, ck, win->data(), ck, out.data_as<T>(), p, g.tf32, 1.f, 0.f,
            {n, 0, static_cast<long long>(p) * ck, static_cast<long long>(os.c) * p}, g.half);
-    cuda::bias_neuron(b.stream(), out.data_as<T>(), out.count(), os.c, p, bias, neuron);
+    add_bias_neuron<T>(b, out, bias, neuron);
     return;
   }
   ConvPlan& p = conv_plan(b, g, n, in.shape(), out.shape(), dt, last);
@@ -172,8 +177,7 @@ void convolution_of(CudaBackend& b, const ConvGeometry& g, const Tensor& in, con
     b.gemm(dt, false, true, n * os.h * os.w, os.c, ld, window_rows<T>(b, shape, in, ld, &rows), ld,
            padded_filters<T>(b, weights, os.c, taps, ld, &padded), ld, out.dense_as<T>(), os.c, g.tf32, 1.f, 0.f, {},
            g.half);
-    const Tensor y = out.pixels();
-    cuda::bias_neuron(b.stream(), y.data_as<T>(), y.count(), os.c, 1, bias, neuron);
+    add_bias_neuron<T>(b, out, bias, neuron);
   };
   // The widened plan only while it may run: undecided, or chosen.
   const bool may_widen = p.forward == ConvPlan::kUndecided || p.forward == ConvPlan::kWidened;
@@ -411,7 +415,7 @@ void fully_connected(Backend& backend, const Tensor& in, const Tensor& w, const 
     using T = decltype(z);
     b.gemm(in.dtype(), false, true, n, o, k, in.data_as<const T>(), k, w.data_as<const T>(), k, out.data_as<T>(), o,
            tf32, 1.f, 0.f, {}, half);
-    cuda::bias_neuron(b.stream(), out.data_as<T>(), out.count(), o, 1, bias, neuron);
+    add_bias_neuron<T>(b, out, bias, neuron);
   });
 }
 
