@@ -123,7 +123,7 @@ class FrameProduct {
     // The last tile as narrow as the positions left need.
     const int left = rows * f.w - (tiles_ - 1) * nr_, vectors = (left + V - 1) / V;
     if (vectors < shape_.nv) tail_ = shape_.tails[vectors - 1], tail_nr_ = vectors * V;
-    if (own()) return;
+    if (own() || !kMaskedStores) return;  // only stores of lanes go by pieces
     // Each tile's pieces for a whole frame, laid once here rather than by every block of output
     // rows in run() (a tenth of a strided 1×1 convolution's time at batch 64, 128 → 256 channels).
     std::vector<Piece> laid(nr_ + shape_.nv + 2);
