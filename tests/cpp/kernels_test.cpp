@@ -208,6 +208,36 @@ TEST(ThreadPoolTest, BackToBackJobsOfChangingSizeFromTwoThreads) {
   other.join();
 }
 
+// Large freed blocks are kept for the next allocation of the same size (not faulted in again),
+// counted as freed, and held to a bound; small ones go back to the system.
+TEST(CpuMemory, LargeFreedBlocksKeptForTheSameSize) {
+  CpuBackend& b = cpu_backend();
+  const size_t large = (size_t{8} << 20) + 5, kept = b.kept_bytes(), current = b.memory_stats().current;
+  auto block = b.allocate(large);
+  static_cast<char*>(block->data())[large - 1] = 7;
+  EXPECT_EQ(b.memory_stats().current, current + large);
+  void* first = block->data();
+  block.reset();
+  EXPECT_EQ(b.memory_stats().current, current);
+  EXPECT_EQ(b.kept_bytes(), kept + (size_t{8} << 20) + 64);
+  block = b.allocate(large);
+  EXPECT_EQ(block->data(), first);
+  EXPECT_EQ(b.kept_bytes(), kept);
+  block.reset();
+  auto other = b.allocate(large + 64);  // another size: a fresh block
+  EXPECT_NE(other->data(), first);
+  other.reset();
+  auto small = b.allocate(size_t{1} << 20);
+  small.reset();
+  EXPECT_EQ(b.kept_bytes(), kept + 2 * ((size_t{8} << 20) + 64) + 64);
+  // Beyond the bound the oldest go (untouched pages: nothing is faulted in).
+  auto huge1 = b.allocate(size_t{600} << 20), huge2 = b.allocate(size_t{600} << 20);
+  huge1.reset();
+  huge2.reset();
+  EXPECT_LE(b.kept_bytes(), size_t{1} << 30);
+  EXPECT_GE(b.kept_bytes(), size_t{600} << 20);
+}
+
 // An op whose kernel a device lacks raises, naming both.
 struct UnregisteredKernel : KernelOf<void(Backend&, int)> {
   static constexpr const char* name = "unregistered";

@@ -26,7 +26,40 @@ int thread_count() {
 
 void free_host(void* p, size_t bytes, const Device&) { cpu_backend().release(p, bytes); }
 
+size_t rounded(size_t bytes) { return ((bytes ? bytes : 1) + 63) / 64 * 64; }  // aligned_alloc wants a multiple
+
 }  // namespace
+
+void* CpuBackend::Kept::take(size_t bytes) {
+  if (bytes < kFrom) return nullptr;
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto b = blocks_.rbegin(); b != blocks_.rend(); ++b)  // the latest kept first: its pages are warmest
+    if (b->first == bytes) {
+      void* p = b->second;
+      total_ -= bytes;
+      blocks_.erase(std::next(b).base());
+      return p;
+    }
+  return nullptr;
+}
+
+bool CpuBackend::Kept::keep(void* p, size_t bytes) {
+  if (bytes < kFrom || bytes > kMost) return false;
+  std::lock_guard<std::mutex> lock(mutex_);
+  blocks_.emplace_back(bytes, p);
+  for (total_ += bytes; total_ > kMost; blocks_.erase(blocks_.begin())) {
+    std::free(blocks_.front().second);
+    total_ -= blocks_.front().first;
+  }
+  return true;
+}
+
+void CpuBackend::Kept::clear() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto& b : blocks_) std::free(b.second);
+  blocks_.clear();
+  total_ = 0;
+}
 
 CpuBackend::CpuBackend() : pool_(thread_count()) { scipy_openblas_set_num_threads(1); }
 
@@ -41,8 +74,12 @@ std::shared_ptr<Buffer> CpuBackend::allocate(size_t bytes) {
   static const size_t physical = static_cast<size_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE);
   if (bytes > physical)
     fail<OutOfMemory>("[cpu] out of memory: ", bytes, " bytes requested, ", physical, " bytes of RAM");
-  const size_t rounded = ((bytes ? bytes : 1) + 63) / 64 * 64;  // aligned_alloc wants a multiple
-  void* p = std::aligned_alloc(64, rounded);
+  void* p = kept_.take(rounded(bytes));
+  if (!p) p = std::aligned_alloc(64, rounded(bytes));
+  if (!p) {  // what is kept may be what the system lacks
+    kept_.clear();
+    p = std::aligned_alloc(64, rounded(bytes));
+  }
   if (!p) fail<OutOfMemory>("[cpu] out of memory allocating ", bytes, " bytes");
   const size_t now = current_ += bytes;
   for (size_t seen = peak_; now > seen && !peak_.compare_exchange_weak(seen, now);) {
@@ -51,7 +88,7 @@ std::shared_ptr<Buffer> CpuBackend::allocate(size_t bytes) {
 }
 
 void CpuBackend::release(void* p, size_t bytes) {
-  std::free(p);
+  if (!kept_.keep(p, rounded(bytes))) std::free(p);
   current_ -= bytes;
 }
 

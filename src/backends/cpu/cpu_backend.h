@@ -2,6 +2,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <atomic>
+#include <mutex>
+#include <utility>
+#include <vector>
 
 #include "backends/backend.h"
 #include "backends/kernel.h"
@@ -26,12 +29,36 @@ class CpuBackend : public Backend {
   // Computes in float32: half formats are storage at the graph's edges only.
   DType storage_for(DType) const override { return DType::Float32; }
   void release(void* p, size_t bytes);
+  size_t kept_bytes() const { return kept_.bytes(); }
 
   ThreadPool& pool() { return pool_; }
 
  private:
+  // Freed blocks of kFrom bytes or more, kept for the next allocation of the same size (the
+  // latest first, the oldest freed beyond kMost bytes in all). glibc maps blocks over 32 MiB
+  // afresh and unmaps them when freed, so a graph's large result or input would fault in every
+  // page again on every run; the cuda backend's pool keeps its blocks likewise.
+  class Kept {
+   public:
+    static constexpr size_t kFrom = size_t{4} << 20, kMost = size_t{1} << 30;
+    ~Kept() { clear(); }
+    void* take(size_t bytes);          // a kept block of exactly `bytes`, or null
+    bool keep(void* p, size_t bytes);  // false: not kept (the caller frees it)
+    void clear();
+    size_t bytes() const {
+      std::lock_guard<std::mutex> lock(mutex_);
+      return total_;
+    }
+
+   private:
+    mutable std::mutex mutex_;
+    std::vector<std::pair<size_t, void*>> blocks_;  // oldest first
+    size_t total_ = 0;
+  };
+
   ThreadPool pool_;
   std::atomic<size_t> current_{0}, peak_{0};
+  Kept kept_;
 };
 
 CpuBackend& cpu_backend();
