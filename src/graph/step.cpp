@@ -5,7 +5,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "backends/backend.h"
@@ -213,6 +215,16 @@ std::vector<Image> StepRunner::run(const Plan& plan, Parameters& wm, const std::
   }
   const std::vector<Image>& loss_out = r ? r->losses : losses;
   const size_t n_src = s.sources.size();
+  // Run eagerly, a result whose memory is its own (not a source's, nor part of another
+  // tensor's) is written where it is returned: a copy out of the arena would read it again,
+  // and fault a large result's pages in twice. Those converted after the step are not.
+  std::map<int, Image> direct;  // root tensor → its memory
+  for (int res : s.results) {
+    const int root = plan.root[res];
+    if (!r && root >= static_cast<int>(n_src) && plan.in_arena[root] && plan.views[root].whole < 0 &&
+        plan.dtypes[root] == result_dtype && plan.layouts[root] != Layout::NHWC)
+      direct.try_emplace(root, Image::allocate({n, plan.shapes[root], plan.dtypes[root]}, device_));
+  }
   // A half or channels-last graph's sources into the arena, cast and permuted.
   std::vector<std::pair<Tensor, Tensor>> casts_in;
   for (size_t i = 0; i < t.size(); ++i) {
@@ -220,7 +232,8 @@ std::vector<Image> StepRunner::run(const Plan& plan, Parameters& wm, const std::
     const int batch = i < n_src ? t[i].batch() : n;
     Image slot({batch, plan.shapes[i], plan.dtypes[i]}, arena_, plan.offset[i] * n);
     if (i < n_src) casts_in.push_back({t[i], Tensor::image(slot, plan.layouts[i])});
-    t[i] = slot;
+    const auto d = direct.find(static_cast<int>(i));
+    t[i] = d == direct.end() ? slot : d->second;
   }
   for (size_t i = n_src; i < t.size(); ++i)
     if (const Plan::View& v = plan.views[i]; v.whole >= 0) t[i] = t[v.whole].channels(v.channel, plan.shapes[i].c);
@@ -235,8 +248,13 @@ std::vector<Image> StepRunner::run(const Plan& plan, Parameters& wm, const std::
   std::vector<Image> out;
   // Results in another dtype or in NHWC are converted after the step.
   auto converted = [&](int res) { return t[res].dtype() != result_dtype || plan.layouts[res] == Layout::NHWC; };
+  std::set<int> returned;  // the roots written in place, each returned once (a second time as a copy)
   for (int res : s.results) {
     if (converted(res)) continue;
+    if (direct.count(plan.root[res]) && returned.insert(plan.root[res]).second) {
+      out.push_back(t[res]);
+      continue;
+    }
     out.push_back(Image::allocate(t[res].descriptor(), device_));
     copies_out.push_back({out.back().data(), t[res].data(), t[res].descriptor().bytes()});
   }

@@ -283,6 +283,36 @@ def test_multiple_results_and_memory_plan(device, rng):
     np.testing.assert_allclose(ys, 1 / (1 + np.exp(-yp)), rtol=1e-5)
 
 
+def test_results_are_their_own_from_run_to_run(device, rng):
+    # An eager run writes a result where it is returned, not in the arena, and large freed
+    # blocks are reused: a result returned twice is two arrays, and later runs (into reused
+    # memory, once earlier results are dropped) leave the results still held alone.
+    import reference as ref
+    src = tiny_conv(c=3, o=4)
+    c = ng.Convolution(ng.ImageNode(), src, padding="same")
+    r = ng.Neuron(c, "relu")
+    g = ng.Graph([r, r, ng.Concatenation([r, ng.Neuron(c, "sigmoid")])], device=device)
+    w, b = src.weights(), src.biases()
+
+    def expected(x):
+        conv = ref.conv2d(x.astype(np.float64), w, b, padding="same")
+        return np.maximum(conv, 0), np.concatenate([np.maximum(conv, 0), 1 / (1 + np.exp(-conv))], axis=1)
+
+    xs = [rng.standard_normal((40, 3, 64, 64)).astype(np.float32) for _ in range(2)]  # 5 MiB concatenations
+    held = g.run(xs[0])
+    for x in [xs[1], xs[1], xs[0]]:
+        outs = g.run(x)
+        relu, cat = expected(x)
+        for y, want in zip(outs, [relu, relu, cat]):
+            np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-4)
+        assert not np.shares_memory(outs[0], outs[1])
+        outs[0][:] = -1  # changes neither the other copy nor the next run's
+        assert (outs[1] >= 0).all()
+    relu, cat = expected(xs[0])
+    for y, want in zip(held, [relu, relu, cat]):
+        np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-4)
+
+
 def test_initializers_are_seeded_and_scaled():
     d = ng.ConvolutionDescriptor(kernel=3, input_channels=64, output_channels=128)
     he = ng.ArrayDataSource(d, "he", seed=3).weights()
