@@ -7,6 +7,7 @@
 
 #include "random_values.h"
 #include "backends/cpu/conv_frame.h"
+#include "backends/cpu/register_tiles.h"
 
 using namespace nngraph;
 
@@ -135,3 +136,18 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<FrameCase>& info) { return std::string(info.param.name); });
 
 }  // namespace
+
+// A frame's row copies (whole vectors and a masked tail) for every length up to three vectors
+// and more, from sources that end exactly where the last value read lies.
+TEST(FrameRows, CopiedWholeAndEvenOnly) {
+  for (int n = 1; n <= 3 * tiles::V + 1; ++n) {
+    std::vector<float> from(2 * n - 1), to(n + 1, -1.f);
+    for (size_t i = 0; i < from.size(); ++i) from[i] = 0.5f + static_cast<float>(i);
+    tiles::copy_even(to.data(), from.data(), n);
+    for (int v = 0; v < n; ++v) ASSERT_EQ(to[v], from[2 * v]) << n;
+    ASSERT_EQ(to[n], -1.f) << n;
+    tiles::copy_floats(to.data(), from.data() + n - 1, n);
+    for (int v = 0; v < n; ++v) ASSERT_EQ(to[v], from[n - 1 + v]) << n;
+    ASSERT_EQ(to[n], -1.f) << n;
+  }
+}

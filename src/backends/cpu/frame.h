@@ -85,9 +85,9 @@ struct Frame {
               }
               const float* row = src + i * image + static_cast<size_t>(y) * sw + px - left;
               if (sx == 1)
-                std::copy(row + v0, row + v1, to + v0);
-              else if (sx == 2)  // the common stride, with a constant step the loop vectorizes
-                for (int v = v0; v < v1; ++v) to[v] = row[2 * static_cast<ptrdiff_t>(v)];
+                copy_floats(to + v0, row + v0, v1 - v0);
+              else if (sx == 2)
+                copy_even(to + v0, row + 2 * static_cast<ptrdiff_t>(v0), v1 - v0);
               else
                 for (int v = v0; v < v1; ++v) to[v] = row[static_cast<ptrdiff_t>(v) * sx];
             }

@@ -56,6 +56,35 @@ inline void store_lanes(float* p, unsigned, vf v) { store(p, v); }
 inline vf load_lanes(const float* p, unsigned) { return load(p); }  // whole vectors only, as store_lanes
 #endif
 
+// to[v] = from[v] for v < n: whole vectors, then one masked tail (a frame's rows are a few
+// vectors long, too short for a call to memcpy to pay).
+inline void copy_floats(float* to, const float* from, int n) {
+  int v = 0;
+  for (; v + V <= n; v += V) store(to + v, load(from + v));
+  if constexpr (kMaskedStores) {
+    if (v < n) store_lanes(to + v, (1u << (n - v)) - 1, load_lanes(from + v, (1u << (n - v)) - 1));
+  } else {
+    for (; v < n; ++v) to[v] = from[v];
+  }
+}
+
+// to[v] = from[2v] for v < n (a stride-2 frame's phase rows), reading nothing past from[2n − 2].
+inline void copy_even(float* to, const float* from, int n) {
+#if defined(__AVX512F__)
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  for (int v = 0; v < n; v += V) {
+    const int values = std::min(2 * (n - v) - 1, 2 * V - 1);  // from[2v] up to from[2v + values − 1]
+    const unsigned low = values >= V ? 0xffffu : (1u << values) - 1, high = values > V ? (1u << (values - V)) - 1 : 0;
+    const __m512 a = _mm512_maskz_loadu_ps(static_cast<__mmask16>(low), from + 2 * v);
+    const __m512 b = _mm512_maskz_loadu_ps(static_cast<__mmask16>(high), from + 2 * v + V);
+    store_lanes(to + v, n - v >= V ? 0xffffu : (1u << (n - v)) - 1,
+                reinterpret_cast<vf>(_mm512_permutex2var_ps(a, even, b)));
+  }
+#else
+  for (int v = 0; v < n; ++v) to[v] = from[2 * static_cast<ptrdiff_t>(v)];
+#endif
+}
+
 // A run of a vector's lanes whose positions are consecutive outputs: `to` is lane 0's offset
 // in row 0's output (lanes outside are not written).
 struct Piece {
