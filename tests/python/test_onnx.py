@@ -289,6 +289,19 @@ def test_bad_files_raise_clear_errors(tmp_path):
         ngx.load(zeros)
 
 
+def test_weights_in_an_external_file_load_from_the_path(rng, tmp_path):
+    graph = ng.Graph(digit_network())
+    randomize(graph, rng)
+    graph.reload_from_data_sources()
+    x = rng.standard_normal((2, 1, 28, 28)).astype(np.float32)
+    model = ngx.save(graph, tmp_path / "m.onnx")
+    onnx.save_model(model, tmp_path / "ext.onnx", save_as_external_data=True, location="ext.data", size_threshold=0)
+    assert (tmp_path / "ext.data").stat().st_size > 4 * (32 * 25 + 64 * 32 * 25)
+    np.testing.assert_allclose(ngx.run(ngx.load(tmp_path / "ext.onnx"), [x])[0], graph.run(x), rtol=1e-5, atol=1e-6)
+    with pytest.raises(ng.InvalidInputError, match="not a valid ONNX model.*stored in ext.data"):
+        ngx.load((tmp_path / "ext.onnx").read_bytes())  # the bytes alone, without their data file
+
+
 def _with_constant(model, name, value):
     model.graph.initializer.append(numpy_helper.from_array(value, name))
     return model

@@ -234,13 +234,17 @@ def _array(init: onnx.TensorProto) -> np.ndarray:
 def load_model(source) -> onnx.ModelProto:
     """An ONNX ModelProto from a path, bytes or a ModelProto, checked."""
     try:
+        # The checker reads a path or bytes as they are: given a ModelProto it serializes it
+        # first, which for ResNet-18 took longer than the rest of the check.
         if isinstance(source, onnx.ModelProto):
-            model = source
+            model = checked = source
         elif isinstance(source, (bytes, bytearray, memoryview)):
-            model = onnx.load_model_from_string(bytes(source))
+            checked = bytes(source)
+            model = onnx.load_model_from_string(checked)
         else:
-            model = onnx.load(str(source))
-        onnx.checker.check_model(model)
+            checked = str(source)
+            model = onnx.load(checked)
+        onnx.checker.check_model(checked)
     except FileNotFoundError:
         raise
     except Exception as e:  # a truncated, foreign or malformed file, whatever the reader raised

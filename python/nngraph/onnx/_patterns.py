@@ -8,9 +8,10 @@ from onnx import helper, numpy_helper
 
 
 def _constants(graph) -> dict:
-    out = {i.name: numpy_helper.to_array(i) for i in graph.initializer}
+    """The graph's one-value constants (what GELU's pattern compares), by name."""
+    out = {i.name: numpy_helper.to_array(i) for i in graph.initializer if np.prod(i.dims) == 1}
     for n in graph.node:
-        if n.op_type == "Constant" and n.attribute and n.attribute[0].name == "value":
+        if n.op_type == "Constant" and n.attribute and n.attribute[0].name == "value" and np.prod(n.attribute[0].t.dims) == 1:
             out[n.output[0]] = numpy_helper.to_array(n.attribute[0].t)
     return out
 
