@@ -1,5 +1,5 @@
 """Inference whose result is a large image (a per-pixel layer over a batch: 64 × 64 × 56 × 56
-floats, 51 MiB, past the size glibc maps afresh for every allocation) on the cpu: nngraph
+floats, 49 MiB, past the size glibc maps afresh for every allocation) on the cpu: nngraph
 against PyTorch on the same machine, in the same run, each in its own process. What it
 measures is the cost around the kernel: where the result is written and whether its pages are
 faulted in again on every run.
