@@ -95,14 +95,16 @@ void ArrayDataSource::sync_host() {
   if (!newest) return;
   Backend& b = backend_for(newest->device);
   for (size_t i = 0; i < values_.size(); ++i)
-    if (has(i)) b.copy_to_host(values_[i].data(), newest->values.tensors[i]->data(), values_[i].size() * sizeof(float));
+    if (has(i) && newest->values.tensors[i]->data() != values_[i].data())  // the cpu's copy is the host arrays
+      b.copy_to_host(values_[i].data(), newest->values.tensors[i]->data(), values_[i].size() * sizeof(float));
   host_changes_ = newest->changes;
 }
 
 void ArrayDataSource::upload(Copy& c) {
   Backend& b = backend_for(c.device);
   for (size_t i = 0; i < values_.size(); ++i)
-    if (has(i)) b.copy_from_host(c.values.tensors[i]->data(), values_[i].data(), values_[i].size() * sizeof(float));
+    if (has(i) && c.values.tensors[i]->data() != values_[i].data())
+      b.copy_from_host(c.values.tensors[i]->data(), values_[i].data(), values_[i].size() * sizeof(float));
   c.changes = host_changes_;
 }
 
@@ -120,8 +122,23 @@ const WeightsState& ArrayDataSource::device_values(const Device& device, const s
     }
     return c->values;
   }
-  // read_data_source checks the values and brings the host arrays up to date first.
-  copies_.push_back({device, to_device(read_data_source(*this, descriptor_, node), device), host_changes_});
+  if (device.type() != DeviceType::CPU) {
+    // read_data_source checks the values and brings the host arrays up to date first.
+    copies_.push_back({device, to_device(read_data_source(*this, descriptor_, node), device), host_changes_});
+    return copies_.back().values;
+  }
+  // The cpu computes with the host arrays themselves (one copy of a model's weights, not two):
+  // their storage stays where it is for the source's life (set_values writes into it).
+  sync_host();
+  WeightsState on_cpu;
+  for (size_t i = 0; i < values_.size(); ++i) {
+    if (has(i)) check_values(specs_[i], values_[i], cat("[", node, "] data source '", label_, "'"));
+    on_cpu.tensors.push_back(!has(i) ? nullptr
+                                     : std::make_shared<Buffer>(values_[i].data(), values_[i].size() * sizeof(float),
+                                                                device, [](void*, size_t, const Device&) {}));
+    on_cpu.counts.push_back(values_[i].size());
+  }
+  copies_.push_back({device, std::move(on_cpu), host_changes_});
   return copies_.back().values;
 }
 
@@ -150,7 +167,7 @@ void ArrayDataSource::set_values(std::vector<std::vector<float>> tensors) {
       fail("[", label_, "] ", specs_[i].name, " hold ", tensors[i].size(), " values, expected ", values_[i].size());
     check_values(specs_[i], tensors[i], "[" + label_ + "]");
   }
-  values_ = std::move(tensors);
+  for (size_t i = 0; i < tensors.size(); ++i) std::copy(tensors[i].begin(), tensors[i].end(), values_[i].begin());
   host_changes_ = ++changes_;
   for (Copy& c : copies_) upload(c);
 }

@@ -164,3 +164,27 @@ def test_recurrent_checkpoints_written_with_convolution_shapes_still_load(tmp_pa
     arrays["lstm/weights"] = np.ascontiguousarray(want.reshape(12, 5, 1, 1).transpose(1, 0, 2, 3))
     with pytest.raises(ng.InvalidInputError, match=r"weights are \(5, 12, 1, 1\), the data source has \(12, 5\)"):
         ng.load(write_checkpoint(tmp_path / "bad.npz", arrays, header, legacy=True), [src])
+
+
+def test_cpu_graphs_compute_with_the_sources_arrays(rng):
+    # One copy of the weights on the cpu: graphs there read and train the source's arrays, so a
+    # graph adds no parameter memory, and every graph and reader sees each change at once.
+    import reference as ref
+    d = ng.ConvolutionDescriptor(3, 128, 128)
+    src = ng.ArrayDataSource(d, "he", "zeros", "big", seed=1)
+    x = rng.standard_normal((2, 128, 6, 6)).astype(np.float32)
+    held = ng.memory_stats("cpu")["current_bytes"]
+    infer = ng.Graph(ng.Convolution(ng.ImageNode(), src, padding="same"), device="cpu")
+    np.testing.assert_allclose(infer.run(x), ref.conv2d(x, src.weights(), src.biases(), padding="same"), rtol=1e-4,
+                               atol=1e-4)
+    assert ng.memory_stats("cpu")["current_bytes"] - held < src.weights().nbytes // 4
+    new = rng.standard_normal(d.weights_shape).astype(np.float32) * 0.05
+    src.set_weights(new, src.biases())
+    np.testing.assert_allclose(infer.run(x), ref.conv2d(x, new, src.biases(), padding="same"), rtol=1e-4, atol=1e-4)
+    train = ng.Loss(ng.Convolution(ng.ImageNode(), src, padding="same"), "mean_squared_error").training_graph(
+        device="cpu", optimizer=ng.SGD(learning_rate=0.1))
+    train.run(x, labels=np.zeros((2, 128, 6, 6), np.float32))
+    trained = src.weights()
+    assert not np.allclose(trained, new)
+    np.testing.assert_allclose(infer.run(x), ref.conv2d(x, trained, src.biases(), padding="same"), rtol=1e-4,
+                               atol=1e-4)
