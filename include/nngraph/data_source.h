@@ -132,6 +132,9 @@ class ArrayDataSource : public DataSource {
   // (optional tensors) or holds the spec's fill value. An empty label is a default one: the
   // first graph over the source names it after its node.
   ArrayDataSource(ParameterDescriptor descriptor, std::vector<std::vector<float>> tensors, std::string label);
+  // Not copied: its cpu copy (device_values) is its own arrays' storage.
+  ArrayDataSource(const ArrayDataSource&) = delete;
+  ArrayDataSource& operator=(const ArrayDataSource&) = delete;
   // The "weights" tensor of a convolution or matrix. Convolutions: fan_in = I/groups·kh·kw,
   // fan_out = O/groups·kh·kw; matrices: columns and rows (1 and 1 when diagonal). he:
   // N(0, 2/fan_in), glorot: U(±sqrt(6/(fan_in+fan_out))). Deterministic for a seed.
