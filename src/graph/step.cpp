@@ -7,7 +7,6 @@
 #include <cstring>
 #include <map>
 #include <optional>
-#include <set>
 #include <string>
 
 #include "backends/backend.h"
@@ -248,10 +247,9 @@ std::vector<Image> StepRunner::run(const Plan& plan, Parameters& wm, const std::
   std::vector<Image> out;
   // Results in another dtype or in NHWC are converted after the step.
   auto converted = [&](int res) { return t[res].dtype() != result_dtype || plan.layouts[res] == Layout::NHWC; };
-  std::set<int> returned;  // the roots written in place, each returned once (a second time as a copy)
   for (int res : s.results) {
     if (converted(res)) continue;
-    if (direct.count(plan.root[res]) && returned.insert(plan.root[res]).second) {
+    if (direct.erase(plan.root[res])) {  // returned once where it lies; a second time as a copy
       out.push_back(t[res]);
       continue;
     }

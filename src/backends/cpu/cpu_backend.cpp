@@ -74,11 +74,12 @@ std::shared_ptr<Buffer> CpuBackend::allocate(size_t bytes) {
   static const size_t physical = static_cast<size_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE);
   if (bytes > physical)
     fail<OutOfMemory>("[cpu] out of memory: ", bytes, " bytes requested, ", physical, " bytes of RAM");
-  void* p = kept_.take(rounded(bytes));
-  if (!p) p = std::aligned_alloc(64, rounded(bytes));
+  const size_t size = rounded(bytes);
+  void* p = kept_.take(size);
+  if (!p) p = std::aligned_alloc(64, size);
   if (!p) {  // what is kept may be what the system lacks
     kept_.clear();
-    p = std::aligned_alloc(64, rounded(bytes));
+    p = std::aligned_alloc(64, size);
   }
   if (!p) fail<OutOfMemory>("[cpu] out of memory allocating ", bytes, " bytes");
   const size_t now = current_ += bytes;
