@@ -70,7 +70,8 @@ def main():
     print("| batch | result MiB | nngraph ms | PyTorch ms | ratio | peak RSS MiB (+over setup) nngraph / PyTorch |")
     print("|---:|---:|---:|---:|---:|---|")
     for batch in a.batches:
-        r = {fw: measure_in_subprocess(__file__, [fw, str(batch), "--steps", str(a.steps)]) for fw in ("nngraph", "torch")}
+        args = [str(batch), "--steps", str(a.steps)]
+        r = {fw: measure_in_subprocess(__file__, [fw, *args]) for fw in ("nngraph", "torch")}
         n, t = r["nngraph"], r["torch"]
         assert abs(n["checksum"] - t["checksum"]) <= 1e-3 * max(1.0, abs(t["checksum"])), (n, t)
         print(f"| {batch} | {batch * CHANNELS * SIDE * SIDE * 4 / 2**20:.0f} | {n['ms']:.2f} | {t['ms']:.2f} | "

@@ -77,7 +77,8 @@ def test_convolutions_of_many_channels(device, rng, side):
     np.testing.assert_allclose(got, ref.conv2d(x, wt, b, padding="same"), **tol)
 
 
-@pytest.mark.parametrize("c,side,o,k,groups", [(96, 2, 64, 3, 1), (96, 3, 80, 3, 2), (64, 7, 96, 1, 1), (48, 5, 40, 3, 1)])
+@pytest.mark.parametrize("c,side,o,k,groups",
+                         [(96, 2, 64, 3, 1), (96, 3, 80, 3, 2), (64, 7, 96, 1, 1), (48, 5, 40, 3, 1)])
 def test_small_batch_convolutions_split_by_output_rows(device, rng, c, side, o, k, groups):
     """A batch smaller than the threads whose weights outweigh its frames: each thread fills the
     frame and takes a share of the output rows; windows past a frame's last row and column read

@@ -11,7 +11,9 @@ def _constants(graph) -> dict:
     """The graph's one-value constants (what GELU's pattern compares), by name."""
     out = {i.name: numpy_helper.to_array(i) for i in graph.initializer if np.prod(i.dims) == 1}
     for n in graph.node:
-        if n.op_type == "Constant" and n.attribute and n.attribute[0].name == "value" and np.prod(n.attribute[0].t.dims) == 1:
+        if n.op_type != "Constant" or not n.attribute or n.attribute[0].name != "value":
+            continue
+        if np.prod(n.attribute[0].t.dims) == 1:
             out[n.output[0]] = numpy_helper.to_array(n.attribute[0].t)
     return out
 
