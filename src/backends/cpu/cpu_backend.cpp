@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 #include <string>
 #include <thread>
 #include <vector>
@@ -46,7 +47,11 @@ void* CpuBackend::Kept::take(size_t bytes) {
 bool CpuBackend::Kept::keep(void* p, size_t bytes) {
   if (bytes < kFrom || bytes > kMost) return false;
   std::lock_guard<std::mutex> lock(mutex_);
-  blocks_.emplace_back(bytes, p);
+  try {
+    blocks_.emplace_back(bytes, p);
+  } catch (const std::bad_alloc&) {  // called from a buffer's destructor: the caller frees it instead
+    return false;
+  }
   for (total_ += bytes; total_ > kMost; blocks_.erase(blocks_.begin())) {
     std::free(blocks_.front().second);
     total_ -= blocks_.front().first;
