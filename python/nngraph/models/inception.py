@@ -3,7 +3,7 @@ torchvision state_dict maps onto the data sources by label."""
 
 from __future__ import annotations
 
-from nngraph._core import Concatenation, Dropout, GlobalAveragePooling, ImageNode, Pooling
+from nngraph._core import Concatenation, Dropout, GlobalAveragePooling, ImageNode, Neuron, Pooling
 from nngraph.models._build import Builder, Classifier
 
 EPSILON = 1e-3  # torchvision's BasicConv2d batch norm
@@ -22,8 +22,13 @@ def _chain(b: Builder, h, prefix: str, cin: int, layers):
 
 
 def _average_branch(b: Builder, h, prefix: str, cin: int, cout: int):
+    """torchvision's pooling branch: 3×3 average pooling (the zero padding counted), then a 1×1
+    unit. The unit's convolution runs first: both are linear and the convolution has no biases,
+    so they commute, and the pooling then averages cout channels rather than cin (192 of up to
+    2048) forward and backward. Same function, same sources."""
+    h = b.conv(h, prefix + "branch_pool.conv", cin, cout, 1)
     h = Pooling(h, "average", 3, 1, padding=(1, 1, 1, 1), count_include_pad=True, label=prefix + "avg_pool")
-    return _unit(b, h, prefix + "branch_pool", cin, cout, 1)
+    return Neuron(b.batch_norm(h, prefix + "branch_pool.bn", cout, EPSILON), "relu")
 
 
 def _block_a(b, h, p, cin, pool_features):
@@ -91,7 +96,8 @@ def inception_v3(classes: int = 1000, channels: int = 3, size: int = 299, aux: b
     """Inception-v3 as torchvision builds it: the stem (3×3 units, two 3×3 stride-2 max pools),
     Mixed_5b–5d (InceptionA), 6a (B), 6b–6e (C, 7×1 and 1×7 factorised), 7a (D), 7b–7c (E),
     global average pooling, dropout, fully connected; each unit a convolution without biases,
-    batch norm (epsilon 1e-3) and relu; each block's branches joined by a Concatenation.
+    batch norm (epsilon 1e-3) and relu; each block's branches joined by a Concatenation (a
+    pooling branch's convolution before its average pooling: the same function, cheaper).
     299×299 images (any size from 75; from 299 with the auxiliary classifier). aux: the auxiliary
     classifier on Mixed_6e, its logits in `aux_logits`. He-initialised, deterministic for a
     seed; `optimizer` goes to every data source."""
