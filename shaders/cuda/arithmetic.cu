@@ -1,5 +1,5 @@
-// Arithmetic of two images with broadcasting, and its gradients: the formulas are
-// backends/math.h's; registered here as the cuda kernels of ops/arithmetic.h.
+// Arithmetic of two images with broadcasting, and its gradients (the formulas are
+// backends/math.h's), and sums of several: the cuda kernels of ops/arithmetic.h.
 #include "backends/cuda/cuda_backend.h"
 #include "backends/math.h"
 #include "common.cuh"
@@ -140,6 +140,52 @@ void arithmetic(Backend& backend, ArithmeticOp op, const Tensor& a, const Tensor
   cuda::check_launch("arithmetic");
 }
 
+// Up to kSumSources images a launch of sum_kernel.
+constexpr int kSumSources = 8;
+template <class T>
+struct SumSources {
+  const T* at[kSumSources];
+  int count;
+};
+
+// y = Σ sources, V values at a time (y may be one of them).
+template <int V, class T>
+__global__ void sum_kernel(SumSources<T> s, T* y, size_t items) {
+  NNGRAPH_GRID_LOOP(i, items) {
+    float total[V] = {}, x[V];
+    for (int k = 0; k < s.count; ++k) {
+      cuda::load_values<V>(s.at[k] + i * V, x);
+#pragma unroll
+      for (int j = 0; j < V; ++j) total[j] += x[j];
+    }
+    cuda::store_values<V>(y + i * V, total);
+  }
+}
+
+void sum(Backend& backend, const std::vector<Tensor>& sources, const Tensor& y) {
+  CudaBackend& cb = cuda_of(backend);
+  auto lock = cb.enter();
+  const size_t count = y.count();
+  cuda::with_storage(y.dtype(), [&](auto z) {
+    using T = decltype(z);
+    constexpr int V = cuda::kPack<T>;
+    T* out = y.data_as<T>();
+    bool packs = count % V == 0 && cuda::packed(out);
+    for (const Tensor& t : sources) packs = packs && cuda::packed(t.data_as<const T>());
+    // kSumSources a launch; each launch after the first adds the sum so far, in y.
+    for (size_t k = 0; k < sources.size();) {
+      SumSources<T> group{};
+      if (k) group.at[group.count++] = out;
+      while (group.count < kSumSources && k < sources.size()) group.at[group.count++] = sources[k++].data_as<const T>();
+      if (packs)
+        sum_kernel<V><<<blocks_for(count / V), kThreads, 0, cb.stream()>>>(group, out, count / V);
+      else
+        sum_kernel<1><<<blocks_for(count), kThreads, 0, cb.stream()>>>(group, out, count);
+    }
+  });
+  cuda::check_launch("sum");
+}
+
 void arithmetic_gradient(Backend& backend, ArithmeticOp op, int operand, const Tensor& a, const Tensor& b,
                          const Tensor& dy, const Tensor& dx) {
   CudaBackend& cb = cuda_of(backend);
@@ -164,6 +210,7 @@ void arithmetic_gradient(Backend& backend, ArithmeticOp op, int operand, const T
 
 NNGRAPH_KERNEL(ArithmeticKernel, CUDA, arithmetic);
 NNGRAPH_KERNEL(ArithmeticGradientKernel, CUDA, arithmetic_gradient);
+NNGRAPH_KERNEL(SumKernel, CUDA, sum);
 
 }  // namespace
 }  // namespace nngraph

@@ -338,10 +338,20 @@ std::vector<ImageNodePtr> build_gradient_pass(const std::vector<std::shared_ptr<
     if (f->is_gradient()) fail("[", f->label(), "] a loss source depends on this gradient node");
     auto found = incoming.find(f->result_image().get());
     if (found == incoming.end()) continue;
-    // A result read by several nodes receives the sum of their gradients.
-    ImageNodePtr dy = found->second[0];
-    for (size_t k = 1; k < found->second.size(); ++k)
-      dy = ArithmeticNode::create(ArithmeticOp::Add, dy, found->second[k], f->label() + "_gradient_sum")->result_image();
+    // A result read by several nodes receives the sum of their gradients: of three or more in
+    // one pass, but for a neuron's result, whose gradient folds into an addition (of the last
+    // one to the sum of the rest; additions in a row take a pass each).
+    const auto& in = found->second;
+    const std::string sum_label = f->label() + "_gradient_sum";
+    const size_t together = f->fusable_neuron() ? in.size() - 1 : in.size();
+    ImageNodePtr dy = in[0];
+    size_t added = 1;
+    if (together > 2) {
+      dy = SumNode::create({in.begin(), in.begin() + static_cast<ptrdiff_t>(together)}, sum_label)->result_image();
+      added = together;
+    }
+    for (size_t k = added; k < in.size(); ++k)
+      dy = ArithmeticNode::create(ArithmeticOp::Add, dy, in[k], sum_label)->result_image();
     const auto grads = f->gradient_filters(dy);
     for (size_t i = 0; i < grads.size(); ++i) {
       roots.push_back(grads[i]->result_image());

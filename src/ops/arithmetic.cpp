@@ -82,6 +82,27 @@ std::vector<ImageNodePtr> gradient_sources(const ImageNodePtr& dy, const Arithme
 
 }  // namespace
 
+std::shared_ptr<SumNode> SumNode::create(std::vector<ImageNodePtr> sources, std::string label) {
+  if (sources.size() < 2) fail("[", label.empty() ? kKind : label, "] a sum needs two sources or more");
+  std::shared_ptr<SumNode> node(new SumNode(std::move(sources), std::move(label), kKind));
+  node->set_default_label(kKind);
+  return node;
+}
+
+ImageShape SumNode::infer(const std::vector<ImageShape>& s) const {
+  for (size_t i = 1; i < s.size(); ++i)
+    if (!(s[i] == s[0]))
+      fail("[", label(), "] source ", i, " is ", s[i].str(), " but source 0 is ", s[0].str(),
+           " (a sum needs sources of one shape)");
+  return s[0];
+}
+
+void SumNode::encode(const EncodeArgs& a) const {
+  std::vector<Tensor> sources;
+  for (const Image* image : a.sources) sources.emplace_back(*image);
+  dispatch<SumKernel>(a.backend, sources, a.result);
+}
+
 ArithmeticGradientNode::ArithmeticGradientNode(const ImageNodePtr& dy, const ArithmeticNode& forward, int operand)
     : GradientNode(gradient_sources(dy, forward, operand), forward, "arithmetic_gradient"),
       op_(forward.op()), operand_(operand) {}

@@ -83,6 +83,26 @@ class ArithmeticGradientNode : public GradientNode {
   int operand_;
 };
 
+// y = the sum of the sources, each of y's shape.
+struct SumKernel : KernelOf<void(Backend&, const std::vector<Tensor>& sources, const Tensor& y)> {
+  static constexpr const char* name = "sum";
+};
+
+// The sum of three or more images of one shape in one pass: the gradient a result read by as
+// many nodes receives (build_gradient_pass), where additions in a row read and wrote a whole
+// image for each addend. Elementwise, so in either layout.
+class SumNode : public FilterNode {
+ public:
+  static constexpr const char* kKind = "sum";
+  static std::shared_ptr<SumNode> create(std::vector<ImageNodePtr> sources, std::string label = "");
+  ImageShape infer(const std::vector<ImageShape>& sources) const override;
+  void encode(const EncodeArgs& args) const override;
+  bool channels_last(DeviceType, const std::vector<ImageShape>&) const override { return true; }
+
+ private:
+  using FilterNode::FilterNode;
+};
+
 // The shape of the result of an operand's broadcast, or an InvalidInput naming `node`.
 ImageShape broadcast_shape(const ImageShape& a, const ImageShape& b, const std::string& node);
 

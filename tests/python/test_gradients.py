@@ -256,6 +256,40 @@ def test_negative_slope_gradients_come_from_the_input(device):
     np.testing.assert_allclose(dx.ravel(), [-0.5 * np.exp(-2), -0.5 * np.exp(-1), 1, 1], rtol=1e-5)
 
 
+@pytest.mark.parametrize("readers, after", [(3, None), (9, None), (4, "sigmoid"), (3, "sigmoid")])
+def test_a_result_read_by_several_nodes_sums_their_gradients_in_one_pass(device, rng, readers, after):
+    """A convolution's result (or a neuron's after it) read by three or more nodes receives the
+    sum of their gradients in one step (nine: more than one cuda launch of eight); a neuron's
+    result adds its last one in an addition that takes the neuron's gradient (three: additions
+    only). The convolution's weight gradient is that of finite differences."""
+    w = (rng.standard_normal((4, 3, 1, 1)) * 0.5).astype(np.float32)
+    b = rng.standard_normal(4).astype(np.float32)
+    x = rng.standard_normal((2, 3, 4, 5)).astype(np.float32)
+    target = rng.standard_normal((2, 4 * readers, 4, 5)).astype(np.float32)
+    kinds = ["tanh", "softplus", "relu"]
+    cap = Capture(w, b, label="conv")
+    shared = ng.Convolution(ng.ImageNode(label="x"), cap, label="conv")
+    if after:
+        shared = ng.Neuron(shared, after, label="shared")
+    branches = [ng.Neuron(shared, kinds[i % 3], label=f"branch{i}") for i in range(readers)]
+    g = ng.Loss(ng.Concatenation(branches), ng.LossDescriptor("mean_squared_error", "sum")).training_graph(device=device)
+    g.run(x, labels=target)
+    steps = g.memory_plan(2)["steps"]
+    sums = [s for s in steps if "gradient_sum" in s]
+    assert len(sums) == (2 if after else 1), steps  # one sum; or a sum and an addition, or two additions
+    if after:
+        assert sums[-1] == f"shared_gradient_sum+{after}", steps
+
+    def total(wv):
+        y = np.einsum("oc,nchw->nohw", wv[:, :, 0, 0], x.astype(np.float64)) + b[None, :, None, None]
+        if after:
+            y = ref.neuron(y, after)
+        z = np.concatenate([ref.neuron(y, kinds[i % 3]) for i in range(readers)], axis=1)
+        return ((z - target) ** 2).sum()
+
+    check(cap.grads[0], numeric_grad(total, w), rtol=5e-3, atol=5e-3)
+
+
 def test_negative_slope_neuron_after_convolution_trains_correctly(device, rng):
     """A training graph keeps such a neuron as its own forward step (its gradient needs the
     input), which the convolution's gradient reads to apply the neuron's gradient in its own

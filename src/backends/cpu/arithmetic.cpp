@@ -1,4 +1,7 @@
-// Arithmetic of two images with broadcasting; the formulas are backends/math.h's.
+// Arithmetic of two images with broadcasting (the formulas are backends/math.h's), and sums
+// of several.
+#include <algorithm>
+
 #include "backends/cpu/cpu_backend.h"
 #include "backends/math.h"
 #include "ops/arithmetic.h"
@@ -79,8 +82,26 @@ void arithmetic_gradient(Backend& backend, ArithmeticOp op, int operand, const T
   });
 }
 
+// y = Σ sources, a block of values at a time so that y's block stays in cache while each
+// source is added.
+void sum(Backend& backend, const std::vector<Tensor>& sources, const Tensor& out) {
+  std::vector<const float*> in;
+  for (const Tensor& t : sources) in.push_back(t.data_as<const float>());
+  float* y = out.data_as<float>();
+  constexpr size_t kBlock = 2048;
+  pool_of(backend).parallel_for(out.count(), [&](size_t s, size_t e) {
+    for (size_t b = s; b < e; b += kBlock) {
+      const size_t end = std::min(e, b + kBlock);
+      for (size_t i = b; i < end; ++i) y[i] = in[0][i] + in[1][i];
+      for (size_t k = 2; k < in.size(); ++k)
+        for (size_t i = b; i < end; ++i) y[i] += in[k][i];
+    }
+  });
+}
+
 NNGRAPH_KERNEL(ArithmeticKernel, CPU, arithmetic);
 NNGRAPH_KERNEL(ArithmeticGradientKernel, CPU, arithmetic_gradient);
+NNGRAPH_KERNEL(SumKernel, CPU, sum);
 
 }  // namespace
 }  // namespace nngraph
