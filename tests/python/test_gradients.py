@@ -272,7 +272,8 @@ def test_a_result_read_by_several_nodes_sums_their_gradients_in_one_pass(device,
     if after:
         shared = ng.Neuron(shared, after, label="shared")
     branches = [ng.Neuron(shared, kinds[i % 3], label=f"branch{i}") for i in range(readers)]
-    g = ng.Loss(ng.Concatenation(branches), ng.LossDescriptor("mean_squared_error", "sum")).training_graph(device=device)
+    loss = ng.Loss(ng.Concatenation(branches), ng.LossDescriptor("mean_squared_error", "sum"))
+    g = loss.training_graph(device=device)
     g.run(x, labels=target)
     steps = g.memory_plan(2)["steps"]
     sums = [s for s in steps if "gradient_sum" in s]
