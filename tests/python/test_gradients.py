@@ -291,6 +291,27 @@ def test_a_result_read_by_several_nodes_sums_their_gradients_in_one_pass(device,
     check(cap.grads[0], numeric_grad(total, w), rtol=5e-3, atol=5e-3)
 
 
+@pytest.mark.parametrize("readers", [3, 11])
+def test_half_gradient_sums_in_one_pass_match_float32(device, rng, readers):
+    """bfloat16 channels-last: the one-pass sum (eleven sources: two launches on cuda, with 16-byte
+    packs) gives the weight gradient of the float32 graph within bfloat16's rounding."""
+    w = (rng.standard_normal((8, 8, 1, 1)) * 0.3).astype(np.float32)
+    b = rng.standard_normal(8).astype(np.float32)
+    x = rng.standard_normal((2, 8, 3, 4)).astype(np.float32)
+    target = rng.standard_normal((2, 8 * readers, 3, 4)).astype(np.float32)
+    grads = []
+    for fmt in ("float32", "bfloat16"):
+        cap = Capture(w, b, label="conv")
+        shared = ng.Convolution(ng.ImageNode(label="x"), cap, label="conv")
+        branches = [ng.Neuron(shared, ("tanh", "softplus")[i % 2]) for i in range(readers)]
+        loss = ng.Loss(ng.Concatenation(branches), ng.LossDescriptor("mean_squared_error", "sum"))
+        g = loss.training_graph(device=device, format=fmt, layout="NHWC")
+        g.run(x, labels=target)
+        assert [s for s in g.memory_plan(2)["steps"] if "gradient_sum" in s] == ["conv_gradient_sum"]
+        grads.append(np.asarray(cap.grads[0], np.float32))
+    np.testing.assert_allclose(grads[1], grads[0], rtol=3e-2, atol=3e-2 * float(np.abs(grads[0]).max()))
+
+
 def test_negative_slope_neuron_after_convolution_trains_correctly(device, rng):
     """A training graph keeps such a neuron as its own forward step (its gradient needs the
     input), which the convolution's gradient reads to apply the neuron's gradient in its own
