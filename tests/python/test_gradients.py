@@ -291,14 +291,15 @@ def test_a_result_read_by_several_nodes_sums_their_gradients_in_one_pass(device,
     check(cap.grads[0], numeric_grad(total, w), rtol=5e-3, atol=5e-3)
 
 
-@pytest.mark.parametrize("readers", [3, 11])
-def test_half_gradient_sums_in_one_pass_match_float32(device, rng, readers):
-    """bfloat16 channels-last: the one-pass sum (eleven sources: two launches on cuda, with 16-byte
-    packs) gives the weight gradient of the float32 graph within bfloat16's rounding."""
-    w = (rng.standard_normal((8, 8, 1, 1)) * 0.3).astype(np.float32)
-    b = rng.standard_normal(8).astype(np.float32)
-    x = rng.standard_normal((2, 8, 3, 4)).astype(np.float32)
-    target = rng.standard_normal((2, 8 * readers, 3, 4)).astype(np.float32)
+@pytest.mark.parametrize("readers, channels", [(3, 5), (11, 8)])
+def test_half_gradient_sums_in_one_pass_match_float32(device, rng, readers, channels):
+    """bfloat16 channels-last: the one-pass sum gives the weight gradient of the float32 graph
+    within bfloat16's rounding; on cuda value by value (150 values a gradient) and in 16-byte packs
+    (240), eleven sources in two launches."""
+    w = (rng.standard_normal((channels, 8, 1, 1)) * 0.3).astype(np.float32)
+    b = rng.standard_normal(channels).astype(np.float32)
+    x = rng.standard_normal((2, 8, 3, 5)).astype(np.float32)
+    target = rng.standard_normal((2, channels * readers, 3, 5)).astype(np.float32)
     grads = []
     for fmt in ("float32", "bfloat16"):
         cap = Capture(w, b, label="conv")
