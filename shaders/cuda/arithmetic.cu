@@ -148,16 +148,21 @@ struct SumSources {
   int count;
 };
 
-// y = Σ sources, V values at a time (y may be one of them).
+// y = Σ sources, V values at a time (y may be one of them): every source's load in flight
+// before the first is added.
 template <int V, class T>
 __global__ void sum_kernel(SumSources<T> s, T* y, size_t items) {
   NNGRAPH_GRID_LOOP(i, items) {
-    float total[V] = {}, x[V];
-    for (int k = 0; k < s.count; ++k) {
-      cuda::load_values<V>(s.at[k] + i * V, x);
+    cuda::Loaded<V, T> x[kSumSources];
 #pragma unroll
-      for (int j = 0; j < V; ++j) total[j] += x[j];
-    }
+    for (int k = 0; k < kSumSources; ++k)
+      if (k < s.count) x[k].load(s.at[k] + i * V);
+    float total[V] = {};
+#pragma unroll
+    for (int k = 0; k < kSumSources; ++k)
+      if (k < s.count)
+#pragma unroll
+        for (int j = 0; j < V; ++j) total[j] += x[k][j];
     cuda::store_values<V>(y + i * V, total);
   }
 }
