@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
@@ -141,6 +143,29 @@ TEST(GradientPass, SharedResultsSumTheirGradientsAndInputGradientsAreSkipped) {
   // conv's gradient runs for its weights only: its source is a graph input.
   for (const auto& step : s.steps)
     if (step.node->trains() == conv.get()) EXPECT_FALSE(step.output_needed);
+}
+
+TEST(GradientPass, ThreeOrMoreReadersSumTheirGradientsInOneNode) {
+  auto x = std::make_shared<ImageNode>(ImageShape{2, 5, 5});
+  auto conv = ConvolutionNode::create(x, layer(3, 2, 4, "conv", make_sgd({}, 0, false)), Padding::parse("same"));
+  auto act = NeuronNode::create(conv->result_image(), NeuronDescriptor::make(NeuronType::Sigmoid));
+  // conv's result: three readers (the neuron and two more); the neuron's: four.
+  std::vector<ImageNodePtr> parts;
+  for (int i = 0; i < 2; ++i)
+    parts.push_back(NeuronNode::create(conv->result_image(), NeuronDescriptor::make(NeuronType::TanH))->result_image());
+  for (int i = 0; i < 4; ++i)
+    parts.push_back(NeuronNode::create(act->result_image(), NeuronDescriptor::make(NeuronType::TanH))->result_image());
+  auto loss = LossNode::create(ConcatenationNode::create(parts)->result_image(),
+                               LossDescriptor{LossType::MeanSquaredError, Reduction::Sum});
+  const auto roots = build_gradient_pass({loss});
+  const Structure s = build_structure({}, roots);
+  std::map<std::string, std::vector<std::string>> kinds;  // gradient sums by label: their kinds
+  for (const auto* f : s.order)
+    if (f->label().find("gradient_sum") != std::string::npos) kinds[f->label()].push_back(f->kind());
+  // conv's three in one sum; the neuron's first three in one, its last added (taking its gradient).
+  EXPECT_EQ(kinds[conv->label() + "_gradient_sum"], std::vector<std::string>{"sum"});
+  EXPECT_EQ(kinds[act->label() + "_gradient_sum"], (std::vector<std::string>{"sum", "addition"}));
+  EXPECT_EQ(kinds.size(), 2u);
 }
 
 TEST(TrainingGraph, StepLowersTheLossAndUpdatesEveryLayer) {
