@@ -200,8 +200,8 @@ class FilterNode : public std::enable_shared_from_this<FilterNode> {
   // to its forward node's result: it then reads that result as one more source and applies f'
   // of it (EncodeArgs::fused) in its own pass over dY, and the neuron gradient's pass is dropped.
   virtual bool takes_neuron_gradient_of_result() const { return false; }
-  // An elementwise sum of its two sources (then any neuron folded into it), which the producer
-  // of one addend may compute in its own pass where that producer accepts_addend().
+  // An elementwise sum of its sources (then any neuron folded into it); of two, the producer of
+  // one addend may compute it in its own pass where that producer accepts_addend().
   virtual bool sums_sources() const { return false; }
   // Producers that add an image of their result's shape before their fused neuron
   // (EncodeArgs::addend) on that device: batch normalization, or a convolution where the

@@ -149,9 +149,9 @@ struct SumSources {
 };
 
 // y = Σ sources, V values at a time (y may be one of them): every source's load in flight
-// before the first is added.
-template <int V, class T>
-__global__ void sum_kernel(SumSources<T> s, T* y, size_t items) {
+// before the first is added; then, where v is given, times derivative(v).
+template <int V, class T, class D>
+__global__ void sum_kernel(SumSources<T> s, const T* v, D derivative, T* y, size_t items) {
   NNGRAPH_GRID_LOOP(i, items) {
     cuda::Loaded<V, T> x[kSumSources];
 #pragma unroll
@@ -163,11 +163,18 @@ __global__ void sum_kernel(SumSources<T> s, T* y, size_t items) {
       if (k < s.count)
 #pragma unroll
         for (int j = 0; j < V; ++j) total[j] += x[k][j];
+    if (v) {
+      float w[V];
+      cuda::load_values<V>(v + i * V, w);
+#pragma unroll
+      for (int j = 0; j < V; ++j) total[j] *= derivative(w[j]);
+    }
     cuda::store_values<V>(y + i * V, total);
   }
 }
 
-void sum(Backend& backend, const std::vector<Tensor>& sources, const Tensor& y) {
+void sum(Backend& backend, const std::vector<Tensor>& sources, const NeuronDescriptor& neuron, const Tensor& through,
+         const Tensor& y) {
   CudaBackend& cb = cuda_of(backend);
   auto lock = cb.enter();
   const size_t count = y.count();
@@ -175,18 +182,23 @@ void sum(Backend& backend, const std::vector<Tensor>& sources, const Tensor& y) 
     using T = decltype(z);
     constexpr int V = cuda::kPack<T>;
     T* out = y.data_as<T>();
-    bool packs = count % V == 0 && cuda::packed(out);
+    const T* v = through ? through.data_as<const T>() : nullptr;
+    bool packs = count % V == 0 && cuda::packed(out) && cuda::packed(v);
     for (const Tensor& t : sources) packs = packs && cuda::packed(t.data_as<const T>());
-    // kSumSources a launch; each launch after the first adds the sum so far, in y.
-    for (size_t k = 0; k < sources.size();) {
-      SumSources<T> group{};
-      if (k) group.at[group.count++] = out;
-      while (group.count < kSumSources && k < sources.size()) group.at[group.count++] = sources[k++].data_as<const T>();
-      if (packs)
-        sum_kernel<V><<<blocks_for(count / V), kThreads, 0, cb.stream()>>>(group, out, count / V);
-      else
-        sum_kernel<1><<<blocks_for(count), kThreads, 0, cb.stream()>>>(group, out, count);
-    }
+    cuda::with_derivative(v ? neuron : NeuronDescriptor{}, [&](auto d) {
+      // kSumSources a launch; each launch after the first adds the sum so far, in y; the last
+      // applies the derivative.
+      for (size_t k = 0; k < sources.size();) {
+        SumSources<T> group{};
+        if (k) group.at[group.count++] = out;
+        while (group.count < kSumSources && k < sources.size()) group.at[group.count++] = sources[k++].data_as<const T>();
+        const T* last = k == sources.size() ? v : nullptr;
+        if (packs)
+          sum_kernel<V><<<blocks_for(count / V), kThreads, 0, cb.stream()>>>(group, last, d, out, count / V);
+        else
+          sum_kernel<1><<<blocks_for(count), kThreads, 0, cb.stream()>>>(group, last, d, out, count);
+      }
+    });
   });
   cuda::check_launch("sum");
 }

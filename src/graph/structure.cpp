@@ -240,7 +240,7 @@ Structure build_structure(const std::vector<ImageNodePtr>& results, const std::v
     // third source and multiplies by f' of it in the same pass.
     if (const NeuronDescriptor* neuron = f->fusable_neuron_gradient(); neuron && neuron->derivative_from_output()) {
       Step* p = fold_target(ins[0]);
-      const bool sum = p && p->node->sums_sources() && p->inputs.size() == 2;
+      const bool sum = p && p->node->sums_sources();
       if (p && ((p->node->accepts_fused_neuron_gradient() && p->inputs[1] == s.root[ins[1]]) || sum)) {
         if (sum) p->inputs.push_back(s.root[ins[1]]);
         p->fused = *neuron;
@@ -338,20 +338,15 @@ std::vector<ImageNodePtr> build_gradient_pass(const std::vector<std::shared_ptr<
     if (f->is_gradient()) fail("[", f->label(), "] a loss source depends on this gradient node");
     auto found = incoming.find(f->result_image().get());
     if (found == incoming.end()) continue;
-    // A result read by several nodes receives the sum of their gradients: of three or more in
-    // one pass, but for a neuron's result, whose gradient folds into an addition (of the last
-    // one to the sum of the rest; additions in a row take a pass each).
+    // A result read by several nodes receives the sum of their gradients: of two by an
+    // addition (which the plan may join to a step), of more in one pass.
     const auto& in = found->second;
     const std::string sum_label = f->label() + "_gradient_sum";
-    const size_t together = f->fusable_neuron() ? in.size() - 1 : in.size();
     ImageNodePtr dy = in[0];
-    size_t added = 1;
-    if (together > 2) {
-      dy = SumNode::create({in.begin(), in.begin() + static_cast<ptrdiff_t>(together)}, sum_label)->result_image();
-      added = together;
-    }
-    for (size_t k = added; k < in.size(); ++k)
-      dy = ArithmeticNode::create(ArithmeticOp::Add, dy, in[k], sum_label)->result_image();
+    if (in.size() == 2)
+      dy = ArithmeticNode::create(ArithmeticOp::Add, in[0], in[1], sum_label)->result_image();
+    else if (in.size() > 2)
+      dy = SumNode::create(in, sum_label)->result_image();
     const auto grads = f->gradient_filters(dy);
     for (size_t i = 0; i < grads.size(); ++i) {
       roots.push_back(grads[i]->result_image());

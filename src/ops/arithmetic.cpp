@@ -98,9 +98,11 @@ ImageShape SumNode::infer(const std::vector<ImageShape>& s) const {
 }
 
 void SumNode::encode(const EncodeArgs& a) const {
-  std::vector<Tensor> sources;
-  for (const Image* image : a.sources) sources.emplace_back(*image);
-  dispatch<SumKernel>(a.backend, sources, a.result);
+  const size_t addends = sources().size();  // then a folded neuron's output, where there is one
+  std::vector<Tensor> terms;
+  for (size_t i = 0; i < addends; ++i) terms.emplace_back(*a.sources[i]);
+  dispatch<SumKernel>(a.backend, terms, a.fused, a.sources.size() > addends ? Tensor(*a.sources[addends]) : Tensor(),
+                      a.result);
 }
 
 ArithmeticGradientNode::ArithmeticGradientNode(const ImageNodePtr& dy, const ArithmeticNode& forward, int operand)

@@ -83,14 +83,17 @@ class ArithmeticGradientNode : public GradientNode {
   int operand_;
 };
 
-// y = the sum of the sources, each of y's shape.
-struct SumKernel : KernelOf<void(Backend&, const std::vector<Tensor>& sources, const Tensor& y)> {
+// y = the sum of the sources, each of y's shape; where `through` (of y's shape) is given,
+// times f'(through) for the neuron: as ArithmeticKernel's sum.
+struct SumKernel : KernelOf<void(Backend&, const std::vector<Tensor>& sources, const NeuronDescriptor& neuron,
+                                 const Tensor& through, const Tensor& y)> {
   static constexpr const char* name = "sum";
 };
 
 // The sum of three or more images of one shape in one pass: the gradient a result read by as
 // many nodes receives (build_gradient_pass), where additions in a row read and wrote a whole
-// image for each addend. Elementwise, so in either layout.
+// image for each addend. Elementwise, so in either layout. As an addition's, a neuron's
+// gradient folds into it, its output read as one more source.
 class SumNode : public FilterNode {
  public:
   static constexpr const char* kKind = "sum";
@@ -98,6 +101,7 @@ class SumNode : public FilterNode {
   ImageShape infer(const std::vector<ImageShape>& sources) const override;
   void encode(const EncodeArgs& args) const override;
   bool channels_last(DeviceType, const std::vector<ImageShape>&) const override { return true; }
+  bool sums_sources() const override { return true; }
 
  private:
   using FilterNode::FilterNode;

@@ -162,10 +162,17 @@ TEST(GradientPass, ThreeOrMoreReadersSumTheirGradientsInOneNode) {
   std::map<std::string, std::vector<std::string>> kinds;  // gradient sums by label: their kinds
   for (const auto* f : s.order)
     if (f->label().find("gradient_sum") != std::string::npos) kinds[f->label()].push_back(f->kind());
-  // conv's three in one sum; the neuron's first three in one, its last added (taking its gradient).
+  // Each result's in one sum; the neuron's gradient folds into its sum's step, read as one more source.
   EXPECT_EQ(kinds[conv->label() + "_gradient_sum"], std::vector<std::string>{"sum"});
-  EXPECT_EQ(kinds[act->label() + "_gradient_sum"], (std::vector<std::string>{"sum", "addition"}));
+  EXPECT_EQ(kinds[act->label() + "_gradient_sum"], std::vector<std::string>{"sum"});
   EXPECT_EQ(kinds.size(), 2u);
+  int folded = 0;
+  for (const auto& st : s.steps)
+    if (st.node->label() == act->label() + "_gradient_sum") {
+      folded += st.fused.type == NeuronType::Sigmoid;
+      EXPECT_EQ(st.inputs.size(), 5u);  // four gradients and the neuron's output
+    }
+  EXPECT_EQ(folded, 1);
 }
 
 TEST(TrainingGraph, StepLowersTheLossAndUpdatesEveryLayer) {

@@ -259,9 +259,9 @@ def test_negative_slope_gradients_come_from_the_input(device):
 @pytest.mark.parametrize("readers, after", [(3, None), (9, None), (4, "sigmoid"), (3, "sigmoid")])
 def test_a_result_read_by_several_nodes_sums_their_gradients_in_one_pass(device, rng, readers, after):
     """A convolution's result (or a neuron's after it) read by three or more nodes receives the
-    sum of their gradients in one step (nine: more than one cuda launch of eight); a neuron's
-    result adds its last one in an addition that takes the neuron's gradient (three: additions
-    only). The convolution's weight gradient is that of finite differences."""
+    sum of their gradients in one step (nine: more than one cuda launch of eight), which takes a
+    neuron's gradient in the same pass. The convolution's weight gradient is that of finite
+    differences."""
     w = (rng.standard_normal((4, 3, 1, 1)) * 0.5).astype(np.float32)
     b = rng.standard_normal(4).astype(np.float32)
     x = rng.standard_normal((2, 3, 4, 5)).astype(np.float32)
@@ -277,9 +277,8 @@ def test_a_result_read_by_several_nodes_sums_their_gradients_in_one_pass(device,
     g.run(x, labels=target)
     steps = g.memory_plan(2)["steps"]
     sums = [s for s in steps if "gradient_sum" in s]
-    assert len(sums) == (2 if after else 1), steps  # one sum; or a sum and an addition, or two additions
-    if after:
-        assert sums[-1] == f"shared_gradient_sum+{after}", steps
+    assert sums == [f"shared_gradient_sum+{after}" if after else "conv_gradient_sum"], steps
+    assert not any(s.endswith(f"{after}_gradient") for s in steps), steps  # no pass of the neuron's own
 
     def total(wv):
         y = np.einsum("oc,nchw->nohw", wv[:, :, 0, 0], x.astype(np.float64)) + b[None, :, None, None]

@@ -82,11 +82,13 @@ void arithmetic_gradient(Backend& backend, ArithmeticOp op, int operand, const T
   });
 }
 
-// y = Σ sources, a block of values at a time so that y's block stays in cache while each
-// source is added.
-void sum(Backend& backend, const std::vector<Tensor>& sources, const Tensor& out) {
+// y = Σ sources (· f'(through)), a block of values at a time so that y's block stays in cache
+// while each source is added.
+void sum(Backend& backend, const std::vector<Tensor>& sources, const NeuronDescriptor& neuron, const Tensor& through,
+         const Tensor& out) {
   std::vector<const float*> in;
   for (const Tensor& t : sources) in.push_back(t.data_as<const float>());
+  const float* v = through ? through.data_as<const float>() : nullptr;
   float* y = out.data_as<float>();
   constexpr size_t kBlock = 2048;
   pool_of(backend).parallel_for(out.count(), [&](size_t s, size_t e) {
@@ -95,6 +97,7 @@ void sum(Backend& backend, const std::vector<Tensor>& sources, const Tensor& out
       for (size_t i = b; i < end; ++i) y[i] = in[0][i] + in[1][i];
       for (size_t k = 2; k < in.size(); ++k)
         for (size_t i = b; i < end; ++i) y[i] += in[k][i];
+      if (v) neuron_derivative(y + b, v + b, y + b, end - b, neuron);
     }
   });
 }
