@@ -28,6 +28,7 @@ from common import (  # noqa: E402
     nngraph_pipelined_ms,
     peak_rss_mib,
     rounds_note,
+    rss_cell,
     rss_mib,
 )
 
@@ -105,8 +106,7 @@ def main():
         return
     print("| nngraph ms/step | PyTorch ms/step | ratio | peak RSS MiB, +over setup (nngraph / PyTorch) |")
     print("|---:|---:|---:|---:|")
-    print(f"| {n['ms']:.2f} | {t['ms']:.2f} | {n['ms'] / t['ms']:.2f} | {n['peak_mib']:.0f} "
-          f"(+{n['peak_mib'] - n['base_mib']:.0f}) / {t['peak_mib']:.0f} (+{t['peak_mib'] - t['base_mib']:.0f}) |")
+    print(f"| {n['ms']:.2f} | {t['ms']:.2f} | {n['ms'] / t['ms']:.2f} | {rss_cell(n)} / {rss_cell(t)} |")
 
 
 if __name__ == "__main__":

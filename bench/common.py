@@ -65,6 +65,16 @@ def nngraph_pipelined_ms(graph, x, y, steps: int) -> float:
                         steps)
 
 
+def rss_cell(r: dict) -> str:
+    """A worker's peak RSS and its growth over the RSS after setup, as a table cell's text."""
+    return f"{r['peak_mib']:.0f} (+{r['peak_mib'] - r['base_mib']:.0f})"
+
+
+def check_checksums(n: dict, t: dict) -> None:
+    """nngraph's and PyTorch's checksums of one result agree (the same weights and inputs)."""
+    assert abs(n["checksum"] - t["checksum"]) <= 1e-3 * max(1.0, abs(t["checksum"])), (n, t)
+
+
 def measure_in_subprocess(script: str, args: list[str]) -> dict:
     """Runs `script --worker args` in a fresh interpreter; it prints one JSON line."""
     out = subprocess.run([sys.executable, script, "--worker", *args], check=True,
@@ -214,9 +224,8 @@ def compare_training(script: str, a, title: str, base_batch: int) -> None:
         # Same weights and data: the logits before training must agree (tf32 and half round).
         assert abs(n["check"] - t["check"]) < check_tolerance(a) * abs(t["check"]), (n, t)
         if not cuda:
-            print(f"| {batch} | {n['ms']:.2f} | {t['ms']:.2f} | {n['ms'] / t['ms']:.2f} | {n['peak_mib']:.0f} "
-                  f"(+{n['peak_mib'] - n['base_mib']:.0f}) / {t['peak_mib']:.0f} "
-                  f"(+{t['peak_mib'] - t['base_mib']:.0f}) |")
+            print(f"| {batch} | {n['ms']:.2f} | {t['ms']:.2f} | {n['ms'] / t['ms']:.2f} | "
+                  f"{rss_cell(n)} / {rss_cell(t)} |")
             continue
         g = r["torch-graph"]
         for mode, key in (("each waited for", "ms"), ("pipelined", "pipe_ms")):

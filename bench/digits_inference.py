@@ -15,7 +15,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import measure_in_subprocess, median_ms, peak_rss_mib, rss_mib
+from common import check_checksums, measure_in_subprocess, median_ms, peak_rss_mib, rss_cell, rss_mib
 
 
 def weights(seed=0):
@@ -73,10 +73,8 @@ def main():
         r = {fw: measure_in_subprocess(__file__, [fw, str(batch), "--steps", str(steps), "--threads", str(a.threads)])
              for fw in ("nngraph", "torch")}
         n, t = r["nngraph"], r["torch"]
-        assert abs(n["checksum"] - t["checksum"]) <= 1e-3 * max(1.0, abs(t["checksum"])), (n, t)
-        print(f"| {batch} | {n['ms']:.2f} | {t['ms']:.2f} | {n['ms'] / t['ms']:.2f} | "
-              f"{n['peak_mib']:.0f} (+{n['peak_mib'] - n['base_mib']:.0f}) | "
-              f"{t['peak_mib']:.0f} (+{t['peak_mib'] - t['base_mib']:.0f}) |")
+        check_checksums(n, t)
+        print(f"| {batch} | {n['ms']:.2f} | {t['ms']:.2f} | {n['ms'] / t['ms']:.2f} | {rss_cell(n)} | {rss_cell(t)} |")
 
 
 if __name__ == "__main__":
