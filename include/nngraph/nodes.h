@@ -71,6 +71,8 @@ struct EncodeArgs {
   // Training graphs: this forward node's result computed again for the gradient pass
   // (replays_result), from its batch state as the forward pass left it; nothing else changes.
   bool replay = false;
+  // Inference: the node's filter as prepare_filter() wrote it, where it has one (else null).
+  const float* prepared = nullptr;
 };
 
 class FilterNode : public std::enable_shared_from_this<FilterNode> {
@@ -222,6 +224,16 @@ class FilterNode : public std::enable_shared_from_this<FilterNode> {
   // producer's parameters with this node's (`own`) folded in.
   virtual void fold(Backend& backend, const WeightsState& producer, const WeightsState& own,
                     const WeightsState& folded) const;
+  // Inference: the floats of a copy of its filter that its kernels on `backend` read beside
+  // it (EncodeArgs::prepared) for a source of shape `in`, made by prepare_filter() again
+  // whenever its weights change (the cpu's lane convolutions: the filter packed); 0: none.
+  virtual size_t prepared_filter_floats(Backend& backend, const ImageShape& in) const {
+    (void)backend;
+    (void)in;
+    return 0;
+  }
+  virtual void prepare_filter(Backend& backend, const WeightsState& weights, const ImageShape& in,
+                              float* prepared) const;
   // Gradient and loss nodes: a graph holding one runs forward nodes in training mode.
   virtual bool is_gradient() const { return false; }
   // Gradient nodes of trainable nodes: the forward node whose weights they train.

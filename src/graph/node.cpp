@@ -46,6 +46,10 @@ void FilterNode::fold(Backend&, const WeightsState&, const WeightsState&, const 
   fail<Unsupported>("[", label(), "] ", kind(), " does not fold into another node");
 }
 
+void FilterNode::prepare_filter(Backend&, const WeightsState&, const ImageShape&, float*) const {
+  fail<Unsupported>("[", label(), "] ", kind(), " has no prepared filter");
+}
+
 GradientNode::GradientNode(std::vector<ImageNodePtr> sources, const FilterNode& forward, const char* kind)
     : FilterNode(std::move(sources), "", kind) {
   set_default_label(forward.label() + "_gradient");

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <initializer_list>
 #include <map>
 #include <set>
 #include <string>
@@ -29,6 +30,17 @@ void each_source(const Structure& s, F&& fn) {
 
 void write(Backend& b, const std::shared_ptr<Buffer>& dst, const std::vector<float>& v) {
   if (dst) b.copy_from_host(dst->data(), v.data(), v.size() * sizeof(float));
+}
+
+// The loads and changes of a node's parameters: equal while its values are.
+std::vector<uint64_t> stamps_of(const Parameters& p, std::initializer_list<const FilterNode*> nodes) {
+  std::vector<uint64_t> stamps{p.serial};
+  for (const FilterNode* f : nodes) {
+    DataSource* ds = f->weight_sources()[0].source;
+    auto* array = dynamic_cast<ArrayDataSource*>(ds);
+    stamps.push_back(array ? array->changes() : p.versions.at(ds));
+  }
+  return stamps;
 }
 
 }  // namespace
@@ -77,12 +89,7 @@ bool FoldedParameters::refresh(const Structure& s, const Parameters& p, Backend&
     if (!st.folded) continue;
     const WeightsState& conv = p.of.at(st.node)[0];
     const WeightsState& norm = p.of.at(st.folded)[0];  // one value per output channel in each tensor
-    std::vector<uint64_t> stamps{p.serial};
-    for (const FilterNode* f : {st.node, st.folded}) {
-      DataSource* ds = f->weight_sources()[0].source;
-      auto* array = dynamic_cast<ArrayDataSource*>(ds);
-      stamps.push_back(array ? array->changes() : p.versions.at(ds));
-    }
+    std::vector<uint64_t> stamps = stamps_of(p, {st.node, st.folded});
     Entry& e = entries_[st.node];
     if (e.values.tensors.empty()) {
       const size_t channels = norm.counts.at(0);
@@ -107,6 +114,28 @@ const WeightsState* FoldedParameters::of(const FilterNode* conv) const {
 uint64_t FoldedParameters::folds(const FilterNode* conv) const {
   auto it = entries_.find(conv);
   return it == entries_.end() ? 0 : it->second.folds;
+}
+
+const float* PreparedFilters::of(const Step& st, const WeightsState& weights, const ImageShape& in,
+                                 const Parameters& p, const FoldedParameters& folded, Backend& backend) {
+  const size_t floats = st.node->prepared_filter_floats(backend, in);
+  if (floats == 0) {
+    entries_.erase(st.node);
+    return nullptr;
+  }
+  std::vector<uint64_t> stamps = stamps_of(p, {st.node});
+  if (st.folded) stamps.push_back(folded.folds(st.node));
+  Entry& e = entries_[st.node];
+  if (!e.buffer || e.buffer->bytes() != floats * sizeof(float)) {
+    e = Entry{in, backend.allocate(floats * sizeof(float)), {}};
+  } else if (e.stamps == stamps && e.in == in) {
+    return static_cast<const float*>(e.buffer->data());
+  }
+  e.stamps.clear();  // until the copy is whole
+  st.node->prepare_filter(backend, weights, in, static_cast<float*>(e.buffer->data()));
+  e.in = in;
+  e.stamps = std::move(stamps);
+  return static_cast<const float*>(e.buffer->data());
 }
 
 WeightsState ParameterCopies::with_copies(const WeightsState& w, const std::vector<TensorSpec>& specs,

@@ -53,6 +53,25 @@ class FoldedParameters {
   std::unordered_map<const FilterNode*, Entry> entries_;
 };
 
+// Inference: the copies of filters that some steps' kernels read beside them
+// (FilterNode::prepared_filter_floats), each made again whenever the values it was made from
+// (the step's weights, or their folded copy) changed, or its source's shape did.
+class PreparedFilters {
+ public:
+  // The step's copy for a source of shape `in`, brought up to date from `weights` (what the
+  // step computes with); null where its kernels read none.
+  const float* of(const Step& st, const WeightsState& weights, const ImageShape& in, const Parameters& p,
+                  const FoldedParameters& folded, Backend& backend);
+
+ private:
+  struct Entry {
+    ImageShape in;
+    std::shared_ptr<Buffer> buffer;
+    std::vector<uint64_t> stamps;  // empty until made
+  };
+  std::unordered_map<const FilterNode*, Entry> entries_;
+};
+
 // A graph computing in half precision: copies in its storage dtype of the product operands
 // (TensorSpec::operand) of its parameters, folded ones included, which its kernels read in
 // place of the float32 masters. A copy is cast again when its master changed, except where

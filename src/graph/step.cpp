@@ -274,14 +274,17 @@ std::vector<Image> StepRunner::run(const Plan& plan, Parameters& wm, const std::
       if (s.losses[i].node == st.node) loss = &loss_out[i];
     const WeightsState* folded = !st.folded ? nullptr : half_graph ? copies_.folded(st.node) : folded_.of(st.node);
     const std::vector<WeightsState>* copied = half_graph ? copies_.of(owner) : nullptr;
-    EncodeArgs a{backend_, ins, result ? *result : need.output ? t[st.output] : none,
-                 folded ? folded : copied ? copied->data() : w == wm.of.end() ? nullptr : w->second.data(),
+    const WeightsState* weights =
+        folded ? folded : copied ? copied->data() : w == wm.of.end() ? nullptr : w->second.data();
+    EncodeArgs a{backend_, ins, result ? *result : need.output ? t[st.output] : none, weights,
                  st.trains_weights ? gradients_.at(owner).data() : nullptr, st.fused,
                  counter, loss, options.allow_tf32, need.state ? &t[st.state] : nullptr, s.training};
     a.batch_state = batch == batch_states_.end() ? nullptr : batch->second.get();
     if (scale_state) a.loss_scale = &scale_state->scale;
     a.layout = plan.layout;
     a.replay = st.replay;
+    if (!s.training && weights && !ins.empty())
+      a.prepared = prepared_.of(st, *weights, ins[0]->shape(), wm, folded_, backend_);
     return a;
   };
   // A step whose node does not read NHWC images: NCHW copies in, its NCHW result permuted back.

@@ -60,6 +60,7 @@ class StepRunner {
   };
   std::unordered_map<const FilterNode*, Trainable> trainable_;
   FoldedParameters folded_;
+  PreparedFilters prepared_;
   ParameterCopies copies_;
   std::unordered_map<const FilterNode*, std::shared_ptr<Buffer>> batch_states_;
   CaptureCache captures_;

@@ -94,9 +94,23 @@ void ConvolutionNode::encode(const EncodeArgs& a) const {
   g.half = accumulator_ == AccumulatorPrecision::Half;
   const Tensor x = image_of(a, *a.sources[0]), w = Tensor::parameter(a.weights, 0), b = Tensor::parameter(a.weights, 1);
   const Tensor y = image_of(a, a.result);
+  if (a.prepared)
+    return dispatch<PreparedConvolutionKernel>(a.backend, g, x, w, a.prepared, b,
+                                               a.addend ? image_of(a, *a.addend) : Tensor(),
+                                               a.addend ? a.fused : effective_neuron(desc_, a), y);
   if (a.addend)  // joined where the backend has the kernel (accepts_addend)
     return dispatch<ConvolutionAddKernel>(a.backend, g, x, w, b, image_of(a, *a.addend), a.fused, y);
   dispatch<ConvolutionKernel>(a.backend, g, x, w, b, effective_neuron(desc_, a), y);
+}
+
+size_t ConvolutionNode::prepared_filter_floats(Backend& backend, const ImageShape& in) const {
+  if (!has_kernel<PrepareFilterKernel>(backend.device().type())) return 0;
+  return dispatch<PrepareFilterKernel>(backend, geometry(in), in, infer({in}), Tensor(), nullptr);
+}
+
+void ConvolutionNode::prepare_filter(Backend& backend, const WeightsState& weights, const ImageShape& in,
+                                     float* prepared) const {
+  dispatch<PrepareFilterKernel>(backend, geometry(in), in, infer({in}), Tensor::parameter(&weights, 0), prepared);
 }
 
 // cuDNN has no channels-last gradient algorithms accumulating in float16: those run NCHW.

@@ -30,6 +30,19 @@ struct ConvolutionAddKernel
                     const Tensor& addend, const NeuronDescriptor&, const Tensor& y)> {
   static constexpr const char* name = "convolution_add";
 };
+// Inference: a copy of the filter that the backend's convolutions over images of these shapes
+// read beside it, made once per change of its values (FilterNode::prepared_filter_floats): the
+// floats it takes, written to `prepared` where that is given; 0 where no copy pays.
+struct PrepareFilterKernel : KernelOf<size_t(Backend&, const ConvGeometry&, const ImageShape& in,
+                                             const ImageShape& out, const Tensor& weights, float* prepared)> {
+  static constexpr const char* name = "prepare_filter";
+};
+// As ConvolutionAddKernel (addend may be empty), with the filter's prepared copy beside it.
+struct PreparedConvolutionKernel
+    : KernelOf<void(Backend&, const ConvGeometry&, const Tensor& x, const Tensor& weights, const float* prepared,
+                    const Tensor& bias, const Tensor& addend, const NeuronDescriptor&, const Tensor& y)> {
+  static constexpr const char* name = "prepared_convolution";
+};
 // dz = dy ⊙ neuron'(y) first when y is given; dx (may be empty: not needed), dw and db (empty:
 // no bias) are overwritten.
 struct ConvolutionGradientKernel
@@ -76,6 +89,9 @@ class ConvolutionNode : public FilterNode {
   Attributes attributes(const std::vector<ImageShape>& sources) const override;
   void encode(const EncodeArgs& args) const override;
   bool channels_last(DeviceType device, const std::vector<ImageShape>& sources) const override;
+  size_t prepared_filter_floats(Backend& backend, const ImageShape& in) const override;
+  void prepare_filter(Backend& backend, const WeightsState& weights, const ImageShape& in,
+                      float* prepared) const override;
   std::vector<WeightSource> weight_sources() const override { return {{source_.get(), desc_}}; }
   const ConvolutionDescriptor& descriptor() const { return desc_; }
   // Its epilogue applies a following neuron, unless its descriptor has one already; so a
@@ -116,6 +132,7 @@ class FullyConnectedNode : public ConvolutionNode {
   // Its weights flatten a source's C·H·W in NCHW order.
   bool channels_last(DeviceType, const std::vector<ImageShape>&) const override { return false; }
   bool accepts_addend(DeviceType) const override { return false; }
+  size_t prepared_filter_floats(Backend&, const ImageShape&) const override { return 0; }  // a product
 
  private:
   using ConvolutionNode::ConvolutionNode;

@@ -41,6 +41,8 @@ CASES = {
     "no bias, no neuron": {"c_in": 3, "c_out": 4, "bias": False, "neuron": None, "x": (2, 3, 5, 5)},
     "stride 2, groups": {"c_in": 4, "c_out": 6, "stride": 2, "groups": 2, "neuron": "sigmoid", "x": (3, 4, 9, 8)},
     "fully connected": {"c_in": 3 * 4 * 4, "c_out": 7, "kernel": 1, "fc": True, "x": (5, 3, 4, 4)},
+    # Long sums over few positions: the cpu packs the folded filter for its lane kernel.
+    "deep, few positions": {"c_in": 32, "c_out": 40, "x": (2, 32, 7, 5)},
 }
 
 
@@ -94,6 +96,25 @@ def test_folding_follows_new_values(device, rng):
     conv_ds.set_weights(rng.standard_normal((4, 2, 3, 3)).astype(np.float32), rng.standard_normal(4).astype(np.float32))
     check(folded.run(x), unfolded.run(x)[0], rtol=1e-5, atol=1e-5)
     assert not np.allclose(folded.run(x), first, atol=1e-3)
+
+
+def test_a_packed_folded_filter_follows_new_values_and_training(device, rng):
+    """The cpu packs these filters (folded or not) once per change of the values they come from."""
+    x = rng.standard_normal((2, 32, 6, 6)).astype(np.float32)
+    conv, out, conv_ds, bn_ds = conv_bn(rng, 32, 20)
+    folded, unfolded = folded_and_unfolded(out, conv, device)
+    check(folded.run(x), unfolded.run(x)[0], rtol=1e-5, atol=1e-5)
+    bn_ds.set_tensors(random_tensors(rng, 20))
+    check(folded.run(x), unfolded.run(x)[0], rtol=1e-5, atol=1e-5)
+    conv_ds.set_weights(rng.standard_normal((20, 32, 3, 3)).astype(np.float32) * 0.1, conv_ds.biases())
+    check(folded.run(x), unfolded.run(x)[0], rtol=1e-5, atol=1e-5)
+    conv_ds.optimizer = ng.SGD(learning_rate=0.1)
+    training = ng.Loss(ng.Convolution(ng.ImageNode(), conv_ds, padding="same"), "mean_squared_error").training_graph(
+        device=device)
+    before = folded.run(x)
+    training.run(x, labels=np.zeros((2, 20, 6, 6), np.float32))
+    check(folded.run(x), unfolded.run(x)[0], rtol=1e-5, atol=1e-5)
+    assert not np.allclose(folded.run(x), before, atol=1e-4)
 
 
 def test_folding_reads_a_python_source_again_on_reload(device, rng):

@@ -168,7 +168,8 @@ def test_recurrent_checkpoints_written_with_convolution_shapes_still_load(tmp_pa
 
 def test_cpu_graphs_compute_with_the_sources_arrays(rng):
     # One copy of the weights on the cpu: graphs there read and train the source's arrays, so a
-    # graph adds no parameter memory, and every graph and reader sees each change at once.
+    # graph adds no parameter memory but the filter packed for its convolution over few
+    # positions (made again after each change), and every graph and reader sees each change at once.
     import reference as ref
     d = ng.ConvolutionDescriptor(3, 128, 128)
     src = ng.ArrayDataSource(d, "he", "zeros", "big", seed=1)
@@ -177,7 +178,7 @@ def test_cpu_graphs_compute_with_the_sources_arrays(rng):
     infer = ng.Graph(ng.Convolution(ng.ImageNode(), src, padding="same"), device="cpu")
     np.testing.assert_allclose(infer.run(x), ref.conv2d(x, src.weights(), src.biases(), padding="same"), rtol=1e-4,
                                atol=1e-4)
-    assert ng.memory_stats("cpu")["current_bytes"] - held < src.weights().nbytes // 4
+    assert ng.memory_stats("cpu")["current_bytes"] - held < src.weights().nbytes * 5 // 4
     new = rng.standard_normal(d.weights_shape).astype(np.float32) * 0.05
     src.set_weights(new, src.biases())
     np.testing.assert_allclose(infer.run(x), ref.conv2d(x, new, src.biases(), padding="same"), rtol=1e-4, atol=1e-4)

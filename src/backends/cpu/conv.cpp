@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "backends/cpu/conv_frame.h"
+#include "backends/cpu/conv_lanes.h"
 #include "backends/cpu/conv_winograd.h"
 #include "backends/cpu/cpu_backend.h"
 #include "ops/conv.h"
@@ -292,10 +293,28 @@ void fully_connected_gradient(Backend& b, const Tensor& x, const Tensor& w, cons
   if (dx) gemm(&pool, false, false, n, k, o, 1.f, z, o, weights, k, 0.f, dx.data_as<float>(), k);
 }
 
+// Inference: the filter packed for the lane kernel where that pays (conv_lanes.h).
+size_t prepare_filter(Backend& b, const ConvGeometry& g, const ImageShape& in, const ImageShape& out, const Tensor& w,
+                      float* prepared) {
+  if (!lanes_pay(g, in, out)) return 0;
+  const int terms = in.c * g.kh * g.kw;
+  if (prepared) pack_lanes(pool_of(b), w.data_as<const float>(), out.c, terms, prepared);
+  return lanes_floats(out.c, terms);
+}
+
+// Winograd's form where it takes the batch (it beat the lanes at 14², batch 64), else the lanes.
+void prepared_convolution(Backend& b, const ConvGeometry& g, const Tensor& in, const Tensor& w, const float* prepared,
+                          const Tensor& bs, const Tensor& addend, const NeuronDescriptor& neuron, const Tensor& out) {
+  if (winograd_fits(g, in.shape(), out.shape(), in.batch())) return convolution_add(b, g, in, w, bs, addend, neuron, out);
+  lane_convolution(pool_of(b), g, in, prepared, bs, neuron, out, addend);
+}
+
 NNGRAPH_KERNEL(BiasNeuronKernel, CPU, bias_neuron_pass);
 NNGRAPH_KERNEL(BiasNeuronGradientKernel, CPU, bias_neuron_gradient);
 NNGRAPH_KERNEL(ConvolutionKernel, CPU, convolution);
 NNGRAPH_KERNEL(ConvolutionAddKernel, CPU, convolution_add);
+NNGRAPH_KERNEL(PrepareFilterKernel, CPU, prepare_filter);
+NNGRAPH_KERNEL(PreparedConvolutionKernel, CPU, prepared_convolution);
 NNGRAPH_KERNEL(ConvolutionGradientKernel, CPU, convolution_gradient);
 NNGRAPH_KERNEL(FullyConnectedKernel, CPU, fully_connected);
 NNGRAPH_KERNEL(FullyConnectedGradientKernel, CPU, fully_connected_gradient);
