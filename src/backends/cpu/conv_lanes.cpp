@@ -86,9 +86,7 @@ void lane_convolution(ThreadPool& pool, const ConvGeometry& g, const Tensor& x, 
   const auto& is = x.shape();
   const auto& os = y.shape();
   const int n = x.batch(), terms = is.c * g.kh * g.kw, positions = os.h * os.w;
-  Frame frame{os.h + (g.kh - 1) * g.dy / g.sy, os.w + (g.kw - 1) * g.dx / g.sx, g.pad_top, g.pad_left, g.sy, g.sx};
-  frame.used_by(g.kh, g.kw, g.dy, g.dx);
-  frame.narrow(os.w, is.w);
+  Frame frame = forward_frame(g, is, os);
   // A 1×1 window over the unpadded image reads the image itself (its frame would be a copy).
   const bool in_place = g.kh == 1 && g.kw == 1 && g.sy == 1 && g.sx == 1 && g.pad_top == 0 && g.pad_left == 0 &&
                         frame.h == is.h && frame.w == is.w;

@@ -99,6 +99,15 @@ struct Frame {
   static int rank(unsigned mask, int p) { return mask == ~0u ? p : __builtin_popcount(mask & ((1u << p) - 1)); }
 };
 
+// The frame a forward convolution reads: every row and column some output's window reads,
+// only the phase planes its taps read, narrowed to the next row's left padding.
+inline Frame forward_frame(const ConvGeometry& g, const ImageShape& in, const ImageShape& out) {
+  Frame f{out.h + (g.kh - 1) * g.dy / g.sy, out.w + (g.kw - 1) * g.dx / g.sx, g.pad_top, g.pad_left, g.sy, g.sx};
+  f.used_by(g.kh, g.kw, g.dy, g.dx);
+  f.narrow(out.w, in.w);
+  return f;
+}
+
 // Term (c, i, j)'s offset: channel c's frame at tap (i, j), in the tap's phase plane.
 inline void tap_offsets(const ConvGeometry& g, int channels, const Frame& f, int* off) {
   for (int c = 0; c < channels; ++c)
