@@ -118,24 +118,20 @@ uint64_t FoldedParameters::folds(const FilterNode* conv) const {
 
 const float* PreparedFilters::of(const Step& st, const WeightsState& weights, const ImageShape& in,
                                  const Parameters& p, const FoldedParameters& folded, Backend& backend) {
-  const size_t floats = st.node->prepared_filter_floats(backend, in);
-  if (floats == 0) {
-    entries_.erase(st.node);
-    return nullptr;
+  Entry& e = entries_[st.node];
+  if (!e.asked || !(e.in == in)) {  // the node's answer for this shape, asked once
+    const size_t floats = st.node->prepared_filter_floats(backend, in);
+    e = Entry{in, true, floats ? backend.allocate(floats * sizeof(float)) : nullptr, {}};
   }
+  if (!e.buffer) return nullptr;
   std::vector<uint64_t> stamps = stamps_of(p, {st.node});
   if (st.folded) stamps.push_back(folded.folds(st.node));
-  Entry& e = entries_[st.node];
-  if (!e.buffer || e.buffer->bytes() != floats * sizeof(float)) {
-    e = Entry{in, backend.allocate(floats * sizeof(float)), {}};
-  } else if (e.stamps == stamps && e.in == in) {
-    return static_cast<const float*>(e.buffer->data());
-  }
+  auto* prepared = static_cast<float*>(e.buffer->data());
+  if (e.stamps == stamps) return prepared;
   e.stamps.clear();  // until the copy is whole
-  st.node->prepare_filter(backend, weights, in, static_cast<float*>(e.buffer->data()));
-  e.in = in;
+  st.node->prepare_filter(backend, weights, in, prepared);
   e.stamps = std::move(stamps);
-  return static_cast<const float*>(e.buffer->data());
+  return prepared;
 }
 
 WeightsState ParameterCopies::with_copies(const WeightsState& w, const std::vector<TensorSpec>& specs,

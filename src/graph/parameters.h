@@ -66,8 +66,9 @@ class PreparedFilters {
  private:
   struct Entry {
     ImageShape in;
-    std::shared_ptr<Buffer> buffer;
-    std::vector<uint64_t> stamps;  // empty until made
+    bool asked = false;             // the node said for `in` whether it takes a copy
+    std::shared_ptr<Buffer> buffer;  // null: it takes none
+    std::vector<uint64_t> stamps;    // empty until made
   };
   std::unordered_map<const FilterNode*, Entry> entries_;
 };

@@ -94,13 +94,13 @@ void ConvolutionNode::encode(const EncodeArgs& a) const {
   g.half = accumulator_ == AccumulatorPrecision::Half;
   const Tensor x = image_of(a, *a.sources[0]), w = Tensor::parameter(a.weights, 0), b = Tensor::parameter(a.weights, 1);
   const Tensor y = image_of(a, a.result);
+  // An addend is joined where the backend has the kernel (accepts_addend); its neuron is the fused one.
+  const Tensor addend = a.addend ? image_of(a, *a.addend) : Tensor();
+  const NeuronDescriptor& neuron = a.addend ? a.fused : effective_neuron(desc_, a);
   if (a.prepared)
-    return dispatch<PreparedConvolutionKernel>(a.backend, g, x, w, a.prepared, b,
-                                               a.addend ? image_of(a, *a.addend) : Tensor(),
-                                               a.addend ? a.fused : effective_neuron(desc_, a), y);
-  if (a.addend)  // joined where the backend has the kernel (accepts_addend)
-    return dispatch<ConvolutionAddKernel>(a.backend, g, x, w, b, image_of(a, *a.addend), a.fused, y);
-  dispatch<ConvolutionKernel>(a.backend, g, x, w, b, effective_neuron(desc_, a), y);
+    return dispatch<PreparedConvolutionKernel>(a.backend, g, x, w, a.prepared, b, addend, neuron, y);
+  if (addend) return dispatch<ConvolutionAddKernel>(a.backend, g, x, w, b, addend, neuron, y);
+  dispatch<ConvolutionKernel>(a.backend, g, x, w, b, neuron, y);
 }
 
 size_t ConvolutionNode::prepared_filter_floats(Backend& backend, const ImageShape& in) const {
