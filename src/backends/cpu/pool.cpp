@@ -81,50 +81,67 @@ void scatter_gradient(bool max, const PoolGeometry& g, const ImageShape& is, con
     }
 }
 
-// A window's kw taps of a padded row, reduced, for each output column: KW and SX fixed for the
-// common windows (the loop over the columns then vectorizes; a stride known to be 2 reads
-// whole vectors and deinterleaves them), 0 for any.
+// A window's kw taps of a padded row, reduced, for each output column: KW and SX fixed (dense
+// taps) for the common windows, so the loop over the columns vectorizes (a stride of 2 reads
+// whole vectors and deinterleaves them); 0 for any.
 template <bool Max, int KW, int SX>
-void pool_columns(const float* padded, int wo, int kw, int sx, int dx, float* out) {
-  const int taps = KW ? KW : kw, step = SX ? SX : sx;
+void pool_columns(const float* __restrict padded, int wo, int kw, int sx, int dx, float* __restrict out) {
+  const int taps = KW ? KW : kw, step = SX ? SX : sx, d = KW ? 1 : dx;
   for (int ox = 0; ox < wo; ++ox) {
     const float* t = padded + static_cast<size_t>(ox) * step;
     float acc = t[0];
-    for (int j = 1; j < taps; ++j) acc = Max ? std::max(acc, t[j * dx]) : acc + t[j * dx];
+    for (int j = 1; j < taps; ++j) acc = Max ? std::max(acc, t[j * d]) : acc + t[j * d];
     out[ox] = acc;
   }
 }
 
 // Windows without winners, separably: each output row's kh source rows reduced column by
-// column (a vectorized pass) into a row padded on both sides with the reduction's identity,
-// then each window's kw columns of that row, with no bounds to check.
-template <bool Max>
+// column (one vectorized pass for up to three rows) into its row of `padded` (rows of `pitch`,
+// padded on both sides with the reduction's identity), then each window's kw columns of those
+// rows, with no bounds to check. All rows are reduced before any is read across: read back at
+// once, a row's vector stores would stall the unaligned loads that straddle them.
+template <bool Max, int KW, int SX>
 void pool_rows(const PoolGeometry& g, const ImageShape& is, const ImageShape& os, const float* x, float* y,
-               float* padded, const float* divisors) {
-  float* row = padded + g.pad_left;
-  const bool dense = g.dil_x == 1;
-  const auto columns = dense && g.kw == 3 && g.sx == 2 ? pool_columns<Max, 3, 2>
-                       : dense && g.kw == 2          ? pool_columns<Max, 2, 0>
-                       : dense && g.kw == 3          ? pool_columns<Max, 3, 0>
-                                                     : pool_columns<Max, 0, 0>;
+               float* padded, size_t pitch, const float* divisors) {
+  const auto op = [](float a, float b) { return Max ? std::max(a, b) : a + b; };
+  const size_t w = is.w, next = static_cast<size_t>(g.dil_y) * w;
   for (int oy = 0; oy < os.h; ++oy) {
     const math::Taps rows = math::window_taps(oy, g.sy, g.pad_top, g.kh, g.dil_y, is.h);
-    float* out = y + static_cast<size_t>(oy) * os.w;
+    float* __restrict row = padded + oy * pitch + g.pad_left;
+    const float* __restrict r = x + static_cast<size_t>(rows.first) * w;
     if (rows.count == 0) {
-      std::fill_n(out, os.w, Max ? -std::numeric_limits<float>::infinity() : std::numeric_limits<float>::quiet_NaN());
-      continue;
+      std::fill_n(row, w, Max ? -std::numeric_limits<float>::infinity() : std::numeric_limits<float>::quiet_NaN());
+    } else if (rows.count == 1) {
+      std::copy_n(r, w, row);
+    } else if (rows.count == 2) {
+      for (size_t ix = 0; ix < w; ++ix) row[ix] = op(r[ix], r[next + ix]);
+    } else {
+      for (size_t ix = 0; ix < w; ++ix) row[ix] = op(op(r[ix], r[next + ix]), r[2 * next + ix]);
     }
-    std::copy_n(x + static_cast<size_t>(rows.first) * is.w, is.w, row);
-    for (int i = 1; i < rows.count; ++i) {
-      const float* r = x + static_cast<size_t>(rows.first + i * g.dil_y) * is.w;
-      for (int ix = 0; ix < is.w; ++ix) row[ix] = Max ? std::max(row[ix], r[ix]) : row[ix] + r[ix];
+    for (int i = 3; i < rows.count; ++i) {
+      const float* __restrict more = r + i * next;
+      for (size_t ix = 0; ix < w; ++ix) row[ix] = op(row[ix], more[ix]);
     }
-    columns(padded, os.w, g.kw, g.sx, g.dil_x, out);
+  }
+  for (int oy = 0; oy < os.h; ++oy) {
+    float* out = y + static_cast<size_t>(oy) * os.w;
+    pool_columns<Max, KW, SX>(padded + oy * pitch, os.w, g.kw, g.sx, g.dil_x, out);
     if (!Max) {
+      const math::Taps rows = math::window_taps(oy, g.sy, g.pad_top, g.kh, g.dil_y, is.h);
       const float n = g.count_include_pad ? 1.f : static_cast<float>(rows.count);
       for (int ox = 0; ox < os.w; ++ox) out[ox] /= divisors[ox] * n;
     }
   }
+}
+
+// pool_rows for this reduction and the window's columns (specialized for the common ones).
+template <bool Max>
+auto rows_kernel(const PoolGeometry& g) {
+  const bool dense = g.dil_x == 1;
+  return dense && g.kw == 3 && g.sx == 2 ? pool_rows<Max, 3, 2>
+         : dense && g.kw == 3 && g.sx == 1 ? pool_rows<Max, 3, 1>
+         : dense && g.kw == 2 && g.sx == 2 ? pool_rows<Max, 2, 2>
+                                           : pool_rows<Max, 0, 0>;
 }
 
 void pooling(Backend& backend, PoolingMode mode, const PoolGeometry& g, const Tensor& in, const Tensor& out,
@@ -153,12 +170,12 @@ void pooling(Backend& backend, PoolingMode mode, const PoolGeometry& g, const Te
                                          : static_cast<float>(math::window_taps(ox, g.sx, g.pad_left, g.kw, g.dil_x,
                                                                                 is.w).count);
     const size_t width = static_cast<size_t>(os.w - 1) * g.sx + static_cast<size_t>(g.kw - 1) * g.dil_x + 1;
+    const size_t pitch = (std::max(width, static_cast<size_t>(g.pad_left) + is.w) + 15) / 16 * 16;
     pool_of(backend).parallel_for(planes, [&](size_t b, size_t e) {
-      std::vector<float> padded(std::max(width, static_cast<size_t>(g.pad_left) + is.w),
-                                max ? -std::numeric_limits<float>::infinity() : 0.f);
-      const auto rows = max ? pool_rows<true> : pool_rows<false>;
+      std::vector<float> padded(pitch * os.h, max ? -std::numeric_limits<float>::infinity() : 0.f);
+      const auto rows = max ? rows_kernel<true>(g) : rows_kernel<false>(g);
       for (size_t pl = b; pl < e; ++pl)
-        rows(g, is, os, src + pl * is.h * is.w, dst + pl * plane, padded.data(), divisors.data());
+        rows(g, is, os, src + pl * is.h * is.w, dst + pl * plane, padded.data(), pitch, divisors.data());
     });
     return;
   }
