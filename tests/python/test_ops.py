@@ -195,6 +195,8 @@ POOL_CASES = [
     ((3, 3), (2, 2), (1, 1, 1, 1), False, (2, 3, 12, 11)),  # ResNet's stem pooling
     ((3, 3), (2, 2), (1, 1, 1, 1), False, (1, 2, 5, 71)),  # rows of whole vectors and a tail
     ((5, 3), (1, 3), (2, 2, 1, 1), False, (1, 2, 6, 10)),
+    ((3, 3), (1, 1), (1, 1, 1, 1), True, (2, 2, 6, 21)),  # Inception's pooling branch
+    ((4, 3), (1, 1), (0, 1, 2, 1), False, (1, 3, 9, 20)),  # four rows a window
 ]
 
 
