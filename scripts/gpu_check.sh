@@ -4,22 +4,35 @@
 # arguments (default: both digit-network benchmarks on cuda). Wheels, GoogleTest and a part of
 # Fashion-MNIST come from .device/ (scripts/device_bundle.sh fills it; the test that counts the
 # whole data set is left out). pytest runs to the end, so every failure is listed.
+# --carried: no build and no C++ suite; the extension scripts/device_carried.sh packed, with the
+# cuDNN and cuBLAS of the machine's torch.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+CARRIED=0
+[ "${1:-}" = --carried ] && { CARRIED=1; shift; }
 OUT=${OUT:-/tmp/gpu_check}
 mkdir -p "$OUT"
 PY=${PYTHON:-python3}
 "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .device/*.whl || exit 1
 export PYTHONPATH=/tmp/site
 [ -d .device/fashion-mnist ] && export NNGRAPH_FASHION_MNIST=$PWD/.device/fashion-mnist
-mkdir -p /tmp/gtest && for d in .device/*.deb; do dpkg -x "$d" /tmp/gtest; done
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
-"$PY" -m pip install --no-build-isolation --no-deps -v -C build-dir=build/cuda -C cmake.define.NNGRAPH_CUDA=ON \
-  -C cmake.define.NNGRAPH_TESTS=ON -C cmake.define.GTest_DIR=/tmp/gtest/usr/lib/x86_64-linux-gnu/cmake/GTest . \
-  >"$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
-grep -E "nngraph:" "$OUT/build.log"
-ctest --test-dir build/cuda --output-on-failure >"$OUT/ctest.log" 2>&1
-tail -3 "$OUT/ctest.log"; grep -E "Failed|\*\*\*" "$OUT/ctest.log" | head -20
+if [ $CARRIED = 1 ]; then
+  mkdir -p /tmp/nngraph-carried && tar -C /tmp/nngraph-carried -xJf .device/nngraph-cuda.tar.xz || exit 1
+  torch_site=$("$PY" -c "import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))")
+  libs=$(find "$torch_site/nvidia" -name "libcudnn.so.9" -o -name "libcublas.so.*" | xargs -n1 dirname | sort -u | tr '\n' :)
+  export LD_LIBRARY_PATH=$libs${LD_LIBRARY_PATH:-} PYTHONPATH=/tmp/nngraph-carried:$PYTHONPATH
+  echo "carried build of $(cat /tmp/nngraph-carried/nngraph/CARRIED_FROM); C++ suite not run"
+  "$PY" -c "import nngraph as ng; assert ng.device_count('cuda') > 0" || exit 1
+else
+  mkdir -p /tmp/gtest && for d in .device/*.deb; do dpkg -x "$d" /tmp/gtest; done
+  "$PY" -m pip install --no-build-isolation --no-deps -v -C build-dir=build/cuda -C cmake.define.NNGRAPH_CUDA=ON \
+    -C cmake.define.NNGRAPH_TESTS=ON -C cmake.define.GTest_DIR=/tmp/gtest/usr/lib/x86_64-linux-gnu/cmake/GTest . \
+    >"$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
+  grep -E "nngraph:" "$OUT/build.log"
+  ctest --test-dir build/cuda --output-on-failure >"$OUT/ctest.log" 2>&1
+  tail -3 "$OUT/ctest.log"; grep -E "Failed|\*\*\*" "$OUT/ctest.log" | head -20
+fi
 "$PY" -m pytest -q -p no:cacheprovider tests/python --deselect tests/python/test_fashion.py::test_the_real_data_set \
   >"$OUT/pytest.log" 2>&1
 grep -E "passed|failed|Error" "$OUT/pytest.log" | tail -15

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Builds the cuda extension here for the GPU machine's Python (3.12) and packs it into
+# .device/nngraph-cuda.tar.xz (about 5 MB), so that `scripts/gpu_check.sh --carried` runs the
+# Python suite there without building (a build takes about 330 s of that machine's time).
+# Needs nvcc, and PYTHON312 (default python3.12) with numpy, pybind11, scikit-build-core, cmake
+# and ninja; cuDNN's and cuBLAS's headers come from their wheels (pip's registry). The cpu code is
+# built without -march=native (that machine's processor is another) and the CUDA code for sm_90
+# alone, so carried builds are for Hopper GPUs and never for cpu timings.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON312:-python3.12}
+WORK=${WORK:-/tmp/nngraph-carried}
+mkdir -p "$WORK" .device
+[ -d "$WORK/wheels/nvidia/cudnn" ] || "$PY" -m pip install -q --target "$WORK/wheels" nvidia-cudnn-cu13 nvidia-cublas
+rm -rf "$WORK/site"
+PYTHONPATH="$WORK/wheels" "$PY" -m pip install -q --no-build-isolation --no-deps --target "$WORK/site" \
+  -C build-dir="$WORK/build" -C cmake.define.NNGRAPH_CUDA=ON -C cmake.define.NNGRAPH_NATIVE=OFF \
+  -C cmake.define.CMAKE_CUDA_ARCHITECTURES=90-real .
+git describe --always --dirty > "$WORK/site/nngraph/CARRIED_FROM"
+tar -C "$WORK/site" -cf - nngraph | xz -T0 -6 > .device/nngraph-cuda.tar.xz
+echo "$(du -h .device/nngraph-cuda.tar.xz | cut -f1) from $(cat "$WORK/site/nngraph/CARRIED_FROM")"
