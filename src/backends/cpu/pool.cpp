@@ -98,16 +98,18 @@ void pool_columns(const float* __restrict padded, int wo, int kw, int sx, int dx
 // Windows without winners, separably: each output row's kh source rows reduced column by
 // column (one vectorized pass for up to three rows) into its row of `padded` (rows of `pitch`,
 // padded on both sides with the reduction's identity), then each window's kw columns of those
-// rows, with no bounds to check. All rows are reduced before any is read across: read back at
-// once, a row's vector stores would stall the unaligned loads that straddle them.
+// rows, with no bounds to check. A band of kBand rows is reduced before any is read across:
+// read back at once, a row's vector stores would stall the unaligned loads that straddle them.
+constexpr int kBand = 32;
+
 template <bool Max, int KW, int SX>
-void pool_rows(const PoolGeometry& g, const ImageShape& is, const ImageShape& os, const float* x, float* y,
-               float* padded, size_t pitch, const float* divisors) {
+void pool_band(const PoolGeometry& g, const ImageShape& is, const ImageShape& os, int oy0, int oy1, const float* x,
+               float* y, float* padded, size_t pitch, const float* divisors) {
   const auto op = [](float a, float b) { return Max ? std::max(a, b) : a + b; };
   const size_t w = is.w, next = static_cast<size_t>(g.dil_y) * w;
-  for (int oy = 0; oy < os.h; ++oy) {
+  for (int oy = oy0; oy < oy1; ++oy) {
     const math::Taps rows = math::window_taps(oy, g.sy, g.pad_top, g.kh, g.dil_y, is.h);
-    float* __restrict row = padded + oy * pitch + g.pad_left;
+    float* __restrict row = padded + (oy - oy0) * pitch + g.pad_left;
     const float* __restrict r = x + static_cast<size_t>(rows.first) * w;
     if (rows.count == 0) {
       std::fill_n(row, w, Max ? -std::numeric_limits<float>::infinity() : std::numeric_limits<float>::quiet_NaN());
@@ -123,15 +125,23 @@ void pool_rows(const PoolGeometry& g, const ImageShape& is, const ImageShape& os
       for (size_t ix = 0; ix < w; ++ix) row[ix] = op(row[ix], more[ix]);
     }
   }
-  for (int oy = 0; oy < os.h; ++oy) {
+  for (int oy = oy0; oy < oy1; ++oy) {
     float* out = y + static_cast<size_t>(oy) * os.w;
-    pool_columns<Max, KW, SX>(padded + oy * pitch, os.w, g.kw, g.sx, g.dil_x, out);
+    pool_columns<Max, KW, SX>(padded + (oy - oy0) * pitch, os.w, g.kw, g.sx, g.dil_x, out);
     if (!Max) {
       const math::Taps rows = math::window_taps(oy, g.sy, g.pad_top, g.kh, g.dil_y, is.h);
       const float n = g.count_include_pad ? 1.f : static_cast<float>(rows.count);
       for (int ox = 0; ox < os.w; ++ox) out[ox] /= divisors[ox] * n;
     }
   }
+}
+
+// One plane, band by band (`padded` holds kBand rows).
+template <bool Max, int KW, int SX>
+void pool_rows(const PoolGeometry& g, const ImageShape& is, const ImageShape& os, const float* x, float* y,
+               float* padded, size_t pitch, const float* divisors) {
+  for (int oy = 0; oy < os.h; oy += kBand)
+    pool_band<Max, KW, SX>(g, is, os, oy, std::min(os.h, oy + kBand), x, y, padded, pitch, divisors);
 }
 
 // pool_rows for this reduction and the window's columns (specialized for the common ones).
@@ -172,7 +182,7 @@ void pooling(Backend& backend, PoolingMode mode, const PoolGeometry& g, const Te
     const size_t width = static_cast<size_t>(os.w - 1) * g.sx + static_cast<size_t>(g.kw - 1) * g.dil_x + 1;
     const size_t pitch = (std::max(width, static_cast<size_t>(g.pad_left) + is.w) + 15) / 16 * 16;
     pool_of(backend).parallel_for(planes, [&](size_t b, size_t e) {
-      std::vector<float> padded(pitch * os.h, max ? -std::numeric_limits<float>::infinity() : 0.f);
+      std::vector<float> padded(pitch * std::min(os.h, kBand), max ? -std::numeric_limits<float>::infinity() : 0.f);
       const auto rows = max ? rows_kernel<true>(g) : rows_kernel<false>(g);
       for (size_t pl = b; pl < e; ++pl)
         rows(g, is, os, src + pl * is.h * is.w, dst + pl * plane, padded.data(), pitch, divisors.data());
