@@ -197,6 +197,7 @@ POOL_CASES = [
     ((5, 3), (1, 3), (2, 2, 1, 1), False, (1, 2, 6, 10)),
     ((3, 3), (1, 1), (1, 1, 1, 1), True, (2, 2, 6, 21)),  # Inception's pooling branch
     ((4, 3), (1, 1), (0, 1, 2, 1), False, (1, 3, 9, 20)),  # four rows a window
+    ((3, 2), (1, 2), (1, 1, 0, 0), False, (1, 2, 70, 9)),  # 70 output rows: bands of 32
 ]
 
 

@@ -110,10 +110,12 @@ void pool_band(const PoolGeometry& g, const ImageShape& is, const ImageShape& os
   for (int oy = oy0; oy < oy1; ++oy) {
     const math::Taps rows = math::window_taps(oy, g.sy, g.pad_top, g.kh, g.dil_y, is.h);
     float* __restrict row = padded + (oy - oy0) * pitch + g.pad_left;
-    const float* __restrict r = x + static_cast<size_t>(rows.first) * w;
     if (rows.count == 0) {
       std::fill_n(row, w, Max ? -std::numeric_limits<float>::infinity() : std::numeric_limits<float>::quiet_NaN());
-    } else if (rows.count == 1) {
+      continue;
+    }
+    const float* __restrict r = x + static_cast<size_t>(rows.first) * w;
+    if (rows.count == 1) {
       std::copy_n(r, w, row);
     } else if (rows.count == 2) {
       for (size_t ix = 0; ix < w; ++ix) row[ix] = op(r[ix], r[next + ix]);
