@@ -20,7 +20,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | 
 if [ $CARRIED = 1 ]; then
   mkdir -p /tmp/nngraph-carried && tar -C /tmp/nngraph-carried -xJf .device/nngraph-cuda.tar.xz || exit 1
   torch_site=$("$PY" -c "import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))")
-  libs=$(find "$torch_site/nvidia" -name "libcudnn.so.9" -o -name "libcublas.so.*" | xargs -n1 dirname | sort -u | tr '\n' :)
+  libs=$(find "$torch_site/nvidia" -name "libcudnn.so.9" -o -name "libcublas.so.*" | xargs -r -n1 dirname | sort -u | tr '\n' :)
   export LD_LIBRARY_PATH=$libs${LD_LIBRARY_PATH:-} PYTHONPATH=/tmp/nngraph-carried:$PYTHONPATH
   echo "carried build of $(cat /tmp/nngraph-carried/nngraph/CARRIED_FROM); C++ suite not run"
   "$PY" -c "import nngraph as ng; assert ng.device_count('cuda') > 0" || exit 1
