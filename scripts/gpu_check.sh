@@ -4,8 +4,8 @@
 # arguments (default: both digit-network benchmarks on cuda). Wheels, GoogleTest and a part of
 # Fashion-MNIST come from .device/ (scripts/device_bundle.sh fills it; the test that counts the
 # whole data set is left out). pytest runs to the end, so every failure is listed.
-# --carried: no build and no C++ suite; the extension scripts/device_carried.sh packed, with the
-# cuDNN and cuBLAS of the machine's torch.
+# --carried: no build, no C++ suite and no cpu benchmark by default; the extension
+# scripts/device_carried.sh packed, with the cuDNN and cuBLAS of the machine's torch.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 CARRIED=0
@@ -36,5 +36,7 @@ fi
 "$PY" -m pytest -q -p no:cacheprovider tests/python --deselect tests/python/test_fashion.py::test_the_real_data_set \
   >"$OUT/pytest.log" 2>&1
 grep -E "passed|failed|Error" "$OUT/pytest.log" | tail -15
+# A carried build's cpu code is not tuned for this machine: no cpu benchmark by default.
+if [ $# -eq 0 ] && [ $CARRIED = 1 ]; then set -- "bench/digits_training.py --device cuda"; fi
 if [ $# -eq 0 ]; then set -- "bench/digits_training.py --device cuda" "bench/digits_inference.py"; fi
 for b in "$@"; do echo "== $b"; "$PY" $b 2>&1 | tee -a "$OUT/bench.log" | tail -6; done
