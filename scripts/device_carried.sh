@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Builds the cuda extension here for the GPU machine's Python (3.12) and packs it into
-# .device/nngraph-cuda.tar.xz (about 5 MB), so that `scripts/gpu_check.sh --carried` runs the
-# Python suite there without building (a build takes about 330 s of that machine's time).
-# Needs nvcc, and PYTHON312 (default python3.12) with numpy, pybind11, scikit-build-core, cmake
-# and ninja; cuDNN's and cuBLAS's headers come from their wheels (pip's registry). The cpu code is
+# .device/nngraph-cuda.tar.xz (about 10 MB) with the C++ suite's binary, so that
+# `scripts/gpu_check.sh --carried` runs both suites there without building (a build takes about
+# 330 s of that machine's time). Needs nvcc, GoogleTest (Debian's libgtest-dev), and PYTHON312
+# (default python3.12) with numpy, pybind11, scikit-build-core, cmake and ninja; cuDNN's and
+# cuBLAS's headers come from their wheels (pip's registry). The cpu code is
 # built without -march=native (that machine's processor is another) and the CUDA code for sm_90
 # alone, so carried builds are for Hopper GPUs and never for cpu timings.
 set -euo pipefail
@@ -15,7 +16,9 @@ mkdir -p "$WORK" .device
 rm -rf "$WORK/site"
 PYTHONPATH="$WORK/wheels" "$PY" -m pip install -q --no-build-isolation --no-deps --target "$WORK/site" \
   -C build-dir="$WORK/build" -C cmake.define.NNGRAPH_CUDA=ON -C cmake.define.NNGRAPH_NATIVE=OFF \
-  -C cmake.define.CMAKE_CUDA_ARCHITECTURES=90-real .
+  -C cmake.define.CMAKE_CUDA_ARCHITECTURES=90-real -C cmake.define.NNGRAPH_TESTS=ON \
+  -C cmake.define.CMAKE_GTEST_DISCOVER_TESTS_DISCOVERY_MODE=PRE_TEST .
+cp "$WORK/build/nngraph_tests" "$WORK/site/"
 git describe --always --dirty > "$WORK/site/nngraph/CARRIED_FROM"
-tar -C "$WORK/site" -cf - nngraph | xz -T0 -6 > .device/nngraph-cuda.tar.xz
+tar -C "$WORK/site" -cf - nngraph nngraph_tests | xz -T0 -6 > .device/nngraph-cuda.tar.xz
 echo "$(du -h .device/nngraph-cuda.tar.xz | cut -f1) from $(cat "$WORK/site/nngraph/CARRIED_FROM")"

@@ -4,8 +4,8 @@
 # arguments (default: both digit-network benchmarks on cuda). Wheels, GoogleTest and a part of
 # Fashion-MNIST come from .device/ (scripts/device_bundle.sh fills it; the test that counts the
 # whole data set is left out). pytest runs to the end, so every failure is listed.
-# --carried: no build, no C++ suite and no cpu benchmark by default; the extension
-# scripts/device_carried.sh packed, with the cuDNN and cuBLAS of the machine's torch.
+# --carried: no build and no cpu benchmark by default; the extension and the C++ suite's binary
+# that scripts/device_carried.sh packed, with the cuDNN and cuBLAS of the machine's torch.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 CARRIED=0
@@ -20,10 +20,13 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | 
 if [ $CARRIED = 1 ]; then
   mkdir -p /tmp/nngraph-carried && tar -C /tmp/nngraph-carried -xJf .device/nngraph-cuda.tar.xz || exit 1
   torch_site=$("$PY" -c "import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))")
-  libs=$(find "$torch_site/nvidia" -name "libcudnn.so.9" -o -name "libcublas.so.*" | xargs -r -n1 dirname | sort -u | tr '\n' :)
+  libs=$(find "$torch_site/nvidia" /tmp/site/scipy_openblas32 -name "libcudnn.so.9" -o -name "libcublas.so.*" \
+    -o -name "libscipy_openblas.so" | xargs -r -n1 dirname | sort -u | tr '\n' :)
   export LD_LIBRARY_PATH=$libs${LD_LIBRARY_PATH:-} PYTHONPATH=/tmp/nngraph-carried:$PYTHONPATH
-  echo "carried build of $(cat /tmp/nngraph-carried/nngraph/CARRIED_FROM); C++ suite not run"
+  echo "carried build of $(cat /tmp/nngraph-carried/nngraph/CARRIED_FROM)"
   "$PY" -c "import nngraph as ng; assert ng.device_count('cuda') > 0" || exit 1
+  /tmp/nngraph-carried/nngraph_tests >"$OUT/ctest.log" 2>&1
+  tail -3 "$OUT/ctest.log"; grep -E "^\[  FAILED" "$OUT/ctest.log" | head -20
 else
   mkdir -p /tmp/gtest && for d in .device/*.deb; do dpkg -x "$d" /tmp/gtest; done
   "$PY" -m pip install --no-build-isolation --no-deps -v -C build-dir=build/cuda -C cmake.define.NNGRAPH_CUDA=ON \
