@@ -73,6 +73,8 @@ INSTANTIATE_TEST_SUITE_P(
         // name, n, c, h, w, o, kh, kw, sy, sx, dy, dx, pt, pl, ho, wo
         LaneCase{"same_3x3_part_block", 2, 5, 9, 11, 7, 3, 3, 1, 1, 1, 1, 1, 1, 9, 11},
         LaneCase{"deep_7x7_two_blocks", 1, 40, 7, 7, 48, 3, 3, 1, 1, 1, 1, 1, 1, 7, 7},
+        // 300 terms in three chunks, the units tile by tile (the image outweighs the filter)
+        LaneCase{"long_sum_tile_by_tile", 2, 300, 12, 12, 70, 1, 1, 1, 1, 1, 1, 0, 0, 12, 12},
         LaneCase{"strided_3x3", 3, 6, 14, 13, 20, 3, 3, 2, 2, 1, 1, 1, 1, 7, 7},
         LaneCase{"strided_pointwise", 2, 9, 8, 8, 33, 1, 1, 2, 2, 1, 1, 0, 0, 4, 4},
         LaneCase{"pointwise_in_place", 5, 9, 5, 7, 17, 1, 1, 1, 1, 1, 1, 0, 0, 5, 7},
