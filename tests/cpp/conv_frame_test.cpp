@@ -65,18 +65,23 @@ TEST_P(FrameConv, ForwardMatchesDirectLoops) {
   // And with a residual addend, added before the relu (in every epilogue: from the registers
   // whole or in pieces, and from the tile).
   const auto addend = random_values(want.size(), 8);
-  for (bool adds : {false, true})
-    for (int threads : {1, 3, 8}) {
-      ThreadPool pool(threads);
-      std::vector<float> y(want.size(), NAN);
-      frame_convolution(pool, geometry(), Tensor(x.data(), k.n, {k.c, k.h, k.w}), Tensor::vector(w.data(), w.size()),
-                        Tensor::vector(b.data(), b.size()), NeuronDescriptor::make(NeuronType::ReLU),
-                        Tensor(y.data(), k.n, {k.o, k.ho, k.wo}),
-                        adds ? Tensor(addend.data(), k.n, {k.o, k.ho, k.wo}) : Tensor());
-      for (size_t i = 0; i < want.size(); ++i)
-        ASSERT_NEAR(y[i], std::max(want[i] + (adds ? addend[i] : 0.0), 0.0), 1e-4)
-            << threads << " threads, " << (adds ? "with" : "without") << " an addend, " << i;
-    }
+  // A sigmoid takes the sums through the tile's buffer, a relu straight from the registers.
+  for (NeuronType type : {NeuronType::ReLU, NeuronType::Sigmoid})
+    for (bool adds : {false, true})
+      for (int threads : {1, 3, 8}) {
+        ThreadPool pool(threads);
+        std::vector<float> y(want.size(), NAN);
+        frame_convolution(pool, geometry(), Tensor(x.data(), k.n, {k.c, k.h, k.w}),
+                          Tensor::vector(w.data(), w.size()), Tensor::vector(b.data(), b.size()),
+                          NeuronDescriptor::make(type), Tensor(y.data(), k.n, {k.o, k.ho, k.wo}),
+                          adds ? Tensor(addend.data(), k.n, {k.o, k.ho, k.wo}) : Tensor());
+        for (size_t i = 0; i < want.size(); ++i) {
+          const double v = want[i] + (adds ? addend[i] : 0.0);
+          ASSERT_NEAR(y[i], type == NeuronType::ReLU ? std::max(v, 0.0) : 1 / (1 + std::exp(-v)), 1e-4)
+              << threads << " threads, neuron " << static_cast<int>(type) << ", "
+              << (adds ? "with" : "without") << " an addend, " << i;
+        }
+      }
 }
 
 TEST_P(FrameConv, GradientsMatchDirectLoops) {
@@ -126,6 +131,8 @@ INSTANTIATE_TEST_SUITE_P(
         // name, n, c, h, w, o, kh, kw, dy, dx, groups, pt, pl, ho, wo
         FrameCase{"same_3x3_odd_channels", 4, 5, 9, 11, 7, 3, 3, 1, 1, 1, 1, 1, 9, 11},
         FrameCase{"wide_many_tiles", 5, 24, 14, 14, 40, 3, 3, 1, 1, 1, 1, 1, 14, 14},
+        // 360 terms: the sums in three chunks, over several blocks of outputs
+        FrameCase{"long_sum_in_chunks", 2, 40, 9, 10, 44, 3, 3, 1, 1, 1, 1, 1, 9, 10},
         FrameCase{"small_images_together", 19, 6, 4, 3, 17, 3, 3, 1, 1, 1, 1, 1, 4, 3},
         FrameCase{"groups_dilation_even_kernel", 3, 4, 8, 9, 6, 2, 4, 2, 1, 2, 1, 1, 8, 9},
         FrameCase{"padding_past_the_kernel", 2, 3, 5, 4, 4, 3, 3, 1, 1, 1, 3, 2, 9, 6},
