@@ -112,6 +112,16 @@ void lane_convolution(ThreadPool& pool, const ConvGeometry& g, const Tensor& x, 
   const float* bs = bias.data_as<const float>();
   const float* add = addend ? addend.data_as<const float>() : nullptr;
   float* out = y.data_as<float>();
+  // Unit u's first block and blocks, first position and positions.
+  struct Unit {
+    int b0, nv, q0, np;
+  };
+  auto unit = [&](long u) {
+    const long grp = by_tiles ? u % groups : u / tiles, tile = by_tiles ? u / groups : u % tiles;
+    const int b0 = static_cast<int>(grp) * kNV, q0 = static_cast<int>(tile) * kP;
+    return Unit{b0, std::min(kNV, blocks - b0), q0, std::min(kP, positions - q0)};
+  };
+  const size_t block = static_cast<size_t>(terms) * V;  // floats of a block's packed filter
   pool.parallel_for(static_cast<size_t>(n) * parts, [&](size_t first, size_t end) {
     // Zero but for the image's rows, which are zeroed again however the loop ends: every
     // later call (of either kernel) relies on the zeros.
@@ -140,17 +150,8 @@ void lane_convolution(ThreadPool& pool, const ConvGeometry& g, const Tensor& x, 
       const size_t at = static_cast<size_t>(img) * os.c * plane;
       const long u0 = units * part / parts, u1 = units * (part + 1) / parts;
       c.resize(static_cast<size_t>(u1 - u0) * kTile);
-      struct Unit {
-        int b0, nv, q0, np;
-      };
-      auto unit = [&](long u) {
-        const long grp = by_tiles ? u % groups : u / tiles, tile = by_tiles ? u / groups : u % tiles;
-        const int b0 = static_cast<int>(grp) * kNV, q0 = static_cast<int>(tile) * kP;
-        return Unit{b0, std::min(kNV, blocks - b0), q0, std::min(kP, positions - q0)};
-      };
       // Chunk by chunk of terms, the part's units group by group (each group's rows of the
       // chunk read once a pass), each tile's sums kept in c between chunks.
-      const size_t block = static_cast<size_t>(terms) * V;
       for (int k0 = 0; k0 < terms; k0 += kChunk) {
         const int kt = std::min(kChunk, terms - k0);
         auto pass = [&](long u) {
