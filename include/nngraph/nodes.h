@@ -17,6 +17,7 @@ namespace nngraph {
 
 class Backend;
 class FilterNode;
+struct RunningStatistics;  // ops/normalization.h
 
 // A data edge. Made directly it is a graph source, optionally with a declared C×H×W shape
 // (then the graph checks every shape when it is built); a filter node makes its result.
@@ -120,14 +121,18 @@ class FilterNode : public std::enable_shared_from_this<FilterNode> {
   ImageNodePtr state_image();
   // Floats a training step keeps for this node whatever the batch size (batch normalization's
   // per-channel statistics): written by the node, read by its gradient node and by
-  // encode_commit. 0 when it keeps none.
+  // commit. 0 when it keeps none.
   virtual size_t batch_state_size(const std::vector<ImageShape>& sources) const {
     (void)sources;
     return 0;
   }
-  // Training graphs, nodes with a batch state: work a step does only after every check
-  // passed, with the weight updates (running statistics), so a failed step changes nothing.
-  virtual void encode_commit(const EncodeArgs& args) const { (void)args; }
+  // Training graphs, nodes with a batch state: the running statistics a step moves, added to
+  // `out`. The step moves every node's in one dispatch with the weight updates, after every
+  // check passed, so a failed step changes nothing.
+  virtual void commit(const EncodeArgs& args, std::vector<RunningStatistics>& out) const {
+    (void)args;
+    (void)out;
+  }
   // True when the result is source 0 itself (dropout at inference): no kernel runs.
   virtual bool identity(bool training) const {
     (void)training;

@@ -73,8 +73,16 @@ template <class T>
 void batch_norm_gradient(cudaStream_t s, const T* x, const T* dy, const float* gamma, const float* beta,
                          float* stats, const NeuronDescriptor& neuron, float* partial, T* dx, float* dgamma,
                          float* dbeta, int dy_ld, int n, int c, int hw);
-void batch_norm_statistics(cudaStream_t s, float momentum, float unbias, const float* stats, float* mean, float* var,
-                           int c);
+// One node's running statistics moved toward its batch's (stats as above; unbias 0: the
+// variance stays); batch_norm_statistics moves n nodes' in as few launches as their
+// parameters fit.
+struct StatisticsMove {
+  const float* stats;
+  float *mean, *var;
+  int c;
+  float momentum, unbias;
+};
+void batch_norm_statistics(cudaStream_t s, const StatisticsMove* moves, size_t n);
 // The running statistics folded into the c output channels (`per` weights each) of a convolution.
 void batch_norm_fold(cudaStream_t s, float epsilon, const float* w, const float* bias, const float* gamma,
                      const float* beta, const float* mean, const float* var, float* folded_w, float* folded_bias, int c,

@@ -357,11 +357,24 @@ struct InputGradientRows {
   }
 };
 
-__global__ void statistics_kernel(float momentum, float unbias, const float* stats, float* mean, float* var, int c) {
-  const int ch = blockIdx.x * blockDim.x + threadIdx.x;
-  if (ch >= c) return;
-  mean[ch] += momentum * (stats[ch] - mean[ch]);
-  if (unbias > 0.f) var[ch] += momentum * (stats[2 * c + ch] * unbias - var[ch]);
+// Many nodes' running statistics in one launch (their kernels alone were a launch of a few
+// channels each): block b moves node t's channels with first[t] <= b < first[t + 1].
+constexpr int kMovesPerLaunch = 90;
+struct Moves {
+  StatisticsMove node[kMovesPerLaunch];
+  unsigned first[kMovesPerLaunch + 1];
+  int n;
+};
+static_assert(sizeof(Moves) <= 4096, "kernel parameters are limited to 4 KB");
+
+__global__ void statistics_kernel(Moves m) {
+  int t = 0;
+  while (t + 1 < m.n && blockIdx.x >= m.first[t + 1]) ++t;
+  const StatisticsMove& k = m.node[t];
+  const int ch = static_cast<int>((blockIdx.x - m.first[t]) * blockDim.x + threadIdx.x);
+  if (ch >= k.c) return;
+  k.mean[ch] += k.momentum * (k.stats[ch] - k.mean[ch]);
+  if (k.unbias > 0.f) k.var[ch] += k.momentum * (k.stats[2 * k.c + ch] * k.unbias - k.var[ch]);
 }
 
 __global__ void fold_kernel(float epsilon, const float* w, const float* bias, const float* gamma, const float* beta,
@@ -447,9 +460,16 @@ void batch_norm_gradient(cudaStream_t s, const T* x, const T* dy, const float* g
 NNGRAPH_STORAGE_TYPES(INSTANTIATE)
 #undef INSTANTIATE
 
-void batch_norm_statistics(cudaStream_t s, float momentum, float unbias, const float* stats, float* mean, float* var,
-                           int c) {
-  statistics_kernel<<<channel_blocks(c), kThreads, 0, s>>>(momentum, unbias, stats, mean, var, c);
+void batch_norm_statistics(cudaStream_t s, const StatisticsMove* moves, size_t n) {
+  for (size_t start = 0; start < n; start += kMovesPerLaunch) {
+    Moves m{};
+    m.n = static_cast<int>(std::min<size_t>(kMovesPerLaunch, n - start));
+    for (int i = 0; i < m.n; ++i) {
+      m.node[i] = moves[start + i];
+      m.first[i + 1] = m.first[i] + channel_blocks(m.node[i].c);
+    }
+    statistics_kernel<<<m.first[m.n], kThreads, 0, s>>>(m);
+  }
   check_launch("batch_normalization_statistics");
 }
 

@@ -13,6 +13,7 @@
 #include "nngraph/error.h"
 #include "ops/cast.h"
 #include "ops/loss_scale.h"
+#include "ops/normalization.h"
 
 namespace nngraph {
 namespace {
@@ -328,11 +329,13 @@ std::vector<Image> StepRunner::run(const Plan& plan, Parameters& wm, const std::
     }
   };
   auto commit = [&] {
+    std::vector<RunningStatistics> moved;
     for (size_t k = 0; k < s.steps.size(); ++k) {
       const Step& st = s.steps[k];
       if (st.node->is_gradient() || st.replay || !plan.need[k].runs || !batch_states_.count(st.node)) continue;
-      st.node->encode_commit(args_of(k, inputs_of(st)));
+      st.node->commit(args_of(k, inputs_of(st)), moved);
     }
+    if (!moved.empty()) dispatch<BatchNormalizationStatisticsKernel>(backend_, moved);
   };
   // The whole step, which a capture records. Without its nodes it is the launches whose
   // arguments change from step to step, which re-point a captured step. Its built-in updates

@@ -56,14 +56,12 @@ void BatchNormalizationNode::encode(const EncodeArgs& a) const {
                                      a.addend ? pixels(a, *a.addend) : Tensor(), a.fused, pixels(a, a.result));
 }
 
-// Runs with the weight updates; a batch of one value per channel has no unbiased variance,
-// so only the mean moves then.
-void BatchNormalizationNode::encode_commit(const EncodeArgs& a) const {
+// A batch of one value per channel has no unbiased variance, so only the mean moves then.
+void BatchNormalizationNode::commit(const EncodeArgs& a, std::vector<RunningStatistics>& out) const {
   const Image& x = *a.sources[0];
   const double m = static_cast<double>(x.batch()) * x.shape().h * x.shape().w;
-  dispatch<BatchNormalizationStatisticsKernel>(a.backend, momentum_, m > 1 ? static_cast<float>(m / (m - 1)) : 0.f,
-                                               batch_tensor(a, desc_.feature_channels),
-                                               Tensor::parameter(a.weights, 2), Tensor::parameter(a.weights, 3));
+  out.push_back({momentum_, m > 1 ? static_cast<float>(m / (m - 1)) : 0.f, batch_tensor(a, desc_.feature_channels),
+                 Tensor::parameter(a.weights, 2), Tensor::parameter(a.weights, 3)});
 }
 
 bool BatchNormalizationNode::folds_into(const FilterNode& producer) const {

@@ -32,10 +32,14 @@ struct BatchNormalizationGradientKernel
                     const Tensor& dbeta)> {
   static constexpr const char* name = "batch_normalization_gradient";
 };
-// running ← (1 − momentum)·running + momentum·batch; the variance unbiased (× M/(M − 1)).
-struct BatchNormalizationStatisticsKernel
-    : KernelOf<void(Backend&, float momentum, float unbias, const Tensor& batch, const Tensor& mean,
-                    const Tensor& variance)> {
+// One node's running statistics as a step moves them: running ← (1 − momentum)·running +
+// momentum·batch, the variance unbiased (× unbias = M/(M − 1); 0: the variance stays).
+struct RunningStatistics {
+  float momentum, unbias;
+  Tensor batch, mean, variance;
+};
+// Every node's of a step at once (on cuda one launch for up to 90 nodes).
+struct BatchNormalizationStatisticsKernel : KernelOf<void(Backend&, const std::vector<RunningStatistics>&)> {
   static constexpr const char* name = "batch_normalization_statistics";
 };
 
@@ -66,7 +70,7 @@ class BatchNormalizationNode : public FilterNode {
   void encode(const EncodeArgs& args) const override;
   std::vector<WeightSource> weight_sources() const override { return {{source_.get(), desc_}}; }
   size_t batch_state_size(const std::vector<ImageShape>& sources) const override;
-  void encode_commit(const EncodeArgs& args) const override;
+  void commit(const EncodeArgs& args, std::vector<RunningStatistics>& out) const override;
   bool accepts_fused_neuron() const override { return true; }
   // A residual addition after it (its gradient reads x, not the sum, so nothing changes there).
   bool accepts_addend(DeviceType) const override { return true; }

@@ -231,10 +231,46 @@ TEST_F(CudaVsCpu, BatchNormalizationPassesAndStatistics) {
       near(host(dxc), host(dxg), 1e-3f);
     }
     auto mc = mean, vc = var;
-    dispatch<BatchNormalizationStatisticsKernel>(cpu(), 0.1f, 1.01f, t(bc), t(mc), t(vc));
-    dispatch<BatchNormalizationStatisticsKernel>(gpu(), 0.1f, 1.01f, t(sg), t(mg), t(vg));
+    dispatch<BatchNormalizationStatisticsKernel>(cpu(), std::vector<RunningStatistics>{{0.1f, 1.01f, t(bc), t(mc), t(vc)}});
+    dispatch<BatchNormalizationStatisticsKernel>(gpu(), std::vector<RunningStatistics>{{0.1f, 1.01f, t(sg), t(mg), t(vg)}});
     near(mc, host(mg), 1e-5f);
     near(vc, host(vg), 1e-5f);
+  }
+}
+
+// More nodes than one launch takes, of 1 to 600 channels, each with its momentum; one without
+// an unbiased variance (a batch of one value per channel).
+TEST_F(CudaVsCpu, RunningStatisticsOfManyNodes) {
+  std::vector<RunningStatistics> on_cpu, on_device;
+  std::vector<std::vector<float>> cpu_values;
+  std::vector<std::shared_ptr<Buffer>> device_values;
+  for (int i = 0; i < 200; ++i) {
+    const int c = 1 + (i * 37) % 600;
+    const float momentum = 0.05f + 0.001f * i, unbias = i == 7 ? 0.f : 1.f + 1.f / (i + 2);
+    for (auto v : {random(kBatchNormStatistics * c), random(c), random(c, 0.5f)}) {
+      cpu_values.push_back(v);
+      device_values.push_back(on_gpu(v));
+    }
+    const size_t k = cpu_values.size() - 3;
+    on_cpu.push_back({momentum, unbias, t(cpu_values[k]), t(cpu_values[k + 1]), t(cpu_values[k + 2])});
+    on_device.push_back({momentum, unbias, t(device_values[k]), t(device_values[k + 1]), t(device_values[k + 2])});
+  }
+  const auto before = cpu_values;
+  dispatch<BatchNormalizationStatisticsKernel>(cpu(), on_cpu);
+  dispatch<BatchNormalizationStatisticsKernel>(gpu(), on_device);
+  for (size_t i = 0; i < on_cpu.size(); ++i) {
+    const std::vector<float>&stats = before[3 * i], &mean = before[3 * i + 1], &var = before[3 * i + 2];
+    const size_t c = mean.size();
+    std::vector<float> want_mean(c), want_var(c);
+    for (size_t ch = 0; ch < c; ++ch) {
+      want_mean[ch] = mean[ch] + on_cpu[i].momentum * (stats[ch] - mean[ch]);
+      want_var[ch] = on_cpu[i].unbias > 0.f ? var[ch] + on_cpu[i].momentum * (stats[2 * c + ch] * on_cpu[i].unbias - var[ch])
+                                            : var[ch];
+    }
+    near(cpu_values[3 * i + 1], want_mean, 1e-6f);
+    near(cpu_values[3 * i + 2], want_var, 1e-6f);
+    near(host(device_values[3 * i + 1]), want_mean, 1e-6f);
+    near(host(device_values[3 * i + 2]), want_var, 1e-6f);
   }
 }
 

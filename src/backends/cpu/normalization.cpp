@@ -164,15 +164,16 @@ void batch_normalization_gradient(Backend& backend, const Tensor& xt, const Tens
   });
 }
 
-void batch_normalization_statistics(Backend&, float momentum, float unbias, const Tensor& batch, const Tensor& mean,
-                                    const Tensor& variance) {
-  const size_t c = mean.count();
-  const float* stats = batch.data_as<const float>();
-  float* rm = mean.data_as<float>();
-  float* rv = variance.data_as<float>();
-  for (size_t i = 0; i < c; ++i) {
-    rm[i] += momentum * (stats[i] - rm[i]);
-    if (unbias > 0.f) rv[i] += momentum * (stats[2 * c + i] * unbias - rv[i]);
+void batch_normalization_statistics(Backend&, const std::vector<RunningStatistics>& nodes) {
+  for (const RunningStatistics& n : nodes) {
+    const size_t c = n.mean.count();
+    const float* stats = n.batch.data_as<const float>();
+    float* rm = n.mean.data_as<float>();
+    float* rv = n.variance.data_as<float>();
+    for (size_t i = 0; i < c; ++i) {
+      rm[i] += n.momentum * (stats[i] - rm[i]);
+      if (n.unbias > 0.f) rv[i] += n.momentum * (stats[2 * c + i] * n.unbias - rv[i]);
+    }
   }
 }
 

@@ -58,12 +58,14 @@ void batch_normalization_gradient(Backend& backend, const Tensor& x, const Tenso
   });
 }
 
-void batch_normalization_statistics(Backend& backend, float momentum, float unbias, const Tensor& batch,
-                                    const Tensor& mean, const Tensor& variance) {
+void batch_normalization_statistics(Backend& backend, const std::vector<RunningStatistics>& nodes) {
   CudaBackend& b = cuda_of(backend);
   auto lock = b.enter();
-  cuda::batch_norm_statistics(b.stream(), momentum, unbias, batch.data_as<const float>(), mean.data_as<float>(),
-                              variance.data_as<float>(), static_cast<int>(mean.count()));
+  std::vector<cuda::StatisticsMove> moves;
+  for (const RunningStatistics& n : nodes)
+    moves.push_back({n.batch.data_as<const float>(), n.mean.data_as<float>(), n.variance.data_as<float>(),
+                     static_cast<int>(n.mean.count()), n.momentum, n.unbias});
+  cuda::batch_norm_statistics(b.stream(), moves.data(), moves.size());
 }
 
 void batch_normalization_fold(Backend& backend, float epsilon, const Tensor& weights, const Tensor& bias,
