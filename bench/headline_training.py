@@ -46,7 +46,9 @@ class Network(NamedTuple):
 
 
 NETWORKS = {
-    "inception_v3": Network("inception_v3", {}, (3, 299, 299), 1000, [64, 128]),
+    # Recomputing its 44 normalizations cost 0.56 of 17.2 ms a step (bfloat16, batch 64, H100);
+    # keeping their results instead peaks at 2816 MiB, 0.78x PyTorch eager's 3603.
+    "inception_v3": Network("inception_v3", {}, (3, 299, 299), 1000, [64, 128], recompute=False),
     "resnet50": Network("resnet50", {}, (3, 224, 224), 1000, [256]),
     "resnet18": Network("resnet18", {"stem": "cifar", "size": 32}, (3, 32, 32), 10, [512]),
     # As nngraph.examples.speedrun trains it: a small network keeps its normalizations' results.
