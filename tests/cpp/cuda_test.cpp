@@ -259,7 +259,9 @@ TEST_F(CudaVsCpu, RunningStatisticsOfManyNodes) {
   dispatch<BatchNormalizationStatisticsKernel>(cpu(), on_cpu);
   dispatch<BatchNormalizationStatisticsKernel>(gpu(), on_device);
   for (size_t i = 0; i < on_cpu.size(); ++i) {
-    const std::vector<float>&stats = before[3 * i], &mean = before[3 * i + 1], &var = before[3 * i + 2];
+    const std::vector<float>& stats = before[3 * i];
+    const std::vector<float>& mean = before[3 * i + 1];
+    const std::vector<float>& var = before[3 * i + 2];
     const size_t c = mean.size();
     std::vector<float> want_mean(c), want_var(c);
     for (size_t ch = 0; ch < c; ++ch) {
