@@ -131,8 +131,8 @@ INSTANTIATE_TEST_SUITE_P(
         // name, n, c, h, w, o, kh, kw, dy, dx, groups, pt, pl, ho, wo
         FrameCase{"same_3x3_odd_channels", 4, 5, 9, 11, 7, 3, 3, 1, 1, 1, 1, 1, 9, 11},
         FrameCase{"wide_many_tiles", 5, 24, 14, 14, 40, 3, 3, 1, 1, 1, 1, 1, 14, 14},
-        // 360 terms: the sums in three chunks, over several blocks of outputs
-        FrameCase{"long_sum_in_chunks", 2, 40, 9, 10, 44, 3, 3, 1, 1, 1, 1, 1, 9, 10},
+        // A long sum (360 terms) over several blocks of outputs
+        FrameCase{"long_sum", 2, 40, 9, 10, 44, 3, 3, 1, 1, 1, 1, 1, 9, 10},
         FrameCase{"small_images_together", 19, 6, 4, 3, 17, 3, 3, 1, 1, 1, 1, 1, 4, 3},
         FrameCase{"groups_dilation_even_kernel", 3, 4, 8, 9, 6, 2, 4, 2, 1, 2, 1, 1, 8, 9},
         FrameCase{"padding_past_the_kernel", 2, 3, 5, 4, 4, 3, 3, 1, 1, 1, 3, 2, 9, 6},
