@@ -171,8 +171,10 @@ int resident_chunks(K kernel, int n, int c, int v, int rows) {
   return chunks > 0 && held >= n ? chunks : 0;
 }
 
+// False where the launch was refused (a capture that takes no cooperative kernels, say), its
+// error cleared: the caller then runs the two-stage kernels instead.
 template <class K, class A>
-void launch_cooperative(K kernel, dim3 grid, cudaStream_t s, const A& args) {
+bool launch_cooperative(K kernel, dim3 grid, cudaStream_t s, const A& args) {
   cudaLaunchAttribute attribute[1] = {};
   attribute[0].id = cudaLaunchAttributeCooperative;
   attribute[0].val.cooperative = 1;
@@ -182,7 +184,9 @@ void launch_cooperative(K kernel, dim3 grid, cudaStream_t s, const A& args) {
   config.stream = s;
   config.attrs = attribute;
   config.numAttrs = 1;
-  cudaLaunchKernelEx(&config, kernel, args);  // errors: check_launch
+  if (cudaLaunchKernelEx(&config, kernel, args) == cudaSuccess) return true;
+  cudaGetLastError();
+  return false;
 }
 
 }  // namespace
@@ -196,9 +200,8 @@ bool resident_forward(cudaStream_t s, const T* x, const float* gamma, const floa
   const int chunks = resident_chunks(kernel, n, c, V, kForwardRows);
   if (!chunks) return false;
   const dim3 grid((c / V + kThreads - 1) / kThreads, chunks);
-  launch_cooperative(kernel, grid, s,
-                     ResidentForward<T, F>{x, addend, y, y_ld, n, c, chunks, gamma, beta, stats, partial, epsilon, neuron});
-  return true;
+  return launch_cooperative(
+      kernel, grid, s, ResidentForward<T, F>{x, addend, y, y_ld, n, c, chunks, gamma, beta, stats, partial, epsilon, neuron});
 }
 
 template <class T, class P>
@@ -211,10 +214,9 @@ bool resident_gradient(cudaStream_t s, const T* x, const T* dy, float* stats, co
   if (!chunks) return false;
   const dim3 grid((c / V + kThreads - 1) / kThreads, chunks);
   const float inv_count = static_cast<float>(1.0 / n);
-  launch_cooperative(kernel, grid, s,
-                     ResidentGradient<T, P>{x, dy, dx, dy_ld, n, c, chunks, stats, partial, dgamma, dbeta, inv_count,
-                                            through});
-  return true;
+  return launch_cooperative(kernel, grid, s,
+                            ResidentGradient<T, P>{x, dy, dx, dy_ld, n, c, chunks, stats, partial, dgamma, dbeta,
+                                                   inv_count, through});
 }
 
 using PlainThrough = Through<NoNeuron, NoDerivative>;
