@@ -42,6 +42,30 @@ struct ColumnLanes {
   __device__ bool active() const { return lane < lanes && group < groups; }
 };
 
+// A block's S sums (a, and b where S is 2) of its V channels per thread, over the lanes, to
+// partial[S · (chunk · c + ch) + which] (column_partial_kernel's layout; chunk = blockIdx.y).
+template <int S, int V>
+__device__ void write_partials(const ColumnLanes& share, const float (&a)[V], const float (&b)[V], float* partial,
+                               int c) {
+  __shared__ float sums[S][kThreads * V];
+#pragma unroll
+  for (int k = 0; k < V; ++k) {
+    sums[0][threadIdx.x * V + k] = a[k];
+    if constexpr (S == 2) sums[S - 1][threadIdx.x * V + k] = b[k];
+  }
+  __syncthreads();
+  // Each of the block's S·width·V sums over the lanes by a thread of its own (a thread per
+  // group adding every lane's V values in turn took most of the kernel's time).
+  const int values = share.width * V;
+  for (int o = threadIdx.x; o < S * values; o += blockDim.x) {
+    const int which = o / values, at = o % values, ch = blockIdx.x * values + at;
+    if (ch >= c) continue;
+    float t = 0.f;
+    for (int l = 0; l < share.lanes; ++l) t += sums[which][l * values + at];
+    partial[S * (static_cast<size_t>(blockIdx.y) * c + ch) + which] = t;
+  }
+}
+
 // Block (columns, chunk) sums its ColumnLanes share of the rows. Terms gives Terms::kSums sums
 // per element (one or two), of Terms::kReads arrays of Terms::Value: load() reads an element's
 // V values from `at`, add_each() adds them to the sums with their channels' Constants
@@ -50,10 +74,8 @@ struct ColumnLanes {
 template <int V, class Terms>
 __global__ void __launch_bounds__(kThreads, 2) column_partial_kernel(Terms terms, float* partial, int n, int c,
                                                                      int chunks) {
-  constexpr int S = Terms::kSums;
-  __shared__ float sums[S][kThreads * V];
   const ColumnLanes share(n, c, V, chunks);
-  const int width = share.width, lanes = share.lanes, lane = share.lane, chunk = blockIdx.y;
+  const int lanes = share.lanes, lane = share.lane;
   float a[V] = {}, b[V] = {};
   if (share.active()) {
     typename Terms::Constants k[V];
@@ -79,22 +101,7 @@ __global__ void __launch_bounds__(kThreads, 2) column_partial_kernel(Terms terms
       terms.template add_each<V>(static_cast<size_t>(r) * c + column, reads, k, a, b);
     }
   }
-#pragma unroll
-  for (int k = 0; k < V; ++k) {
-    sums[0][threadIdx.x * V + k] = a[k];
-    if constexpr (S == 2) sums[S - 1][threadIdx.x * V + k] = b[k];
-  }
-  __syncthreads();
-  // Each of the block's S·width·V sums over the lanes by a thread of its own (a thread per
-  // group adding every lane's V values in turn took most of the kernel's time).
-  const int values = width * V;
-  for (int o = threadIdx.x; o < S * values; o += blockDim.x) {
-    const int which = o / values, at = o % values, ch = blockIdx.x * values + at;
-    if (ch >= c) continue;
-    float t = 0.f;
-    for (int l = 0; l < lanes; ++l) t += sums[which][l * values + at];
-    partial[S * (static_cast<size_t>(chunk) * c + ch) + which] = t;
-  }
+  write_partials<Terms::kSums, V>(share, a, b, partial, c);
 }
 
 // Rows of c channels, elementwise with per-channel coefficients (batch normalization's

@@ -60,9 +60,9 @@ void neuron_gradient(cudaStream_t s, const T* v, const T* dy, T* dx, size_t coun
 // Batch normalization, NCHW planes or rows of channels (hw 1), whose y (forward) or dy
 // (gradient) rows may lie further apart than c (y_ld, dy_ld: a view of wider ones). With stats (kBatchNormStatistics·c floats: mean, inverse
 // deviation, variance, two sums, then the coefficients the passes load) the batch's statistics
-// are computed into it (in partial, 2·c·batch_norm_chunks(n, c, hw) floats) and used; with
+// are computed into it (in partial, batch_norm_partial_floats(n, c, hw) floats) and used; with
 // partial null they are already there (a replay); without stats, mean and var.
-int batch_norm_chunks(int n, int c, int hw);
+size_t batch_norm_partial_floats(int n, int c, int hw);
 template <class T>
 void batch_norm_forward(cudaStream_t s, const T* x, const float* gamma, const float* beta, const float* mean,
                         const float* var, float* stats, float* partial, float epsilon, const T* addend,

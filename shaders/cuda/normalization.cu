@@ -8,7 +8,7 @@
 #include "columns.cuh"
 #include "common.cuh"
 #include "kernels.cuh"
-#include "ops/normalization.h"
+#include "normalization.cuh"
 
 namespace nngraph::cuda {
 namespace {
@@ -48,31 +48,6 @@ struct MomentTerms {  // forward: (x − shift) and its square; shift is the cha
     }
   }
 };
-
-// f'(v), the derivative of the neuron the forward pass applied to its normalized v: from its
-// output neuron(v) where it can be, else from v itself (GELU, swish).
-template <class N, class D>
-struct Through {
-  N neuron;
-  D derivative;
-  bool from_output = true;
-  Through() = default;
-  explicit Through(const NeuronDescriptor& nd)
-      : neuron{nd}, derivative{nd}, from_output(math::derivative_from_output(nd)) {}
-  static constexpr bool kNone = std::is_same_v<D, NoDerivative>;
-  // Worth storing g for the input gradient rather than evaluating it again (ReLU's is a compare).
-  static constexpr bool kCostly = !kNone && !std::is_same_v<D, ReLUDerivative>;
-  __device__ float operator()(float v) const { return derivative(from_output ? neuron(v) : v); }
-};
-// GELU's derivative is of its input, the normalized v itself.
-struct GELUThrough : GELUDerivative {
-  static constexpr bool kNone = false, kCostly = true;
-};
-template <class F>
-void with_through(const NeuronDescriptor& nd, F&& f) {
-  with_functor<Through<NoNeuron, NoDerivative>, Through<ReLUNeuron, ReLUDerivative>, GELUThrough,
-               Through<AnyNeuron, AnyDerivative>>(nd, f);
-}
 
 // A channel's batch mean, and the scale and shift that normalized it (normalize_kernel's).
 struct Normalized {
@@ -172,24 +147,6 @@ void partial_sums(cudaStream_t s, Terms terms, float* partial, int n, int c, int
     });
 }
 
-// Stage 2: channel ch's two sums over the chunks, in double, by the whole block (one thread
-// per channel waited on a thousand loads in a row).
-__device__ double2 channel_totals(const float* partial, int chunks, int c, int ch) {
-  double a = 0, b = 0;
-  for (int k = threadIdx.x; k < chunks; k += blockDim.x) {
-    a += partial[2 * (static_cast<size_t>(k) * c + ch)];
-    b += partial[2 * (static_cast<size_t>(k) * c + ch) + 1];
-  }
-  a = block_sum(a);
-  return {a, block_sum(b)};
-}
-
-// Stage 2, forward, a block per channel: mean, 1/sqrt(var + eps) and var.
-// Where the passes' per-channel coefficients lie in the batch state (after what every backend
-// keeps there): y = x·scale + shift; dx = scale·passed + slope·(x − mean) + offset.
-enum Coefficient { kScale = 5, kShift, kSlope, kOffset };
-static_assert(kOffset < kBatchNormStatistics, "the batch state holds every coefficient");
-
 // y = x·scale + shift for channel ch: the batch's coefficients from its state (training), else
 // from the running statistics.
 __device__ inline float2 scale_shift(const float* stats, const float* gamma, const float* beta, const float* mean,
@@ -198,39 +155,17 @@ __device__ inline float2 scale_shift(const float* stats, const float* gamma, con
   return {scale, stats ? stats[kShift * c + ch] : beta[ch] - mean[ch] * scale};
 }
 
+// Stage 2, forward, a block per channel.
 template <class T>
-
 __global__ void moments_kernel(const T* x, const float* partial, int chunks, int c, int hw, double count,
                                float epsilon, const float* gamma, const float* beta, float* stats) {
-  const int ch = blockIdx.x;
-  const double2 t = channel_totals(partial, chunks, c, ch);
-  if (threadIdx.x != 0) return;
-  const double a = t.x, b = t.y;
-  const double d = a / count;  // mean − shift
-  const double var = fmax(b / count - d * d, 0.0);
-  const float mean = static_cast<float>(ld(x[static_cast<size_t>(ch) * hw]) + d);
-  const float inv = static_cast<float>(1.0 / sqrt(var + epsilon));
-  stats[ch] = mean;
-  stats[c + ch] = inv;
-  stats[2 * c + ch] = static_cast<float>(var);
-  const float scale = gamma[ch] * inv;
-  stats[kScale * c + ch] = scale;
-  stats[kShift * c + ch] = beta[ch] - mean * scale;
+  channel_moments(x, partial, chunks, c, hw, count, epsilon, gamma, beta, stats, static_cast<int>(blockIdx.x));
 }
 
-// Stage 2, backward, a block per channel: dgamma = Σdy·(x − mean)·inv, dbeta = Σdy, and the
-// input gradient's coefficients (input_gradient_kernel's formula, M = 1/inv_count).
+// Stage 2, backward, a block per channel.
 __global__ void gradient_totals_kernel(const float* partial, int chunks, int c, float* stats, float* dgamma,
                                        float* dbeta, float inv_count) {
-  const int ch = blockIdx.x;
-  const double2 t = channel_totals(partial, chunks, c, ch);
-  if (threadIdx.x != 0) return;
-  const float db = static_cast<float>(t.x), dg = static_cast<float>(t.y * stats[c + ch]);
-  dbeta[ch] = db;
-  dgamma[ch] = dg;
-  const float scale = stats[kScale * c + ch];
-  stats[kSlope * c + ch] = -scale * stats[c + ch] * dg * inv_count;
-  stats[kOffset * c + ch] = -scale * db * inv_count;
+  channel_gradient(partial, chunks, c, stats, dgamma, dbeta, inv_count, static_cast<int>(blockIdx.x));
 }
 
 // y = neuron(x·scale + shift (+ addend)) over planes of hw values (a multiple of V): scale and
@@ -391,16 +326,32 @@ unsigned channel_blocks(int c) { return static_cast<unsigned>((c + kThreads - 1)
 
 }  // namespace
 
+namespace {
+
 int batch_norm_chunks(int n, int c, int hw) {
   // Planes: enough blocks to fill the device (8 per multiprocessor).
   if (hw == 1) return row_chunks(n, c);
   return std::max(1, std::min({n, (8 * multiprocessors() + c - 1) / std::max(1, c), 1024}));
 }
 
+}  // namespace
+
+size_t batch_norm_partial_floats(int n, int c, int hw) {
+  const int chunks = batch_norm_chunks(n, c, hw);
+  return 2 * static_cast<size_t>(c) * (hw == 1 ? std::max(chunks, resident_chunks_bound()) : chunks);
+}
+
 template <class T>
 void batch_norm_forward(cudaStream_t s, const T* x, const float* gamma, const float* beta, const float* mean,
                         const float* var, float* stats, float* partial, float epsilon, const T* addend,
                         const NeuronDescriptor& nd, T* y, int y_ld, int n, int c, int hw) {
+  if (partial && hw == 1) {
+    bool done = false;
+    with_neuron(nd, [&](auto neuron) {
+      done = resident_forward(s, x, gamma, beta, stats, partial, epsilon, addend, neuron, y, y_ld, n, c);
+    });
+    if (done) return check_launch("batch_normalization");
+  }
   if (partial) {
     const int chunks = batch_norm_chunks(n, c, hw);
     partial_sums<T>(s, MomentTerms<T>{x, hw}, partial, n, c, hw, chunks);
@@ -433,6 +384,7 @@ void batch_norm_gradient(cudaStream_t s, const T* x, const T* dy, const float* g
   const float inv_count = static_cast<float>(1.0 / (static_cast<double>(n) * hw));
   const size_t count = static_cast<size_t>(n) * c * hw;
   with_through(neuron, [&](auto through) {
+    if (hw == 1 && resident_gradient(s, x, dy, stats, through, partial, dx, dgamma, dbeta, dy_ld, n, c)) return;
     GradientTerms<T, decltype(through)> terms{x, dy, gamma, beta, stats, c, through, dy_ld};
     // g goes through dx's memory where dx shares none with x or dy (the plan's never do).
     const auto apart = [&](const T* a, size_t values) { return dx + count <= a || a + values <= dx; };

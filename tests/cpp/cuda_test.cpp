@@ -238,6 +238,47 @@ TEST_F(CudaVsCpu, BatchNormalizationPassesAndStatistics) {
   }
 }
 
+// bfloat16 rows of channels (channels-last pixels) against the cpu on the same rounded values:
+// rows a co-resident grid holds both ways, the forward pass only, and neither (two-stage).
+TEST_F(CudaVsCpu, BatchNormalizationRowsInBfloat16) {
+  for (const auto& [n, c] : {std::array<int, 2>{2000, 192}, std::array<int, 2>{30000, 256}, std::array<int, 2>{150000, 64}}) {
+    const size_t count = static_cast<size_t>(n) * c;
+    auto xv = random(count, 2.f);
+    for (auto& v : xv) v += 1.f;
+    auto [x32, xg32] = pair(n, {c, 1, 1}, xv);
+    auto [a32, ag32] = pair(n, {c, 1, 1}, random(count));
+    auto [d32, dg32] = pair(n, {c, 1, 1}, random(count));
+    const Image xg = xg32.converted(DType::BFloat16), ag = ag32.converted(DType::BFloat16),
+                dyg = dg32.converted(DType::BFloat16);
+    auto [xc, unused_x] = pair(n, {c, 1, 1}, host(xg.converted(DType::Float32)));
+    auto [ac, unused_a] = pair(n, {c, 1, 1}, host(ag.converted(DType::Float32)));
+    auto [dyc, unused_d] = pair(n, {c, 1, 1}, host(dyg.converted(DType::Float32)));
+    const auto gamma = random(c), beta = random(c), mean = random(c);
+    std::vector<float> var(c, 0.7f), bc(kBatchNormStatistics * c, 0.f);
+    const auto gg = on_gpu(gamma), bg = on_gpu(beta), mg = on_gpu(mean), vg = on_gpu(var), sg = on_gpu(bc);
+    const auto relu = NeuronDescriptor::make(NeuronType::ReLU);
+    Image yc = Image::allocate({n, {c, 1, 1}, DType::Float32}, Device());
+    Image yg = Image::allocate({n, {c, 1, 1}, DType::BFloat16}, Device(DeviceType::CUDA, 0));
+    dispatch<BatchNormalizationKernel>(cpu(), 1e-5f, xc, t(gamma), t(beta), t(mean), t(var), t(bc), false, Tensor(ac),
+                                       relu, yc);
+    dispatch<BatchNormalizationKernel>(gpu(), 1e-5f, xg, t(gg), t(bg), t(mg), t(vg), t(sg), false, Tensor(ag), relu, yg);
+    EXPECT_LT(worst(host(yc), host(yg.converted(DType::Float32))), 1e-2f) << n << "x" << c;
+    const auto sh = host(sg);
+    near(std::vector<float>(bc.begin(), bc.begin() + 3 * c), std::vector<float>(sh.begin(), sh.begin() + 3 * c), 1e-4f);
+    Image dxc = Image::allocate({n, {c, 1, 1}, DType::Float32}, Device());
+    Image dxg = Image::allocate({n, {c, 1, 1}, DType::BFloat16}, Device(DeviceType::CUDA, 0));
+    std::vector<float> dgc(c), dbc(c);
+    const auto dgg = on_gpu(dgc), dbg = on_gpu(dbc);
+    // No neuron's gradient here: a relu's would flip where the two devices' coefficients straddle 0.
+    const auto none = NeuronDescriptor::make(NeuronType::None);
+    dispatch<BatchNormalizationGradientKernel>(cpu(), xc, dyc, t(gamma), t(beta), t(bc), none, dxc, t(dgc), t(dbc));
+    dispatch<BatchNormalizationGradientKernel>(gpu(), xg, dyg, t(gg), t(bg), t(sg), none, dxg, t(dgg), t(dbg));
+    EXPECT_LT(worst(dgc, host(dgg)), 1e-3f) << n << "x" << c;
+    EXPECT_LT(worst(dbc, host(dbg)), 1e-3f) << n << "x" << c;
+    EXPECT_LT(worst(host(dxc), host(dxg.converted(DType::Float32))), 1e-2f) << n << "x" << c;
+  }
+}
+
 // More nodes than one launch takes, of 1 to 600 channels, each with its momentum; one without
 // an unbiased variance (a batch of one value per channel).
 TEST_F(CudaVsCpu, RunningStatisticsOfManyNodes) {

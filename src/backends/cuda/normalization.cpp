@@ -18,7 +18,7 @@ struct Planes {
     return {t.data_as<T>(), c};
   }
   std::shared_ptr<Buffer> partial(CudaBackend& b) const {
-    return b.allocate(2 * sizeof(float) * static_cast<size_t>(c) * cuda::batch_norm_chunks(n, c, hw));
+    return b.allocate(sizeof(float) * cuda::batch_norm_partial_floats(n, c, hw));
   }
 };
 
