@@ -43,6 +43,7 @@ class Network(NamedTuple):
     classes: int
     batches: list  # measured by default
     recompute: bool = True  # Graph.recompute as its recipe sets it
+    memory_budget: float = 0.0  # and Graph.memory_budget
 
 
 NETWORKS = {
@@ -86,6 +87,7 @@ def run_nngraph(network, batch, steps, device, tf32, fmt) -> dict:
     graph = ng.Loss(net.logits, "softmax_cross_entropy").training_graph(device=device, format=fmt)
     graph.allow_tf32 = tf32
     graph.recompute = NETWORKS[network].recompute
+    graph.memory_budget = NETWORKS[network].memory_budget
     xn, y = batch_data(network, batch)
     x = ng.Image(xn, device=device)
     check = float(np.abs(graph.inference().run(x)).sum())  # before any step

@@ -168,6 +168,12 @@ class Graph {
   // On by default; off keeps every such result.
   void set_recompute(bool on);
   bool recompute() const;
+  // With recompute on: the share, 0 to 1, of the memory that recomputing saves which the plan
+  // may spend keeping results after all, the largest first (each kept result saves a pass).
+  // 0 (the default) recomputes wherever keeping would make the arena larger; 1 keeps every
+  // result, as recompute off does. Outside [0, 1]: InvalidInput.
+  void set_memory_budget(double share);
+  double memory_budget() const;
   // Float16 training graphs: the loss scale the next step uses and the steps skipped so far
   // (after the work queued so far); 1 and 0 for graphs that do not scale.
   double loss_scale() const;

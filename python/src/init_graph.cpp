@@ -321,6 +321,12 @@ void init_graph(py::module_& m) {
                     "before them instead of kept through the forward pass: less memory for one more pass "
                     "each, taken only where keeping the result would make the plan's arena larger "
                     "(memory_plan shows 'bn1+relu (recomputed)'). On by default.")
+      .def_property("memory_budget", &Graph::memory_budget, &Graph::set_memory_budget,
+                    "Training graphs with recompute on: the share, 0 to 1, of the memory recomputation "
+                    "saves that the plan may spend keeping results after all, the largest first (each "
+                    "one kept saves a pass). 0 (the default): recompute wherever keeping would make the "
+                    "arena larger; 1: keep every result, as recompute off does. Like PyTorch's "
+                    "activation_memory_budget. Outside [0, 1]: InvalidInputError.")
       .def_property_readonly("loss_scale", [](const Graph& g) {
         py::gil_scoped_release release;
         return g.loss_scale();

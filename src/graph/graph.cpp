@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <map>
+#include <string>
 
 #include "backends/backend.h"
 #include "graph/executor.h"
@@ -50,6 +52,7 @@ struct Graph::Impl {
   Structure structure;
   std::vector<ImageNodePtr> image_sources;
   std::atomic<bool> check_numerics{false}, allow_tf32{false}, recompute{true};
+  std::atomic<double> memory_budget{0.0};
   std::atomic<uint64_t> encodes{0};
   mutable std::mutex mutex;  // plans, latest shapes, weights
   std::map<std::vector<int>, std::shared_ptr<const Plan>> plans;
@@ -100,8 +103,9 @@ struct Graph::Impl {
   std::shared_ptr<const Plan> plan_for(const std::vector<ImageShape>& images) {
     const Layout resolved = resolved_layout();
     const bool again = recompute;
+    const double budget = memory_budget;
     const std::vector<bool> now = trains_now();
-    std::vector<int> key{static_cast<int>(resolved), again};
+    std::vector<int> key{static_cast<int>(resolved), again, static_cast<int>(std::lround(budget * 1e6))};
     for (const auto& s : images) key.insert(key.end(), {s.c, s.h, s.w});
     key.insert(key.end(), now.begin(), now.end());
     std::lock_guard<std::mutex> lock(mutex);
@@ -111,7 +115,7 @@ struct Graph::Impl {
       std::vector<ImageShape> shapes(structure.sources.size(), ImageShape{1, 1, 1});
       for (size_t i = 0; i < images.size(); ++i) shapes[structure.image_sources[i]] = images[i];
       try {
-        slot = std::make_shared<const Plan>(make_plan(structure, shapes, storage, resolved, device.type(), again, now));
+        slot = std::make_shared<const Plan>(make_plan(structure, shapes, storage, resolved, device.type(), again, now, budget));
       } catch (...) {
         plans.erase(key);
         throw;
@@ -227,6 +231,12 @@ void Graph::set_allow_tf32(bool on) { impl_->allow_tf32 = on; }
 bool Graph::allow_tf32() const { return impl_->allow_tf32; }
 void Graph::set_recompute(bool on) { impl_->recompute = on; }
 bool Graph::recompute() const { return impl_->recompute; }
+void Graph::set_memory_budget(double share) {
+  if (!(share >= 0 && share <= 1))  // NaN too
+    throw InvalidInput("memory_budget must lie in [0, 1], got " + std::to_string(share));
+  impl_->memory_budget = share;
+}
+double Graph::memory_budget() const { return impl_->memory_budget; }
 double Graph::loss_scale() const { return impl_->runner.loss_scale().first; }
 int64_t Graph::skipped_steps() const { return impl_->runner.loss_scale().second; }
 

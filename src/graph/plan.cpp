@@ -217,7 +217,7 @@ Plan place(const Structure& s, Plan p, const std::vector<bool>& replayed, Device
 }  // namespace
 
 Plan make_plan(const Structure& s, const std::vector<ImageShape>& source_shapes, DType storage, Layout layout,
-               DeviceType device, bool recompute, std::vector<bool> trains) {
+               DeviceType device, bool recompute, std::vector<bool> trains, double budget) {
   Plan p;
   p.storage = storage;
   p.layout = layout;
@@ -266,6 +266,25 @@ Plan make_plan(const Structure& s, const std::vector<ImageShape>& source_shapes,
     replayed[i] = false;
     Plan without = place(s, p, replayed, device);
     if (without.arena <= best.arena)
+      best = std::move(without);
+    else
+      replayed[i] = true;
+  }
+  std::vector<int> left;  // replays still computing again, the largest result first
+  for (int i = 0; i < n_steps; ++i)
+    if (replayed[i]) left.push_back(i);
+  if (budget <= 0 || left.empty()) return best;
+  std::stable_sort(left.begin(), left.end(), [&](int a, int b) {
+    return p.shapes[s.steps[a].output].count() > p.shapes[s.steps[b].output].count();
+  });
+  Plan kept = place(s, p, std::vector<bool>(n_steps, false), device);
+  if (budget >= 1) return kept;
+  const double limit = static_cast<double>(best.arena) +
+                       budget * std::max(0.0, static_cast<double>(kept.arena) - static_cast<double>(best.arena));
+  for (int i : left) {
+    replayed[i] = false;
+    Plan without = place(s, p, replayed, device);
+    if (static_cast<double>(without.arena) <= limit)
       best = std::move(without);
     else
       replayed[i] = true;

@@ -122,10 +122,12 @@ struct Plan {
 // Infers every shape (errors name the node; label states take their loss source's shape)
 // and places intermediates, stored as `storage` in `layout` (NCHW or NHWC), in one arena.
 // With `recompute` a replay step computes its result again only where keeping that result
-// would make the arena larger; without it none does, and the results are kept.
+// would make the arena larger; without it none does, and the results are kept. `budget` (0 to 1):
+// the share of the bytes those recomputations save that the plan may spend keeping results
+// again, the largest results first.
 // `trains`: per step, whether it trains a tensor now (empty: every step that trains weights).
 Plan make_plan(const Structure& s, const std::vector<ImageShape>& source_shapes, DType storage = DType::Float32,
                Layout layout = Layout::NCHW, DeviceType device = DeviceType::CPU, bool recompute = true,
-               std::vector<bool> trains = {});
+               std::vector<bool> trains = {}, double budget = 0);
 
 }  // namespace nngraph

@@ -265,6 +265,42 @@ def test_only_results_kept_at_the_memory_peak_are_recomputed(device):
     assert g.memory_plan(64)["planned_bytes"] > again["planned_bytes"]
 
 
+def test_a_memory_budget_keeps_the_results_it_affords(device):
+    """memory_budget: the share of the bytes recomputation saves that the plan spends keeping
+    results again. The speed-run network's two recomputed normalizations are of one size: half
+    the budget keeps one, all of it keeps both (recompute off's plan). Training is the same."""
+    from nngraph import models
+    x = np.random.default_rng(0).standard_normal((4, 3, 32, 32)).astype(np.float32)
+
+    def graph(budget):
+        net = models.speedrun_net(classes=10, seed=0, optimizer=ng.SGD(learning_rate=0.1))
+        g = ng.Loss(net.logits, "softmax_cross_entropy").training_graph(device=device)
+        g.memory_budget = budget
+        return g
+
+    plans = {}
+    for budget in (0, 0.5, 1):
+        g = graph(budget)
+        losses = [g.encode(x, labels=np.arange(4)).loss(0) for _ in range(3)]
+        plans[budget] = (g.memory_plan(64), losses)
+    assert graph(0.5).memory_budget == 0.5
+    recomputed = {b: sum("recomputed" in s for s in p["steps"]) for b, (p, _) in plans.items()}
+    assert recomputed == {0: 2, 0.5: 1, 1: 0}
+    low, mid, high = (plans[b][0]["planned_bytes"] for b in (0, 0.5, 1))
+    assert low < mid <= low + 0.5 * (high - low) < high
+    g = graph(0)
+    g.recompute = False
+    g.encode(x, labels=np.arange(4)).wait()
+    assert g.memory_plan(64)["planned_bytes"] == high
+    tol = {"cpu": 0, "cuda": 1e-5}[device]
+    for b in (0.5, 1):
+        np.testing.assert_allclose(plans[b][1], plans[0][1], rtol=tol, atol=tol)
+    for bad in (-0.1, 1.5, float("nan")):
+        with pytest.raises(ng.InvalidInputError, match="memory_budget"):
+            g.memory_budget = bad
+    assert g.memory_budget == 0
+
+
 def bn_net(c, optimizer, momentum=0.1, source=None):
     ds = source or ng.ArrayDataSource(ng.NormalizationDescriptor(c), label="bn", optimizer=optimizer)
     bn = ng.BatchNormalization(ng.ImageNode(), ds, momentum=momentum)
