@@ -9,6 +9,11 @@ device memory.
 
     python bench/headline_training.py --network resnet50 [--batches 256] [--format bfloat16]
         [--tf32] [--modes eager graph compile] [--steps 20] [--rounds 1]
+
+With NNGRAPH_BENCH_COMPILE_CACHE=DIR the compiled module's artifacts (torch.compiler's
+save_cache_artifacts: the graphs, kernels and autotuning choices it used) are loaded from DIR
+before compiling, or written there after the first compile of that network, batch and precision,
+so a later run on another machine of the same GPU and torch skips max-autotune's search.
 """
 
 from __future__ import annotations
@@ -117,6 +122,10 @@ def run_torch(network, batch, steps, device, tf32, fmt, mode) -> dict:
     with torch.no_grad(), torch.autocast("cuda", dtype=amp) if amp is not None else contextlib.nullcontext():
         check = float(net.eval()(x).float().abs().sum())
     net.train()
+    artifacts = compile_cache_file(network, batch, tf32, fmt) if mode == "compile" else None
+    if artifacts and os.path.exists(artifacts):
+        with open(artifacts, "rb") as f:
+            torch.compiler.load_cache_artifacts(f.read())
     model = torch.compile(net, mode="max-autotune") if mode == "compile" else net
     step = torch_training_step(model, opt, torch.nn.CrossEntropyLoss(), x, y, None, None, mode == "graph", amp,
                                scaler)
@@ -128,7 +137,20 @@ def run_torch(network, batch, steps, device, tf32, fmt, mode) -> dict:
             inner()
     ms = median_ms(step, warmup=3, steps=steps, sync=torch.cuda.synchronize)
     pipe = pipelined_ms(step, torch.cuda.synchronize, steps)
+    if artifacts and not os.path.exists(artifacts) and (saved := torch.compiler.save_cache_artifacts()):
+        with open(artifacts + ".part", "wb") as f:
+            f.write(saved[0])
+        os.replace(artifacts + ".part", artifacts)
     return {"ms": ms, "pipe_ms": pipe, "check": check, "device_mib": torch.cuda.max_memory_allocated() / 2**20}
+
+
+def compile_cache_file(network, batch, tf32, fmt) -> str | None:
+    """Where NNGRAPH_BENCH_COMPILE_CACHE keeps this configuration's compile artifacts (None: unset)."""
+    folder = os.environ.get("NNGRAPH_BENCH_COMPILE_CACHE")
+    if not folder:
+        return None
+    os.makedirs(folder, exist_ok=True)
+    return os.path.join(folder, f"{network}-{fmt}{'-tf32' if tf32 else ''}-{batch}.bin")
 
 
 def main():
