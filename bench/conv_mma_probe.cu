@@ -7,7 +7,7 @@
 // cuDNN's output on the same (or normalized) input and the statistics against the host's sums
 // of the stored output; times in microseconds beside cuDNN's quickest algorithm by Find.
 // Not part of the library; built by hand on a machine with cuDNN (one line):
-//   nvcc -O3 -std=c++17 -arch=sm_90 bench/conv_mma_probe.cu -lcudnn -o /tmp/mma && /tmp/mma
+//   nvcc -O3 -std=c++17 -arch=sm_90 bench/conv_mma_probe.cu -lcudnn -o /tmp/mma && /tmp/mma [shapes]
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
@@ -400,7 +400,7 @@ static void run(const Shape& s) {
   cudnnDestroyConvolutionDescriptor(cd);
 }
 
-int main() {
+int main(int argc, char** argv) {  // argv[1]: how many of the shapes (all by default)
   DN(cudnnCreate(&H));
   cudaDeviceProp prop;
   CU(cudaGetDeviceProperties(&prop, 0));
@@ -410,6 +410,7 @@ int main() {
   const Shape shapes[] = {{512, 64, 64, 32, 3},   {512, 128, 128, 16, 3}, {512, 256, 256, 8, 3},  {256, 64, 64, 56, 3},
                           {256, 128, 128, 28, 3}, {256, 256, 256, 14, 3}, {256, 512, 512, 7, 3},  {256, 256, 64, 56, 1},
                           {256, 64, 256, 56, 1},  {256, 1024, 256, 14, 1}, {256, 256, 1024, 14, 1}};
-  for (const Shape& s : shapes) run(s);
+  const int count = argc > 1 ? std::atoi(argv[1]) : static_cast<int>(sizeof shapes / sizeof shapes[0]);
+  for (int i = 0; i < count && i < static_cast<int>(sizeof shapes / sizeof shapes[0]); ++i) run(shapes[i]);
   return 0;
 }
