@@ -17,6 +17,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 using bf16 = __nv_bfloat16;
@@ -30,7 +32,7 @@ static void dn(cudnnStatus_t s, int line) {
 #define CU(x) cu((x), __LINE__)
 #define DN(x) dn((x), __LINE__)
 
-constexpr int BM = 128, BK = 32, STAGES = 4, THREADS = 256;
+constexpr int BK = 32, STAGES = 4;
 
 struct Conv {
   const bf16* x;        // n × h × w × c
@@ -83,10 +85,13 @@ __device__ inline Tap tap_of(const Conv& p, const Block& b, int base, int y, int
   return {base + (iy * p.w + ix) * p.c + b.c, iy >= 0 && iy < p.h && ix >= 0 && ix < p.w};
 }
 
-template <int BN, bool PRO, bool EPI>
-__global__ void __launch_bounds__(THREADS) conv_kernel(Conv p) {
-  constexpr int WM = BN == 128 ? 2 : 4, WN = 8 / WM, TM = BM / WM, TN = BN / WN, MT = TM / 16, NT = TN / 8;
-  constexpr int AR = BM * 4 / THREADS, BR = BN * 4 / THREADS;
+// A block computes BM output pixels × BN output channels with WM × WN warps, each a tile of
+// TM × TN; a thread copies rows THREADS / 4 apart, a 16-byte chunk of each.
+template <int BM, int BN, int WM, int WN, bool PRO, bool EPI>
+__global__ void __launch_bounds__(WM * WN * 32) conv_kernel(Conv p) {
+  constexpr int THREADS = WM * WN * 32, ROWS = THREADS / 4, TM = BM / WM, TN = BN / WN, MT = TM / 16, NT = TN / 8;
+  constexpr int AR = BM / ROWS, BR = BN / ROWS;
+  static_assert(AR * ROWS == BM && BR * ROWS == BN && MT * 16 * WM == BM && NT * 8 * WN == BN && NT % 2 == 0);
   extern __shared__ __align__(128) unsigned char smem[];
   bf16* sa = reinterpret_cast<bf16*>(smem);
   bf16* sb = sa + STAGES * BM * BK;
@@ -98,7 +103,7 @@ __global__ void __launch_bounds__(THREADS) conv_kernel(Conv p) {
   int base[AR], py[AR], px[AR];
 #pragma unroll
   for (int j = 0; j < AR; ++j) {
-    const int m = m0 + (tid >> 2) + j * 64, hw = p.h * p.w;
+    const int m = m0 + (tid >> 2) + j * ROWS, hw = p.h * p.w;
     if (m < p.m) {
       const int img = m / hw, rem = m - img * hw;
       base[j] = img * hw * p.c;
@@ -116,11 +121,11 @@ __global__ void __launch_bounds__(THREADS) conv_kernel(Conv p) {
 #pragma unroll
     for (int j = 0; j < AR; ++j) {
       const Tap t = tap_of(p, b, base[j], py[j], px[j]);
-      cp_async16(sa + stage * BM * BK + swz((tid >> 2) + j * 64, chunk), t.in ? p.x + t.offset : p.x, t.in);
+      cp_async16(sa + stage * BM * BK + swz((tid >> 2) + j * ROWS, chunk), t.in ? p.x + t.offset : p.x, t.in);
     }
 #pragma unroll
     for (int j = 0; j < BR; ++j) {
-      const int row = (tid >> 2) + j * 64;
+      const int row = (tid >> 2) + j * ROWS;
       cp_async16(sb + stage * BN * BK + swz(row, chunk), p.filt + static_cast<size_t>(n0 + row) * p.kdim + kb * BK + chunk * 8,
                  true);
     }
@@ -132,7 +137,7 @@ __global__ void __launch_bounds__(THREADS) conv_kernel(Conv p) {
 #pragma unroll
     for (int j = 0; j < AR; ++j) {
       if (!tap_of(p, b, base[j], py[j], px[j]).in) continue;
-      uint4* at = reinterpret_cast<uint4*>(sa + stage * BM * BK + swz((tid >> 2) + j * 64, chunk));
+      uint4* at = reinterpret_cast<uint4*>(sa + stage * BM * BK + swz((tid >> 2) + j * ROWS, chunk));
       uint4 v = *at;
       __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&v);
 #pragma unroll
@@ -290,19 +295,30 @@ static float max_rel(const std::vector<float>& got, const std::vector<float>& wa
   return diff / std::max(scale, 1e-30f);
 }
 
-template <int BN, bool PRO, bool EPI>
-static void launch(const Conv& p) {
-  const size_t bytes = STAGES * (BM + BN) * BK * sizeof(bf16) + (PRO ? p.c * sizeof(float2) : 0);
-  CU(cudaFuncSetAttribute(conv_kernel<BN, PRO, EPI>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-  conv_kernel<BN, PRO, EPI><<<dim3((p.m + BM - 1) / BM, p.k / BN), THREADS, bytes>>>(p);
-}
+template <int BM_, int BN_, int WM_, int WN_>
+struct Config {
+  static constexpr int BM = BM_, BN = BN_;
+  template <bool PRO, bool EPI>
+  static void launch(const Conv& p) {
+    const size_t bytes = STAGES * (BM + BN) * BK * sizeof(bf16) + (PRO ? p.c * sizeof(float2) : 0);
+    auto kernel = conv_kernel<BM, BN, WM_, WN_, PRO, EPI>;
+    CU(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+    kernel<<<dim3((p.m + BM - 1) / BM, p.k / BN), WM_ * WN_ * 32, bytes>>>(p);
+  }
+  static const char* name() {
+    static char text[32];
+    snprintf(text, sizeof text, "%d×%d, %d warps", BM, BN, WM_ * WN_);
+    return text;
+  }
+};
 
-template <bool PRO, bool EPI>
-static void ours(const Conv& p) {
-  if (p.k % 128 == 0)
-    launch<128, PRO, EPI>(p);
-  else
-    launch<64, PRO, EPI>(p);
+template <class Tuple, class F, size_t... I>
+static void for_each_config(F&& f, std::index_sequence<I...>) {
+  (f(std::tuple_element_t<I, Tuple>{}, static_cast<int>(I)), ...);
+}
+template <class Tuple, class F>
+static void for_each_config(F&& f) {
+  for_each_config<Tuple>(f, std::make_index_sequence<std::tuple_size_v<Tuple>>{});
 }
 
 static void run(const Shape& s) {
@@ -319,7 +335,7 @@ static void run(const Shape& s) {
   for (auto& v : hn) v = {0.5f + 0.5f * (u(rng) + 1.f), 0.3f * u(rng)};
   bf16 *x, *w, *y, *yref, *xn;
   float2 *norm, *partial, *stats;
-  const int tiles = static_cast<int>((static_cast<size_t>(s.n) * s.h * s.h + BM - 1) / BM);
+  const int tiles = static_cast<int>((static_cast<size_t>(s.n) * s.h * s.h + 63) / 64);  // of the smallest BM
   CU(cudaMalloc(&x, xs * 2));
   CU(cudaMalloc(&xn, xs * 2));
   CU(cudaMalloc(&w, ws * 2));
@@ -360,38 +376,54 @@ static void run(const Shape& s) {
   const float t_dnn = time_us([&] { dnn(x); });
 
   Conv p{x, w, y, norm, partial, s.n, s.h, s.h, s.c, s.k, s.r, s.r, pad, s.n * s.h * s.h, s.r * s.r * s.c};
-  const float t_plain = time_us([&] { ours<false, false>(p); });
-  CU(cudaDeviceSynchronize());
-  dnn(x);
-  const float e_plain = max_rel(to_host(y, ys), to_host(yref, ys));
-  const float t_pro = time_us([&] { ours<true, false>(p); });
-  dnn(xn);
-  const float e_pro = max_rel(to_host(y, ys), to_host(yref, ys));
-  const float t_both = time_us([&] {
-    CU(cudaMemsetAsync(stats, 0, s.k * sizeof(float2)));
-    ours<true, true>(p);
-    finish_stats<<<dim3((s.k + 31) / 32, 16), dim3(32, 8)>>>(partial, tiles, s.k, stats);
+  // Every tile that divides the channels, timed plain; the quickest then with batch norm in it.
+  using Configs = std::tuple<Config<128, 128, 2, 4>, Config<128, 64, 4, 2>, Config<128, 256, 2, 4>,
+                             Config<256, 128, 4, 2>, Config<64, 64, 2, 2>>;
+  float best = 1e30f;
+  int pick = -1;
+  for_each_config<Configs>([&](auto c, int i) {
+    using C = decltype(c);
+    if (s.k % C::BN) return;
+    const float t = time_us([&] { C::template launch<false, false>(p); });
+    if (t < best) best = t, pick = i;
   });
-  CU(cudaMemset(stats, 0, s.k * sizeof(float2)));
-  ours<true, true>(p);
-  finish_stats<<<dim3((s.k + 31) / 32, 16), dim3(32, 8)>>>(partial, tiles, s.k, stats);
-  CU(cudaDeviceSynchronize());
-  const std::vector<float> got = to_host(y, ys);
-  const float e_both = max_rel(got, to_host(yref, ys));
-  std::vector<double> hs(s.k, 0), hq(s.k, 0);
-  for (size_t i = 0; i < ys; ++i) hs[i % s.k] += got[i], hq[i % s.k] += double(got[i]) * got[i];
-  std::vector<float2> ds(s.k);
-  CU(cudaMemcpy(ds.data(), stats, s.k * sizeof(float2), cudaMemcpyDeviceToHost));
-  double e_stats = 0;
-  for (int c = 0; c < s.k; ++c) {
-    const double count = static_cast<double>(p.m), mean = hs[c] / count, var = hq[c] / count - mean * mean;
-    const double gm = ds[c].x / count, gv = ds[c].y / count - gm * gm;
-    e_stats = std::max({e_stats, std::fabs(gm - mean) / std::sqrt(var), std::fabs(gv - var) / var});
-  }
-  const double flop = 2.0 * p.m * s.k * p.kdim;
-  printf("| %d×%d×%d×%d → %d, %d×%d | %.1f (algo %d) | %.1f (%.0f TFLOP/s) | %.1f | %.1f | %.1e %.1e %.1e | %.1e |\n",
-         s.n, s.h, s.h, s.c, s.k, s.r, s.r, t_dnn, static_cast<int>(algo), t_plain, flop / t_plain * 1e-6, t_pro,
-         t_both, e_plain, e_pro, e_both, e_stats);
+  for_each_config<Configs>([&](auto c, int i) {
+    using C = decltype(c);
+    if (i != pick) return;
+    const int tiles = (p.m + C::BM - 1) / C::BM;
+    C::template launch<false, false>(p);
+    dnn(x);
+    CU(cudaDeviceSynchronize());
+    const float e_plain = max_rel(to_host(y, ys), to_host(yref, ys));
+    const float t_pro = time_us([&] { C::template launch<true, false>(p); });
+    dnn(xn);
+    CU(cudaDeviceSynchronize());
+    const float e_pro = max_rel(to_host(y, ys), to_host(yref, ys));
+    auto both = [&] {
+      CU(cudaMemsetAsync(stats, 0, s.k * sizeof(float2)));
+      C::template launch<true, true>(p);
+      finish_stats<<<dim3((s.k + 31) / 32, 16), dim3(32, 8)>>>(partial, tiles, s.k, stats);
+    };
+    const float t_both = time_us(both);
+    both();
+    CU(cudaDeviceSynchronize());
+    const std::vector<float> got = to_host(y, ys);
+    const float e_both = max_rel(got, to_host(yref, ys));
+    std::vector<double> hs(s.k, 0), hq(s.k, 0);
+    for (size_t e = 0; e < ys; ++e) hs[e % s.k] += got[e], hq[e % s.k] += double(got[e]) * got[e];
+    std::vector<float2> ds(s.k);
+    CU(cudaMemcpy(ds.data(), stats, s.k * sizeof(float2), cudaMemcpyDeviceToHost));
+    double e_stats = 0;
+    for (int k = 0; k < s.k; ++k) {
+      const double count = static_cast<double>(p.m), mean = hs[k] / count, var = hq[k] / count - mean * mean;
+      const double gm = ds[k].x / count, gv = ds[k].y / count - gm * gm;
+      e_stats = std::max({e_stats, std::fabs(gm - mean) / std::sqrt(var), std::fabs(gv - var) / var});
+    }
+    const double flop = 2.0 * p.m * s.k * p.kdim;
+    printf("| %d×%d×%d×%d → %d, %d×%d | %.1f (algo %d) | %.1f (%.0f TFLOP/s; %s) | %.1f | %.1f | %.1e %.1e %.1e | %.1e |\n",
+           s.n, s.h, s.h, s.c, s.k, s.r, s.r, t_dnn, static_cast<int>(algo), best, flop / best * 1e-6, C::name(), t_pro,
+           t_both, e_plain, e_pro, e_both, e_stats);
+  });
   for (void* q : {(void*)x, (void*)xn, (void*)w, (void*)y, (void*)yref, (void*)norm, (void*)partial, (void*)stats, work})
     CU(cudaFree(q));
   cudnnDestroyTensorDescriptor(xd);
