@@ -974,6 +974,14 @@ class Graph:
     def max_in_flight(self) -> int:
         ...
     @property
+    def memory_budget(self) -> float:
+        """
+        Training graphs with recompute on: the share, 0 to 1, of the memory recomputation saves that the plan may spend keeping results after all, the largest first (each one kept saves a pass). 0 (the default): recompute wherever keeping would make the arena larger; 1: keep every result, as recompute off does. Like PyTorch's activation_memory_budget. Outside [0, 1]: InvalidInputError.
+        """
+    @memory_budget.setter
+    def memory_budget(self, arg1: typing.SupportsFloat | typing.SupportsIndex) -> None:
+        ...
+    @property
     def node_labels(self) -> list[str]:
         ...
     @property
