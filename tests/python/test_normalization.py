@@ -292,7 +292,7 @@ def test_a_memory_budget_keeps_the_results_it_affords(device):
     g.recompute = False
     g.encode(x, labels=np.arange(4)).wait()
     assert g.memory_plan(64)["planned_bytes"] == high
-    tol = {"cpu": 0, "cuda": 1e-5}[device]
+    tol = {"cpu": 0, "cuda": 1e-4}[device]  # each graph times its own convolution algorithms
     for b in (0.5, 1):
         np.testing.assert_allclose(plans[b][1], plans[0][1], rtol=tol, atol=tol)
     for bad in (-0.1, 1.5, float("nan")):
