@@ -165,7 +165,8 @@ def main():
         import json
         os.environ["NNGRAPH_NUM_THREADS"] = str(a.threads)
         if a.worker[0] == "switch":
-            print(json.dumps(run_switch(dict(zip(NETWORKS, a.worker[1:])), a.device, a.steps)))
+            pairs = a.worker[1:]  # name, path, name, path
+            print(json.dumps(run_switch(dict(zip(pairs[::2], pairs[1::2])), a.device, a.steps)))
             return
         fw, path, name, batch = a.worker
         if fw == "torch":
@@ -207,7 +208,8 @@ def main():
                       + " / ".join(f"{r[fw]['peak_mib']:.0f}" if fw in r else "—"
                                    for fw in ("nngraph", "onnxruntime", "torch")) + " |")
         if len(a.networks) == 2:
-            s = measure_in_subprocess(__file__, ["switch", *paths.values(), "--steps", str(a.steps), "--threads",
+            named = [v for pair in paths.items() for v in pair]
+            s = measure_in_subprocess(__file__, ["switch", *named, "--steps", str(a.steps), "--threads",
                                                  str(a.threads), "--device", a.device])
             print(f"\nswitching between the two models (get + one image): resident {s['resident_ms']:.2f} ms, "
                   f"loaded from disk {s['disk_ms']:.2f} ms ({s['disk_ms'] / s['resident_ms']:.0f}×)")
