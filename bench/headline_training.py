@@ -173,8 +173,12 @@ def main():
         return
     import torch
     precision = a.format if a.format != "float32" else "tf32" if a.tf32 else "exact float32"
-    print(f"{a.network} training (SGD, Nesterov), {a.device} ({torch.cuda.get_device_name()}), {precision}, "
-          f"{platform.machine()}, torch {torch.__version__}; images/s from the median step after 3 warm-up"
+    n = NETWORKS[a.network]
+    keeps = f"recompute {'on' if n.recompute else 'off'}"
+    if n.memory_budget:
+        keeps += f", memory budget {n.memory_budget}"
+    print(f"{a.network} training (SGD, Nesterov; nngraph {keeps}), {a.device} ({torch.cuda.get_device_name()}), "
+          f"{precision}, {platform.machine()}, torch {torch.__version__}; images/s from the median step after 3 warm-up"
           f"{rounds_note(a.rounds)}")
     print("| batch | timing | nngraph img/s | " + " | ".join(f"PyTorch {m} img/s" for m in a.modes) +
           " | best ratio | peak MiB nngraph / " + " / ".join(a.modes) + " | arena MiB planned / naive |")
