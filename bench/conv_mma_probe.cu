@@ -1,13 +1,14 @@
 // Can a convolution kernel of our own come near cuDNN's on Hopper, and what do batch norm's
 // passes cost inside it? An implicit-GEMM forward convolution (bf16 NHWC images, KRSC filters,
-// mma.sync m16n8k16 with float32 sums, four stages of asynchronous copies), alone and with
-// batch norm folded in: the input's scale, shift and relu applied as each stage lands (the
-// previous layer's normalize pass), and the output's per-channel sum and sum of squares taken
-// from the tile before it is stored (the statistics pass). Each variant is checked against
-// cuDNN's output on the same (or normalized) input and the statistics against the host's sums
-// of the stored output; times in microseconds beside cuDNN's quickest algorithm by Find.
+// float32 sums) in two kinds: mma.sync m16n8k16 with four stages of asynchronous copies, and
+// Hopper's warpgroup wgmma over 128-byte-swizzled stages. Each runs alone and with batch norm
+// folded in: the input's scale, shift and relu applied as each stage lands (the previous layer's
+// normalize pass), and the output's per-channel sum and sum of squares taken from the tile
+// before it is stored (the statistics pass). Each variant is checked against cuDNN's output on
+// the same (or normalized) input and the statistics against the host's sums of the stored
+// output; times in microseconds beside cuDNN's quickest algorithm by Find.
 // Not part of the library; built by hand on a machine with cuDNN (one line):
-//   nvcc -O3 -std=c++17 -arch=sm_90 bench/conv_mma_probe.cu -lcudnn -o /tmp/mma && /tmp/mma [shapes]
+//   nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a bench/conv_mma_probe.cu -lcudnn -o /tmp/mma && /tmp/mma [shapes]
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
@@ -18,6 +19,7 @@
 #include <cstdlib>
 #include <random>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -71,8 +73,8 @@ __device__ inline int swz(int row, int chunk) { return row * BK + ((chunk ^ ((ro
 struct Block {
   int ty, tx, c;
 };
-__device__ inline Block block_of(const Conv& p, int kb, int chunk) {
-  const int k0 = kb * BK, tap = k0 / p.c, ty = tap / p.s;
+__device__ inline Block block_of(const Conv& p, int k0, int chunk) {
+  const int tap = k0 / p.c, ty = tap / p.s;
   return {ty, tap - ty * p.s, k0 - tap * p.c + chunk * 8};
 }
 // The window row a k block reads for one output pixel: its offset and whether it lies inside.
@@ -117,7 +119,7 @@ __global__ void __launch_bounds__(WM * WN * 32) conv_kernel(Conv p) {
   }
   const int kblocks = p.kdim / BK;
   auto load = [&](int kb, int stage) {
-    const Block b = block_of(p, kb, chunk);
+    const Block b = block_of(p, kb * BK, chunk);
 #pragma unroll
     for (int j = 0; j < AR; ++j) {
       const Tap t = tap_of(p, b, base[j], py[j], px[j]);
@@ -133,7 +135,7 @@ __global__ void __launch_bounds__(WM * WN * 32) conv_kernel(Conv p) {
   // The previous layer's batch norm + relu on this thread's own chunks of a landed stage;
   // rows outside the image stay zero, as the normalized image's padding is.
   auto normalize = [&](int kb, int stage) {
-    const Block b = block_of(p, kb, chunk);
+    const Block b = block_of(p, kb * BK, chunk);
 #pragma unroll
     for (int j = 0; j < AR; ++j) {
       if (!tap_of(p, b, base[j], py[j], px[j]).in) continue;
@@ -227,6 +229,8 @@ __global__ void __launch_bounds__(WM * WN * 32) conv_kernel(Conv p) {
   }
 }
 
+#include "conv_wgmma.cuh"
+
 // The row tiles' partial sums per channel: 32 channels × 8 rows a block, then atomics.
 __global__ void finish_stats(const float2* partial, int tiles, int k, float2* out) {
   __shared__ float2 part[8][32];
@@ -297,7 +301,8 @@ static float max_rel(const std::vector<float>& got, const std::vector<float>& wa
 
 template <int BM_, int BN_, int WM_, int WN_>
 struct Config {
-  static constexpr int BM = BM_, BN = BN_;
+  static constexpr int BM = BM_, BN = BN_, KB = BK;
+  static constexpr bool WG = false;
   template <bool PRO, bool EPI>
   static void launch(const Conv& p) {
     const size_t bytes = STAGES * (BM + BN) * BK * sizeof(bf16) + (PRO ? p.c * sizeof(float2) : 0);
@@ -312,6 +317,28 @@ struct Config {
   static const char* name() {
     static char text[32];
     snprintf(text, sizeof text, "%d×%d, %d warps", BM, BN, WM_ * WN_);
+    return text;
+  }
+};
+
+template <int WGS, int BN_, int ST, int LAG = 1>
+struct WgConfig {
+  static constexpr int BM = 64 * WGS, BN = BN_, KB = WK;
+  static constexpr bool WG = true;
+  template <bool PRO, bool EPI>
+  static void launch(const Conv& p) {
+    const size_t bytes = ST * (BM + BN) * WK * sizeof(bf16) + 1024 + (PRO ? p.c * sizeof(float2) : 0);
+    auto kernel = wg_conv_kernel<WGS, BN, ST, LAG, PRO, EPI>;
+    static size_t allowed = 0;
+    if (bytes > allowed) {
+      CU(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+      allowed = bytes;
+    }
+    kernel<<<dim3((p.m + BM - 1) / BM, p.k / BN), WGS * 128, bytes>>>(p);
+  }
+  static const char* name() {
+    static char text[48];
+    snprintf(text, sizeof text, "wgmma %d×%d, %d stages, lag %d", BM, BN, ST, LAG);
     return text;
   }
 };
@@ -380,14 +407,18 @@ static void run(const Shape& s) {
   const float t_dnn = time_us([&] { dnn(x); });
 
   Conv p{x, w, y, norm, partial, s.n, s.h, s.h, s.c, s.k, s.r, s.r, pad, s.n * s.h * s.h, s.r * s.r * s.c};
-  // Every tile that divides the channels, timed plain; the quickest then with batch norm in it.
+  // Every tile that divides the channels, timed plain; the quickest of each kind (mma.sync,
+  // wgmma) then with batch norm in it.
   using Configs = std::tuple<Config<128, 128, 2, 4>, Config<128, 64, 4, 2>, Config<128, 256, 2, 4>,
-                             Config<256, 128, 4, 2>, Config<64, 64, 2, 2>>;
+                             Config<256, 128, 4, 2>, Config<64, 64, 2, 2>, WgConfig<2, 128, 4>,
+                             WgConfig<2, 128, 5>, WgConfig<1, 128, 4>, WgConfig<4, 128, 4>, WgConfig<2, 64, 6>,
+                             WgConfig<4, 128, 4, 0>, WgConfig<2, 128, 5, 0>, WgConfig<2, 64, 6, 0>>;
+  for (const bool wg : {false, true}) {
   float best = 1e30f;
   int pick = -1;
   for_each_config<Configs>([&](auto c, int i) {
     using C = decltype(c);
-    if (s.k % C::BN) return;
+    if (C::WG != wg || s.k % C::BN || s.c % C::KB) return;
     const float t = time_us([&] { C::template launch<false, false>(p); });
     if (t < best) best = t, pick = i;
   });
@@ -428,6 +459,7 @@ static void run(const Shape& s) {
            s.n, s.h, s.h, s.c, s.k, s.r, s.r, t_dnn, static_cast<int>(algo), best, flop / best * 1e-6, C::name(), t_pro,
            t_both, e_plain, e_pro, e_both, e_stats);
   });
+  }
   for (void* q : {(void*)x, (void*)xn, (void*)w, (void*)y, (void*)yref, (void*)norm, (void*)partial, (void*)stats, work})
     CU(cudaFree(q));
   cudnnDestroyTensorDescriptor(xd);
