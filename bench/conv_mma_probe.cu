@@ -6,11 +6,12 @@
 // normalize pass), and the output's per-channel sum and sum of squares taken from the tile
 // before it is stored (the statistics pass). Each variant is checked against cuDNN's output on
 // the same (or normalized) input and the statistics against the host's sums of the stored
-// output; times in microseconds beside cuDNN's quickest algorithm by Find.
-// Not part of the library; built by hand on a machine with cuDNN (one line):
-//   nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a bench/conv_mma_probe.cu -lcudnn -o /tmp/mma && /tmp/mma [shapes]
+// output; times in microseconds beside cuDNN's quickest algorithm by Find (and, for a 1×1
+// window, cuBLAS's product). Not part of the library; built by hand on a machine with cuDNN:
+//   nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a bench/conv_mma_probe.cu -lcudnn -lcublas -o /tmp/mma && /tmp/mma [shapes]
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
+#include <cublas_v2.h>
 #include <cudnn.h>
 
 #include <algorithm>
@@ -259,6 +260,7 @@ __global__ void normalize_ref(const bf16* x, const float2* norm, int c, size_t c
 }
 
 static cudnnHandle_t H;
+static cublasHandle_t B;
 
 struct Shape {
   int n, c, k, h, r;
@@ -405,6 +407,17 @@ static void run(const Shape& s) {
     DN(cudnnConvolutionForward(H, &one, xd, in, fd, w, cd, algo, work, wsb, &zero, yd, yref));
   };
   const float t_dnn = time_us([&] { dnn(x); });
+  // A 1×1 window is a product, as the library runs it where cuBLAS is quicker: y (m × k) = x (m × c)
+  // · filtersᵀ, column-major yᵀ = filters (c × k)ᵀ · xᵀ.
+  float t_blas = 0;
+  if (s.r == 1) {
+    const int m = s.n * s.h * s.h;
+    t_blas = time_us([&] {
+      if (cublasGemmEx(B, CUBLAS_OP_T, CUBLAS_OP_N, s.k, m, s.c, &one, w, CUDA_R_16BF, s.c, x, CUDA_R_16BF, s.c, &zero, yref,
+                       CUDA_R_16BF, s.k, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) != CUBLAS_STATUS_SUCCESS)
+        exit(1);
+    });
+  }
 
   Conv p{x, w, y, norm, partial, s.n, s.h, s.h, s.c, s.k, s.r, s.r, pad, s.n * s.h * s.h, s.r * s.r * s.c};
   // Every tile that divides the channels, timed plain; the quickest of each kind (mma.sync,
@@ -455,8 +468,10 @@ static void run(const Shape& s) {
       e_stats = std::max({e_stats, std::fabs(gm - mean) / std::sqrt(var), std::fabs(gv - var) / var});
     }
     const double flop = 2.0 * p.m * s.k * p.kdim;
-    printf("| %d×%d×%d×%d → %d, %d×%d | %.1f (algo %d) | %.1f (%.0f TFLOP/s; %s) | %.1f | %.1f | %.1e %.1e %.1e | %.1e |\n",
-           s.n, s.h, s.h, s.c, s.k, s.r, s.r, t_dnn, static_cast<int>(algo), best, flop / best * 1e-6, C::name(), t_pro,
+    char blas[24] = "";
+    if (t_blas > 0) snprintf(blas, sizeof blas, "; cuBLAS %.1f", t_blas);
+    printf("| %d×%d×%d×%d → %d, %d×%d | %.1f (algo %d%s) | %.1f (%.0f TFLOP/s; %s) | %.1f | %.1f | %.1e %.1e %.1e | %.1e |\n",
+           s.n, s.h, s.h, s.c, s.k, s.r, s.r, t_dnn, static_cast<int>(algo), blas, best, flop / best * 1e-6, C::name(), t_pro,
            t_both, e_plain, e_pro, e_both, e_stats);
   });
   }
@@ -470,6 +485,7 @@ static void run(const Shape& s) {
 
 int main(int argc, char** argv) {  // argv[1]: how many of the shapes (all by default)
   DN(cudnnCreate(&H));
+  if (cublasCreate(&B) != CUBLAS_STATUS_SUCCESS) return 1;
   cudaDeviceProp prop;
   CU(cudaGetDeviceProperties(&prop, 0));
   printf("%s, cuDNN %zu; microseconds a call, the median of 21 after 3\n", prop.name, cudnnGetVersion());
