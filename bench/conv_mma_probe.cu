@@ -303,8 +303,7 @@ static float max_rel(const std::vector<float>& got, const std::vector<float>& wa
 
 template <int BM_, int BN_, int WM_, int WN_>
 struct Config {
-  static constexpr int BM = BM_, BN = BN_, KB = BK;
-  static constexpr bool WG = false;
+  static constexpr int BM = BM_, BN = BN_, KB = BK, KIND = 0;
   template <bool PRO, bool EPI>
   static void launch(const Conv& p) {
     const size_t bytes = STAGES * (BM + BN) * BK * sizeof(bf16) + (PRO ? p.c * sizeof(float2) : 0);
@@ -325,8 +324,7 @@ struct Config {
 
 template <int WGS, int BN_, int ST, int LAG = 1>
 struct WgConfig {
-  static constexpr int BM = 64 * WGS, BN = BN_, KB = WK;
-  static constexpr bool WG = true;
+  static constexpr int BM = 64 * WGS, BN = BN_, KB = WK, KIND = 1;
   template <bool PRO, bool EPI>
   static void launch(const Conv& p) {
     const size_t bytes = ST * (BM + BN) * WK * sizeof(bf16) + 1024 + (PRO ? p.c * sizeof(float2) : 0);
@@ -341,6 +339,27 @@ struct WgConfig {
   static const char* name() {
     static char text[48];
     snprintf(text, sizeof text, "wgmma %d×%d, %d stages, lag %d", BM, BN, ST, LAG);
+    return text;
+  }
+};
+
+template <int WGS, int BN_, int ST>
+struct WsConfig {  // the warp-specialized kernel: a loading warpgroup and WGS multiplying ones
+  static constexpr int BM = 64 * WGS, BN = BN_, KB = WK, KIND = 2;
+  template <bool PRO, bool EPI>
+  static void launch(const Conv& p) {
+    const size_t bytes = ST * (BM + BN) * WK * sizeof(bf16) + 1024 + (PRO ? p.c * sizeof(float2) : 0) + 2 * ST * 8;
+    auto kernel = ws_conv_kernel<WGS, BN, ST, PRO, EPI>;
+    static size_t allowed = 0;
+    if (bytes > allowed) {
+      CU(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+      allowed = bytes;
+    }
+    kernel<<<dim3((p.m + BM - 1) / BM, p.k / BN), (WGS + 1) * 128, bytes>>>(p);
+  }
+  static const char* name() {
+    static char text[48];
+    snprintf(text, sizeof text, "wgmma %d×%d, %d stages, loader", BM, BN, ST);
     return text;
   }
 };
@@ -421,17 +440,18 @@ static void run(const Shape& s) {
 
   Conv p{x, w, y, norm, partial, s.n, s.h, s.h, s.c, s.k, s.r, s.r, pad, s.n * s.h * s.h, s.r * s.r * s.c};
   // Every tile that divides the channels, timed plain; the quickest of each kind (mma.sync,
-  // wgmma) then with batch norm in it.
+  // wgmma, wgmma with a loading warpgroup) then with batch norm in it.
   using Configs = std::tuple<Config<128, 128, 2, 4>, Config<128, 64, 4, 2>, Config<128, 256, 2, 4>,
                              Config<256, 128, 4, 2>, Config<64, 64, 2, 2>, WgConfig<2, 128, 4>,
                              WgConfig<2, 128, 5>, WgConfig<1, 128, 4>, WgConfig<4, 128, 4>, WgConfig<2, 64, 6>,
-                             WgConfig<4, 128, 4, 0>, WgConfig<2, 128, 5, 0>, WgConfig<2, 64, 6, 0>>;
-  for (const bool wg : {false, true}) {
+                             WgConfig<4, 128, 4, 0>, WgConfig<2, 128, 5, 0>, WgConfig<2, 64, 6, 0>,
+                             WsConfig<2, 128, 5>, WsConfig<2, 128, 6>, WsConfig<2, 256, 4>, WsConfig<2, 64, 8>>;
+  for (const int kind : {0, 1, 2}) {
   float best = 1e30f;
   int pick = -1;
   for_each_config<Configs>([&](auto c, int i) {
     using C = decltype(c);
-    if (C::WG != wg || s.k % C::BN || s.c % C::KB) return;
+    if (C::KIND != kind || s.k % C::BN || s.c % C::KB) return;
     const float t = time_us([&] { C::template launch<false, false>(p); });
     if (t < best) best = t, pick = i;
   });
