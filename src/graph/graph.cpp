@@ -103,7 +103,7 @@ struct Graph::Impl {
   std::shared_ptr<const Plan> plan_for(const std::vector<ImageShape>& images) {
     const Layout resolved = resolved_layout();
     const bool again = recompute;
-    const double budget = memory_budget;
+    const double budget = again ? memory_budget.load() : 0.0;  // it shares out what recomputing saves
     const std::vector<bool> now = trains_now();
     std::vector<int> key{static_cast<int>(resolved), again, static_cast<int>(std::lround(budget * 1e6))};
     for (const auto& s : images) key.insert(key.end(), {s.c, s.h, s.w});
