@@ -88,6 +88,19 @@ __device__ inline Tap tap_of(const Conv& p, const Block& b, int base, int y, int
   return {base + (iy * p.w + ix) * p.c + b.c, iy >= 0 && iy < p.h && ix >= 0 && ix < p.w};
 }
 
+// The previous layer's batch norm + relu on 8 channels' values in place, their (scale, shift)
+// from norm.
+__device__ inline void normalize_chunk(uint4* at, const float2* norm) {
+  uint4 v = *at;
+  __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&v);
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    const float2 f = __bfloat1622float2(h[e]), lo = norm[2 * e], hi = norm[2 * e + 1];
+    h[e] = __floats2bfloat162_rn(fmaxf(fmaf(f.x, lo.x, lo.y), 0.f), fmaxf(fmaf(f.y, hi.x, hi.y), 0.f));
+  }
+  *at = v;
+}
+
 // A block computes BM output pixels × BN output channels with WM × WN warps, each a tile of
 // TM × TN; a thread copies rows THREADS / 4 apart, a 16-byte chunk of each.
 template <int BM, int BN, int WM, int WN, bool PRO, bool EPI>
@@ -140,15 +153,7 @@ __global__ void __launch_bounds__(WM * WN * 32) conv_kernel(Conv p) {
 #pragma unroll
     for (int j = 0; j < AR; ++j) {
       if (!tap_of(p, b, base[j], py[j], px[j]).in) continue;
-      uint4* at = reinterpret_cast<uint4*>(sa + stage * BM * BK + swz((tid >> 2) + j * ROWS, chunk));
-      uint4 v = *at;
-      __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&v);
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const float2 f = __bfloat1622float2(h[e]), lo = snorm[b.c + 2 * e], hi = snorm[b.c + 2 * e + 1];
-        h[e] = __floats2bfloat162_rn(fmaxf(fmaf(f.x, lo.x, lo.y), 0.f), fmaxf(fmaf(f.y, hi.x, hi.y), 0.f));
-      }
-      *at = v;
+      normalize_chunk(reinterpret_cast<uint4*>(sa + stage * BM * BK + swz((tid >> 2) + j * ROWS, chunk)), snorm + b.c);
     }
   };
   if constexpr (PRO) __syncthreads();  // the table

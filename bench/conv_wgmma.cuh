@@ -1,9 +1,9 @@
 // The probe's convolution on Hopper's warpgroup instructions (sm_90a), included by
-// bench/conv_mma_probe.cu after its Conv, Block, tap_of and copy helpers. Each warpgroup's 64 rows ×
-// BN channels in wgmma's float32 registers, k blocks of 64 values (one tap's 64 channels) landed
-// by cp.async in the 128-byte swizzle wgmma reads from shared memory. With batch norm folded in,
-// each warp takes its rows of A into registers (ldmatrix), normalizes them there, and wgmma reads
-// A from registers: no write back, no extra barrier.
+// bench/conv_mma_probe.cu after its Conv, Block, tap_of, copy and normalize_chunk helpers.
+// Each warpgroup's 64 rows × BN channels lie in wgmma's float32 registers; k blocks of 64 values
+// (one tap's 64 channels) land by cp.async in the 128-byte swizzle wgmma reads from shared
+// memory. With batch norm folded in, each warp takes its rows of A into registers (ldmatrix),
+// normalizes them there, and wgmma reads A from registers: no write back, no extra barrier.
 constexpr int WK = 64;
 // Row r's 16-byte chunk c lies at chunk c ^ (r & 7) of its 128 bytes, the hardware's 128B swizzle
 // on a base aligned to 1024 bytes.
@@ -290,15 +290,7 @@ __global__ void __launch_bounds__((WGS + 1) * 128) ws_conv_kernel(Conv p) {
 #pragma unroll
         for (int j = 0; j < AR; ++j) {
           if (!tap_of(p, blk, own[j].base, own[j].y, own[j].x).in) continue;
-          uint4* at = reinterpret_cast<uint4*>(sa + s * BM * WK + swz128(row0 + j * 16, chunk));
-          uint4 v = *at;
-          __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&v);
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const float2 f = __bfloat1622float2(h[e]), lo = snorm[blk.c + 2 * e], hi = snorm[blk.c + 2 * e + 1];
-            h[e] = __floats2bfloat162_rn(fmaxf(fmaf(f.x, lo.x, lo.y), 0.f), fmaxf(fmaf(f.y, hi.x, hi.y), 0.f));
-          }
-          *at = v;
+          normalize_chunk(reinterpret_cast<uint4*>(sa + s * BM * WK + swz128(row0 + j * 16, chunk)), snorm + blk.c);
         }
       }
       proxy_fence();

@@ -1,7 +1,8 @@
 // Which of cuDNN's fused graphs (its graph API: batch norm's scale, bias and relu before a
 // convolution, statistics after it, relu's gradient after an input gradient) run on this GPU,
 // and how fast against the plain convolution: bf16 NHWC 3x3 convolutions of ResNet shapes. Each
-// line gives the engines the heuristics offer (global index: microseconds, or why not).
+// line gives the engines the heuristics offer (global index: microseconds, or why not); the
+// plain passes also as the legacy API's Find picks them, which is how the library finds its own.
 // Not part of the library; built by hand on a machine with cuDNN:
 //   g++ -O2 -std=c++17 bench/cudnn_fusion_probe.cpp -I/usr/local/cuda/include
 //       -L/usr/local/cuda/lib64 -lcudnn -lcudart -o /tmp/probe   (one line), then /tmp/probe
@@ -143,7 +144,7 @@ static D genstats(const D& x, const D& sum, const D& sq) {
 // Builds the graph, tries the heuristics' configurations, runs the ones that finalize; returns
 // the best time in ms (or -1).
 static float run_graph(const char* name, const std::vector<D>& ops, const std::vector<int64_t>& uids,
-                       const std::vector<void*>& ptrs, bool quiet = false) {
+                       const std::vector<void*>& ptrs, int cap = 6) {
   D g = make(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
   std::vector<void*> raw;
   for (auto& o : ops) raw.push_back(o.get());
@@ -161,7 +162,7 @@ static float run_graph(const char* name, const std::vector<D>& ops, const std::v
     if (!fin(h, "heur")) continue;
     int64_t count = 0;
     cudnnBackendGetAttribute(h.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, nullptr);
-    count = std::min<int64_t>(count, 6);
+    count = std::min<int64_t>(count, cap);
     std::vector<D> cfgs;
     std::vector<void*> cr;
     for (int i = 0; i < count; ++i) cfgs.push_back(make(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR)), cr.push_back(cfgs.back().get());
@@ -214,9 +215,79 @@ static float run_graph(const char* name, const std::vector<D>& ops, const std::v
     }
     tried += mode == CUDNN_HEUR_MODE_A ? " |fallback:" : "";
   }
-  if (!quiet) printf("%-34s engines %ld best %.1f us:%s\n", name, (long)engines, best * 1000, tried.c_str());
+  printf("%-34s engines %ld best %.1f us:%s\n", name, (long)engines, best * 1000, tried.c_str());
   return best;
 }
+
+// The same three passes through cuDNN's legacy API, as the library finds them: each algorithm
+// cudnnFind*Ex returns, timed as run_graph times engines; the quickest (µs) and its algorithm.
+struct Legacy {
+  cudnnTensorDescriptor_t x, y;
+  cudnnFilterDescriptor_t w;
+  cudnnConvolutionDescriptor_t conv;
+  void* work;
+  size_t bytes = size_t(512) << 20;
+  Legacy(int64_t n, int64_t c, int64_t k, int64_t h, int64_t stride) {
+    const int oh = static_cast<int>(h / stride);
+    cudnnCreateTensorDescriptor(&x), cudnnCreateTensorDescriptor(&y), cudnnCreateFilterDescriptor(&w);
+    cudnnCreateConvolutionDescriptor(&conv);
+    CK(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NHWC, CUDNN_DATA_BFLOAT16, n, c, h, h));
+    CK(cudnnSetTensor4dDescriptor(y, CUDNN_TENSOR_NHWC, CUDNN_DATA_BFLOAT16, n, k, oh, oh));
+    CK(cudnnSetFilter4dDescriptor(w, CUDNN_DATA_BFLOAT16, CUDNN_TENSOR_NHWC, k, c, 3, 3));
+    CK(cudnnSetConvolution2dDescriptor(conv, 1, 1, stride, stride, 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+    CK(cudnnSetConvolutionMathType(conv, CUDNN_TENSOR_OP_MATH));
+    CU(cudaMalloc(&work, bytes));
+  }
+  ~Legacy() {
+    cudnnDestroyTensorDescriptor(x), cudnnDestroyTensorDescriptor(y), cudnnDestroyFilterDescriptor(w);
+    cudnnDestroyConvolutionDescriptor(conv);
+    cudaFree(work);
+  }
+  template <class F>
+  static float time(F f) {  // ms, the mean of 20 after 3, as run_graph
+    for (int i = 0; i < 3; ++i) f();
+    cudaEvent_t a, b;
+    cudaEventCreate(&a), cudaEventCreate(&b);
+    cudaEventRecord(a);
+    for (int r = 0; r < 20; ++r) f();
+    cudaEventRecord(b);
+    cudaEventSynchronize(b);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, a, b);
+    cudaEventDestroy(a), cudaEventDestroy(b);
+    return ms / 20;
+  }
+  template <class Perf, class Run>
+  static void report(const char* name, const Perf* perf, int found, Run run) {
+    float best = -1;
+    int algo = -1;
+    for (int i = 0; i < found; ++i) {
+      if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
+      const float ms = time([&] { run(perf[i].algo); });
+      if (best < 0 || ms < best) best = ms, algo = static_cast<int>(perf[i].algo);
+    }
+    printf("%-34s legacy Find best %.1f us (algorithm %d of %d)\n", name, best * 1000, algo, found);
+  }
+  void passes(void* px, void* pw, void* py, void* pdy, void* pdw, void* pdx) {
+    const float one = 1.f, zero = 0.f;
+    int found = 0;
+    cudnnConvolutionFwdAlgoPerf_t fp[8];
+    CK(cudnnFindConvolutionForwardAlgorithmEx(H, x, px, w, pw, conv, y, py, 8, &found, fp, work, bytes));
+    report("fprop", fp, found, [&](cudnnConvolutionFwdAlgo_t a) {
+      cudnnConvolutionForward(H, &one, x, px, w, pw, conv, a, work, bytes, &zero, y, py);
+    });
+    cudnnConvolutionBwdFilterAlgoPerf_t wp[8];
+    CK(cudnnFindConvolutionBackwardFilterAlgorithmEx(H, x, px, y, pdy, conv, w, pdw, 8, &found, wp, work, bytes));
+    report("wgrad (bf16 dw)", wp, found, [&](cudnnConvolutionBwdFilterAlgo_t a) {
+      cudnnConvolutionBackwardFilter(H, &one, x, px, y, pdy, conv, a, work, bytes, &zero, w, pdw);
+    });
+    cudnnConvolutionBwdDataAlgoPerf_t dp[8];
+    CK(cudnnFindConvolutionBackwardDataAlgorithmEx(H, w, pw, y, pdy, conv, x, pdx, 8, &found, dp, work, bytes));
+    report("dgrad", dp, found, [&](cudnnConvolutionBwdDataAlgo_t a) {
+      cudnnConvolutionBackwardData(H, &one, w, pw, y, pdy, conv, a, work, bytes, &zero, x, pdx);
+    });
+  }
+};
 
 static void* dev_random(size_t count, float lo, float hi, unsigned seed, bool bf16 = true) {
   std::mt19937 rng(seed);
@@ -256,7 +327,8 @@ static void shape(int64_t N, int64_t C, int64_t K, int64_t Hh, int64_t stride) {
   const auto FWD = CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR;
   const auto WG = CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR;
   const auto DG = CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR;
-  run_graph("fprop", {conv_op(FWD, conv, x, w, y)}, {X, W, Y}, {px, pw_, py});
+  Legacy(N, C, K, Hh, stride).passes(px, pw_, py, pdy, pdw, pdx);
+  run_graph("fprop", {conv_op(FWD, conv, x, w, y)}, {X, W, Y}, {px, pw_, py}, 32);
   run_graph("fprop + genstats", {conv_op(FWD, conv, x, w, y), genstats(y, sum, sq)}, {X, W, Y, SUM, SQ},
             {px, pw_, py, psum, psq});
   {
@@ -272,7 +344,7 @@ static void shape(int64_t N, int64_t C, int64_t K, int64_t Hh, int64_t stride) {
                pw(CUDNN_POINTWISE_RELU_FWD, v2, nullptr, u3), conv_op(FWD, conv, u3, w, y)},
               {X, W, Y, SCALE, BIAS}, {px, pw_, py, pscale, pbias});
   }
-  run_graph("wgrad (bf16 dw)", {conv_op(WG, conv, x, dy, dwb)}, {X, DY, DW}, {px, pdy, pdw});
+  run_graph("wgrad (bf16 dw)", {conv_op(WG, conv, x, dy, dwb)}, {X, DY, DW}, {px, pdy, pdw}, 32);
   run_graph("wgrad (f32 dw)", {conv_op(WG, conv, x, dy, dw)}, {X, DY, DW}, {px, pdy, pdw});
   {
     D v1 = tensor(V1, f, {N, C, Hh, Hh}, true), v2 = tensor(V2, f, {N, C, Hh, Hh}, true),
@@ -282,7 +354,7 @@ static void shape(int64_t N, int64_t C, int64_t K, int64_t Hh, int64_t stride) {
                pw(CUDNN_POINTWISE_RELU_FWD, v2, nullptr, v3), conv_op(WG, conv, v3, dy, dwb)},
               {X, DY, DW, SCALE, BIAS}, {px, pdy, pdw, pscale, pbias});
   }
-  run_graph("dgrad", {conv_op(DG, conv, dy, w, dx)}, {DY, W, DX}, {pdy, pw_, pdx});
+  run_graph("dgrad", {conv_op(DG, conv, dy, w, dx)}, {DY, W, DX}, {pdy, pw_, pdx}, 32);
   {
     // dgrad, then dx·relu'(x·scale + bias): the epilogue a batch norm + relu's gradient needs
     D v1 = tensor(V1, f, {N, C, Hh, Hh}, true), v2 = tensor(V2, f, {N, C, Hh, Hh}, true),
