@@ -53,7 +53,7 @@ Descriptor tensor(Builder& b, int64_t uid, cudnnDataType_t type, const int64_t (
 
 // A legacy image descriptor as a graph-API tensor.
 Descriptor image(Builder& b, int64_t uid, cudnnTensorDescriptor_t d, cudnnDataType_t* type) {
-  int n, c, h, w, ns, cs, hs, ws;
+  int n = 0, c = 0, h = 0, w = 0, ns = 0, cs = 0, hs = 0, ws = 0;
   if (cudnnGetTensor4dDescriptor(d, type, &n, &c, &h, &w, &ns, &cs, &hs, &ws) != CUDNN_STATUS_SUCCESS) b.ok = false;
   return tensor(b, uid, *type, {n, c, h, w}, {ns, cs, hs, ws});
 }
