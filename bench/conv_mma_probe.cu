@@ -78,14 +78,24 @@ __device__ inline Block block_of(const Conv& p, int k0, int chunk) {
   const int tap = k0 / p.c, ty = tap / p.s;
   return {ty, tap - ty * p.s, k0 - tap * p.c + chunk * 8};
 }
+// Where output pixel m lies: its image's first value, row and column (rows past the end lie
+// outside every window, and their offsets stay in range).
+struct Pixel {
+  int base, y, x;
+};
+__device__ inline Pixel pixel_of(const Conv& p, int m) {
+  if (m >= p.m) return {0, -(1 << 14), 0};
+  const int hw = p.h * p.w, img = m / hw, rem = m - img * hw, y = rem / p.w;
+  return {img * hw * p.c, y, rem - y * p.w};
+}
 // The window row a k block reads for one output pixel: its offset and whether it lies inside.
 struct Tap {
   int offset;
   bool in;
 };
-__device__ inline Tap tap_of(const Conv& p, const Block& b, int base, int y, int x) {
-  const int iy = y + b.ty - p.pad, ix = x + b.tx - p.pad;
-  return {base + (iy * p.w + ix) * p.c + b.c, iy >= 0 && iy < p.h && ix >= 0 && ix < p.w};
+__device__ inline Tap tap_of(const Conv& p, const Block& b, const Pixel& at) {
+  const int iy = at.y + b.ty - p.pad, ix = at.x + b.tx - p.pad;
+  return {at.base + (iy * p.w + ix) * p.c + b.c, iy >= 0 && iy < p.h && ix >= 0 && ix < p.w};
 }
 
 // The previous layer's batch norm + relu on 8 channels' values in place, their (scale, shift)
@@ -116,27 +126,15 @@ __global__ void __launch_bounds__(WM * WN * 32) conv_kernel(Conv p) {
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN, chunk = tid & 3;
   if constexpr (PRO)
     for (int i = tid; i < p.c; i += THREADS) snorm[i] = p.norm[i];
-  int base[AR], py[AR], px[AR];
+  Pixel own[AR];
 #pragma unroll
-  for (int j = 0; j < AR; ++j) {
-    const int m = m0 + (tid >> 2) + j * ROWS, hw = p.h * p.w;
-    if (m < p.m) {
-      const int img = m / hw, rem = m - img * hw;
-      base[j] = img * hw * p.c;
-      py[j] = rem / p.w;
-      px[j] = rem - py[j] * p.w;
-    } else {
-      base[j] = 0;
-      py[j] = -(1 << 14);  // outside every window, and its offsets stay in range
-      px[j] = 0;
-    }
-  }
+  for (int j = 0; j < AR; ++j) own[j] = pixel_of(p, m0 + (tid >> 2) + j * ROWS);
   const int kblocks = p.kdim / BK;
   auto load = [&](int kb, int stage) {
     const Block b = block_of(p, kb * BK, chunk);
 #pragma unroll
     for (int j = 0; j < AR; ++j) {
-      const Tap t = tap_of(p, b, base[j], py[j], px[j]);
+      const Tap t = tap_of(p, b, own[j]);
       cp_async16(sa + stage * BM * BK + swz((tid >> 2) + j * ROWS, chunk), t.in ? p.x + t.offset : p.x, t.in);
     }
 #pragma unroll
@@ -152,7 +150,7 @@ __global__ void __launch_bounds__(WM * WN * 32) conv_kernel(Conv p) {
     const Block b = block_of(p, kb * BK, chunk);
 #pragma unroll
     for (int j = 0; j < AR; ++j) {
-      if (!tap_of(p, b, base[j], py[j], px[j]).in) continue;
+      if (!tap_of(p, b, own[j]).in) continue;
       normalize_chunk(reinterpret_cast<uint4*>(sa + stage * BM * BK + swz((tid >> 2) + j * ROWS, chunk)), snorm + b.c);
     }
   };
