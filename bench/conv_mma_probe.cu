@@ -304,19 +304,25 @@ static float max_rel(const std::vector<float>& got, const std::vector<float>& wa
   return diff / std::max(scale, 1e-30f);
 }
 
+// One kernel over p's tiles of bm × bn: its shared-memory limit raised once per size, so that
+// the timed loops only launch.
+template <void (*Kernel)(Conv)>
+static void launch_kernel(const Conv& p, int bm, int bn, int threads, size_t bytes) {
+  static size_t allowed = 0;
+  if (bytes > allowed) {
+    CU(cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+    allowed = bytes;
+  }
+  Kernel<<<dim3((p.m + bm - 1) / bm, p.k / bn), threads, bytes>>>(p);
+}
+
 template <int BM_, int BN_, int WM_, int WN_>
 struct Config {
   static constexpr int BM = BM_, BN = BN_, KB = BK, KIND = 0;
   template <bool PRO, bool EPI>
   static void launch(const Conv& p) {
     const size_t bytes = STAGES * (BM + BN) * BK * sizeof(bf16) + (PRO ? p.c * sizeof(float2) : 0);
-    auto kernel = conv_kernel<BM, BN, WM_, WN_, PRO, EPI>;
-    static size_t allowed = 0;  // set once per size: the timed loops launch only
-    if (bytes > allowed) {
-      CU(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-      allowed = bytes;
-    }
-    kernel<<<dim3((p.m + BM - 1) / BM, p.k / BN), WM_ * WN_ * 32, bytes>>>(p);
+    launch_kernel<conv_kernel<BM, BN, WM_, WN_, PRO, EPI>>(p, BM, BN, WM_ * WN_ * 32, bytes);
   }
   static const char* name() {
     static char text[32];
@@ -331,13 +337,7 @@ struct WgConfig {
   template <bool PRO, bool EPI>
   static void launch(const Conv& p) {
     const size_t bytes = ST * (BM + BN) * WK * sizeof(bf16) + 1024 + (PRO ? p.c * sizeof(float2) : 0);
-    auto kernel = wg_conv_kernel<WGS, BN, ST, LAG, PRO, EPI>;
-    static size_t allowed = 0;
-    if (bytes > allowed) {
-      CU(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-      allowed = bytes;
-    }
-    kernel<<<dim3((p.m + BM - 1) / BM, p.k / BN), WGS * 128, bytes>>>(p);
+    launch_kernel<wg_conv_kernel<WGS, BN, ST, LAG, PRO, EPI>>(p, BM, BN, WGS * 128, bytes);
   }
   static const char* name() {
     static char text[48];
@@ -352,13 +352,7 @@ struct WsConfig {  // the warp-specialized kernel: a loading warpgroup and WGS m
   template <bool PRO, bool EPI>
   static void launch(const Conv& p) {
     const size_t bytes = ST * (BM + BN) * WK * sizeof(bf16) + 1024 + (PRO ? p.c * sizeof(float2) : 0) + 2 * ST * 8;
-    auto kernel = ws_conv_kernel<WGS, BN, ST, PRO, EPI>;
-    static size_t allowed = 0;
-    if (bytes > allowed) {
-      CU(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-      allowed = bytes;
-    }
-    kernel<<<dim3((p.m + BM - 1) / BM, p.k / BN), (WGS + 1) * 128, bytes>>>(p);
+    launch_kernel<ws_conv_kernel<WGS, BN, ST, PRO, EPI>>(p, BM, BN, (WGS + 1) * 128, bytes);
   }
   static const char* name() {
     static char text[48];
