@@ -78,14 +78,24 @@ __device__ inline Block block_of(const Conv& p, int k0, int chunk) {
   const int tap = k0 / p.c, ty = tap / p.s;
   return {ty, tap - ty * p.s, k0 - tap * p.c + chunk * 8};
 }
+// Where output pixel m lies: its image's first value, row and column (rows past the end lie
+// outside every window, and their offsets stay in range).
+struct Pixel {
+  int base, y, x;
+};
+__device__ inline Pixel pixel_of(const Conv& p, int m) {
+  if (m >= p.m) return {0, -(1 << 14), 0};
+  const int hw = p.h * p.w, img = m / hw, rem = m - img * hw, y = rem / p.w;
+  return {img * hw * p.c, y, rem - y * p.w};
+}
 // The window row a k block reads for one output pixel: its offset and whether it lies inside.
 struct Tap {
   int offset;
   bool in;
 };
-__device__ inline Tap tap_of(const Conv& p, const Block& b, int base, int y, int x) {
-  const int iy = y + b.ty - p.pad, ix = x + b.tx - p.pad;
-  return {base + (iy * p.w + ix) * p.c + b.c, iy >= 0 && iy < p.h && ix >= 0 && ix < p.w};
+__device__ inline Tap tap_of(const Conv& p, const Block& b, const Pixel& at) {
+  const int iy = at.y + b.ty - p.pad, ix = at.x + b.tx - p.pad;
+  return {at.base + (iy * p.w + ix) * p.c + b.c, iy >= 0 && iy < p.h && ix >= 0 && ix < p.w};
 }
 
 // The previous layer's batch norm + relu on 8 channels' values in place, their (scale, shift)
@@ -116,27 +126,15 @@ __global__ void __launch_bounds__(WM * WN * 32) conv_kernel(Conv p) {
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN, chunk = tid & 3;
   if constexpr (PRO)
     for (int i = tid; i < p.c; i += THREADS) snorm[i] = p.norm[i];
-  int base[AR], py[AR], px[AR];
+  Pixel own[AR];
 #pragma unroll
-  for (int j = 0; j < AR; ++j) {
-    const int m = m0 + (tid >> 2) + j * ROWS, hw = p.h * p.w;
-    if (m < p.m) {
-      const int img = m / hw, rem = m - img * hw;
-      base[j] = img * hw * p.c;
-      py[j] = rem / p.w;
-      px[j] = rem - py[j] * p.w;
-    } else {
-      base[j] = 0;
-      py[j] = -(1 << 14);  // outside every window, and its offsets stay in range
-      px[j] = 0;
-    }
-  }
+  for (int j = 0; j < AR; ++j) own[j] = pixel_of(p, m0 + (tid >> 2) + j * ROWS);
   const int kblocks = p.kdim / BK;
   auto load = [&](int kb, int stage) {
     const Block b = block_of(p, kb * BK, chunk);
 #pragma unroll
     for (int j = 0; j < AR; ++j) {
-      const Tap t = tap_of(p, b, base[j], py[j], px[j]);
+      const Tap t = tap_of(p, b, own[j]);
       cp_async16(sa + stage * BM * BK + swz((tid >> 2) + j * ROWS, chunk), t.in ? p.x + t.offset : p.x, t.in);
     }
 #pragma unroll
@@ -152,7 +150,7 @@ __global__ void __launch_bounds__(WM * WN * 32) conv_kernel(Conv p) {
     const Block b = block_of(p, kb * BK, chunk);
 #pragma unroll
     for (int j = 0; j < AR; ++j) {
-      if (!tap_of(p, b, base[j], py[j], px[j]).in) continue;
+      if (!tap_of(p, b, own[j]).in) continue;
       normalize_chunk(reinterpret_cast<uint4*>(sa + stage * BM * BK + swz((tid >> 2) + j * ROWS, chunk)), snorm + b.c);
     }
   };
@@ -306,19 +304,25 @@ static float max_rel(const std::vector<float>& got, const std::vector<float>& wa
   return diff / std::max(scale, 1e-30f);
 }
 
+// One kernel over p's tiles of bm × bn: its shared-memory limit raised once per size, so that
+// the timed loops only launch.
+template <void (*Kernel)(Conv)>
+static void launch_kernel(const Conv& p, int bm, int bn, int threads, size_t bytes) {
+  static size_t allowed = 0;
+  if (bytes > allowed) {
+    CU(cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+    allowed = bytes;
+  }
+  Kernel<<<dim3((p.m + bm - 1) / bm, p.k / bn), threads, bytes>>>(p);
+}
+
 template <int BM_, int BN_, int WM_, int WN_>
 struct Config {
   static constexpr int BM = BM_, BN = BN_, KB = BK, KIND = 0;
   template <bool PRO, bool EPI>
   static void launch(const Conv& p) {
     const size_t bytes = STAGES * (BM + BN) * BK * sizeof(bf16) + (PRO ? p.c * sizeof(float2) : 0);
-    auto kernel = conv_kernel<BM, BN, WM_, WN_, PRO, EPI>;
-    static size_t allowed = 0;  // set once per size: the timed loops launch only
-    if (bytes > allowed) {
-      CU(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-      allowed = bytes;
-    }
-    kernel<<<dim3((p.m + BM - 1) / BM, p.k / BN), WM_ * WN_ * 32, bytes>>>(p);
+    launch_kernel<conv_kernel<BM, BN, WM_, WN_, PRO, EPI>>(p, BM, BN, WM_ * WN_ * 32, bytes);
   }
   static const char* name() {
     static char text[32];
@@ -333,13 +337,7 @@ struct WgConfig {
   template <bool PRO, bool EPI>
   static void launch(const Conv& p) {
     const size_t bytes = ST * (BM + BN) * WK * sizeof(bf16) + 1024 + (PRO ? p.c * sizeof(float2) : 0);
-    auto kernel = wg_conv_kernel<WGS, BN, ST, LAG, PRO, EPI>;
-    static size_t allowed = 0;
-    if (bytes > allowed) {
-      CU(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-      allowed = bytes;
-    }
-    kernel<<<dim3((p.m + BM - 1) / BM, p.k / BN), WGS * 128, bytes>>>(p);
+    launch_kernel<wg_conv_kernel<WGS, BN, ST, LAG, PRO, EPI>>(p, BM, BN, WGS * 128, bytes);
   }
   static const char* name() {
     static char text[48];
@@ -354,13 +352,7 @@ struct WsConfig {  // the warp-specialized kernel: a loading warpgroup and WGS m
   template <bool PRO, bool EPI>
   static void launch(const Conv& p) {
     const size_t bytes = ST * (BM + BN) * WK * sizeof(bf16) + 1024 + (PRO ? p.c * sizeof(float2) : 0) + 2 * ST * 8;
-    auto kernel = ws_conv_kernel<WGS, BN, ST, PRO, EPI>;
-    static size_t allowed = 0;
-    if (bytes > allowed) {
-      CU(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-      allowed = bytes;
-    }
-    kernel<<<dim3((p.m + BM - 1) / BM, p.k / BN), (WGS + 1) * 128, bytes>>>(p);
+    launch_kernel<ws_conv_kernel<WGS, BN, ST, PRO, EPI>>(p, BM, BN, (WGS + 1) * 128, bytes);
   }
   static const char* name() {
     static char text[48];

@@ -1,9 +1,10 @@
 // The probe's convolution on Hopper's warpgroup instructions (sm_90a), included by
-// bench/conv_mma_probe.cu after its Conv, Block, tap_of, copy and normalize_chunk helpers.
-// Each warpgroup's 64 rows × BN channels lie in wgmma's float32 registers; k blocks of 64 values
-// (one tap's 64 channels) land by cp.async in the 128-byte swizzle wgmma reads from shared
-// memory. With batch norm folded in, each warp takes its rows of A into registers (ldmatrix),
-// normalizes them there, and wgmma reads A from registers: no write back, no extra barrier.
+// bench/conv_mma_probe.cu after its Conv, Block, Pixel, tap_of, copy and normalize_chunk
+// helpers. Each warpgroup's 64 rows × BN channels lie in wgmma's float32 registers; k blocks of
+// 64 values (one tap's 64 channels) land by cp.async in the 128-byte swizzle wgmma reads from
+// shared memory. With batch norm folded in, each warp takes its rows of A into registers
+// (ldmatrix), normalizes them there, and wgmma reads A from registers: no write back, no extra
+// barrier.
 constexpr int WK = 64;
 // Row r's 16-byte chunk c lies at chunk c ^ (r & 7) of its 128 bytes, the hardware's 128B swizzle
 // on a base aligned to 1024 bytes.
@@ -60,17 +61,6 @@ __device__ inline void wgmma(float (&d)[128], unsigned long long a, unsigned lon
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
       : "l"(a), "l"(b), "r"(1));
 }
-// Where a thread's pixel lies: its image's first value, row and column (rows past the end lie
-// outside every window).
-struct Pixel {
-  int base, y, x;
-};
-__device__ inline Pixel pixel_of(const Conv& p, int m) {
-  if (m >= p.m) return {0, -(1 << 14), 0};
-  const int hw = p.h * p.w, img = m / hw, rem = m - img * hw, y = rem / p.w;
-  return {img * hw * p.c, y, rem - y * p.w};
-}
-
 // Block kb's rows of A (row0, row0 + ROWS, ...) and of the filters, this thread's 16-byte chunk
 // of each, into one stage.
 template <int AR, int BR, int ROWS>
@@ -78,7 +68,7 @@ __device__ inline void load_block(const Conv& p, const Pixel (&own)[AR], int row
   const Block blk = block_of(p, kb * WK, chunk);
 #pragma unroll
   for (int j = 0; j < AR; ++j) {
-    const Tap t = tap_of(p, blk, own[j].base, own[j].y, own[j].x);
+    const Tap t = tap_of(p, blk, own[j]);
     cp_async16(a + swz128(row0 + j * ROWS, chunk), t.in ? p.x + t.offset : p.x, t.in);
   }
 #pragma unroll
@@ -182,7 +172,7 @@ __global__ void __launch_bounds__(WGS * 128) wg_conv_kernel(Conv p) {
     if constexpr (PRO) {  // the previous layer's batch norm + relu, zero outside the image
       constexpr int P = decltype(parity)::value;
       const Block b = block_of(p, kb * WK, 0);
-      const bool in[2] = {tap_of(p, b, fp[0].base, fp[0].y, fp[0].x).in, tap_of(p, b, fp[1].base, fp[1].y, fp[1].x).in};
+      const bool in[2] = {tap_of(p, b, fp[0]).in, tap_of(p, b, fp[1]).in};
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk) {
         ldmatrix4(afr[P][kk], A + swz128(wg * 64 + (warp & 3) * 16 + (lane & 15), kk * 2 + (lane >> 4)));
@@ -289,7 +279,7 @@ __global__ void __launch_bounds__((WGS + 1) * 128) ws_conv_kernel(Conv p) {
         const Block blk = block_of(p, kb * WK, chunk);
 #pragma unroll
         for (int j = 0; j < AR; ++j) {
-          if (!tap_of(p, blk, own[j].base, own[j].y, own[j].x).in) continue;
+          if (!tap_of(p, blk, own[j]).in) continue;
           normalize_chunk(reinterpret_cast<uint4*>(sa + s * BM * WK + swz128(row0 + j * 16, chunk)), snorm + blk.c);
         }
       }

@@ -141,6 +141,22 @@ static D genstats(const D& x, const D& sum, const D& sq) {
   return o;
 }
 
+// A call's time in ms: the mean of 20 after 3.
+template <class F>
+static float time_ms(F f) {
+  for (int i = 0; i < 3; ++i) f();
+  cudaEvent_t a, b;
+  cudaEventCreate(&a), cudaEventCreate(&b);
+  cudaEventRecord(a);
+  for (int r = 0; r < 20; ++r) f();
+  cudaEventRecord(b);
+  cudaEventSynchronize(b);
+  float ms = 0;
+  cudaEventElapsedTime(&ms, a, b);
+  cudaEventDestroy(a), cudaEventDestroy(b);
+  return ms / 20;
+}
+
 // Builds the graph, tries the heuristics' configurations, runs the ones that finalize; returns
 // the best time in ms (or -1).
 static float run_graph(const char* name, const std::vector<D>& ops, const std::vector<int64_t>& uids,
@@ -198,15 +214,7 @@ static float run_graph(const char* name, const std::vector<D>& ops, const std::v
         if (wsp) cudaFree(wsp);
         continue;
       }
-      cudaEvent_t a, b;
-      cudaEventCreate(&a), cudaEventCreate(&b);
-      cudaEventRecord(a);
-      for (int r = 0; r < 20; ++r) cudnnBackendExecute(H, plan.get(), vp.get());
-      cudaEventRecord(b);
-      cudaEventSynchronize(b);
-      float ms = 0;
-      cudaEventElapsedTime(&ms, a, b);
-      ms /= 20;
+      const float ms = time_ms([&] { cudnnBackendExecute(H, plan.get(), vp.get()); });
       char buf[64];
       snprintf(buf, sizeof buf, " e%ld:%.1fus", (long)gi, ms * 1000);
       tried += buf;
@@ -220,7 +228,8 @@ static float run_graph(const char* name, const std::vector<D>& ops, const std::v
 }
 
 // The same three passes through cuDNN's legacy API, as the library finds them: each algorithm
-// cudnnFind*Ex returns, timed as run_graph times engines; the quickest (µs) and its algorithm.
+// cudnnFind*Ex returns, timed as run_graph times engines (time_ms); the quickest (µs) and its
+// algorithm.
 struct Legacy {
   cudnnTensorDescriptor_t x, y;
   cudnnFilterDescriptor_t w;
@@ -243,27 +252,13 @@ struct Legacy {
     cudnnDestroyConvolutionDescriptor(conv);
     cudaFree(work);
   }
-  template <class F>
-  static float time(F f) {  // ms, the mean of 20 after 3, as run_graph
-    for (int i = 0; i < 3; ++i) f();
-    cudaEvent_t a, b;
-    cudaEventCreate(&a), cudaEventCreate(&b);
-    cudaEventRecord(a);
-    for (int r = 0; r < 20; ++r) f();
-    cudaEventRecord(b);
-    cudaEventSynchronize(b);
-    float ms = 0;
-    cudaEventElapsedTime(&ms, a, b);
-    cudaEventDestroy(a), cudaEventDestroy(b);
-    return ms / 20;
-  }
   template <class Perf, class Run>
   static void report(const char* name, const Perf* perf, int found, Run run) {
     float best = -1;
     int algo = -1;
     for (int i = 0; i < found; ++i) {
       if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
-      const float ms = time([&] { run(perf[i].algo); });
+      const float ms = time_ms([&] { run(perf[i].algo); });
       if (best < 0 || ms < best) best = ms, algo = static_cast<int>(perf[i].algo);
     }
     printf("%-34s legacy Find best %.1f us (algorithm %d of %d)\n", name, best * 1000, algo, found);

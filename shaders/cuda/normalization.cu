@@ -324,10 +324,6 @@ __global__ void fold_kernel(float epsilon, const float* w, const float* bias, co
 
 unsigned channel_blocks(int c) { return static_cast<unsigned>((c + kThreads - 1) / kThreads); }
 
-}  // namespace
-
-namespace {
-
 int batch_norm_chunks(int n, int c, int hw) {
   // Planes: enough blocks to fill the device (8 per multiprocessor).
   if (hw == 1) return row_chunks(n, c);
