@@ -118,7 +118,7 @@ __global__ void __launch_bounds__(kThreads, 2) resident_gradient_kernel(Resident
         for (int i = 0; i < V; ++i) {
           const float g = P::kNone ? dy[k][i] : dy[k][i] * p.through(x[k][i] * scale[i] + shift[i]);
           a[i] += g;
-          b[i] += g * (x[k][i] - p.stats[column + i]);
+          b[i] += g * (x[k][i] - p.stats[column + i]);  // (the mean in registers spilled)
         }
   }
   write_partials<2, V>(share, a, b, p.partial, c);
@@ -189,6 +189,14 @@ bool launch_cooperative(K kernel, dim3 grid, cudaStream_t s, const A& args) {
   return false;
 }
 
+// A grid of `kernel` that holds n rows × c channels (V a thread, `rows` rows), launched with the
+// arguments make(chunks) builds; false where none fits or the launch was refused.
+template <int V, class K, class Make>
+bool launch_resident(K kernel, int rows, int n, int c, cudaStream_t s, const Make& make) {
+  const int chunks = resident_chunks(kernel, n, c, V, rows);
+  return chunks && launch_cooperative(kernel, dim3((c / V + kThreads - 1) / kThreads, chunks), s, make(chunks));
+}
+
 }  // namespace
 
 template <class T, class F>
@@ -196,12 +204,9 @@ bool resident_forward(cudaStream_t s, const T* x, const float* gamma, const floa
                       float epsilon, const T* addend, const F& neuron, T* y, int y_ld, int n, int c) {
   constexpr int V = kPack<T>;
   if (!packed(x) || !packed(y) || !packed(addend) || y_ld % V != 0) return false;
-  const auto kernel = resident_forward_kernel<V, T, F>;
-  const int chunks = resident_chunks(kernel, n, c, V, kForwardRows);
-  if (!chunks) return false;
-  const dim3 grid((c / V + kThreads - 1) / kThreads, chunks);
-  return launch_cooperative(
-      kernel, grid, s, ResidentForward<T, F>{x, addend, y, y_ld, n, c, chunks, gamma, beta, stats, partial, epsilon, neuron});
+  return launch_resident<V>(resident_forward_kernel<V, T, F>, kForwardRows, n, c, s, [&](int chunks) {
+    return ResidentForward<T, F>{x, addend, y, y_ld, n, c, chunks, gamma, beta, stats, partial, epsilon, neuron};
+  });
 }
 
 template <class T, class P>
@@ -209,14 +214,10 @@ bool resident_gradient(cudaStream_t s, const T* x, const T* dy, float* stats, co
                        float* dgamma, float* dbeta, int dy_ld, int n, int c) {
   constexpr int V = kPack<T>;
   if (!packed(x) || !packed(dy) || !packed(dx) || dy_ld % V != 0) return false;
-  const auto kernel = resident_gradient_kernel<V, T, P>;
-  const int chunks = resident_chunks(kernel, n, c, V, kGradientRows);
-  if (!chunks) return false;
-  const dim3 grid((c / V + kThreads - 1) / kThreads, chunks);
   const float inv_count = static_cast<float>(1.0 / n);
-  return launch_cooperative(kernel, grid, s,
-                            ResidentGradient<T, P>{x, dy, dx, dy_ld, n, c, chunks, stats, partial, dgamma, dbeta,
-                                                   inv_count, through});
+  return launch_resident<V>(resident_gradient_kernel<V, T, P>, kGradientRows, n, c, s, [&](int chunks) {
+    return ResidentGradient<T, P>{x, dy, dx, dy_ld, n, c, chunks, stats, partial, dgamma, dbeta, inv_count, through};
+  });
 }
 
 using PlainThrough = Through<NoNeuron, NoDerivative>;

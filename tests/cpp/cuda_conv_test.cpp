@@ -282,4 +282,70 @@ TEST_F(CudaVsCpu, TensorConvolutionPasses) {
     }
   }
 }
+// cuDNN's graph-API plans (ConvEngines), each set on its pass's plan and run through the
+// kernels, against the cpu on the same bfloat16 values: channels-last 3×3 convolutions, padded,
+// at strides 1 and 2, with a bias; every plan of every pass. The heuristics offer some for each.
+TEST_F(CudaVsCpu, GraphApiConvolutionPlans) {
+  struct Case {
+    int n, c, h, w, o, s, oh, ow;
+  };
+  for (const Case k : {Case{2, 16, 8, 8, 32, 1, 8, 8}, Case{3, 32, 9, 9, 16, 2, 5, 5}}) {
+    auto [g, d, xv, wv, bv, xc, xg, yc, yg, wg, bg] = conv(k.n, k.c, k.h, k.w, k.o, 3, 3, k.s, 1, 1, 1, k.oh, k.ow);
+    const ImageShape in{k.c, k.h, k.w}, out{k.o, k.oh, k.ow};
+    const int hw = k.h * k.w, ohw = k.oh * k.ow;
+    const auto x = rounded(xv, true), w = rounded(wv, true);
+    const auto dyv = rounded(random(static_cast<size_t>(k.n) * k.o * ohw), true);
+    const auto none = NeuronDescriptor::make(NeuronType::None);
+    auto [xr, unused_x] = pair(k.n, in, x);
+    auto [dyr, unused_dy] = pair(k.n, out, dyv);
+    auto [dxc, unused_dx] = empty(k.n, in);
+    std::vector<float> dwc(w.size()), dbc(k.o);
+    dispatch<ConvolutionKernel>(cpu(), g, xr, t(w), t(bv), none, yc);
+    dispatch<ConvolutionGradientKernel>(cpu(), g, xr, t(w), dyr, yc, none, dxc, t(dwc), t(dbc));
+    // The device's operands: bfloat16 channels-last images, OIHW bfloat16 weights.
+    const auto x16 = half_nhwc(x, k.n, k.c, hw, true), w16 = half_nhwc(w, k.o, 1, k.c * 9, true);
+    const auto dy16 = half_nhwc(dyv, k.n, k.o, ohw, true);
+    const auto y16 = gpu().allocate(dy16->bytes()), dx16 = gpu().allocate(x16->bytes()),
+               dw16 = gpu().allocate(w16->bytes()), db = gpu().allocate(k.o * sizeof(float));
+    auto image = [&](const std::shared_ptr<Buffer>& b, ImageShape s) {
+      return Tensor(b->data(), k.n, s, DType::BFloat16, Layout::NHWC);
+    };
+    const Tensor X = image(x16, in), Y = image(y16, out), DY = image(dy16, out), DX = image(dx16, in);
+    const Tensor W = Tensor::vector(w16->data(), w.size(), DType::BFloat16),
+                 DW = Tensor::vector(dw16->data(), w.size(), DType::BFloat16);
+    // Device bfloat16 values as NCHW floats (NHWC images where c > 1).
+    auto back = [&](const std::shared_ptr<Buffer>& b, int n, int c, int pixels) {
+      std::vector<uint16_t> v(b->bytes() / 2);
+      gpu().copy_to_host(v.data(), b->data(), b->bytes());
+      std::vector<float> r(v.size());
+      for (int i = 0; i < n; ++i)
+        for (int ch = 0; ch < c; ++ch)
+          for (int p = 0; p < pixels; ++p)
+            r[(static_cast<size_t>(i) * c + ch) * pixels + p] =
+                bfloat16_to_float(v[(static_cast<size_t>(i) * pixels + p) * c + ch]);
+      return r;
+    };
+    ConvPlan& plan = conv_plan(gpu(), g, k.n, in, out, DType::BFloat16, true);
+    const int forward = plan.engines(gpu(), ConvEngines::kForward).size(),
+              data = plan.engines(gpu(), ConvEngines::kInputGradient).size(),
+              filter = plan.engines(gpu(), ConvEngines::kWeightGradient).size();
+    ASSERT_GT(forward, 0);
+    ASSERT_GT(data, 0);
+    ASSERT_GT(filter, 0);
+    for (int i = 0; i < forward; ++i) {
+      plan.forward = ConvPlan::engine(i);
+      dispatch<ConvolutionKernel>(gpu(), g, X, W, t(bg), none, Y);
+      near(rounded(host(yc), true), back(y16, k.n, k.o, ohw), 8e-3f);  // a rounding of the sum at most
+    }
+    for (int i = 0; i < std::max(data, filter); ++i) {
+      plan.input_gradient = ConvPlan::engine(std::min(i, data - 1));
+      plan.weight_gradient = ConvPlan::engine(std::min(i, filter - 1));
+      dispatch<ConvolutionGradientKernel>(gpu(), g, X, W, DY, Y, none, DX, DW, t(db));
+      near(rounded(host(dxc), true), back(dx16, k.n, k.c, hw), 8e-3f);
+      near(rounded(dwc, true), back(dw16, k.o, 1, k.c * 9), 8e-3f);
+      near(dbc, host(db), 1e-3f);
+    }
+    EXPECT_EQ(plan.forward, ConvPlan::engine(forward - 1));  // still as set: nothing timed them away
+  }
+}
 #endif  // NNGRAPH_HAVE_CUDA

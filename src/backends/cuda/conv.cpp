@@ -168,6 +168,14 @@ void convolution_of(CudaBackend& b, const ConvGeometry& g, const Tensor& in, con
     std::shared_ptr<Buffer> padded;
     cudnn_forward(b, p, a, cudnn_input<T>(b, p, in, &padded), weights, bias, neuron, out);
   };
+  auto engine = [&](int i) {  // cuDNN's best algorithm instead where a pointer is misaligned
+    std::shared_ptr<Buffer> padded;
+    const ConvEngines& e = p.engines(b, ConvEngines::kForward);
+    const auto ws = b.workspace(e.scratch(i));
+    if (!e.run(b.cudnn(), i, cudnn_input<T>(b, p, in, &padded), weights, out.dense_as<T>(), ws->data()))
+      return cudnn(p.fwd(b)[0]);
+    add_bias_neuron<T>(b, out, bias, neuron);
+  };
   auto direct = [&] {
     cuda::direct_convolution(b.stream(), shape, in.dense_as<const T>(), weights, bias, neuron, out.dense_as<T>());
   };
@@ -206,8 +214,11 @@ void convolution_of(CudaBackend& b, const ConvGeometry& g, const Tensor& in, con
     if (last && (pointwise(g, in.shape(), os) || few_taps(g, in.shape())))
       c.push_back({ConvPlan::kProduct, product});
     if (widened_plan) c.push_back({ConvPlan::kWidened, widened});
+    for (int i = 0; i < p.engines(b, ConvEngines::kForward).size(); ++i)
+      c.push_back({ConvPlan::engine(i), [&engine, i] { engine(i); }});
     p.forward = b.quickest(c);
   }
+  if (ConvPlan::is_engine(p.forward)) return engine(ConvPlan::engine_of(p.forward));
   if (p.forward == ConvPlan::kWidened) return widened();
   if (p.forward == ConvPlan::kDirect) return direct();
   if (p.forward == ConvPlan::kProduct) return product();
@@ -321,30 +332,58 @@ void convolution_gradient_of(CudaBackend& b, const ConvGeometry& g, const Tensor
            g.half);
     if (!whole) cuda::place_pixels(b.stream(), shape, target, dx.dense_as<T>(), sizeof(T));
   };
-  auto cudnn_dw = [&](const cudnnConvolutionBwdFilterAlgoPerf_t& a, const T* dz) {
-    const T* x = cudnn_input<T>(b, p, xi, &padded_x);
-    const auto ws = b.workspace(a.memory);
+  // cuDNN's weight gradient, by a legacy algorithm or a graph-API plan (which falls back on the
+  // best algorithm where a pointer is misaligned), into dw (through KRSC where channels-last).
+  auto into_dw = [&](const auto& compute) {
     T* target = last ? static_cast<T*>(krsc_dw->data()) : dw;
+    compute(cudnn_input<T>(b, p, xi, &padded_x), target);
+    if (last) reorder_filter(b, static_cast<const T*>(target), dw, os.c, per_group, taps, true);
+  };
+  auto legacy_dw = [&](const cudnnConvolutionBwdFilterAlgoPerf_t& a, const T* x, const T* dz, T* target) {
+    const auto ws = b.workspace(a.memory);
     cudnn_check(cudnnConvolutionBackwardFilter(b.cudnn(), &one, p.x, x, p.y, dz, p.conv, a.algo, ws->data(), a.memory,
                                                &zero, p.w, target),
                 "convolution_gradient");
-    if (last) reorder_filter(b, static_cast<const T*>(target), dw, os.c, per_group, taps, true);
   };
-  auto cudnn_dx = [&](const cudnnConvolutionBwdDataAlgoPerf_t& a, const T* dz) {
+  auto cudnn_dw = [&](const cudnnConvolutionBwdFilterAlgoPerf_t& a, const T* dz) {
+    into_dw([&](const T* x, T* target) { legacy_dw(a, x, dz, target); });
+  };
+  auto engine_dw = [&](int i, const T* dz) {
+    into_dw([&](const T* x, T* target) {
+      const ConvEngines& e = p.engines(b, ConvEngines::kWeightGradient);
+      const auto ws = b.workspace(e.scratch(i));
+      if (!e.run(b.cudnn(), i, x, dz, target, ws->data())) legacy_dw(p.bwd_filter(b)[0], x, dz, target);
+    });
+  };
+  // The input gradient likewise, into dx (through a padded copy where the plan pads).
+  auto into_dx = [&](const auto& compute) {
     T* target = dx.dense_as<T>();
     if (p.padded) {
       padded_dx = b.allocate(static_cast<size_t>(n) * is.c * p.hp * p.wp * sizeof(T));
       target = static_cast<T*>(padded_dx->data());
     }
-    const auto ws = b.workspace(a.memory);
-    cudnn_check(cudnnConvolutionBackwardData(b.cudnn(), &one, p.w, weights, p.y, dz, p.conv, a.algo, ws->data(),
-                                             a.memory, &zero, p.x, target),
-                "convolution_gradient");
+    compute(target);
     if (p.padded) {  // rows and columns beyond the padded copy (no window reaches them) get 0
       const PadGeometry m = p.margins(is);
       cuda::padding(b.stream(), PadMode::Constant, {0, 0, -m.top, -m.bottom, -m.left, -m.right}, 0.f, target, n,
                     p.plane(is, p.hp, p.wp), dx.dense_as<T>(), p.plane(is, is.h, is.w));
     }
+  };
+  auto legacy_dx = [&](const cudnnConvolutionBwdDataAlgoPerf_t& a, const T* dz, T* target) {
+    const auto ws = b.workspace(a.memory);
+    cudnn_check(cudnnConvolutionBackwardData(b.cudnn(), &one, p.w, weights, p.y, dz, p.conv, a.algo, ws->data(),
+                                             a.memory, &zero, p.x, target),
+                "convolution_gradient");
+  };
+  auto cudnn_dx = [&](const cudnnConvolutionBwdDataAlgoPerf_t& a, const T* dz) {
+    into_dx([&](T* target) { legacy_dx(a, dz, target); });
+  };
+  auto engine_dx = [&](int i, const T* dz) {
+    into_dx([&](T* target) {
+      const ConvEngines& e = p.engines(b, ConvEngines::kInputGradient);
+      const auto ws = b.workspace(e.scratch(i));
+      if (!e.run(b.cudnn(), i, dz, weights, target, ws->data())) legacy_dx(p.bwd_data(b)[0], dz, target);
+    });
   };
   if (dw && !dx && p.weight_gradient == ConvPlan::kDirect) return direct_dw(dy.dense_as<const T>(), y, db);
   const T* dz = output_gradient<T>(b, dy, y, neuron, db, &scratch);
@@ -356,9 +395,13 @@ void convolution_gradient_of(CudaBackend& b, const ConvGeometry& g, const Tensor
       if (direct) c.push_back({ConvPlan::kDirect, [&] { direct_dw(dz, Tensor(), nullptr); }});
       if (tensor_fits) c.push_back({ConvPlan::kTensor, [&] { tensor_dw(dz); }});
       if (product_dw_fits) c.push_back({ConvPlan::kProduct, [&] { product_dw(dz); }});
+      for (int i = 0; i < p.engines(b, ConvEngines::kWeightGradient).size(); ++i)
+        c.push_back({ConvPlan::engine(i), [&, i] { engine_dw(i, dz); }});
       p.weight_gradient = b.quickest(c);
     }
-    if (p.weight_gradient == ConvPlan::kDirect)
+    if (ConvPlan::is_engine(p.weight_gradient))
+      engine_dw(ConvPlan::engine_of(p.weight_gradient), dz);
+    else if (p.weight_gradient == ConvPlan::kDirect)
       direct_dw(dz, Tensor(), nullptr);
     else if (p.weight_gradient == ConvPlan::kProduct)
       product_dw(dz);
@@ -373,9 +416,13 @@ void convolution_gradient_of(CudaBackend& b, const ConvGeometry& g, const Tensor
       if (ours && cuda::tensor_input_gradient_fits(shape))
         c.push_back({ConvPlan::kTensor, [&] { tensor_dx(dz); }});
       if (pointwise_fits) c.push_back({ConvPlan::kProduct, [&] { product_dx(dz); }});
+      for (int i = 0; i < p.engines(b, ConvEngines::kInputGradient).size(); ++i)
+        c.push_back({ConvPlan::engine(i), [&, i] { engine_dx(i, dz); }});
       p.input_gradient = b.quickest(c);
     }
-    if (p.input_gradient == ConvPlan::kTensor)
+    if (ConvPlan::is_engine(p.input_gradient))
+      engine_dx(ConvPlan::engine_of(p.input_gradient), dz);
+    else if (p.input_gradient == ConvPlan::kTensor)
       tensor_dx(dz);
     else if (p.input_gradient == ConvPlan::kProduct && pointwise_fits)  // else cuDNN's best
       product_dx(dz);
@@ -387,9 +434,14 @@ void convolution_gradient_of(CudaBackend& b, const ConvGeometry& g, const Tensor
   const int wg = p.weight_gradient, ig = p.input_gradient;
   const bool dw_ours =
       wg == ConvPlan::kDirect || wg == ConvPlan::kProduct || (wg == ConvPlan::kTensor && tensor_fits);
-  const size_t dx_workspace =
-      !dx || ig == ConvPlan::kTensor || ig == ConvPlan::kProduct ? 0 : p.bwd_data(b)[std::max(ig, 0)].memory;
-  const size_t dw_workspace = !dw || dw_ours ? 0 : p.bwd_filter(b)[std::max(wg, 0)].memory;
+  const size_t dx_workspace = !dx || ig == ConvPlan::kTensor || ig == ConvPlan::kProduct ? 0
+                              : ConvPlan::is_engine(ig)
+                                  ? p.engines(b, ConvEngines::kInputGradient).scratch(ConvPlan::engine_of(ig))
+                                  : p.bwd_data(b)[std::max(ig, 0)].memory;
+  const size_t dw_workspace = !dw || dw_ours ? 0
+                              : ConvPlan::is_engine(wg)
+                                  ? p.engines(b, ConvEngines::kWeightGradient).scratch(ConvPlan::engine_of(wg))
+                                  : p.bwd_filter(b)[std::max(wg, 0)].memory;
   b.side_by_side(dx ? input_gradient : std::function<void()>(), dw ? weight_gradient : std::function<void()>(), work,
                dx_workspace, dw_workspace);
 }

@@ -121,6 +121,12 @@ ConvPlan& conv_plan(CudaBackend& b, const ConvGeometry& g, int n, const ImageSha
   return *slot;
 }
 
+const ConvEngines& ConvPlan::engines(CudaBackend& b, ConvEngines::Pass pass) {
+  auto& slot = engines_[pass];
+  if (!slot) slot = std::make_unique<ConvEngines>(b.cudnn(), pass, x, w, conv, y);
+  return *slot;
+}
+
 const std::vector<cudnnConvolutionFwdAlgoPerf_t>& ConvPlan::fwd(CudaBackend& b) {
   return found_once(
       fwd_, [&](int max, int* count, auto* perf) {

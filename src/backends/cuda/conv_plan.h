@@ -3,6 +3,9 @@
 // pass, made once per shape and kept per GPU (src/backends/cuda/conv.cpp runs them).
 #include <vector>
 
+#include <memory>
+
+#include "backends/cuda/conv_engines.h"
 #include "backends/cuda/cuda_backend.h"
 #include "ops/conv.h"
 
@@ -23,6 +26,11 @@ struct ConvPlan {
   // widened (conv_rows.h), the quickest of them on the first call that is not being captured
   // (until then the first).
   static constexpr int kUndecided = -1, kDirect = -2, kTensor = -3, kProduct = -4, kWidened = -5;
+  // ... or one of the graph API's plans for the pass: engine(i) for plan i of engines(b, pass).
+  static constexpr int engine(int i) { return kEngine - i; }
+  static constexpr bool is_engine(int choice) { return choice <= kEngine; }
+  static constexpr int engine_of(int choice) { return kEngine - choice; }
+  const ConvEngines& engines(CudaBackend& b, ConvEngines::Pass pass);
   int forward = kUndecided, input_gradient = kUndecided, weight_gradient = kUndecided;
   // cuDNN pads symmetrically; other paddings run on an explicitly zero-padded copy.
   bool padded = false;
@@ -41,6 +49,8 @@ struct ConvPlan {
   }
 
  private:
+  static constexpr int kEngine = -16;
+  std::unique_ptr<ConvEngines> engines_[3];
   std::vector<cudnnConvolutionFwdAlgoPerf_t> fwd_;
   std::vector<cudnnConvolutionBwdDataAlgoPerf_t> bwd_data_;
   std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> bwd_filter_;
