@@ -89,16 +89,22 @@ def batch_data(network: str, batch: int):
     return rng.standard_normal((batch, *n.shape), dtype=np.float32), rng.integers(0, n.classes, batch).astype(np.int64)
 
 
-def run_nngraph(network, batch, steps, device, tf32, fmt) -> dict:
+def nngraph_training(network, batch, device, tf32, fmt):
+    """The network's training graph as its recipe sets it, and its batch: (graph, x, y)."""
     import nngraph as ng
-    ng.reset_peak_memory(device)
     net = build(network, ng.SGD(learning_rate=LEARNING_RATE, momentum=MOMENTUM, nesterov=True))
     graph = ng.Loss(net.logits, "softmax_cross_entropy").training_graph(device=device, format=fmt)
     graph.allow_tf32 = tf32
     graph.recompute = NETWORKS[network].recompute
     graph.memory_budget = NETWORKS[network].memory_budget
     xn, y = batch_data(network, batch)
-    x = ng.Image(xn, device=device)
+    return graph, ng.Image(xn, device=device), y
+
+
+def run_nngraph(network, batch, steps, device, tf32, fmt) -> dict:
+    import nngraph as ng
+    ng.reset_peak_memory(device)
+    graph, x, y = nngraph_training(network, batch, device, tf32, fmt)
     check = float(np.abs(graph.inference().run(x)).sum())  # before any step
     ms = median_ms(lambda: graph.encode(x, labels=y).wait(), warmup=3, steps=steps)
     pipe = nngraph_pipelined_ms(graph, x, y, steps)
@@ -107,14 +113,16 @@ def run_nngraph(network, batch, steps, device, tf32, fmt) -> dict:
             "planned_mib": plan["planned_bytes"] / 2**20, "naive_mib": plan["naive_bytes"] / 2**20}
 
 
-def run_torch(network, batch, steps, device, tf32, fmt, mode) -> dict:
+def torch_training(network, batch, device, tf32, fmt, mode):
+    """PyTorch's step of the network in a mode (eager, graph, compile), its logits' check sum
+    before training, and a function that saves the compile artifacts where
+    NNGRAPH_BENCH_COMPILE_CACHE asks for them: (step, check, save)."""
     import contextlib
 
     import torch
     torch.backends.cudnn.allow_tf32 = tf32
     torch.backends.cuda.matmul.allow_tf32 = tf32
     torch.backends.cudnn.benchmark = True
-    torch.cuda.reset_peak_memory_stats()
     amp = {"float32": None, "float16": torch.float16, "bfloat16": torch.bfloat16}[fmt]
     net = torch_module(network, build(network).sources).to(device, memory_format=torch.channels_last).train()
     params = [p for p in net.parameters() if p.requires_grad]
@@ -139,12 +147,22 @@ def run_torch(network, batch, steps, device, tf32, fmt, mode) -> dict:
         def step():
             torch.compiler.cudagraph_mark_step_begin()
             inner()
+
+    def save():
+        if artifacts and not os.path.exists(artifacts) and (saved := torch.compiler.save_cache_artifacts()):
+            with open(artifacts + ".part", "wb") as f:
+                f.write(saved[0])
+            os.replace(artifacts + ".part", artifacts)
+    return step, check, save
+
+
+def run_torch(network, batch, steps, device, tf32, fmt, mode) -> dict:
+    import torch
+    torch.cuda.reset_peak_memory_stats()
+    step, check, save = torch_training(network, batch, device, tf32, fmt, mode)
     ms = median_ms(step, warmup=3, steps=steps, sync=torch.cuda.synchronize)
     pipe = pipelined_ms(step, torch.cuda.synchronize, steps)
-    if artifacts and not os.path.exists(artifacts) and (saved := torch.compiler.save_cache_artifacts()):
-        with open(artifacts + ".part", "wb") as f:
-            f.write(saved[0])
-        os.replace(artifacts + ".part", artifacts)
+    save()
     return {"ms": ms, "pipe_ms": pipe, "check": check, "device_mib": torch.cuda.max_memory_allocated() / 2**20}
 
 

@@ -1,7 +1,10 @@
 """Where a headline network's training step goes on the GPU: the device time of every kernel
-of a few nngraph steps (CUPTI, through torch.profiler), summed by kernel name, per step.
+of a few steps (CUPTI, through torch.profiler), summed by kernel name and by kind (convolutions,
+matrix products, the rest), per step; nngraph's step as the benchmark's recipe trains, or
+PyTorch's in one of the benchmark's modes, so the two can be set side by side.
 
-    python bench/kernel_profile.py --network inception_v3 [--format bfloat16] [--batch 64] [--top 45]
+    python bench/kernel_profile.py --network inception_v3 [--framework nngraph | torch-eager |
+        torch-graph | torch-compile] [--format bfloat16] [--tf32] [--batch 64] [--top 45]
 """
 
 from __future__ import annotations
@@ -9,6 +12,7 @@ from __future__ import annotations
 import argparse
 import collections
 import os
+import re
 import sys
 
 import numpy as np
@@ -16,38 +20,59 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(__file__))
 import headline_training as H  # noqa: E402
 
+# cuDNN's and our convolution kernels by name; the other products are cuBLAS's or CUTLASS's.
+CONVOLUTION = re.compile(r"conv|fprop|dgrad|wgrad|implicit", re.I)
+PRODUCT = re.compile(r"gemm|cutlass|cublas", re.I)
+
+
+def kind(name: str) -> str:
+    """A kernel's kind by its name: convolution, matrix product or other."""
+    return "convolution" if CONVOLUTION.search(name) else "matrix product" if PRODUCT.search(name) else "other"
+
 
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--network", choices=sorted(H.NETWORKS), required=True)
+    p.add_argument("--framework", default="nngraph", choices=("nngraph", "torch-eager", "torch-graph", "torch-compile"))
     p.add_argument("--format", default="bfloat16", choices=("float32", "bfloat16", "float16"))
+    p.add_argument("--tf32", action="store_true", help="float32 products may use tf32 tensor cores")
     p.add_argument("--batch", type=int)
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--top", type=int, default=45)
     a = p.parse_args()
     import torch
-
-    import nngraph as ng
     batch = a.batch or H.NETWORKS[a.network].batches[0]
-    net = H.build(a.network, ng.SGD(learning_rate=H.LEARNING_RATE, momentum=H.MOMENTUM, nesterov=True))
-    graph = ng.Loss(net.logits, "softmax_cross_entropy").training_graph(device="cuda", format=a.format)
-    graph.recompute = H.NETWORKS[a.network].recompute
-    xn, y = H.batch_data(a.network, batch)
-    x = ng.Image(xn, device="cuda")
-    for _ in range(5):  # past the captures and the algorithm searches
-        graph.encode(x, labels=y).wait()
+    if a.framework == "nngraph":
+        graph, x, y = H.nngraph_training(a.network, batch, "cuda", a.tf32, a.format)
+
+        def step(wait=False):
+            run = graph.encode(x, labels=y)
+            if wait:
+                run.wait()
+    else:
+        torch_step, _, _ = H.torch_training(a.network, batch, "cuda", a.tf32, a.format, a.framework.split("-")[1])
+
+        def step(wait=False):
+            torch_step()
+            if wait:
+                torch.cuda.synchronize()
+    for _ in range(5):  # past the captures, compiles and algorithm searches
+        step(wait=True)
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        for _ in range(a.steps - 1):
-            graph.encode(x, labels=y)
-        graph.encode(x, labels=y).wait()
+        for i in range(a.steps):
+            step(wait=i == a.steps - 1)
     total, count = collections.Counter(), collections.Counter()
     for e in prof.events():
         if e.device_type == torch.autograd.DeviceType.CUDA:
             total[e.name] += e.device_time_total
             count[e.name] += 1
     busy = sum(total.values()) / a.steps / 1000
-    print(f"{a.network} {a.format} batch {batch}: {busy:.3f} ms of kernels a step, "
-          f"{sum(count.values()) / a.steps:.0f} launches; {torch.cuda.get_device_name()}")
+    print(f"{a.framework}: {a.network} {a.format}{' tf32' if a.tf32 else ''} batch {batch}: {busy:.3f} ms of kernels a "
+          f"step, {sum(count.values()) / a.steps:.0f} launches; {torch.cuda.get_device_name()}")
+    kinds = collections.Counter()
+    for name, us in total.items():
+        kinds[kind(name)] += us
+    print(" · ".join(f"{k} {us / a.steps / 1000:.3f} ms" for k, us in kinds.most_common()))
     print("| ms a step | launches | kernel |\n|---:|---:|---|")
     for name, us in total.most_common(a.top):
         print(f"| {us / a.steps / 1000:.3f} | {count[name] / a.steps:.1f} | {name[:100]} |")
