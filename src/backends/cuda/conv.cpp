@@ -170,9 +170,7 @@ void convolution_of(CudaBackend& b, const ConvGeometry& g, const Tensor& in, con
   };
   auto engine = [&](int i) {  // cuDNN's best algorithm instead where a pointer is misaligned
     std::shared_ptr<Buffer> padded;
-    const ConvEngines& e = p.engines(b, ConvEngines::kForward);
-    const auto ws = b.workspace(e.scratch(i));
-    if (!e.run(b.cudnn(), i, cudnn_input<T>(b, p, in, &padded), weights, out.dense_as<T>(), ws->data()))
+    if (!p.run_engine(b, ConvEngines::kForward, i, cudnn_input<T>(b, p, in, &padded), weights, out.dense_as<T>()))
       return cudnn(p.fwd(b)[0]);
     add_bias_neuron<T>(b, out, bias, neuron);
   };
@@ -350,9 +348,8 @@ void convolution_gradient_of(CudaBackend& b, const ConvGeometry& g, const Tensor
   };
   auto engine_dw = [&](int i, const T* dz) {
     into_dw([&](const T* x, T* target) {
-      const ConvEngines& e = p.engines(b, ConvEngines::kWeightGradient);
-      const auto ws = b.workspace(e.scratch(i));
-      if (!e.run(b.cudnn(), i, x, dz, target, ws->data())) legacy_dw(p.bwd_filter(b)[0], x, dz, target);
+      if (!p.run_engine(b, ConvEngines::kWeightGradient, i, x, dz, target))
+        legacy_dw(p.bwd_filter(b)[0], x, dz, target);
     });
   };
   // The input gradient likewise, into dx (through a padded copy where the plan pads).
@@ -380,9 +377,8 @@ void convolution_gradient_of(CudaBackend& b, const ConvGeometry& g, const Tensor
   };
   auto engine_dx = [&](int i, const T* dz) {
     into_dx([&](T* target) {
-      const ConvEngines& e = p.engines(b, ConvEngines::kInputGradient);
-      const auto ws = b.workspace(e.scratch(i));
-      if (!e.run(b.cudnn(), i, dz, weights, target, ws->data())) legacy_dx(p.bwd_data(b)[0], dz, target);
+      if (!p.run_engine(b, ConvEngines::kInputGradient, i, dz, weights, target))
+        legacy_dx(p.bwd_data(b)[0], dz, target);
     });
   };
   if (dw && !dx && p.weight_gradient == ConvPlan::kDirect) return direct_dw(dy.dense_as<const T>(), y, db);
@@ -430,17 +426,18 @@ void convolution_gradient_of(CudaBackend& b, const ConvGeometry& g, const Tensor
       cudnn_dx(p.bwd_data(b)[std::max(p.input_gradient, 0)], dz);
   };
   const double work = static_cast<double>(n) * os.c * os.h * os.w * (is.c / g.groups) * g.kh * g.kw;
-  // cuDNN's workspace each pass takes as decided (ours take none).
+  // cuDNN's workspace each pass takes as decided (ours take none): side by side, each must stay
+  // within its own part of the shared one.
   const int wg = p.weight_gradient, ig = p.input_gradient;
   const bool dw_ours =
       wg == ConvPlan::kDirect || wg == ConvPlan::kProduct || (wg == ConvPlan::kTensor && tensor_fits);
   const size_t dx_workspace = !dx || ig == ConvPlan::kTensor || ig == ConvPlan::kProduct ? 0
                               : ConvPlan::is_engine(ig)
-                                  ? p.engines(b, ConvEngines::kInputGradient).scratch(ConvPlan::engine_of(ig))
+                                  ? p.engine_workspace(b, ConvEngines::kInputGradient, ConvPlan::engine_of(ig))
                                   : p.bwd_data(b)[std::max(ig, 0)].memory;
   const size_t dw_workspace = !dw || dw_ours ? 0
                               : ConvPlan::is_engine(wg)
-                                  ? p.engines(b, ConvEngines::kWeightGradient).scratch(ConvPlan::engine_of(wg))
+                                  ? p.engine_workspace(b, ConvEngines::kWeightGradient, ConvPlan::engine_of(wg))
                                   : p.bwd_filter(b)[std::max(wg, 0)].memory;
   b.side_by_side(dx ? input_gradient : std::function<void()>(), dw ? weight_gradient : std::function<void()>(), work,
                dx_workspace, dw_workspace);

@@ -127,6 +127,16 @@ const ConvEngines& ConvPlan::engines(CudaBackend& b, ConvEngines::Pass pass) {
   return *slot;
 }
 
+bool ConvPlan::run_engine(CudaBackend& b, ConvEngines::Pass pass, int i, const void* a, const void* x, void* out) {
+  const ConvEngines& e = engines(b, pass);
+  return e.run(b.cudnn(), i, a, x, out, b.workspace(e.scratch(i))->data());
+}
+
+size_t ConvPlan::engine_workspace(CudaBackend& b, ConvEngines::Pass pass, int i) {
+  const size_t best = pass == ConvEngines::kInputGradient ? bwd_data(b)[0].memory : bwd_filter(b)[0].memory;
+  return std::max(engines(b, pass).scratch(i), best);
+}
+
 const std::vector<cudnnConvolutionFwdAlgoPerf_t>& ConvPlan::fwd(CudaBackend& b) {
   return found_once(
       fwd_, [&](int max, int* count, auto* perf) {

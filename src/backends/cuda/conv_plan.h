@@ -1,9 +1,8 @@
 #pragma once
 // cuDNN's side of a convolution shape: its descriptors and the algorithms Find keeps for each
 // pass, made once per shape and kept per GPU (src/backends/cuda/conv.cpp runs them).
-#include <vector>
-
 #include <memory>
+#include <vector>
 
 #include "backends/cuda/conv_engines.h"
 #include "backends/cuda/cuda_backend.h"
@@ -31,6 +30,12 @@ struct ConvPlan {
   static constexpr bool is_engine(int choice) { return choice <= kEngine; }
   static constexpr int engine_of(int choice) { return kEngine - choice; }
   const ConvEngines& engines(CudaBackend& b, ConvEngines::Pass pass);
+  // Runs plan i of the pass's (operands as ConvEngines::run names them) in the shared workspace;
+  // false, having done nothing, where a pointer is misaligned: the caller runs cuDNN's best
+  // algorithm instead. So a gradient pass's plan i may take engine_workspace bytes: its own
+  // scratch or that algorithm's, the larger.
+  bool run_engine(CudaBackend& b, ConvEngines::Pass pass, int i, const void* a, const void* x, void* out);
+  size_t engine_workspace(CudaBackend& b, ConvEngines::Pass pass, int i);
   int forward = kUndecided, input_gradient = kUndecided, weight_gradient = kUndecided;
   // cuDNN pads symmetrically; other paddings run on an explicitly zero-padded copy.
   bool padded = false;
