@@ -1,9 +1,8 @@
 // Convolution through cuDNN (algorithms found once per shape and cached), our direct kernels
 // (few taps per output) or tensor-core products where they beat cuDNN's best on the shape,
 // or, for windows that tile rows and channels-last 1×1 or few-tap windows, cuBLAS over the
-// windows' rows (conv_rows.h); products (fully connected layers) through cuBLAS or
-// our tensor-core kernels, whichever is quicker on the shape; bias and neuron epilogues and
-// bias gradients are our kernels.
+// windows' rows (conv_rows.h), or one of cuDNN's graph-API plans (conv_engines.h); the bias
+// and neuron epilogues and the bias gradients are our kernels (epilogue.h).
 #include <algorithm>
 #include <functional>
 #include <initializer_list>
@@ -12,6 +11,7 @@
 #include "backends/cuda/conv_plan.h"
 #include "backends/cuda/conv_rows.h"
 #include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/epilogue.h"
 #include "kernels.cuh"
 #include "nngraph/error.h"
 #include "ops/conv.h"
@@ -78,44 +78,6 @@ const T* filters_in(CudaBackend& b, const Tensor& w, bool last, int o, int i, in
   *scratch = b.allocate(w.bytes());
   reorder_filter(b, w.dense_as<const T>(), static_cast<T*>((*scratch)->data()), o, i, taps, krsc);
   return static_cast<const T*>((*scratch)->data());
-}
-
-// dz = dy ⊙ neuron'(y) (dy itself without y or a neuron), stored where dz is given (only with
-// y and a neuron), and where db is the bias gradient Σ dz per channel, in one pass over dy (a
-// channels-last dy as rows of pixels).
-template <class T>
-void derivative_and_bias(CudaBackend& b, const Tensor& dy_image, const Tensor& y, const NeuronDescriptor& neuron,
-                         T* dz, float* db) {
-  const Tensor dy = dy_image.pixels();
-  const int n = dy.batch(), c = dy.shape().c, hw = dy.shape().h * dy.shape().w;
-  const T* yv = y && neuron.type != NeuronType::None ? y.dense_as<const T>() : nullptr;
-  if (db) {
-    auto partial = b.allocate(static_cast<size_t>(c) * cuda::bias_gradient_chunks(n, c, hw) * sizeof(float));
-    cuda::bias_gradient(b.stream(), dy.data_as<const T>(), yv, dz, neuron, db, n, c, hw,
-                        static_cast<float*>(partial->data()));
-  } else if (dz) {
-    cuda::neuron_gradient(b.stream(), yv, dy.data_as<const T>(), dz, dy.count(), neuron);
-  }
-}
-
-// dz in a scratch buffer (dy itself when there is no neuron), and db where given.
-template <class T>
-const T* output_gradient(CudaBackend& b, const Tensor& dy, const Tensor& y, const NeuronDescriptor& neuron, float* db,
-                         std::shared_ptr<Buffer>* scratch) {
-  T* dz = nullptr;
-  if (y && neuron.type != NeuronType::None) {
-    *scratch = b.allocate(dy.bytes());
-    dz = static_cast<T*>((*scratch)->data());
-  }
-  derivative_and_bias(b, dy, y, neuron, dz, db);
-  return dz ? dz : dy.dense_as<const T>();
-}
-
-// out = neuron(out + bias) in place, in either layout (a bias per channel of its pixels).
-template <class T>
-void add_bias_neuron(CudaBackend& b, const Tensor& out, const float* bias, const NeuronDescriptor& neuron) {
-  const Tensor y = out.pixels();
-  cuda::bias_neuron(b.stream(), y.data_as<T>(), y.count(), y.shape().c, y.shape().h * y.shape().w, bias, neuron);
 }
 
 // y = neuron(cuDNN's forward by algorithm a of plan q + bias).
@@ -453,72 +415,10 @@ void convolution_gradient(Backend& backend, const ConvGeometry& g, const Tensor&
   });
 }
 
-
-void fully_connected(Backend& backend, const Tensor& in, const Tensor& w, const Tensor& bs,
-                     const NeuronDescriptor& neuron, const Tensor& out, bool tf32, bool half) {
-  CudaBackend& b = cuda_of(backend);
-  auto lock = b.enter();
-  const float* bias = bs.data_as<const float>();
-  const int n = in.batch(), k = static_cast<int>(in.shape().count()), o = out.shape().c;
-  cuda::with_storage(in.dtype(), [&](auto z) {
-    using T = decltype(z);
-    b.gemm(in.dtype(), false, true, n, o, k, in.data_as<const T>(), k, w.data_as<const T>(), k, out.data_as<T>(), o,
-           tf32, 1.f, 0.f, {}, half);
-    add_bias_neuron<T>(b, out, bias, neuron);
-  });
-}
-
-void fully_connected_gradient(Backend& backend, const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor& y,
-                              const NeuronDescriptor& neuron, const Tensor& dx, const Tensor& dwt, const Tensor& dbt,
-                              bool tf32, bool half) {
-  CudaBackend& b = cuda_of(backend);
-  auto lock = b.enter();
-  float* db = dbt.data_as<float>();
-  const int n = x.batch(), k = static_cast<int>(x.shape().count()), o = dy.shape().c;
-  cuda::with_storage(dy.dtype(), [&](auto z) {
-    using T = decltype(z);
-    std::shared_ptr<Buffer> scratch;
-    const T* dz = output_gradient<T>(b, dy, y, neuron, db, &scratch);
-    const DType dt = dy.dtype();
-    auto weight_gradient = [&] {
-      b.gemm(dt, true, false, o, k, n, dz, o, x.data_as<const T>(), k, dwt.data_as<T>(), k, tf32, 1.f, 0.f, {}, half);
-    };
-    auto input_gradient = [&] {
-      b.gemm(dt, false, false, n, k, o, dz, o, w.data_as<const T>(), k, dx.data_as<T>(), k, tf32, 1.f, 0.f, {}, half);
-    };
-    b.side_by_side(dx ? input_gradient : std::function<void()>(), dwt ? weight_gradient : std::function<void()>(),
-                   static_cast<double>(n) * k * o, 0, 0);
-  });
-}
-
-void bias_neuron(Backend& backend, const Tensor& bias, const NeuronDescriptor& neuron, const Tensor& y) {
-  CudaBackend& b = cuda_of(backend);
-  auto lock = b.enter();
-  cuda::with_storage(y.dtype(), [&](auto z) {
-    using T = decltype(z);
-    cuda::bias_neuron(b.stream(), y.data_as<T>(), y.count(), y.shape().c, y.shape().h * y.shape().w,
-                      bias.data_as<const float>(), neuron);
-  });
-}
-
-void bias_neuron_gradient(Backend& backend, const Tensor& dy, const Tensor& y, const NeuronDescriptor& neuron,
-                          const Tensor& dz, const Tensor& db) {
-  CudaBackend& b = cuda_of(backend);
-  auto lock = b.enter();
-  cuda::with_storage(dy.dtype(), [&](auto z) {
-    using T = decltype(z);
-    derivative_and_bias<T>(b, dy, y, neuron, dz.data_as<T>(), db.data_as<float>());
-  });
-}
-
-NNGRAPH_KERNEL(BiasNeuronKernel, CUDA, bias_neuron);
-NNGRAPH_KERNEL(BiasNeuronGradientKernel, CUDA, bias_neuron_gradient);
 NNGRAPH_KERNEL(ConvolutionKernel, CUDA, convolution);
 NNGRAPH_KERNEL(ConvolutionGradientKernel, CUDA, convolution_gradient);
 NNGRAPH_CHANNELS_LAST(ConvolutionKernel, CUDA);
 NNGRAPH_CHANNELS_LAST(ConvolutionGradientKernel, CUDA);
-NNGRAPH_KERNEL(FullyConnectedKernel, CUDA, fully_connected);
-NNGRAPH_KERNEL(FullyConnectedGradientKernel, CUDA, fully_connected_gradient);
 
 }  // namespace
 }  // namespace nngraph
