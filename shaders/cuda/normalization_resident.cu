@@ -118,7 +118,7 @@ __global__ void __launch_bounds__(kThreads, 2) resident_gradient_kernel(Resident
         for (int i = 0; i < V; ++i) {
           const float g = P::kNone ? dy[k][i] : dy[k][i] * p.through(x[k][i] * scale[i] + shift[i]);
           a[i] += g;
-          b[i] += g * (x[k][i] - p.stats[column + i]);  // (the mean in registers spilled)
+          b[i] += g * (x[k][i] - p.stats[column + i]);  // the mean read here: held in registers, it spilled
         }
   }
   write_partials<2, V>(share, a, b, p.partial, c);
