@@ -5,6 +5,11 @@ PyTorch's in one of the benchmark's modes, so the two can be set side by side.
 
     python bench/kernel_profile.py --network inception_v3 [--framework nngraph | torch-eager |
         torch-graph | torch-compile] [--format bfloat16] [--tf32] [--batch 64] [--top 45]
+        [--launches FILE]
+
+--launches profiles one more step and writes its kernels in the order they ran, one a line:
+start (µs from the step's first kernel), device µs and name, tab-separated, to set two
+frameworks' steps side by side.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ def main():
     p.add_argument("--batch", type=int)
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--top", type=int, default=45)
+    p.add_argument("--launches", help="write one step's kernels in order to this file")
     a = p.parse_args()
     import torch
     batch = a.batch or H.NETWORKS[a.network].batches[0]
@@ -77,6 +83,24 @@ def main():
     for name, us in total.most_common(a.top):
         print(f"| {us / a.steps / 1000:.3f} | {count[name] / a.steps:.1f} | {name[:100]} |")
     assert np.isfinite(busy) and busy > 0
+    if a.launches:
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as one:
+            step(wait=True)
+        write_launches(one, a.launches)
+
+
+def write_launches(prof, path: str):
+    """One step's kernels in the order they began, to path."""
+    import torch
+
+    kernels = sorted(
+        (e.time_range.start, e.device_time_total, e.name)
+        for e in prof.events()
+        if e.device_type == torch.autograd.DeviceType.CUDA
+    )
+    with open(path, "w") as f:
+        for start, us, name in kernels:
+            f.write(f"{start - kernels[0][0]:.1f}\t{us:.1f}\t{name}\n")
 
 
 if __name__ == "__main__":
