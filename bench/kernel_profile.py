@@ -31,7 +31,11 @@ PRODUCT = re.compile(r"gemm|cutlass|cublas", re.I)
 
 
 def kind(name: str) -> str:
-    """A kernel's kind by its name: convolution, matrix product or other."""
+    """A kernel's kind by its name: convolution, matrix product or other. Inductor's Triton
+    kernels are the fused elementwise and reduction passes, whatever ops their names list
+    (`..._convolution_backward_native_batch_norm_backward_...`)."""
+    if name.startswith("triton_"):
+        return "other"
     return "convolution" if CONVOLUTION.search(name) else "matrix product" if PRODUCT.search(name) else "other"
 
 
