@@ -83,11 +83,11 @@ def run_nngraph(path, name, batch, steps, device, tf32):
     return _result(ms, ready, peak, base, out)
 
 
-def run_onnxruntime(path, name, batch, steps, device, tf32):
+def run_onnxruntime(path, name, batch, steps, device, tf32, threads=None):
     import onnxruntime as ort
     x = batch_of(name, batch)
     options = ort.SessionOptions()
-    options.intra_op_num_threads = os.cpu_count()
+    options.intra_op_num_threads = threads or os.cpu_count()
     t = time.perf_counter()
     session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
     out = session.run(None, {"x": x})[0]
@@ -173,7 +173,8 @@ def main():
             import torch
             torch.set_num_threads(a.threads)
         run = {"nngraph": run_nngraph, "onnxruntime": run_onnxruntime, "torch": run_torch}[fw]
-        print(json.dumps(run(path, name, int(batch), a.steps, a.device, a.tf32)))
+        extra = {"threads": a.threads} if fw == "onnxruntime" else {}
+        print(json.dumps(run(path, name, int(batch), a.steps, a.device, a.tf32, **extra)))
         return
     import onnxruntime
     import torch
