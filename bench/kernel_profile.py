@@ -25,9 +25,10 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(__file__))
 import headline_training as H  # noqa: E402
 
-# cuDNN's and our convolution kernels by name; the other products are cuBLAS's or CUTLASS's.
+# cuDNN's and our convolution kernels by name; the other products are cuBLAS's (nvjet_* on
+# Hopper) or CUTLASS's.
 CONVOLUTION = re.compile(r"conv|fprop|dgrad|wgrad|implicit", re.I)
-PRODUCT = re.compile(r"gemm|cutlass|cublas", re.I)
+PRODUCT = re.compile(r"gemm|cutlass|cublas|nvjet", re.I)
 
 
 def kind(name: str) -> str:
