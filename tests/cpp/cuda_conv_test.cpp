@@ -348,4 +348,72 @@ TEST_F(CudaVsCpu, GraphApiConvolutionPlans) {
     EXPECT_EQ(plan.forward, ConvPlan::engine(forward - 1));  // still as set: nothing timed them away
   }
 }
+// The same in float32, NCHW and channels-last, a plan each per math: exact (CUDNN_FMA_MATH),
+// where every plan must agree with the cpu as cuDNN's FMA algorithms do, so none runs on tf32;
+// and tf32, within its rounding.
+TEST_F(CudaVsCpu, GraphApiConvolutionPlansInFloat32) {
+  const int n = 2, c = 16, h = 8, w = 8, o = 32, hw = h * w;
+  for (const bool tf32 : {false, true})
+    for (const bool last : {false, true}) {
+      SCOPED_TRACE(std::string(tf32 ? "tf32" : "exact") + (last ? ", channels-last" : ", NCHW"));
+      auto [g, d, xv, wv, bv, xc, xg, yc, yg, wg, bg] = conv(n, c, h, w, o, 3, 3, 1, 1, 1, 1, h, w);
+      g.tf32 = tf32;
+      const ImageShape shape{c, h, w}, out{o, h, w};
+      const auto dyv = random(static_cast<size_t>(n) * o * hw);
+      const auto none = NeuronDescriptor::make(NeuronType::None);
+      auto [dyc, unused_dy] = pair(n, out, dyv);
+      auto [dxc, unused_dx] = empty(n, shape);
+      std::vector<float> dwc(wv.size()), dbc(o);
+      dispatch<ConvolutionKernel>(cpu(), g, xc, t(wv), t(bv), none, yc);
+      dispatch<ConvolutionGradientKernel>(cpu(), g, xc, t(wv), dyc, yc, none, dxc, t(dwc), t(dbc));
+      // NCHW values in the test's layout on the device, and back.
+      auto laid = [&](const std::vector<float>& v, int channels) {
+        if (!last) return v;
+        std::vector<float> r(v.size());
+        for (int i = 0; i < n; ++i)
+          for (int ch = 0; ch < channels; ++ch)
+            for (int p = 0; p < hw; ++p)
+              r[(static_cast<size_t>(i) * hw + p) * channels + ch] = v[(static_cast<size_t>(i) * channels + ch) * hw + p];
+        return r;
+      };
+      auto unlaid = [&](const std::shared_ptr<Buffer>& b, int channels) {
+        const auto v = host(b);
+        if (!last) return v;
+        std::vector<float> r(v.size());
+        for (int i = 0; i < n; ++i)
+          for (int ch = 0; ch < channels; ++ch)
+            for (int p = 0; p < hw; ++p)
+              r[(static_cast<size_t>(i) * channels + ch) * hw + p] = v[(static_cast<size_t>(i) * hw + p) * channels + ch];
+        return r;
+      };
+      const auto xb = on_gpu(laid(xv, c)), dyb = on_gpu(laid(dyv, o));
+      const auto yb = gpu().allocate(dyb->bytes()), dxb = gpu().allocate(xb->bytes());
+      const auto dwb = gpu().allocate(wv.size() * sizeof(float)), db = gpu().allocate(o * sizeof(float));
+      const Layout layout = last ? Layout::NHWC : Layout::NCHW;
+      const Tensor X(xb->data(), n, shape, DType::Float32, layout), Y(yb->data(), n, out, DType::Float32, layout);
+      const Tensor DY(dyb->data(), n, out, DType::Float32, layout), DX(dxb->data(), n, shape, DType::Float32, layout);
+      ConvPlan& plan = conv_plan(gpu(), g, n, shape, out, DType::Float32, last);
+      const int forward = plan.engines(gpu(), ConvEngines::kForward).size(),
+                data = plan.engines(gpu(), ConvEngines::kInputGradient).size(),
+                filter = plan.engines(gpu(), ConvEngines::kWeightGradient).size();
+      ASSERT_GT(forward, 0);
+      ASSERT_GT(data, 0);
+      ASSERT_GT(filter, 0);
+      // Exact: as close as float32 sums in another order; tf32: a 10-bit mantissa's products.
+      const float tolerance = tf32 ? 2e-2f : 5e-5f;
+      for (int i = 0; i < forward; ++i) {
+        plan.forward = ConvPlan::engine(i);
+        dispatch<ConvolutionKernel>(gpu(), g, X, t(wg), t(bg), none, Y);
+        EXPECT_LT(worst(host(yc), unlaid(yb, o)), tolerance) << "forward plan " << i;
+      }
+      for (int i = 0; i < std::max(data, filter); ++i) {
+        plan.input_gradient = ConvPlan::engine(std::min(i, data - 1));
+        plan.weight_gradient = ConvPlan::engine(std::min(i, filter - 1));
+        dispatch<ConvolutionGradientKernel>(gpu(), g, X, t(wg), DY, Y, none, DX, t(dwb), t(db));
+        EXPECT_LT(worst(host(dxc), unlaid(dxb, c)), tolerance) << "input gradient plan " << i;
+        EXPECT_LT(worst(dwc, host(dwb)), tolerance) << "weight gradient plan " << i;
+        near(dbc, host(db), 1e-3f);
+      }
+    }
+}
 #endif  // NNGRAPH_HAVE_CUDA

@@ -59,8 +59,10 @@ Descriptor image(Builder& b, int64_t uid, cudnnTensorDescriptor_t d, cudnnDataTy
 }
 
 // What the plans' engines must not be: compiled at run time (seconds a shape), or summing in
-// less than float32.
-bool acceptable(const Descriptor& config) {
+// less than float32; and for float32 images, converting them down (to half), or to tf32 on the
+// tensor cores where the convolution's math is exact (CUDNN_FMA_MATH), as the legacy
+// algorithms then run.
+bool acceptable(const Descriptor& config, bool float32, bool exact) {
   Descriptor engine = make(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
   void* e = engine.get();
   int64_t got = 0;
@@ -76,7 +78,10 @@ bool acceptable(const Descriptor& config) {
   if (cudnnBackendGetAttribute(e, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
                                CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &got, numerics) != CUDNN_STATUS_SUCCESS)
     return false;
-  return !std::count(numerics, numerics + got, CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION);
+  const auto noted = [&](cudnnBackendNumericalNote_t note) { return std::count(numerics, numerics + got, note) > 0; };
+  if (noted(CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION)) return false;
+  return !float32 ||
+         (!noted(CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS) && !(exact && noted(CUDNN_NUMERICAL_NOTE_TENSOR_CORE)));
 }
 
 bool enabled() {
@@ -99,13 +104,14 @@ ConvEngines::ConvEngines(cudnnHandle_t handle, Pass pass, cudnnTensorDescriptor_
   cudnnTensorFormat_t format;
   int k, c, r, s, groups = 0, pad_h, pad_w, u, v, dil_h, dil_w;
   cudnnConvolutionMode_t mode;
-  if (!b.ok || type == CUDNN_DATA_FLOAT ||
-      cudnnGetFilter4dDescriptor(w, &type, &format, &k, &c, &r, &s) != CUDNN_STATUS_SUCCESS ||
+  cudnnMathType_t math;
+  if (!b.ok || cudnnGetFilter4dDescriptor(w, &type, &format, &k, &c, &r, &s) != CUDNN_STATUS_SUCCESS ||
       cudnnGetConvolutionGroupCount(conv, &groups) != CUDNN_STATUS_SUCCESS || groups != 1 ||
       cudnnGetConvolution2dDescriptor(conv, &pad_h, &pad_w, &u, &v, &dil_h, &dil_w, &mode, &compute) !=
           CUDNN_STATUS_SUCCESS ||
-      compute != CUDNN_DATA_FLOAT)
+      compute != CUDNN_DATA_FLOAT || cudnnGetConvolutionMathType(conv, &math) != CUDNN_STATUS_SUCCESS)
     return;
+  const bool float32 = type == CUDNN_DATA_FLOAT, exact = math == CUDNN_FMA_MATH;
   const bool last = format == CUDNN_TENSOR_NHWC;
   const int64_t filter_strides[4] = {int64_t(r) * s * c, last ? 1 : int64_t(r) * s, last ? int64_t(s) * c : s,
                                      last ? c : 1};
@@ -178,7 +184,7 @@ ConvEngines::ConvEngines(cudnnHandle_t handle, Pass pass, cudnnTensorDescriptor_
                                &count, raw.data()) != CUDNN_STATUS_SUCCESS)
     return;
   for (int64_t i = 0; i < count && size() < kMost; ++i) {
-    if (!acceptable(configs[i])) continue;
+    if (!acceptable(configs[i], float32, exact)) continue;
     Builder p;
     Descriptor plan = make(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
     p.set(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);

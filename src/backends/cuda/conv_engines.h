@@ -15,9 +15,10 @@ class ConvEngines {
  public:
   enum Pass { kForward, kInputGradient, kWeightGradient };
   // The plans for the convolution the legacy descriptors describe (x, w, y as the forward pass
-  // names them); none where the graph API is off (NNGRAPH_CUDNN_ENGINES=0), the images are
-  // float32 or grouped, or no configuration builds. Up to kMost plans, each with at most kScratch
-  // bytes of scratch, none compiled at run time.
+  // names them); none where the graph API is off (NNGRAPH_CUDNN_ENGINES=0), the convolution is
+  // grouped, or no configuration builds. Up to kMost plans, each with at most kScratch bytes of
+  // scratch, none compiled at run time; for float32, none on tf32 where the convolution's math
+  // is exact.
   ConvEngines(cudnnHandle_t handle, Pass pass, cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t w,
               cudnnConvolutionDescriptor_t conv, cudnnTensorDescriptor_t y);
   static constexpr int kMost = 8;
