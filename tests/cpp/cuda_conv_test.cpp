@@ -282,6 +282,15 @@ TEST_F(CudaVsCpu, TensorConvolutionPasses) {
     }
   }
 }
+// How many graph-API plans each pass of a plan has: forward, input gradient, weight gradient.
+namespace {
+std::array<int, 3> plans_of(ConvPlan& plan) {
+  CudaBackend& b = cuda_backend(0);
+  return {plan.engines(b, ConvEngines::kForward).size(), plan.engines(b, ConvEngines::kInputGradient).size(),
+          plan.engines(b, ConvEngines::kWeightGradient).size()};
+}
+}  // namespace
+
 // cuDNN's graph-API plans (ConvEngines), each set on its pass's plan and run through the
 // kernels, against the cpu on the same bfloat16 values: channels-last 3×3 convolutions, padded,
 // at strides 1 and 2, with a bias; every plan of every pass. The heuristics offer some for each.
@@ -326,12 +335,8 @@ TEST_F(CudaVsCpu, GraphApiConvolutionPlans) {
       return r;
     };
     ConvPlan& plan = conv_plan(gpu(), g, k.n, in, out, DType::BFloat16, true);
-    const int forward = plan.engines(gpu(), ConvEngines::kForward).size(),
-              data = plan.engines(gpu(), ConvEngines::kInputGradient).size(),
-              filter = plan.engines(gpu(), ConvEngines::kWeightGradient).size();
-    ASSERT_GT(forward, 0);
-    ASSERT_GT(data, 0);
-    ASSERT_GT(filter, 0);
+    const auto [forward, data, filter] = plans_of(plan);
+    ASSERT_GT(std::min({forward, data, filter}), 0);
     for (int i = 0; i < forward; ++i) {
       plan.forward = ConvPlan::engine(i);
       dispatch<ConvolutionKernel>(gpu(), g, X, W, t(bg), none, Y);
@@ -366,26 +371,21 @@ TEST_F(CudaVsCpu, GraphApiConvolutionPlansInFloat32) {
       std::vector<float> dwc(wv.size()), dbc(o);
       dispatch<ConvolutionKernel>(cpu(), g, xc, t(wv), t(bv), none, yc);
       dispatch<ConvolutionGradientKernel>(cpu(), g, xc, t(wv), dyc, yc, none, dxc, t(dwc), t(dbc));
-      // NCHW values in the test's layout on the device, and back.
-      auto laid = [&](const std::vector<float>& v, int channels) {
+      // NCHW values in the test's layout (`to`), or the test's layout's as NCHW.
+      auto moved = [&](const std::vector<float>& v, int channels, bool to) {
         if (!last) return v;
         std::vector<float> r(v.size());
         for (int i = 0; i < n; ++i)
           for (int ch = 0; ch < channels; ++ch)
-            for (int p = 0; p < hw; ++p)
-              r[(static_cast<size_t>(i) * hw + p) * channels + ch] = v[(static_cast<size_t>(i) * channels + ch) * hw + p];
+            for (int p = 0; p < hw; ++p) {
+              const size_t nchw = (static_cast<size_t>(i) * channels + ch) * hw + p;
+              const size_t nhwc = (static_cast<size_t>(i) * hw + p) * channels + ch;
+              r[to ? nhwc : nchw] = v[to ? nchw : nhwc];
+            }
         return r;
       };
-      auto unlaid = [&](const std::shared_ptr<Buffer>& b, int channels) {
-        const auto v = host(b);
-        if (!last) return v;
-        std::vector<float> r(v.size());
-        for (int i = 0; i < n; ++i)
-          for (int ch = 0; ch < channels; ++ch)
-            for (int p = 0; p < hw; ++p)
-              r[(static_cast<size_t>(i) * channels + ch) * hw + p] = v[(static_cast<size_t>(i) * hw + p) * channels + ch];
-        return r;
-      };
+      auto laid = [&](const std::vector<float>& v, int channels) { return moved(v, channels, true); };
+      auto unlaid = [&](const std::shared_ptr<Buffer>& b, int channels) { return moved(host(b), channels, false); };
       const auto xb = on_gpu(laid(xv, c)), dyb = on_gpu(laid(dyv, o));
       const auto yb = gpu().allocate(dyb->bytes()), dxb = gpu().allocate(xb->bytes());
       const auto dwb = gpu().allocate(wv.size() * sizeof(float)), db = gpu().allocate(o * sizeof(float));
@@ -393,12 +393,8 @@ TEST_F(CudaVsCpu, GraphApiConvolutionPlansInFloat32) {
       const Tensor X(xb->data(), n, shape, DType::Float32, layout), Y(yb->data(), n, out, DType::Float32, layout);
       const Tensor DY(dyb->data(), n, out, DType::Float32, layout), DX(dxb->data(), n, shape, DType::Float32, layout);
       ConvPlan& plan = conv_plan(gpu(), g, n, shape, out, DType::Float32, last);
-      const int forward = plan.engines(gpu(), ConvEngines::kForward).size(),
-                data = plan.engines(gpu(), ConvEngines::kInputGradient).size(),
-                filter = plan.engines(gpu(), ConvEngines::kWeightGradient).size();
-      ASSERT_GT(forward, 0);
-      ASSERT_GT(data, 0);
-      ASSERT_GT(filter, 0);
+      const auto [forward, data, filter] = plans_of(plan);
+      ASSERT_GT(std::min({forward, data, filter}), 0);
       // Exact: as close as float32 sums in another order; tf32: a 10-bit mantissa's products.
       const float tolerance = tf32 ? 2e-2f : 5e-5f;
       for (int i = 0; i < forward; ++i) {
