@@ -282,8 +282,8 @@ TEST_F(CudaVsCpu, TensorConvolutionPasses) {
     }
   }
 }
-// How many graph-API plans each pass of a plan has: forward, input gradient, weight gradient.
 namespace {
+// How many graph-API plans each pass of a plan has: forward, input gradient, weight gradient.
 std::array<int, 3> plans_of(ConvPlan& plan) {
   CudaBackend& b = cuda_backend(0);
   return {plan.engines(b, ConvEngines::kForward).size(), plan.engines(b, ConvEngines::kInputGradient).size(),
