@@ -51,11 +51,8 @@ void fully_connected_gradient(Backend& backend, const Tensor& x, const Tensor& w
 void bias_neuron(Backend& backend, const Tensor& bias, const NeuronDescriptor& neuron, const Tensor& y) {
   CudaBackend& b = cuda_of(backend);
   auto lock = b.enter();
-  cuda::with_storage(y.dtype(), [&](auto z) {
-    using T = decltype(z);
-    cuda::bias_neuron(b.stream(), y.data_as<T>(), y.count(), y.shape().c, y.shape().h * y.shape().w,
-                      bias.data_as<const float>(), neuron);
-  });
+  cuda::with_storage(y.dtype(),
+                     [&](auto z) { add_bias_neuron<decltype(z)>(b, y, bias.data_as<const float>(), neuron); });
 }
 
 void bias_neuron_gradient(Backend& backend, const Tensor& dy, const Tensor& y, const NeuronDescriptor& neuron,
