@@ -39,8 +39,8 @@ TEST_F(CudaVsCpu, ConvolutionForwardAndGradientSymmetricAndAsymmetricPadding) {
 // Channels-last convolutions as products over their windows' rows (ConvPlan::kProduct, set on
 // the plan: the backend runs them only where they beat cuDNN): 1×1, strided and not, every
 // pass; few taps (a stem's 3×3 on 3 channels, padded, strided, dilated), forward and weights.
-// And forward passes on channels widened to 32 (ConvPlan::kWidened: 24 channels, 96-byte
-// pixels; 21, whose 84-byte pixels are gathered 16 bytes a thread), strided and not.
+// And every pass on channels widened to 32 (ConvPlan::kWidened: 24 channels, 96-byte pixels;
+// 21, whose 84-byte pixels are gathered 16 bytes a thread), strided and not.
 TEST_F(CudaVsCpu, ProductConvolutionsOfChannelsLast) {
   struct Case {
     int n, c, h, w, o, k, s, d, pad, oh, ow;
@@ -53,11 +53,10 @@ TEST_F(CudaVsCpu, ProductConvolutionsOfChannelsLast) {
     const ConvGeometry g{k.k, k.k, k.s, k.s, k.d, k.d, 1, k.pad, k.pad};
     const ImageShape in{k.c, k.h, k.w}, out{k.o, k.oh, k.ow};
     ConvPlan& plan = conv_plan(gpu(), g, k.n, in, out, DType::Float32, true);
-    const int product = k.widened ? ConvPlan::kUndecided : ConvPlan::kProduct;
+    const int chosen = k.widened ? ConvPlan::kWidened : ConvPlan::kProduct;
     ASSERT_EQ(conv_rows::widened_channels(g, in), k.widened ? 32 : 0);
-    plan.forward = k.widened ? ConvPlan::kWidened : product;
-    plan.weight_gradient = product;
-    if (k.k == 1) plan.input_gradient = ConvPlan::kProduct;
+    plan.forward = plan.weight_gradient = chosen;
+    if (k.k == 1 || k.widened) plan.input_gradient = chosen;
     // NCHW values as the channels-last images the cuda pass reads, and back.
     auto last = [&](const std::vector<float>& v, ImageShape s, bool back) {
       std::vector<float> r(v.size());
@@ -99,9 +98,10 @@ TEST_F(CudaVsCpu, ProductConvolutionsOfChannelsLast) {
     near(host(dxc), last(host(dxg), in, true));
     near(dwc, host(dwg), 1e-3f);
     near(dbc, host(dbg), 1e-3f);
-    EXPECT_EQ(plan.forward, k.widened ? ConvPlan::kWidened : ConvPlan::kProduct);
-    if (!k.widened) {
-      EXPECT_EQ(plan.weight_gradient, ConvPlan::kProduct);
+    EXPECT_EQ(plan.forward, chosen);
+    EXPECT_EQ(plan.weight_gradient, chosen);
+    if (k.widened) {
+      EXPECT_EQ(plan.input_gradient, chosen);
     }
   }
 }

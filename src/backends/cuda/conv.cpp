@@ -256,6 +256,18 @@ void convolution_gradient_of(CudaBackend& b, const ConvGeometry& g, const Tensor
   const bool product_dw_fits = pointwise_fits || (last && few_taps(g, is));
   const int windows = n * os.h * os.w, ld = row_values(g, is), k = taps * per_group;
   if (last && dw && p.weight_gradient != ConvPlan::kDirect) krsc_dw = b.allocate(dwt.bytes());
+  // Both gradients on channels widened as the forward pass may be (conv_rows.h), while either
+  // may run: x in rows of `wide` values for dW, the filters padded with zeros for dx, and the
+  // first is.c channels of each result kept.
+  const auto may_widen = [](int choice) { return choice == ConvPlan::kUndecided || choice == ConvPlan::kWidened; };
+  const int wide = last && (may_widen(p.weight_gradient) || may_widen(p.input_gradient)) ? widened_channels(g, is) : 0;
+  ConvPlan* widened_plan = nullptr;
+  if (wide) {
+    ImageShape wider = is;
+    wider.c = wide;
+    widened_plan = &conv_plan(b, g, n, wider, os, dt, last);
+    if (widened_plan->padded) widened_plan = nullptr;  // cuDNN's own padding only
+  }
   const float one = 1.f, zero = 0.f;
   // Ours applies the neuron's derivative and sums the bias gradient as it reads dy.
   auto direct_dw = [&](const T* grad, const Tensor& out, float* bias_grad) {
@@ -314,6 +326,20 @@ void convolution_gradient_of(CudaBackend& b, const ConvGeometry& g, const Tensor
         legacy_dw(p.bwd_filter(b)[0], x, dz, target);
     });
   };
+  auto widened_dw = [&](const T* dz) {
+    ConvPlan& q = *widened_plan;
+    std::shared_ptr<Buffer> rows;
+    const T* x = widened_pixels<T>(b, xi, wide, &rows);
+    const auto full = b.allocate(static_cast<size_t>(os.c) * taps * wide * sizeof(T));
+    const auto& a = q.bwd_filter(b)[0];
+    const auto ws = b.workspace(a.memory);
+    cudnn_check(cudnnConvolutionBackwardFilter(b.cudnn(), &one, q.x, x, q.y, dz, q.conv, a.algo, ws->data(), a.memory,
+                                               &zero, q.w, full->data()),
+                "convolution_gradient");
+    T* krsc = static_cast<T*>(krsc_dw->data());
+    cuda::copy_rows(b.stream(), krsc, is.c * sizeof(T), full->data(), wide * sizeof(T), os.c * taps, is.c * sizeof(T));
+    reorder_filter(b, static_cast<const T*>(krsc), dw, os.c, per_group, taps, true);
+  };
   // The input gradient likewise, into dx (through a padded copy where the plan pads).
   auto into_dx = [&](const auto& compute) {
     T* target = dx.dense_as<T>();
@@ -343,6 +369,19 @@ void convolution_gradient_of(CudaBackend& b, const ConvGeometry& g, const Tensor
         legacy_dx(p.bwd_data(b)[0], dz, target);
     });
   };
+  auto widened_dx = [&](const T* dz) {
+    ConvPlan& q = *widened_plan;
+    std::shared_ptr<Buffer> filters;
+    const T* wf = padded_filters<T>(b, weights, os.c * taps, is.c, wide, &filters);
+    const auto full = b.allocate(static_cast<size_t>(n) * is.h * is.w * wide * sizeof(T));
+    const auto& a = q.bwd_data(b)[0];
+    const auto ws = b.workspace(a.memory);
+    cudnn_check(cudnnConvolutionBackwardData(b.cudnn(), &one, q.w, wf, q.y, dz, q.conv, a.algo, ws->data(), a.memory,
+                                             &zero, q.x, full->data()),
+                "convolution_gradient");
+    cuda::copy_rows(b.stream(), dx.dense_as<T>(), is.c * sizeof(T), full->data(), wide * sizeof(T),
+                    static_cast<size_t>(n) * is.h * is.w, is.c * sizeof(T));
+  };
   if (dw && !dx && p.weight_gradient == ConvPlan::kDirect) return direct_dw(dy.dense_as<const T>(), y, db);
   const T* dz = output_gradient<T>(b, dy, y, neuron, db, &scratch);
   // Checked every call: dz's alignment is the call's, not the shape's.
@@ -353,6 +392,7 @@ void convolution_gradient_of(CudaBackend& b, const ConvGeometry& g, const Tensor
       if (direct) c.push_back({ConvPlan::kDirect, [&] { direct_dw(dz, Tensor(), nullptr); }});
       if (tensor_fits) c.push_back({ConvPlan::kTensor, [&] { tensor_dw(dz); }});
       if (product_dw_fits) c.push_back({ConvPlan::kProduct, [&] { product_dw(dz); }});
+      if (widened_plan) c.push_back({ConvPlan::kWidened, [&] { widened_dw(dz); }});
       for (int i = 0; i < p.engines(b, ConvEngines::kWeightGradient).size(); ++i)
         c.push_back({ConvPlan::engine(i), [&, i] { engine_dw(i, dz); }});
       p.weight_gradient = b.quickest(c);
@@ -363,6 +403,8 @@ void convolution_gradient_of(CudaBackend& b, const ConvGeometry& g, const Tensor
       direct_dw(dz, Tensor(), nullptr);
     else if (p.weight_gradient == ConvPlan::kProduct)
       product_dw(dz);
+    else if (p.weight_gradient == ConvPlan::kWidened)
+      widened_dw(dz);
     else if (p.weight_gradient == ConvPlan::kTensor && tensor_fits)  // else cuDNN's best
       tensor_dw(dz);
     else
@@ -374,6 +416,7 @@ void convolution_gradient_of(CudaBackend& b, const ConvGeometry& g, const Tensor
       if (ours && cuda::tensor_input_gradient_fits(shape))
         c.push_back({ConvPlan::kTensor, [&] { tensor_dx(dz); }});
       if (pointwise_fits) c.push_back({ConvPlan::kProduct, [&] { product_dx(dz); }});
+      if (widened_plan) c.push_back({ConvPlan::kWidened, [&] { widened_dx(dz); }});
       for (int i = 0; i < p.engines(b, ConvEngines::kInputGradient).size(); ++i)
         c.push_back({ConvPlan::engine(i), [&, i] { engine_dx(i, dz); }});
       p.input_gradient = b.quickest(c);
@@ -384,6 +427,8 @@ void convolution_gradient_of(CudaBackend& b, const ConvGeometry& g, const Tensor
       tensor_dx(dz);
     else if (p.input_gradient == ConvPlan::kProduct && pointwise_fits)  // else cuDNN's best
       product_dx(dz);
+    else if (p.input_gradient == ConvPlan::kWidened)
+      widened_dx(dz);
     else
       cudnn_dx(p.bwd_data(b)[std::max(p.input_gradient, 0)], dz);
   };
@@ -396,11 +441,13 @@ void convolution_gradient_of(CudaBackend& b, const ConvGeometry& g, const Tensor
   const size_t dx_workspace = !dx || ig == ConvPlan::kTensor || ig == ConvPlan::kProduct ? 0
                               : ConvPlan::is_engine(ig)
                                   ? p.engine_workspace(b, ConvEngines::kInputGradient, ConvPlan::engine_of(ig))
-                                  : p.bwd_data(b)[std::max(ig, 0)].memory;
+                              : ig == ConvPlan::kWidened ? widened_plan->bwd_data(b)[0].memory
+                                                         : p.bwd_data(b)[std::max(ig, 0)].memory;
   const size_t dw_workspace = !dw || dw_ours ? 0
                               : ConvPlan::is_engine(wg)
                                   ? p.engine_workspace(b, ConvEngines::kWeightGradient, ConvPlan::engine_of(wg))
-                                  : p.bwd_filter(b)[std::max(wg, 0)].memory;
+                              : wg == ConvPlan::kWidened ? widened_plan->bwd_filter(b)[0].memory
+                                                         : p.bwd_filter(b)[std::max(wg, 0)].memory;
   b.side_by_side(dx ? input_gradient : std::function<void()>(), dw ? weight_gradient : std::function<void()>(), work,
                dx_workspace, dw_workspace);
 }

@@ -60,10 +60,11 @@ const T* padded_filters(CudaBackend& b, const T* w, int o, int k, int ld, std::s
   return static_cast<const T*>((*padded)->data());
 }
 
-// Channels-last forward passes on a channel count that is not a multiple of 32 (the speed-run
+// Channels-last convolutions on a channel count that is not a multiple of 32 (the speed-run
 // network's 24 whitened channels) as cuDNN's on the next multiple, with x copied into rows of
-// that many values (zeros past c) and the filters padded alike: its kernels for 32 channels ran
-// twice as fast as those for 24 on an H200, copy included. A timed candidate; 0 where none.
+// that many values (zeros past c) and the filters padded alike: its bf16 kernels for 32 channels
+// ran twice as fast as those for 24 on an H200, copy included; in tf32 its weight gradient on 24
+// converts both operands first (282 of 643 µs). A timed candidate for each pass; 0 where none.
 // From 16 channels on, so the copy is at most twice x (an RGB stem's would be ten times).
 inline int widened_channels(const ConvGeometry& g, const ImageShape& in) {
   const bool fits =
