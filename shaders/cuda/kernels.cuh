@@ -179,13 +179,16 @@ void direct_weight_gradient(cudaStream_t s, const ConvShape& g, const T* x, cons
 int direct_weight_gradient_rows(const ConvShape& g);
 // Convolution passes as products on tensor cores (tensor_conv.cu). Exact: each float32
 // operand is split into a tf32 part and the rest as tf32, and three products are summed
-// (float32's accuracy); else one tf32 product. Forward: channels a
-// multiple of 16; input gradient: stride 1, output channels a multiple of 16; weight
-// gradient: output planes a multiple of 4 pixels and dz 16-byte aligned (read 4 at a time).
-// `reordered` holds the weights' count of floats.
-bool tensor_convolution_fits(const ConvShape& g);
-bool tensor_input_gradient_fits(const ConvShape& g);
-bool tensor_weight_gradient_fits(const ConvShape& g, const float* dz);
+// (float32's accuracy); else one tf32 product. NCHW images (g.x_last false) with OIHW weights:
+// forward, channels a multiple of 16; input gradient, stride 1 and output channels a multiple
+// of 16; weight gradient, output planes a multiple of 4 pixels and dz 16-byte aligned (read 4
+// at a time). Channels-last images (g.x_last: both images) with KRSC weights and weight
+// gradient: channels and output channels multiples of 4, the images and the forward pass's
+// weights 16-byte aligned; input gradient at stride 1. `reordered` holds the weights' count
+// of floats.
+bool tensor_convolution_fits(const ConvShape& g, const float* x, const float* w);
+bool tensor_input_gradient_fits(const ConvShape& g, const float* dz);
+bool tensor_weight_gradient_fits(const ConvShape& g, const float* x, const float* dz);
 // y = neuron(conv(x, w) + bias) (bias may be null).
 void tensor_convolution(cudaStream_t s, const ConvShape& g, bool exact, const float* x, const float* w,
                         const float* bias, const NeuronDescriptor& nd, float* y, float* reordered);

@@ -5,6 +5,8 @@
 //   weight gradient C[o][(c, ky, kx)]   = Σ over (image, p, q)    dz · x   (split over k)
 // With the channels innermost in k, a stage of 16 k is one tap of 16 channels: one bounds
 // check per row and stage; the weights are reordered to match (a permute per call).
+// Channels-last images (g.x_last) are read 16 bytes (four channels) at a time, a bounds check
+// per four; their weights are KRSC, and the weight gradient is KRSC: C[o][(ky, kx, c)].
 #include "conv.cuh"
 #include "tensor_core.cuh"
 
@@ -73,6 +75,65 @@ struct Gathered {
     for (int j = 0; j < kCount; ++j) {
       const bool in = inside(rows[j].y + i.y, rows[j].x + i.x, h, w);
       copy4(&t.at(threadIdx.x / kBK + j * (kBlock / kBK), kk), in ? src + (rows[j].base + i.base) : src, in);
+    }
+  }
+};
+
+// Rows: channels-last rows whose k runs (tap, channel) with the channels contiguous in fours:
+// a thread copies 16 bytes of a row, checking the bounds of the four's tap.
+template <int R, class P>
+struct Rows {
+  using Tile = Stage<R, true>;
+  static constexpr int kCount = R * kBK / 4 / kBlock;
+  const float* src;
+  Place rows[kCount];
+  int h, w, k1;
+  __device__ Rows(const P& p, const float* s, int first, int count, int end) : src(s), k1(end) {
+#pragma unroll
+    for (int j = 0; j < kCount; ++j) {
+      const int r = first + (threadIdx.x + j * kBlock) / (kBK / 4);
+      rows[j] = r < count ? p.a_row(r) : nowhere();
+    }
+    h = p.a_h();
+    w = p.a_w();
+  }
+  __device__ void issue(const P& p, int k, Tile& t) const {
+#pragma unroll
+    for (int j = 0; j < kCount; ++j) {
+      const int c = threadIdx.x + j * kBlock, kk = (c % (kBK / 4)) * 4;
+      const Place tap = k + kk < k1 ? p.a_tap(k + kk) : nowhere();
+      const bool in = inside(rows[j].y + tap.y, rows[j].x + tap.x, h, w);
+      copy16(&t.at(c / (kBK / 4), kk), in ? src + (rows[j].base + tap.base) : src, in);
+    }
+  }
+};
+
+// Windows across: a channels-last image as the k-major operand of the weight gradient, its rows
+// (tap, channel) four contiguous channels of one tap, its k the output pixels; a thread copies
+// 16 bytes, checking the bounds of the pixel's tap.
+template <int R, class P>
+struct WindowsAcross {
+  using Tile = Stage<R, false>;
+  static constexpr int kCount = R * kBK / 4 / kBlock;
+  const float* src;
+  Place rows[kCount];
+  int h, w, k1;
+  __device__ WindowsAcross(const P& p, const float* s, int first, int count, int end) : src(s), k1(end) {
+#pragma unroll
+    for (int j = 0; j < kCount; ++j) {
+      const int r = first + ((threadIdx.x + j * kBlock) % (R / 4)) * 4;
+      rows[j] = r < count ? p.b_row(r) : nowhere();
+    }
+    h = p.b_h();
+    w = p.b_w();
+  }
+  __device__ void issue(const P& p, int k, Tile& t) const {
+#pragma unroll
+    for (int j = 0; j < kCount; ++j) {
+      const int c = threadIdx.x + j * kBlock, kk = c / (R / 4);
+      const Place i = k + kk < k1 ? p.b_k(k + kk) : nowhere();
+      const bool in = inside(rows[j].y + i.y, rows[j].x + i.x, h, w);
+      copy16(&t.at((c % (R / 4)) * 4, kk), in ? src + (rows[j].base + i.base) : src, in);
     }
   }
 };
@@ -153,22 +214,88 @@ struct WeightGradient {  // C[o][(c, ky, kx)] = Σ over (image, p, q) dz · x
   __device__ int out_stride() const { return 1; }
 };
 
-// Forward and input gradient: a grouped operand times reordered weights. Narrow outputs (at
+// The same passes on channels-last images: pixel rows of c values, k (tap, channel).
+// Output pixel m's window origin, and tap (ky, kx) of channel ch relative to it.
+__device__ Place window_origin_last(const ConvShape& g, int m) {
+  const int pq = g.oh * g.ow, image = m / pq, r = m - image * pq, p = r / g.ow, q = r - p * g.ow;
+  const int y = p * g.sy - g.pad_top, x = q * g.sx - g.pad_left;
+  return {((image * g.h + y) * g.w + x) * g.c, y, x};
+}
+__device__ Place window_tap_last(const ConvShape& g, int k) {
+  const int tap = k / g.c, ch = k - tap * g.c, ky = tap / g.kw, kx = tap - ky * g.kw;
+  const int y = ky * g.dy, x = kx * g.dx;
+  return {(y * g.w + x) * g.c + ch, y, x};
+}
+
+struct ForwardLast {  // w KRSC: o × (ky, kx, c)
+  ConvShape g;
+  __host__ __device__ int m() const { return g.n * g.oh * g.ow; }
+  __host__ __device__ int n() const { return g.oc; }
+  __host__ __device__ int k() const { return g.c * g.kh * g.kw; }
+  __device__ int a_h() const { return g.h; }
+  __device__ int a_w() const { return g.w; }
+  __device__ Place a_row(int m) const { return window_origin_last(g, m); }
+  __device__ Place a_tap(int k) const { return window_tap_last(g, k); }
+  __device__ int b_row(int n) const { return n * k(); }
+  __device__ int b_k(int k) const { return k; }
+  __device__ int out_row(int m) const { return m * g.oc; }
+  __device__ int out_stride() const { return 1; }
+};
+
+struct InputGradientLast {  // stride 1; w reordered c × (ky, kx, o)
+  ConvShape g;
+  __host__ __device__ int m() const { return g.n * g.h * g.w; }
+  __host__ __device__ int n() const { return g.c; }
+  __host__ __device__ int k() const { return g.oc * g.kh * g.kw; }
+  __device__ int a_h() const { return g.oh; }
+  __device__ int a_w() const { return g.ow; }
+  __device__ Place a_row(int m) const {
+    const int hw = g.h * g.w, image = m / hw, r = m - image * hw, py = r / g.w, px = r - py * g.w;
+    const int y = py + g.pad_top, x = px + g.pad_left;
+    return {((image * g.oh + y) * g.ow + x) * g.oc, y, x};
+  }
+  __device__ Place a_tap(int k) const {
+    const int tap = k / g.oc, o = k - tap * g.oc, ky = tap / g.kw, kx = tap - ky * g.kw;
+    const int y = -ky * g.dy, x = -kx * g.dx;
+    return {(y * g.ow + x) * g.oc + o, y, x};
+  }
+  __device__ int b_row(int n) const { return n * k(); }
+  __device__ int b_k(int k) const { return k; }
+  __device__ int out_row(int m) const { return m * g.c; }
+  __device__ int out_stride() const { return 1; }
+};
+
+struct WeightGradientLast {  // C[o][(ky, kx, c)] = Σ over (image, p, q) dz · x: KRSC
+  ConvShape g;
+  __host__ __device__ int m() const { return g.oc; }
+  __host__ __device__ int n() const { return g.c * g.kh * g.kw; }
+  __host__ __device__ int k() const { return g.n * g.oh * g.ow; }
+  __device__ int a_row(int m) const { return m; }
+  __device__ int a_k(int k) const { return k * g.oc; }
+  __device__ int b_h() const { return g.h; }
+  __device__ int b_w() const { return g.w; }
+  __device__ Place b_row(int n) const { return window_tap_last(g, n); }
+  __device__ Place b_k(int k) const { return window_origin_last(g, k); }
+  __device__ int out_row(int m) const { return m * n(); }
+  __device__ int out_stride() const { return 1; }
+};
+
+// Forward and input gradient: a grouped operand (rows where channels-last) times reordered weights. Narrow outputs (at
 // most 32 columns) take half-width tiles; products too short to give the GPU two tiles a
 // multiprocessor at 64 rows, half-height ones.
-template <class P>
+template <template <int, class> class A, class P>
 void launch_grouped(cudaStream_t s, const P& p, bool exact, const float* a, const float* w, const float* bias,
                     const NeuronDescriptor& nd, float* out) {
   const int m = p.m(), n = p.n(), k = p.k();
   const bool narrow = n <= 32, low = static_cast<long>((m + 63) / 64) * ((n + 63) / 64) < 2L * multiprocessors();
   if (narrow && low)
-    launch<P, Grouped<32, P>, Contiguous<32, P, false>, 32, 32>(s, p, 1, k, exact, a, w, bias, nd, out);
+    launch<P, A<32, P>, Contiguous<32, P, false>, 32, 32>(s, p, 1, k, exact, a, w, bias, nd, out);
   else if (narrow)
-    launch<P, Grouped<64, P>, Contiguous<32, P, false>, 64, 32>(s, p, 1, k, exact, a, w, bias, nd, out);
+    launch<P, A<64, P>, Contiguous<32, P, false>, 64, 32>(s, p, 1, k, exact, a, w, bias, nd, out);
   else if (low)
-    launch<P, Grouped<32, P>, Contiguous<64, P, false>, 32, 64>(s, p, 1, k, exact, a, w, bias, nd, out);
+    launch<P, A<32, P>, Contiguous<64, P, false>, 32, 64>(s, p, 1, k, exact, a, w, bias, nd, out);
   else
-    launch<P, Grouped<64, P>, Contiguous<64, P, false>, 64, 64>(s, p, 1, k, exact, a, w, bias, nd, out);
+    launch<P, A<64, P>, Contiguous<64, P, false>, 64, 64>(s, p, 1, k, exact, a, w, bias, nd, out);
 }
 
 // Weight gradient: its k (every output pixel) split over tiles of 64 × 64.
@@ -176,6 +303,8 @@ int weight_gradient_splits(const ConvShape& g, int* k_split) {
   const int tiles = ((g.oc + 63) / 64) * ((g.c * g.kh * g.kw + 63) / 64);
   return k_splits(tiles, static_cast<long>(g.n) * g.oh * g.ow, k_split);
 }
+
+bool aligned(const float* v) { return reinterpret_cast<uintptr_t>(v) % 16 == 0; }
 
 bool sizes_fit(const ConvShape& g) {
   const auto within = [](long v) { return v < (1L << 28); };  // every offset stays in int
@@ -186,27 +315,43 @@ bool sizes_fit(const ConvShape& g) {
 
 }  // namespace
 
-bool tensor_convolution_fits(const ConvShape& g) { return g.c % kBK == 0 && sizes_fit(g); }
-bool tensor_input_gradient_fits(const ConvShape& g) {
-  return g.sy == 1 && g.sx == 1 && g.oc % kBK == 0 && sizes_fit(g);
+bool tensor_convolution_fits(const ConvShape& g, const float* x, const float* w) {
+  if (g.x_last) return g.c % 4 == 0 && aligned(x) && aligned(w) && sizes_fit(g);
+  return g.c % kBK == 0 && sizes_fit(g);
 }
-bool tensor_weight_gradient_fits(const ConvShape& g, const float* dz) {
-  return g.oh * g.ow % 4 == 0 && reinterpret_cast<uintptr_t>(dz) % 16 == 0 && sizes_fit(g);
+bool tensor_input_gradient_fits(const ConvShape& g, const float* dz) {
+  if (g.sy != 1 || g.sx != 1 || !sizes_fit(g)) return false;
+  return g.x_last ? g.oc % 4 == 0 && aligned(dz) : g.oc % kBK == 0;
+}
+bool tensor_weight_gradient_fits(const ConvShape& g, const float* x, const float* dz) {
+  if (!aligned(dz) || !sizes_fit(g)) return false;
+  return g.x_last ? g.c % 4 == 0 && g.oc % 4 == 0 && aligned(x) : g.oh * g.ow % 4 == 0;
 }
 
 void tensor_convolution(cudaStream_t s, const ConvShape& g, bool exact, const float* x, const float* w,
                         const float* bias, const NeuronDescriptor& nd, float* y, float* reordered) {
-  const int dims[3] = {g.oc, g.c, g.kh * g.kw}, perm[3] = {0, 2, 1};  // o × (ky, kx, c)
-  permute(s, w, reordered, dims, perm);
-  launch_grouped(s, Forward{g}, exact, x, reordered, bias, nd, y);
+  if (g.x_last) {
+    launch_grouped<Rows>(s, ForwardLast{g}, exact, x, w, bias, nd, y);
+  } else {
+    const int dims[3] = {g.oc, g.c, g.kh * g.kw}, perm[3] = {0, 2, 1};  // o × (ky, kx, c)
+    permute(s, w, reordered, dims, perm);
+    launch_grouped<Grouped>(s, Forward{g}, exact, x, reordered, bias, nd, y);
+  }
   check_launch("convolution");
 }
 
 void tensor_input_gradient(cudaStream_t s, const ConvShape& g, bool exact, const float* dz, const float* w,
                            float* dx, float* reordered) {
-  const int dims[3] = {g.oc, g.c, g.kh * g.kw}, perm[3] = {1, 2, 0};  // c × (ky, kx, o)
-  permute(s, w, reordered, dims, perm);
-  launch_grouped(s, InputGradient{g}, exact, dz, reordered, nullptr, NeuronDescriptor{}, dx);
+  const int taps = g.kh * g.kw;
+  if (g.x_last) {
+    const int dims[3] = {g.oc, taps, g.c}, perm[3] = {2, 1, 0};  // KRSC as c × (ky, kx, o)
+    permute(s, w, reordered, dims, perm);
+    launch_grouped<Rows>(s, InputGradientLast{g}, exact, dz, reordered, nullptr, NeuronDescriptor{}, dx);
+  } else {
+    const int dims[3] = {g.oc, g.c, taps}, perm[3] = {1, 2, 0};  // c × (ky, kx, o)
+    permute(s, w, reordered, dims, perm);
+    launch_grouped<Grouped>(s, InputGradient{g}, exact, dz, reordered, nullptr, NeuronDescriptor{}, dx);
+  }
   check_launch("convolution_gradient");
 }
 
@@ -220,9 +365,16 @@ void tensor_weight_gradient(cudaStream_t s, const ConvShape& g, bool exact, cons
                             float* dw, float* partial) {
   int k_split = 0;
   const int splits = weight_gradient_splits(g, &k_split), n = g.c * g.kh * g.kw;
-  using P = WeightGradient;
-  launch<P, Contiguous<64, P, true>, Gathered<64, P>, 64, 64>(s, P{g}, splits, k_split, exact, dz, x, nullptr,
-                                                              NeuronDescriptor{}, splits > 1 ? partial : dw);
+  float* out = splits > 1 ? partial : dw;
+  if (g.x_last) {
+    using P = WeightGradientLast;
+    launch<P, Across<64, P, true>, WindowsAcross<64, P>, 64, 64>(s, P{g}, splits, k_split, exact, dz, x, nullptr,
+                                                                 NeuronDescriptor{}, out);
+  } else {
+    using P = WeightGradient;
+    launch<P, Contiguous<64, P, true>, Gathered<64, P>, 64, 64>(s, P{g}, splits, k_split, exact, dz, x, nullptr,
+                                                                NeuronDescriptor{}, out);
+  }
   if (splits > 1) column_totals(s, partial, splits, g.oc * n, g.oc * n, dw, nullptr);
   check_launch("convolution_gradient");
 }

@@ -57,53 +57,44 @@ TEST_F(CudaVsCpu, ProductConvolutionsOfChannelsLast) {
     ASSERT_EQ(conv_rows::widened_channels(g, in), k.widened ? 32 : 0);
     plan.forward = plan.weight_gradient = chosen;
     if (k.k == 1 || k.widened) plan.input_gradient = chosen;
-    // NCHW values as the channels-last images the cuda pass reads, and back.
-    auto last = [&](const std::vector<float>& v, ImageShape s, bool back) {
-      std::vector<float> r(v.size());
-      const size_t hw = static_cast<size_t>(s.h) * s.w;
-      for (int i = 0; i < k.n; ++i)
-        for (int ch = 0; ch < s.c; ++ch)
-          for (size_t p = 0; p < hw; ++p) {
-            const size_t nchw = (static_cast<size_t>(i) * s.c + ch) * hw + p, nhwc = (i * hw + p) * s.c + ch;
-            (back ? r[nchw] : r[nhwc]) = back ? v[nhwc] : v[nchw];
-          }
-      return r;
-    };
-    auto image = [&](const std::vector<float>& v, ImageShape s) {
-      Image img = Image::allocate({k.n, s, DType::Float32}, Device(DeviceType::CUDA, 0));
-      if (!v.empty()) img.copy_from_host(last(v, s, false).data());
-      return img;
-    };
-    const auto xv = random(static_cast<size_t>(k.n) * k.c * k.h * k.w);
-    const auto wv = random(static_cast<size_t>(k.o) * k.c * k.k * k.k), bv = random(k.o);
-    const auto tanh = NeuronDescriptor::make(NeuronType::TanH);
-    auto [xc, unused_x] = pair(k.n, in, xv);
-    auto [yc, unused_y] = empty(k.n, out);
-    Image xg = image(xv, in), yg = image({}, out);
-    auto wg = on_gpu(wv), bg = on_gpu(bv);
-    dispatch<ConvolutionKernel>(cpu(), g, xc, t(wv), t(bv), tanh, yc);
-    dispatch<ConvolutionKernel>(gpu(), g, Tensor::image(xg, Layout::NHWC), t(wg), t(bg), tanh,
-                                Tensor::image(yg, Layout::NHWC));
-    near(host(yc), last(host(yg), out, true));
-    const auto dyv = random(yc.descriptor().count());
-    auto [dyc, unused_dy] = pair(k.n, out, dyv);
-    auto [dxc, unused_dx] = empty(k.n, in);
-    Image dyg = image(dyv, out), dxg = image({}, in);
-    std::vector<float> dwc(wv.size()), dbc(k.o);
-    auto dwg = gpu().allocate(wv.size() * 4), dbg = gpu().allocate(k.o * 4);
-    dispatch<ConvolutionGradientKernel>(cpu(), g, xc, t(wv), dyc, yc, tanh, dxc, t(dwc), t(dbc));
-    dispatch<ConvolutionGradientKernel>(gpu(), g, Tensor::image(xg, Layout::NHWC), t(wg),
-                                        Tensor::image(dyg, Layout::NHWC), Tensor::image(yg, Layout::NHWC), tanh,
-                                        Tensor::image(dxg, Layout::NHWC), t(dwg), t(dbg));
-    near(host(dxc), last(host(dxg), in, true));
-    near(dwc, host(dwg), 1e-3f);
-    near(dbc, host(dbg), 1e-3f);
+    channels_last_convolution(k.n, g, in, out, 1e-4f, 1e-3f);
     EXPECT_EQ(plan.forward, chosen);
     EXPECT_EQ(plan.weight_gradient, chosen);
     if (k.widened) {
       EXPECT_EQ(plan.input_gradient, chosen);
     }
   }
+}
+
+// Channels-last float32 convolutions on our tensor-core kernels (ConvPlan::kTensor, set on the
+// plan), exact and tf32: 24 channels padded as the speed run's first convolution, a narrow
+// output; stride 2 (no input gradient of ours); dilation with outputs wider than a tile; four
+// channels over 1,024 pixels, a weight gradient split over its k.
+TEST_F(CudaVsCpu, TensorConvolutionsOfChannelsLast) {
+  struct Case {
+    int n, c, h, w, o, k, s, d, pad, oh, ow;
+  };
+  for (const bool tf32 : {false, true})
+    for (const Case k : {Case{2, 24, 9, 8, 16, 3, 1, 1, 1, 9, 8}, Case{2, 8, 9, 9, 36, 3, 2, 1, 1, 5, 5},
+                         Case{3, 12, 10, 10, 72, 3, 1, 2, 2, 10, 10}, Case{4, 4, 16, 16, 8, 3, 1, 1, 1, 16, 16}}) {
+      ConvGeometry g{k.k, k.k, k.s, k.s, k.d, k.d, 1, k.pad, k.pad};
+      g.tf32 = tf32;
+      const ImageShape in{k.c, k.h, k.w}, out{k.o, k.oh, k.ow};
+      cuda::ConvShape d{k.n, k.c, k.h, k.w, k.o, k.oh, k.ow, k.k, k.k, k.s, k.s, k.d, k.d, k.pad, k.pad};
+      d.x_last = d.y_last = true;
+      const auto buffer = gpu().allocate(16);  // 16-byte aligned, as every image is
+      const float* aligned = static_cast<const float*>(buffer->data());
+      ASSERT_TRUE(cuda::tensor_convolution_fits(d, aligned, aligned));
+      ASSERT_TRUE(cuda::tensor_weight_gradient_fits(d, aligned, aligned));
+      ASSERT_EQ(cuda::tensor_input_gradient_fits(d, aligned), k.s == 1);
+      ASSERT_FALSE(cuda::tensor_weight_gradient_fits(d, aligned + 1, aligned));
+      ConvPlan& plan = conv_plan(gpu(), g, k.n, in, out, DType::Float32, true);
+      plan.forward = plan.weight_gradient = ConvPlan::kTensor;
+      if (k.s == 1) plan.input_gradient = ConvPlan::kTensor;
+      channels_last_convolution(k.n, g, in, out, tf32 ? 2e-2f : 1e-4f, tf32 ? 2e-2f : 1e-3f);
+      EXPECT_EQ(plan.forward, ConvPlan::kTensor);
+      EXPECT_EQ(plan.weight_gradient, ConvPlan::kTensor);
+    }
 }
 
 // Our direct kernels, called directly: the backend runs them only where they beat cuDNN.
@@ -245,13 +236,13 @@ TEST_F(CudaVsCpu, TensorConvolutionPasses) {
                        Case{16, 16, 14, 14, 32, 3, 3, 1, 1, 1, 1, 14, 14, NeuronType::None}}) {
     auto [g, d, xv, wv, bv, xc, xg, yc, yg, wg, bg] =
         conv(k.n, k.c, k.h, k.w, k.o, k.kh, k.kw, k.s, k.d, k.pt, k.pl, k.oh, k.ow);
-    ASSERT_TRUE(cuda::tensor_convolution_fits(d));
-    ASSERT_EQ(cuda::tensor_input_gradient_fits(d), k.s == 1);
+    ASSERT_TRUE(cuda::tensor_convolution_fits(d, xg.data_as<float>(), static_cast<float*>(wg->data())));
     const auto nd = NeuronDescriptor::make(k.neuron);
     dispatch<ConvolutionKernel>(cpu(), g, xc, t(wv), t(bv), nd, yc);
     const auto dyv = random(yc.descriptor().count());
     auto [dyc, dyg] = pair(k.n, {k.o, k.oh, k.ow}, dyv);
-    ASSERT_TRUE(cuda::tensor_weight_gradient_fits(d, dyg.data_as<float>()));
+    ASSERT_TRUE(cuda::tensor_weight_gradient_fits(d, xg.data_as<float>(), dyg.data_as<float>()));
+    ASSERT_EQ(cuda::tensor_input_gradient_fits(d, dyg.data_as<float>()), k.s == 1);
     auto [dxc, dxg] = empty(k.n, {k.c, k.h, k.w});
     std::vector<float> dwc(wv.size());
     dispatch<ConvolutionGradientKernel>(cpu(), g, xc, t(wv), dyc, Tensor(), NeuronDescriptor{}, dxc, t(dwc), Tensor());

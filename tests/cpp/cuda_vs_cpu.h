@@ -113,6 +113,52 @@ class CudaVsCpu : public OnGpu {
     v.bg = on_gpu(v.bv);
     return v;
   }
+  // NCHW values of n images as their channels-last order, or back (`back`).
+  static std::vector<float> channels_last(const std::vector<float>& v, int n, ImageShape s, bool back) {
+    std::vector<float> r(v.size());
+    const size_t hw = static_cast<size_t>(s.h) * s.w;
+    for (int i = 0; i < n; ++i)
+      for (int ch = 0; ch < s.c; ++ch)
+        for (size_t p = 0; p < hw; ++p) {
+          const size_t nchw = (static_cast<size_t>(i) * s.c + ch) * hw + p, nhwc = (i * hw + p) * s.c + ch;
+          (back ? r[nchw] : r[nhwc]) = back ? v[nhwc] : v[nchw];
+        }
+    return r;
+  }
+  // Forward pass and both gradients of a float32 channels-last convolution on the gpu, as its
+  // plan's choices stand (tanh, a bias), against the cpu's NCHW ones on the same random values:
+  // outputs and input gradient within tol, weight and bias gradients (longer sums) sum_tol.
+  void channels_last_convolution(int n, const ConvGeometry& g, ImageShape in, ImageShape out, float tol,
+                                 float sum_tol) {
+    auto image = [&](const std::vector<float>& v, ImageShape s) {  // stored channels-last
+      Image img = Image::allocate({n, s, DType::Float32}, Device(DeviceType::CUDA, 0));
+      if (!v.empty()) img.copy_from_host(channels_last(v, n, s, false).data());
+      return img;
+    };
+    const auto last = [](const Image& img) { return Tensor::image(img, Layout::NHWC); };
+    const auto xv = random(static_cast<size_t>(n) * in.count());
+    const auto wv = random(static_cast<size_t>(out.c) * in.c * g.kh * g.kw), bv = random(out.c);
+    const auto tanh = NeuronDescriptor::make(NeuronType::TanH);
+    auto [xc, unused_x] = pair(n, in, xv);
+    auto [yc, unused_y] = empty(n, out);
+    Image xg = image(xv, in), yg = image({}, out);
+    auto wg = on_gpu(wv), bg = on_gpu(bv);
+    dispatch<ConvolutionKernel>(cpu(), g, xc, t(wv), t(bv), tanh, yc);
+    dispatch<ConvolutionKernel>(gpu(), g, last(xg), t(wg), t(bg), tanh, last(yg));
+    near(host(yc), channels_last(host(yg), n, out, true), tol);
+    const auto dyv = random(yc.descriptor().count());
+    auto [dyc, unused_dy] = pair(n, out, dyv);
+    auto [dxc, unused_dx] = empty(n, in);
+    Image dyg = image(dyv, out), dxg = image({}, in);
+    std::vector<float> dwc(wv.size()), dbc(out.c);
+    auto dwg = gpu().allocate(wv.size() * 4), dbg = gpu().allocate(out.c * 4);
+    dispatch<ConvolutionGradientKernel>(cpu(), g, xc, t(wv), dyc, yc, tanh, dxc, t(dwc), t(dbc));
+    dispatch<ConvolutionGradientKernel>(gpu(), g, last(xg), t(wg), last(dyg), last(yg), tanh, last(dxg), t(dwg),
+                                        t(dbg));
+    near(host(dxc), channels_last(host(dxg), n, in, true), tol);
+    near(dwc, host(dwg), sum_tol);
+    near(dbc, host(dbg), sum_tol);
+  }
   // Values as a 16-bit device buffer (float16, or bfloat16 where `bf16`), each n × c × h × w
   // block of the NCHW `v` stored NHWC (c along the last axis), or as given where c is 1.
   std::shared_ptr<Buffer> half_nhwc(const std::vector<float>& v, int n, int c, int hw, bool bf16 = false) {

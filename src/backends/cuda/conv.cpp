@@ -123,9 +123,9 @@ void convolution_of(CudaBackend& b, const ConvGeometry& g, const Tensor& in, con
   cuda::ConvShape shape = conv_shape(g, n, in.shape(), os);
   shape.x_last = shape.y_last = last;
   // The direct kernel runs one group of any storage and layout (both images the same, so the
-  // weights are KRSC where they are channels-last); the tensor-core one NCHW float32.
+  // weights are KRSC where they are channels-last); the tensor-core one float32 in either layout.
   const bool direct_fits = g.groups == 1 && in.layout() == out.layout() && cuda::direct_convolution_fits(shape);
-  const bool ours = !last && g.groups == 1 && dt == DType::Float32;
+  const bool ours = g.groups == 1 && dt == DType::Float32;
   auto cudnn = [&](const cudnnConvolutionFwdAlgoPerf_t& a) {
     std::shared_ptr<Buffer> padded;
     cudnn_forward(b, p, a, cudnn_input<T>(b, p, in, &padded), weights, bias, neuron, out);
@@ -162,15 +162,20 @@ void convolution_of(CudaBackend& b, const ConvGeometry& g, const Tensor& in, con
     cudnn_forward(b, *widened_plan, widened_plan->fwd(b)[0], widened_pixels<T>(b, in, wide, &rows),
                   padded_filters<T>(b, weights, os.c * g.kh * g.kw, in.shape().c, wide, &filters), bias, neuron, out);
   };
-  auto tensor = [&] {
-    const auto reordered = b.allocate(static_cast<size_t>(os.c) * in.shape().c * g.kh * g.kw * sizeof(float));
-    cuda::tensor_convolution(b.stream(), shape, !g.tf32, in.data_as<const float>(), as_float(weights), bias,
-                             neuron, out.data_as<float>(), static_cast<float*>(reordered->data()));
+  // Checked every call, as pointers' alignment is the call's.
+  const bool tensor_fits =
+      ours && cuda::tensor_convolution_fits(shape, as_float(in.dense_as<const T>()), as_float(weights));
+  auto tensor = [&] {  // channels-last reads the KRSC weights as they are
+    const auto reordered =
+        last ? nullptr : b.allocate(static_cast<size_t>(os.c) * in.shape().c * g.kh * g.kw * sizeof(float));
+    cuda::tensor_convolution(b.stream(), shape, !g.tf32, as_float(in.dense_as<const T>()), as_float(weights), bias,
+                             neuron, reinterpret_cast<float*>(out.dense_as<T>()),
+                             reordered ? static_cast<float*>(reordered->data()) : nullptr);
   };
   if (p.forward == ConvPlan::kUndecided && !b.capturing()) {
     Candidates c = algorithms(p.fwd(b), cudnn);
     if (direct_fits) c.push_back({ConvPlan::kDirect, direct});
-    if (ours && cuda::tensor_convolution_fits(shape)) c.push_back({ConvPlan::kTensor, tensor});
+    if (tensor_fits) c.push_back({ConvPlan::kTensor, tensor});
     if (last && (pointwise(g, in.shape(), os) || few_taps(g, in.shape())))
       c.push_back({ConvPlan::kProduct, product});
     if (widened_plan) c.push_back({ConvPlan::kWidened, widened});
@@ -182,7 +187,7 @@ void convolution_of(CudaBackend& b, const ConvGeometry& g, const Tensor& in, con
   if (p.forward == ConvPlan::kWidened) return widened();
   if (p.forward == ConvPlan::kDirect) return direct();
   if (p.forward == ConvPlan::kProduct) return product();
-  if (p.forward == ConvPlan::kTensor) return tensor();
+  if (p.forward == ConvPlan::kTensor && tensor_fits) return tensor();
   cudnn(p.fwd(b)[std::max(p.forward, 0)]);
 }
 
@@ -249,8 +254,11 @@ void convolution_gradient_of(CudaBackend& b, const ConvGeometry& g, const Tensor
   cuda::ConvShape shape = conv_shape(g, n, is, os);
   shape.x_last = xi.layout() == Layout::NHWC;
   shape.y_last = dy.layout() == Layout::NHWC;
-  // Our kernels run one group of NCHW float32; the direct weight gradient any storage and layout.
-  const bool ours = !last && g.groups == 1 && dt == DType::Float32;
+  // Our tensor-core kernels run one group of float32, their images all in one layout (`last`);
+  // the direct weight gradient any storage and layout.
+  const bool ours = g.groups == 1 && dt == DType::Float32;
+  cuda::ConvShape tensor_shape = shape;
+  tensor_shape.x_last = tensor_shape.y_last = last;
   const bool direct = g.groups == 1 && cuda::direct_convolution_fits(shape);
   const bool pointwise_fits = last && pointwise(g, is, os);
   const bool product_dw_fits = pointwise_fits || (last && few_taps(g, is));
@@ -276,16 +284,19 @@ void convolution_gradient_of(CudaBackend& b, const ConvGeometry& g, const Tensor
     cuda::direct_weight_gradient(b.stream(), shape, xi.dense_as<const T>(), grad, out ? out.dense_as<const T>() : nullptr,
                                  neuron, dw, bias_grad, static_cast<float*>(partial->data()));
   };
-  auto tensor_dw = [&](const T* dz) {
-    const size_t floats = cuda::tensor_weight_gradient_partial(shape);
+  auto tensor_dw = [&](const T* dz) {  // KRSC where channels-last, then OIHW
+    const size_t floats = cuda::tensor_weight_gradient_partial(tensor_shape);
     if (floats && !tensor_partial) tensor_partial = b.allocate(floats * sizeof(float));
-    cuda::tensor_weight_gradient(b.stream(), shape, !g.tf32, xi.data_as<const float>(), as_float(dz),
-                                 dwt.data_as<float>(), floats ? static_cast<float*>(tensor_partial->data()) : nullptr);
+    T* target = last ? static_cast<T*>(krsc_dw->data()) : dw;
+    cuda::tensor_weight_gradient(b.stream(), tensor_shape, !g.tf32, as_float(xi.dense_as<const T>()), as_float(dz),
+                                 reinterpret_cast<float*>(target),
+                                 floats ? static_cast<float*>(tensor_partial->data()) : nullptr);
+    if (last) reorder_filter(b, static_cast<const T*>(target), dw, os.c, per_group, taps, true);
   };
   auto tensor_dx = [&](const T* dz) {
     const auto reordered = b.allocate(static_cast<size_t>(os.c) * is.c * g.kh * g.kw * sizeof(float));
-    cuda::tensor_input_gradient(b.stream(), shape, !g.tf32, as_float(dz), as_float(weights),
-                                dx.data_as<float>(), static_cast<float*>(reordered->data()));
+    cuda::tensor_input_gradient(b.stream(), tensor_shape, !g.tf32, as_float(dz), as_float(weights),
+                                reinterpret_cast<float*>(dx.dense_as<T>()), static_cast<float*>(reordered->data()));
   };
   auto product_dw = [&](const T* dz) {  // dW (o × ld) = dzᵀ · the windows' rows, then KRSC → OIHW
     std::shared_ptr<Buffer> padded = ld == k ? nullptr : b.allocate(static_cast<size_t>(os.c) * ld * sizeof(T));
@@ -385,7 +396,8 @@ void convolution_gradient_of(CudaBackend& b, const ConvGeometry& g, const Tensor
   if (dw && !dx && p.weight_gradient == ConvPlan::kDirect) return direct_dw(dy.dense_as<const T>(), y, db);
   const T* dz = output_gradient<T>(b, dy, y, neuron, db, &scratch);
   // Checked every call: dz's alignment is the call's, not the shape's.
-  const bool tensor_fits = ours && cuda::tensor_weight_gradient_fits(shape, as_float(dz));
+  const bool tensor_fits =
+      ours && cuda::tensor_weight_gradient_fits(tensor_shape, as_float(xi.dense_as<const T>()), as_float(dz));
   auto weight_gradient = [&] {
     if (p.weight_gradient == ConvPlan::kUndecided && !b.capturing()) {
       Candidates c = algorithms(p.bwd_filter(b), [&](const auto& a) { cudnn_dw(a, dz); });
@@ -410,11 +422,11 @@ void convolution_gradient_of(CudaBackend& b, const ConvGeometry& g, const Tensor
     else
       cudnn_dw(p.bwd_filter(b)[std::max(p.weight_gradient, 0)], dz);
   };
+  const bool tensor_dx_fits = ours && cuda::tensor_input_gradient_fits(tensor_shape, as_float(dz));
   auto input_gradient = [&] {
     if (p.input_gradient == ConvPlan::kUndecided && !b.capturing()) {
       Candidates c = algorithms(p.bwd_data(b), [&](const auto& a) { cudnn_dx(a, dz); });
-      if (ours && cuda::tensor_input_gradient_fits(shape))
-        c.push_back({ConvPlan::kTensor, [&] { tensor_dx(dz); }});
+      if (tensor_dx_fits) c.push_back({ConvPlan::kTensor, [&] { tensor_dx(dz); }});
       if (pointwise_fits) c.push_back({ConvPlan::kProduct, [&] { product_dx(dz); }});
       if (widened_plan) c.push_back({ConvPlan::kWidened, [&] { widened_dx(dz); }});
       for (int i = 0; i < p.engines(b, ConvEngines::kInputGradient).size(); ++i)
@@ -423,7 +435,7 @@ void convolution_gradient_of(CudaBackend& b, const ConvGeometry& g, const Tensor
     }
     if (ConvPlan::is_engine(p.input_gradient))
       engine_dx(ConvPlan::engine_of(p.input_gradient), dz);
-    else if (p.input_gradient == ConvPlan::kTensor)
+    else if (p.input_gradient == ConvPlan::kTensor && tensor_dx_fits)  // else cuDNN's best
       tensor_dx(dz);
     else if (p.input_gradient == ConvPlan::kProduct && pointwise_fits)  // else cuDNN's best
       product_dx(dz);
@@ -438,7 +450,7 @@ void convolution_gradient_of(CudaBackend& b, const ConvGeometry& g, const Tensor
   const int wg = p.weight_gradient, ig = p.input_gradient;
   const bool dw_ours =
       wg == ConvPlan::kDirect || wg == ConvPlan::kProduct || (wg == ConvPlan::kTensor && tensor_fits);
-  const size_t dx_workspace = !dx || ig == ConvPlan::kTensor || ig == ConvPlan::kProduct ? 0
+  const size_t dx_workspace = !dx || (ig == ConvPlan::kTensor && tensor_dx_fits) || ig == ConvPlan::kProduct ? 0
                               : ConvPlan::is_engine(ig)
                                   ? p.engine_workspace(b, ConvEngines::kInputGradient, ConvPlan::engine_of(ig))
                               : ig == ConvPlan::kWidened ? widened_plan->bwd_data(b)[0].memory
