@@ -183,9 +183,9 @@ int direct_weight_gradient_rows(const ConvShape& g);
 // forward, channels a multiple of 16; input gradient, stride 1 and output channels a multiple
 // of 16; weight gradient, output planes a multiple of 4 pixels and dz 16-byte aligned (read 4
 // at a time). Channels-last images (g.x_last: both images) with KRSC weights and weight
-// gradient: channels and output channels multiples of 4, the images and the forward pass's
-// weights 16-byte aligned; input gradient at stride 1. `reordered` holds the weights' count
-// of floats.
+// gradient: the channels a pass reads four at a time a multiple of 4 (x's forward, dz's for the
+// input gradient, both for the weight gradient), those images and the forward pass's weights
+// 16-byte aligned; input gradient at stride 1. `reordered` holds the weights' count of floats.
 bool tensor_convolution_fits(const ConvShape& g, const float* x, const float* w);
 bool tensor_input_gradient_fits(const ConvShape& g, const float* dz);
 bool tensor_weight_gradient_fits(const ConvShape& g, const float* x, const float* dz);
