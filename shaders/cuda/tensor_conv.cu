@@ -79,70 +79,68 @@ struct Gathered {
   }
 };
 
-// Rows: channels-last rows whose k runs (tap, channel) with the channels contiguous in fours:
-// a thread copies 16 bytes of a row, checking the bounds of the four's tap.
-template <int R, class P>
-struct Rows {
-  using Tile = Stage<R, true>;
+// Windows: a channels-last image read 16 bytes (four channels of one tap) at a time, with a
+// bounds check per four. As operand A (kA) its rows are pixels and its k (tap, channel), read
+// along k into a row-major stage; as operand B (the weight gradient's x) its rows are (tap,
+// channel) and its k output pixels, read across rows into a k-major one. A thread's rows stay
+// put; each stage moves their k part.
+template <int R, class P, bool kA>
+struct Windows {
+  using Tile = Stage<R, kA>;
   static constexpr int kCount = R * kBK / 4 / kBlock;
   const float* src;
   Place rows[kCount];
   int h, w, k1;
-  __device__ Rows(const P& p, const float* s, int first, int count, int end) : src(s), k1(end) {
+  __device__ static int row(int c) { return kA ? c / (kBK / 4) : (c % (R / 4)) * 4; }
+  __device__ static int kk(int c) { return kA ? (c % (kBK / 4)) * 4 : c / (R / 4); }
+  __device__ static Place moving(const P& p, int i) {
+    if constexpr (kA)
+      return p.a_tap(i);
+    else
+      return p.b_k(i);
+  }
+  __device__ Windows(const P& p, const float* s, int first, int count, int end) : src(s), k1(end) {
 #pragma unroll
     for (int j = 0; j < kCount; ++j) {
-      const int r = first + (threadIdx.x + j * kBlock) / (kBK / 4);
-      rows[j] = r < count ? p.a_row(r) : nowhere();
+      const int r = first + row(threadIdx.x + j * kBlock);
+      if constexpr (kA)
+        rows[j] = r < count ? p.a_row(r) : nowhere();
+      else
+        rows[j] = r < count ? p.b_row(r) : nowhere();
     }
-    h = p.a_h();
-    w = p.a_w();
+    if constexpr (kA) {
+      h = p.a_h();
+      w = p.a_w();
+    } else {
+      h = p.b_h();
+      w = p.b_w();
+    }
   }
   __device__ void issue(const P& p, int k, Tile& t) const {
 #pragma unroll
     for (int j = 0; j < kCount; ++j) {
-      const int c = threadIdx.x + j * kBlock, kk = (c % (kBK / 4)) * 4;
-      const Place tap = k + kk < k1 ? p.a_tap(k + kk) : nowhere();
-      const bool in = inside(rows[j].y + tap.y, rows[j].x + tap.x, h, w);
-      copy16(&t.at(c / (kBK / 4), kk), in ? src + (rows[j].base + tap.base) : src, in);
+      const int c = threadIdx.x + j * kBlock, i = k + kk(c);
+      const Place at = i < k1 ? moving(p, i) : nowhere();
+      const bool in = inside(rows[j].y + at.y, rows[j].x + at.x, h, w);
+      copy16(&t.at(row(c), kk(c)), in ? src + (rows[j].base + at.base) : src, in);
     }
   }
 };
-
-// Windows across: a channels-last image as the k-major operand of the weight gradient, its rows
-// (tap, channel) four contiguous channels of one tap, its k the output pixels; a thread copies
-// 16 bytes, checking the bounds of the pixel's tap.
 template <int R, class P>
-struct WindowsAcross {
-  using Tile = Stage<R, false>;
-  static constexpr int kCount = R * kBK / 4 / kBlock;
-  const float* src;
-  Place rows[kCount];
-  int h, w, k1;
-  __device__ WindowsAcross(const P& p, const float* s, int first, int count, int end) : src(s), k1(end) {
-#pragma unroll
-    for (int j = 0; j < kCount; ++j) {
-      const int r = first + ((threadIdx.x + j * kBlock) % (R / 4)) * 4;
-      rows[j] = r < count ? p.b_row(r) : nowhere();
-    }
-    h = p.b_h();
-    w = p.b_w();
-  }
-  __device__ void issue(const P& p, int k, Tile& t) const {
-#pragma unroll
-    for (int j = 0; j < kCount; ++j) {
-      const int c = threadIdx.x + j * kBlock, kk = c / (R / 4);
-      const Place i = k + kk < k1 ? p.b_k(k + kk) : nowhere();
-      const bool in = inside(rows[j].y + i.y, rows[j].x + i.x, h, w);
-      copy16(&t.at((c % (R / 4)) * 4, kk), in ? src + (rows[j].base + i.base) : src, in);
-    }
-  }
-};
+using Rows = Windows<R, P, true>;
 
 // Output pixel m (image, p, q) as the input row and column its window starts at.
+template <bool kLast>
 __device__ Place window_origin(const ConvShape& g, int m) {
   const int pq = g.oh * g.ow, image = m / pq, r = m - image * pq, p = r / g.ow, q = r - p * g.ow;
   const int y = p * g.sy - g.pad_top, x = q * g.sx - g.pad_left;
-  return {(image * g.c * g.h + y) * g.w + x, y, x};
+  return {offset<kLast>(image, 0, y, x, g.c, g.h, g.w), y, x};
+}
+// Index k of a window's values ordered (ky, kx, channel) as its place.
+template <bool kLast>
+__device__ Place window_value(const ConvShape& g, int k) {
+  const int tap = k / g.c;
+  return window_tap<kLast>(g, k - tap * g.c, tap);
 }
 // Pixel m of planes of `plane` pixels, `channels` planes an image, in channel 0.
 __device__ int plane_start(int m, int plane, int channels) {
@@ -150,50 +148,50 @@ __device__ int plane_start(int m, int plane, int channels) {
   return image * channels * plane + (m - image * plane);
 }
 
-// The passes: sizes, loaders, and where C goes (element (m, n) at out_row(m) + n · out_stride()).
-// Forward and input gradient read weights reordered so that their k runs (ky, kx, channel).
-struct Forward {  // C[(image, p, q)][o] = Σ over (ky, kx, c) x · w, w as o × (ky, kx, c)
+// The passes: sizes, loaders, and where C goes (element (m, n) at out_row(m) + n · out_stride()),
+// NCHW or channels-last (kLast). Forward and input gradient read weights ordered so that their
+// k runs (ky, kx, channel): reordered from OIHW, or KRSC as channels-last convolutions keep them.
+template <bool kLast>
+struct ForwardPass {  // C[(image, p, q)][o] = Σ over (ky, kx, c) x · w, w as o × (ky, kx, c)
   ConvShape g;
   __host__ __device__ int m() const { return g.n * g.oh * g.ow; }
   __host__ __device__ int n() const { return g.oc; }
   __host__ __device__ int k() const { return g.c * g.kh * g.kw; }
   __device__ int a_h() const { return g.h; }
   __device__ int a_w() const { return g.w; }
-  __device__ int a_channel() const { return g.h * g.w; }
-  __device__ Place a_row(int m) const { return window_origin(g, m); }
-  __device__ Place a_tap(int k) const {
-    const int tap = k / g.c;
-    return window_tap(g, k - tap * g.c, tap);
-  }
+  __device__ int a_channel() const { return kLast ? 1 : g.h * g.w; }
+  __device__ Place a_row(int m) const { return window_origin<kLast>(g, m); }
+  __device__ Place a_tap(int k) const { return window_value<kLast>(g, k); }
   __device__ int b_row(int n) const { return n * k(); }
   __device__ int b_k(int k) const { return k; }
-  __device__ int out_row(int m) const { return plane_start(m, g.oh * g.ow, g.oc); }
-  __device__ int out_stride() const { return g.oh * g.ow; }
+  __device__ int out_row(int m) const { return kLast ? m * g.oc : plane_start(m, g.oh * g.ow, g.oc); }
+  __device__ int out_stride() const { return kLast ? 1 : g.oh * g.ow; }
 };
 
 // Stride 1: input (y, x) meets output (y + pad − ky·dy, x + pad − kx·dx); w as c × (ky, kx, o).
-struct InputGradient {
+template <bool kLast>
+struct InputGradientPass {
   ConvShape g;
   __host__ __device__ int m() const { return g.n * g.h * g.w; }
   __host__ __device__ int n() const { return g.c; }
   __host__ __device__ int k() const { return g.oc * g.kh * g.kw; }
   __device__ int a_h() const { return g.oh; }
   __device__ int a_w() const { return g.ow; }
-  __device__ int a_channel() const { return g.oh * g.ow; }
+  __device__ int a_channel() const { return kLast ? 1 : g.oh * g.ow; }
   __device__ Place a_row(int m) const {
     const int hw = g.h * g.w, image = m / hw, r = m - image * hw, py = r / g.w, px = r - py * g.w;
     const int y = py + g.pad_top, x = px + g.pad_left;
-    return {(image * g.oc * g.oh + y) * g.ow + x, y, x};
+    return {offset<kLast>(image, 0, y, x, g.oc, g.oh, g.ow), y, x};
   }
   __device__ Place a_tap(int k) const {
     const int tap = k / g.oc, o = k - tap * g.oc, ky = tap / g.kw, kx = tap - ky * g.kw;
     const int y = -ky * g.dy, x = -kx * g.dx;
-    return {(o * g.oh + y) * g.ow + x, y, x};
+    return {offset<kLast>(0, o, y, x, g.oc, g.oh, g.ow), y, x};
   }
   __device__ int b_row(int n) const { return n * k(); }
   __device__ int b_k(int k) const { return k; }
-  __device__ int out_row(int m) const { return plane_start(m, g.h * g.w, g.c); }
-  __device__ int out_stride() const { return g.h * g.w; }
+  __device__ int out_row(int m) const { return kLast ? m * g.c : plane_start(m, g.h * g.w, g.c); }
+  __device__ int out_stride() const { return kLast ? 1 : g.h * g.w; }
 };
 
 struct WeightGradient {  // C[o][(c, ky, kx)] = Σ over (image, p, q) dz · x
@@ -207,61 +205,10 @@ struct WeightGradient {  // C[o][(c, ky, kx)] = Σ over (image, p, q) dz · x
   __device__ int b_w() const { return g.w; }
   __device__ Place b_row(int n) const {
     const int window = g.kh * g.kw, c = n / window;
-    return window_tap(g, c, n - c * window);
+    return window_tap<false>(g, c, n - c * window);
   }
-  __device__ Place b_k(int k) const { return window_origin(g, k); }
+  __device__ Place b_k(int k) const { return window_origin<false>(g, k); }
   __device__ int out_row(int m) const { return m * n(); }
-  __device__ int out_stride() const { return 1; }
-};
-
-// The same passes on channels-last images: pixel rows of c values, k (tap, channel).
-// Output pixel m's window origin, and tap (ky, kx) of channel ch relative to it.
-__device__ Place window_origin_last(const ConvShape& g, int m) {
-  const int pq = g.oh * g.ow, image = m / pq, r = m - image * pq, p = r / g.ow, q = r - p * g.ow;
-  const int y = p * g.sy - g.pad_top, x = q * g.sx - g.pad_left;
-  return {((image * g.h + y) * g.w + x) * g.c, y, x};
-}
-__device__ Place window_tap_last(const ConvShape& g, int k) {
-  const int tap = k / g.c, ch = k - tap * g.c, ky = tap / g.kw, kx = tap - ky * g.kw;
-  const int y = ky * g.dy, x = kx * g.dx;
-  return {(y * g.w + x) * g.c + ch, y, x};
-}
-
-struct ForwardLast {  // w KRSC: o × (ky, kx, c)
-  ConvShape g;
-  __host__ __device__ int m() const { return g.n * g.oh * g.ow; }
-  __host__ __device__ int n() const { return g.oc; }
-  __host__ __device__ int k() const { return g.c * g.kh * g.kw; }
-  __device__ int a_h() const { return g.h; }
-  __device__ int a_w() const { return g.w; }
-  __device__ Place a_row(int m) const { return window_origin_last(g, m); }
-  __device__ Place a_tap(int k) const { return window_tap_last(g, k); }
-  __device__ int b_row(int n) const { return n * k(); }
-  __device__ int b_k(int k) const { return k; }
-  __device__ int out_row(int m) const { return m * g.oc; }
-  __device__ int out_stride() const { return 1; }
-};
-
-struct InputGradientLast {  // stride 1; w reordered c × (ky, kx, o)
-  ConvShape g;
-  __host__ __device__ int m() const { return g.n * g.h * g.w; }
-  __host__ __device__ int n() const { return g.c; }
-  __host__ __device__ int k() const { return g.oc * g.kh * g.kw; }
-  __device__ int a_h() const { return g.oh; }
-  __device__ int a_w() const { return g.ow; }
-  __device__ Place a_row(int m) const {
-    const int hw = g.h * g.w, image = m / hw, r = m - image * hw, py = r / g.w, px = r - py * g.w;
-    const int y = py + g.pad_top, x = px + g.pad_left;
-    return {((image * g.oh + y) * g.ow + x) * g.oc, y, x};
-  }
-  __device__ Place a_tap(int k) const {
-    const int tap = k / g.oc, o = k - tap * g.oc, ky = tap / g.kw, kx = tap - ky * g.kw;
-    const int y = -ky * g.dy, x = -kx * g.dx;
-    return {(y * g.ow + x) * g.oc + o, y, x};
-  }
-  __device__ int b_row(int n) const { return n * k(); }
-  __device__ int b_k(int k) const { return k; }
-  __device__ int out_row(int m) const { return m * g.c; }
   __device__ int out_stride() const { return 1; }
 };
 
@@ -274,8 +221,8 @@ struct WeightGradientLast {  // C[o][(ky, kx, c)] = Σ over (image, p, q) dz · 
   __device__ int a_k(int k) const { return k * g.oc; }
   __device__ int b_h() const { return g.h; }
   __device__ int b_w() const { return g.w; }
-  __device__ Place b_row(int n) const { return window_tap_last(g, n); }
-  __device__ Place b_k(int k) const { return window_origin_last(g, k); }
+  __device__ Place b_row(int n) const { return window_value<true>(g, n); }
+  __device__ Place b_k(int k) const { return window_origin<true>(g, k); }
   __device__ int out_row(int m) const { return m * n(); }
   __device__ int out_stride() const { return 1; }
 };
@@ -331,11 +278,11 @@ bool tensor_weight_gradient_fits(const ConvShape& g, const float* x, const float
 void tensor_convolution(cudaStream_t s, const ConvShape& g, bool exact, const float* x, const float* w,
                         const float* bias, const NeuronDescriptor& nd, float* y, float* reordered) {
   if (g.x_last) {
-    launch_grouped<Rows>(s, ForwardLast{g}, exact, x, w, bias, nd, y);
+    launch_grouped<Rows>(s, ForwardPass<true>{g}, exact, x, w, bias, nd, y);
   } else {
     const int dims[3] = {g.oc, g.c, g.kh * g.kw}, perm[3] = {0, 2, 1};  // o × (ky, kx, c)
     permute(s, w, reordered, dims, perm);
-    launch_grouped<Grouped>(s, Forward{g}, exact, x, reordered, bias, nd, y);
+    launch_grouped<Grouped>(s, ForwardPass<false>{g}, exact, x, reordered, bias, nd, y);
   }
   check_launch("convolution");
 }
@@ -346,11 +293,11 @@ void tensor_input_gradient(cudaStream_t s, const ConvShape& g, bool exact, const
   if (g.x_last) {
     const int dims[3] = {g.oc, taps, g.c}, perm[3] = {2, 1, 0};  // KRSC as c × (ky, kx, o)
     permute(s, w, reordered, dims, perm);
-    launch_grouped<Rows>(s, InputGradientLast{g}, exact, dz, reordered, nullptr, NeuronDescriptor{}, dx);
+    launch_grouped<Rows>(s, InputGradientPass<true>{g}, exact, dz, reordered, nullptr, NeuronDescriptor{}, dx);
   } else {
     const int dims[3] = {g.oc, g.c, taps}, perm[3] = {1, 2, 0};  // c × (ky, kx, o)
     permute(s, w, reordered, dims, perm);
-    launch_grouped<Grouped>(s, InputGradient{g}, exact, dz, reordered, nullptr, NeuronDescriptor{}, dx);
+    launch_grouped<Grouped>(s, InputGradientPass<false>{g}, exact, dz, reordered, nullptr, NeuronDescriptor{}, dx);
   }
   check_launch("convolution_gradient");
 }
@@ -368,8 +315,8 @@ void tensor_weight_gradient(cudaStream_t s, const ConvShape& g, bool exact, cons
   float* out = splits > 1 ? partial : dw;
   if (g.x_last) {
     using P = WeightGradientLast;
-    launch<P, Across<64, P, true>, WindowsAcross<64, P>, 64, 64>(s, P{g}, splits, k_split, exact, dz, x, nullptr,
-                                                                 NeuronDescriptor{}, out);
+    launch<P, Across<64, P, true>, Windows<64, P, false>, 64, 64>(s, P{g}, splits, k_split, exact, dz, x, nullptr,
+                                                                   NeuronDescriptor{}, out);
   } else {
     using P = WeightGradient;
     launch<P, Contiguous<64, P, true>, Gathered<64, P>, 64, 64>(s, P{g}, splits, k_split, exact, dz, x, nullptr,
