@@ -162,13 +162,9 @@ class CudaVsCpu : public OnGpu {
   // Values as a 16-bit device buffer (float16, or bfloat16 where `bf16`), each n × c × h × w
   // block of the NCHW `v` stored NHWC (c along the last axis), or as given where c is 1.
   std::shared_ptr<Buffer> half_nhwc(const std::vector<float>& v, int n, int c, int hw, bool bf16 = false) {
+    const auto last = channels_last(v, n, ImageShape{c, hw, 1}, false);
     std::vector<uint16_t> out(v.size());
-    for (int i = 0; i < n; ++i)
-      for (int ch = 0; ch < c; ++ch)
-        for (int p = 0; p < hw; ++p) {
-          const float f = v[(static_cast<size_t>(i) * c + ch) * hw + p];
-          out[(static_cast<size_t>(i) * hw + p) * c + ch] = bf16 ? float_to_bfloat16(f) : float_to_half(f);
-        }
+    for (size_t i = 0; i < last.size(); ++i) out[i] = bf16 ? float_to_bfloat16(last[i]) : float_to_half(last[i]);
     auto b = gpu().allocate(out.size() * 2);
     gpu().copy_from_host(b->data(), out.data(), b->bytes());
     return b;

@@ -92,6 +92,20 @@ void cudnn_forward(CudaBackend& b, const ConvPlan& q, const cudnnConvolutionFwdA
   add_bias_neuron<T>(b, out, bias, neuron);
 }
 
+// cuDNN's plan for the convolution on x widened to widened_channels (conv_rows.h), while one of
+// the passes `choices` may take it (undecided, or decided so) and cuDNN pads for itself; else null.
+ConvPlan* widened_plan_of(CudaBackend& b, const ConvGeometry& g, int n, const ImageShape& in, const ImageShape& out,
+                          DType dt, bool last, std::initializer_list<int> choices) {
+  const bool may = std::any_of(choices.begin(), choices.end(), [](int choice) {
+    return choice == ConvPlan::kUndecided || choice == ConvPlan::kWidened;
+  });
+  ImageShape wider = in;
+  wider.c = last && may ? widened_channels(g, in) : 0;
+  if (!wider.c) return nullptr;
+  ConvPlan* plan = &conv_plan(b, g, n, wider, out, dt, last);
+  return plan->padded ? nullptr : plan;
+}
+
 // Images and weights of storage type T.
 template <class T>
 void convolution_of(CudaBackend& b, const ConvGeometry& g, const Tensor& in, const Tensor& w, const Tensor& bs,
@@ -147,16 +161,8 @@ void convolution_of(CudaBackend& b, const ConvGeometry& g, const Tensor& in, con
            g.half);
     add_bias_neuron<T>(b, out, bias, neuron);
   };
-  // The widened plan only while it may run: undecided, or chosen.
-  const bool may_widen = p.forward == ConvPlan::kUndecided || p.forward == ConvPlan::kWidened;
-  const int wide = last && may_widen ? widened_channels(g, in.shape()) : 0;
-  ConvPlan* widened_plan = nullptr;
-  if (wide) {
-    ImageShape wider = in.shape();
-    wider.c = wide;
-    widened_plan = &conv_plan(b, g, n, wider, os, dt, last);
-    if (widened_plan->padded) widened_plan = nullptr;  // cuDNN's own padding only
-  }
+  ConvPlan* widened_plan = widened_plan_of(b, g, n, in.shape(), os, dt, last, {p.forward});
+  const int wide = widened_channels(g, in.shape());
   auto widened = [&] {
     std::shared_ptr<Buffer> rows, filters;
     cudnn_forward(b, *widened_plan, widened_plan->fwd(b)[0], widened_pixels<T>(b, in, wide, &rows),
@@ -264,18 +270,10 @@ void convolution_gradient_of(CudaBackend& b, const ConvGeometry& g, const Tensor
   const bool product_dw_fits = pointwise_fits || (last && few_taps(g, is));
   const int windows = n * os.h * os.w, ld = row_values(g, is), k = taps * per_group;
   if (last && dw && p.weight_gradient != ConvPlan::kDirect) krsc_dw = b.allocate(dwt.bytes());
-  // Both gradients on channels widened as the forward pass may be (conv_rows.h), while either
-  // may run: x in rows of `wide` values for dW, the filters padded with zeros for dx, and the
-  // first is.c channels of each result kept.
-  const auto may_widen = [](int choice) { return choice == ConvPlan::kUndecided || choice == ConvPlan::kWidened; };
-  const int wide = last && (may_widen(p.weight_gradient) || may_widen(p.input_gradient)) ? widened_channels(g, is) : 0;
-  ConvPlan* widened_plan = nullptr;
-  if (wide) {
-    ImageShape wider = is;
-    wider.c = wide;
-    widened_plan = &conv_plan(b, g, n, wider, os, dt, last);
-    if (widened_plan->padded) widened_plan = nullptr;  // cuDNN's own padding only
-  }
+  // Both gradients on channels widened as the forward pass may be: x in rows of `wide` values
+  // for dW, the filters padded with zeros for dx, and the first is.c channels of each result kept.
+  ConvPlan* widened_plan = widened_plan_of(b, g, n, is, os, dt, last, {p.weight_gradient, p.input_gradient});
+  const int wide = widened_channels(g, is);
   const float one = 1.f, zero = 0.f;
   // Ours applies the neuron's derivative and sums the bias gradient as it reads dy.
   auto direct_dw = [&](const T* grad, const Tensor& out, float* bias_grad) {
