@@ -79,26 +79,55 @@ struct Gathered {
   }
 };
 
+// Where a k stands, moved kBK at a time by comparisons where finding it again would take
+// divisions each stage: a window's channel and tap (k running (ky, kx, channel) over
+// `channels`), or an output pixel.
+struct TapCursor {
+  int ch, kx, ky;
+};
+__device__ TapCursor tap_cursor(int k, int channels, int kw) {
+  const int tap = k / channels, ky = tap / kw;
+  return {k - tap * channels, tap - ky * kw, ky};
+}
+__device__ void step(TapCursor& t, int channels, int kw) {
+  for (t.ch += kBK; t.ch >= channels; t.ch -= channels)
+    if (++t.kx == kw) {
+      t.kx = 0;
+      ++t.ky;
+    }
+}
+struct PixelCursor {
+  int image, p, q;
+};
+__device__ PixelCursor pixel_cursor(const ConvShape& g, int m) {
+  const int pq = g.oh * g.ow, image = m / pq, r = m - image * pq, p = r / g.ow;
+  return {image, p, r - p * g.ow};
+}
+__device__ void step(PixelCursor& c, const ConvShape& g) {
+  for (c.q += kBK; c.q >= g.ow; c.q -= g.ow)
+    if (++c.p == g.oh) {
+      c.p = 0;
+      ++c.image;
+    }
+}
+
 // Windows: a channels-last image read 16 bytes (four channels of one tap) at a time, with a
 // bounds check per four. As operand A (kA) its rows are pixels and its k (tap, channel), read
 // along k into a row-major stage; as operand B (the weight gradient's x) its rows are (tap,
 // channel) and its k output pixels, read across rows into a k-major one. A thread's rows stay
-// put; each stage moves their k part.
+// put; each stage moves their k part, a cursor (P::Cursor) per row stepped as the stages are
+// issued, once each and in order.
 template <int R, class P, bool kA>
 struct Windows {
   using Tile = Stage<R, kA>;
   static constexpr int kCount = R * kBK / 4 / kBlock;
+  using Cursor = typename P::Cursor;
   const float* src;
   Place rows[kCount];
-  int h, w, k1;
+  Cursor at[kCount];
+  int h, w, k1, next = -1;  // next: the k the cursors stand at
   __device__ static int row(int c) { return kA ? c / (kBK / 4) : (c % (R / 4)) * 4; }
   __device__ static int kk(int c) { return kA ? (c % (kBK / 4)) * 4 : c / (R / 4); }
-  __device__ static Place moving(const P& p, int i) {
-    if constexpr (kA)
-      return p.a_tap(i);
-    else
-      return p.b_k(i);
-  }
   __device__ Windows(const P& p, const float* s, int first, int count, int end) : src(s), k1(end) {
 #pragma unroll
     for (int j = 0; j < kCount; ++j) {
@@ -116,14 +145,19 @@ struct Windows {
       w = p.b_w();
     }
   }
-  __device__ void issue(const P& p, int k, Tile& t) const {
+  __device__ void issue(const P& p, int k, Tile& t) {
 #pragma unroll
     for (int j = 0; j < kCount; ++j) {
       const int c = threadIdx.x + j * kBlock, i = k + kk(c);
-      const Place at = i < k1 ? moving(p, i) : nowhere();
-      const bool in = inside(rows[j].y + at.y, rows[j].x + at.x, h, w);
-      copy16(&t.at(row(c), kk(c)), in ? src + (rows[j].base + at.base) : src, in);
+      if (k == next)
+        p.step(at[j]);
+      else
+        at[j] = p.cursor(i);
+      const Place moved = i < k1 ? p.place(at[j]) : nowhere();
+      const bool in = inside(rows[j].y + moved.y, rows[j].x + moved.x, h, w);
+      copy16(&t.at(row(c), kk(c)), in ? src + (rows[j].base + moved.base) : src, in);
     }
+    next = k + kBK;
   }
 };
 template <int R, class P>
@@ -131,16 +165,19 @@ using Rows = Windows<R, P, true>;
 
 // Output pixel m (image, p, q) as the input row and column its window starts at.
 template <bool kLast>
-__device__ Place window_origin(const ConvShape& g, int m) {
-  const int pq = g.oh * g.ow, image = m / pq, r = m - image * pq, p = r / g.ow, q = r - p * g.ow;
-  const int y = p * g.sy - g.pad_top, x = q * g.sx - g.pad_left;
-  return {offset<kLast>(image, 0, y, x, g.c, g.h, g.w), y, x};
+__device__ Place window_origin(const ConvShape& g, const PixelCursor& c) {
+  const int y = c.p * g.sy - g.pad_top, x = c.q * g.sx - g.pad_left;
+  return {offset<kLast>(c.image, 0, y, x, g.c, g.h, g.w), y, x};
 }
-// Index k of a window's values ordered (ky, kx, channel) as its place.
 template <bool kLast>
-__device__ Place window_value(const ConvShape& g, int k) {
-  const int tap = k / g.c;
-  return window_tap<kLast>(g, k - tap * g.c, tap);
+__device__ Place window_origin(const ConvShape& g, int m) {
+  return window_origin<kLast>(g, pixel_cursor(g, m));
+}
+// A window's value (ky, kx, channel) as its place.
+template <bool kLast>
+__device__ Place window_value(const ConvShape& g, const TapCursor& t) {
+  const int y = t.ky * g.dy, x = t.kx * g.dx;
+  return {offset<kLast>(0, t.ch, y, x, g.c, g.h, g.w), y, x};
 }
 // Pixel m of planes of `plane` pixels, `channels` planes an image, in channel 0.
 __device__ int plane_start(int m, int plane, int channels) {
@@ -161,7 +198,11 @@ struct ForwardPass {  // C[(image, p, q)][o] = Σ over (ky, kx, c) x · w, w as 
   __device__ int a_w() const { return g.w; }
   __device__ int a_channel() const { return kLast ? 1 : g.h * g.w; }
   __device__ Place a_row(int m) const { return window_origin<kLast>(g, m); }
-  __device__ Place a_tap(int k) const { return window_value<kLast>(g, k); }
+  using Cursor = TapCursor;  // channels-last x's k (Windows)
+  __device__ Cursor cursor(int k) const { return tap_cursor(k, g.c, g.kw); }
+  __device__ void step(Cursor& t) const { cuda::step(t, g.c, g.kw); }
+  __device__ Place place(const Cursor& t) const { return window_value<kLast>(g, t); }
+  __device__ Place a_tap(int k) const { return place(cursor(k)); }
   __device__ int b_row(int n) const { return n * k(); }
   __device__ int b_k(int k) const { return k; }
   __device__ int out_row(int m) const { return kLast ? m * g.oc : plane_start(m, g.oh * g.ow, g.oc); }
@@ -183,11 +224,14 @@ struct InputGradientPass {
     const int y = py + g.pad_top, x = px + g.pad_left;
     return {offset<kLast>(image, 0, y, x, g.oc, g.oh, g.ow), y, x};
   }
-  __device__ Place a_tap(int k) const {
-    const int tap = k / g.oc, o = k - tap * g.oc, ky = tap / g.kw, kx = tap - ky * g.kw;
-    const int y = -ky * g.dy, x = -kx * g.dx;
-    return {offset<kLast>(0, o, y, x, g.oc, g.oh, g.ow), y, x};
+  using Cursor = TapCursor;  // channels-last dz's k (Windows)
+  __device__ Cursor cursor(int k) const { return tap_cursor(k, g.oc, g.kw); }
+  __device__ void step(Cursor& t) const { cuda::step(t, g.oc, g.kw); }
+  __device__ Place place(const Cursor& t) const {
+    const int y = -t.ky * g.dy, x = -t.kx * g.dx;
+    return {offset<kLast>(0, t.ch, y, x, g.oc, g.oh, g.ow), y, x};
   }
+  __device__ Place a_tap(int k) const { return place(cursor(k)); }
   __device__ int b_row(int n) const { return n * k(); }
   __device__ int b_k(int k) const { return k; }
   __device__ int out_row(int m) const { return kLast ? m * g.c : plane_start(m, g.h * g.w, g.c); }
@@ -221,8 +265,11 @@ struct WeightGradientLast {  // C[o][(ky, kx, c)] = Σ over (image, p, q) dz · 
   __device__ int a_k(int k) const { return k * g.oc; }
   __device__ int b_h() const { return g.h; }
   __device__ int b_w() const { return g.w; }
-  __device__ Place b_row(int n) const { return window_value<true>(g, n); }
-  __device__ Place b_k(int k) const { return window_origin<true>(g, k); }
+  __device__ Place b_row(int n) const { return window_value<true>(g, tap_cursor(n, g.c, g.kw)); }
+  using Cursor = PixelCursor;  // x's k (Windows)
+  __device__ Cursor cursor(int k) const { return pixel_cursor(g, k); }
+  __device__ void step(Cursor& c) const { cuda::step(c, g); }
+  __device__ Place place(const Cursor& c) const { return window_origin<true>(g, c); }
   __device__ int out_row(int m) const { return m * n(); }
   __device__ int out_stride() const { return 1; }
 };

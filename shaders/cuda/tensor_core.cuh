@@ -145,8 +145,8 @@ __global__ void __launch_bounds__(kBlock) tensor_kernel(P p, const float* __rest
   __shared__ __align__(16) typename LB::Tile sb[kStages];
   const int M = p.m(), N = p.n(), m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
   const int k0 = blockIdx.z * k_split, k1 = min(p.k(), k0 + k_split), steps = (k1 - k0 + kBK - 1) / kBK;
-  const LA la(p, a, m0, M, k1);
-  const LB lb(p, b, n0, N, k1);
+  LA la(p, a, m0, M, k1);  // loaders may walk their k: issued once a stage, in order
+  LB lb(p, b, n0, N, k1);
   auto issue = [&](int step) {
     if (step < steps) {
       la.issue(p, k0 + step * kBK, sa[step % kStages]);
@@ -165,9 +165,10 @@ __global__ void __launch_bounds__(kBlock) tensor_kernel(P p, const float* __rest
     issue(s + kStages - 1);
     const auto& A = sa[s % kStages];
     const auto& B = sb[s % kStages];
-    // The tensor cores truncate as they accumulate: a stage's products go to fresh sums that
-    // are then added with rounding, so no running total passes through them.
-    float part[MT][NT][4];  // written first by the stage's first products
+    // The tensor cores truncate as they accumulate: in exact float32 a stage's products go to
+    // fresh sums that are then added with rounding, so no running total passes through them.
+    // tf32 sums in them, as its operands' rounding is far coarser than the truncation.
+    [[maybe_unused]] float part[MT][NT][4];  // exact: written first by the stage's first products
 #pragma unroll
     for (int k8 = 0; k8 < kBK; k8 += 8) {
       uint32_t ab[MT][4], as[MT][4], bb[NT][2], bs[NT][2];
@@ -186,18 +187,22 @@ __global__ void __launch_bounds__(kBlock) tensor_kernel(P p, const float* __rest
         split<kExact>(v, bb[j], bs[j]);
       }
       // Each kind of product over every fragment in turn: consecutive mma are independent.
-      if (kExact) {
+      if constexpr (kExact) {
         each<MT, NT>([&](int i, int j) { mma(part[i][j], as[i], bb[j], k8 == 0); });
         each<MT, NT>([&](int i, int j) { mma(part[i][j], ab[i], bs[j]); });
+        each<MT, NT>([&](int i, int j) { mma(part[i][j], ab[i], bb[j]); });
+      } else {
+        each<MT, NT>([&](int i, int j) { mma(acc[i][j], ab[i], bb[j]); });
       }
-      each<MT, NT>([&](int i, int j) { mma(part[i][j], ab[i], bb[j], !kExact && k8 == 0); });
     }
+    if constexpr (kExact) {
 #pragma unroll
-    for (int i = 0; i < MT; ++i)
+      for (int i = 0; i < MT; ++i)
 #pragma unroll
-      for (int j = 0; j < NT; ++j)
+        for (int j = 0; j < NT; ++j)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) acc[i][j][e] += part[i][j][e];
+          for (int e = 0; e < 4; ++e) acc[i][j][e] += part[i][j][e];
+    }
   }
 
   out += static_cast<size_t>(blockIdx.z) * split_stride;
