@@ -115,19 +115,20 @@ __device__ void step(PixelCursor& c, const ConvShape& g) {
 // bounds check per four. As operand A (kA) its rows are pixels and its k (tap, channel), read
 // along k into a row-major stage; as operand B (the weight gradient's x) its rows are (tap,
 // channel) and its k output pixels, read across rows into a k-major one. A thread's rows stay
-// put; each stage moves their k part, a cursor (P::Cursor) per row stepped as the stages are
-// issued, once each and in order.
+// put and its copies share one k, whose part of the place a cursor (P::Cursor) keeps, stepped
+// as the stages are issued, once each and in order.
 template <int R, class P, bool kA>
 struct Windows {
   using Tile = Stage<R, kA>;
-  static constexpr int kCount = R * kBK / 4 / kBlock;
   using Cursor = typename P::Cursor;
+  static constexpr int kCount = R * kBK / 4 / kBlock;
   const float* src;
   Place rows[kCount];
-  Cursor at[kCount];
-  int h, w, k1, next = -1;  // next: the k the cursors stand at
-  __device__ static int row(int c) { return kA ? c / (kBK / 4) : (c % (R / 4)) * 4; }
-  __device__ static int kk(int c) { return kA ? (c % (kBK / 4)) * 4 : c / (R / 4); }
+  Cursor at;
+  int h, w, k1, next = -1;  // next: the k the cursor stands at
+  // Copy c: A's four k of row c / 4; B's four rows from 4·(c / kBK) at k c % kBK.
+  __device__ static int row(int c) { return kA ? c / (kBK / 4) : c / kBK * 4; }
+  __device__ static int kk(int c) { return kA ? c % (kBK / 4) * 4 : c % kBK; }
   __device__ Windows(const P& p, const float* s, int first, int count, int end) : src(s), k1(end) {
 #pragma unroll
     for (int j = 0; j < kCount; ++j) {
@@ -146,18 +147,20 @@ struct Windows {
     }
   }
   __device__ void issue(const P& p, int k, Tile& t) {
+    static_assert(kBlock % kBK == 0, "a thread's copies share their k");
+    const int i = k + kk(threadIdx.x);
+    if (k == next)
+      p.step(at);
+    else
+      at = p.cursor(i);
+    next = k + kBK;
+    const Place moved = i < k1 ? p.place(at) : nowhere();
 #pragma unroll
     for (int j = 0; j < kCount; ++j) {
-      const int c = threadIdx.x + j * kBlock, i = k + kk(c);
-      if (k == next)
-        p.step(at[j]);
-      else
-        at[j] = p.cursor(i);
-      const Place moved = i < k1 ? p.place(at[j]) : nowhere();
+      const int c = threadIdx.x + j * kBlock;
       const bool in = inside(rows[j].y + moved.y, rows[j].x + moved.x, h, w);
       copy16(&t.at(row(c), kk(c)), in ? src + (rows[j].base + moved.base) : src, in);
     }
-    next = k + kBK;
   }
 };
 template <int R, class P>
@@ -292,10 +295,14 @@ void launch_grouped(cudaStream_t s, const P& p, bool exact, const float* a, cons
     launch<P, A<64, P>, Contiguous<64, P, false>, 64, 64>(s, p, 1, k, exact, a, w, bias, nd, out);
 }
 
-// Weight gradient: its k (every output pixel) split over tiles of 64 × 64.
-int weight_gradient_splits(const ConvShape& g, int* k_split) {
-  const int tiles = ((g.oc + 63) / 64) * ((g.c * g.kh * g.kw + 63) / 64);
-  return k_splits(tiles, static_cast<long>(g.n) * g.oh * g.ow, k_split);
+// Weight gradient: its k (every output pixel) split over tiles of 64 × 64, or in tf32 where the
+// image is channels-last and the output channels fit one tile's rows, of 64 × 256 (`wide`): a warp
+// on each 64 columns loads 32 fragment values for 32 products, where 32 × 32 loads 16 for 8.
+// The wide tile's registers and shared memory leave room for two a multiprocessor.
+bool wide_tile(const ConvShape& g, bool exact) { return g.x_last && !exact && g.oc <= 64 && g.c * g.kh * g.kw > 64; }
+int weight_gradient_splits(const ConvShape& g, bool wide, int* k_split) {
+  const int columns = wide ? 256 : 64, tiles = ((g.oc + 63) / 64) * ((g.c * g.kh * g.kw + columns - 1) / columns);
+  return k_splits(tiles, static_cast<long>(g.n) * g.oh * g.ow, k_split, 256, wide ? 2 : 4);
 }
 
 bool aligned(const float* v) { return reinterpret_cast<uintptr_t>(v) % 16 == 0; }
@@ -349,21 +356,27 @@ void tensor_input_gradient(cudaStream_t s, const ConvShape& g, bool exact, const
   check_launch("convolution_gradient");
 }
 
-size_t tensor_weight_gradient_partial(const ConvShape& g) {
+size_t tensor_weight_gradient_partial(const ConvShape& g) {  // exact or not: either tile's
   int k_split = 0;
-  const int splits = weight_gradient_splits(g, &k_split);
+  int splits = weight_gradient_splits(g, false, &k_split);
+  if (wide_tile(g, false)) splits = std::max(splits, weight_gradient_splits(g, true, &k_split));
   return splits > 1 ? static_cast<size_t>(splits) * g.oc * g.c * g.kh * g.kw : 0;
 }
 
 void tensor_weight_gradient(cudaStream_t s, const ConvShape& g, bool exact, const float* x, const float* dz,
                             float* dw, float* partial) {
   int k_split = 0;
-  const int splits = weight_gradient_splits(g, &k_split), n = g.c * g.kh * g.kw;
+  const bool wide = wide_tile(g, exact);
+  const int splits = weight_gradient_splits(g, wide, &k_split), n = g.c * g.kh * g.kw;
   float* out = splits > 1 ? partial : dw;
   if (g.x_last) {
     using P = WeightGradientLast;
-    launch<P, Across<64, P, true>, Windows<64, P, false>, 64, 64>(s, P{g}, splits, k_split, exact, dz, x, nullptr,
-                                                                   NeuronDescriptor{}, out);
+    if (wide)
+      launch_as<P, Across<64, P, true>, Windows<256, P, false>, 64, 256, false, 1>(s, P{g}, splits, k_split, dz, x,
+                                                                                  nullptr, NeuronDescriptor{}, out);
+    else
+      launch<P, Across<64, P, true>, Windows<64, P, false>, 64, 64>(s, P{g}, splits, k_split, exact, dz, x, nullptr,
+                                                                     NeuronDescriptor{}, out);
   } else {
     using P = WeightGradient;
     launch<P, Contiguous<64, P, true>, Gathered<64, P>, 64, 64>(s, P{g}, splits, k_split, exact, dz, x, nullptr,

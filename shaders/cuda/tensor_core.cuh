@@ -133,16 +133,18 @@ __device__ void each(F f) {
 }
 
 // A BM × BN tile of C over k in [blockIdx.z · k_split, + k_split), in stages of kBK through a
-// ring of kStages in shared memory filled by asynchronous copies, kStages − 1 in flight while
-// one is multiplied.
-template <class P, class LA, class LB, int BM, int BN, bool kExact>
+// ring of kStages in (dynamic) shared memory filled by asynchronous copies, kStages − 1 in
+// flight while one is multiplied. The four warps lie WM along the tile's rows and 4 / WM along
+// its columns.
+template <class P, class LA, class LB, int BM, int BN, bool kExact, int WM>
 __global__ void __launch_bounds__(kBlock) tensor_kernel(P p, const float* __restrict__ a,
                                                         const float* __restrict__ b, const float* bias,
                                                         NeuronDescriptor nd, float* __restrict__ out, int k_split,
                                                         int split_stride) {
-  constexpr int MT = BM / 32, NT = BN / 16;  // a warp's 16 × 8 fragments
-  __shared__ __align__(16) typename LA::Tile sa[kStages];
-  __shared__ __align__(16) typename LB::Tile sb[kStages];
+  constexpr int WN = kBlock / 32 / WM, MT = BM / WM / 16, NT = BN / WN / 8;  // a warp's 16 × 8 fragments
+  extern __shared__ __align__(16) unsigned char stages[];
+  auto* sa = reinterpret_cast<typename LA::Tile*>(stages);
+  auto* sb = reinterpret_cast<typename LB::Tile*>(stages + kStages * sizeof(typename LA::Tile));
   const int M = p.m(), N = p.n(), m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
   const int k0 = blockIdx.z * k_split, k1 = min(p.k(), k0 + k_split), steps = (k1 - k0 + kBK - 1) / kBK;
   LA la(p, a, m0, M, k1);  // loaders may walk their k: issued once a stage, in order
@@ -157,7 +159,7 @@ __global__ void __launch_bounds__(kBlock) tensor_kernel(P p, const float* __rest
   for (int step = 0; step < kStages - 1; ++step) issue(step);
 
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
-  const int wm = (warp & 1) * (BM / 2), wn = (warp >> 1) * (BN / 2);
+  const int wm = (warp % WM) * (BM / WM), wn = (warp / WM) * (BN / WN);
   float acc[MT][NT][4] = {};
   for (int s = 0; s < steps; ++s) {
     wait_pending<kStages - 2>();  // stage s has landed (this thread's copies)
@@ -225,22 +227,37 @@ __global__ void __launch_bounds__(kBlock) tensor_kernel(P p, const float* __rest
     }
 }
 
+// One kernel: exact or not, its warps WM along the rows. Past 48 KiB of stages the kernel is
+// let take more shared memory, once.
+template <class P, class LA, class LB, int BM, int BN, bool kExact, int WM = 2>
+void launch_as(cudaStream_t s, const P& p, int splits, int k_split, const float* a, const float* b,
+               const float* bias, const NeuronDescriptor& nd, float* out) {
+  constexpr size_t bytes = kStages * (sizeof(typename LA::Tile) + sizeof(typename LB::Tile));
+  const auto kernel = tensor_kernel<P, LA, LB, BM, BN, kExact, WM>;
+  if constexpr (bytes > 48 * 1024) {
+    static const cudaError_t opened =
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
+    (void)opened;  // a refusal fails the launch, which the caller checks
+  }
+  const dim3 grid((p.m() + BM - 1) / BM, (p.n() + BN - 1) / BN, splits);
+  kernel<<<grid, kBlock, bytes, s>>>(p, a, b, bias, nd, out, k_split, p.m() * p.n());
+}
+
 template <class P, class LA, class LB, int BM, int BN>
 void launch(cudaStream_t s, const P& p, int splits, int k_split, bool exact, const float* a, const float* b,
             const float* bias, const NeuronDescriptor& nd, float* out) {
-  const dim3 grid((p.m() + BM - 1) / BM, (p.n() + BN - 1) / BN, splits);
-  const int stride = p.m() * p.n();
   if (exact)
-    tensor_kernel<P, LA, LB, BM, BN, true><<<grid, kBlock, 0, s>>>(p, a, b, bias, nd, out, k_split, stride);
+    launch_as<P, LA, LB, BM, BN, true>(s, p, splits, k_split, a, b, bias, nd, out);
   else
-    tensor_kernel<P, LA, LB, BM, BN, false><<<grid, kBlock, 0, s>>>(p, a, b, bias, nd, out, k_split, stride);
+    launch_as<P, LA, LB, BM, BN, false>(s, p, splits, k_split, a, b, bias, nd, out);
 }
 
-// k split so that the GPU holds about four tiles a multiprocessor (two left it waiting on
-// latencies: 74 against 61 µs for the digit network's second convolution's weight gradient at
-// batch 64), each split at least 256 deep; *k_split is a whole number of stages.
-inline int k_splits(long tiles, long k, int* k_split, int least = 256) {
-  const long want = std::max(1L, std::min<long>((4L * multiprocessors() + tiles - 1) / tiles, k / least));
+// k split so that the GPU holds about `per_sm` tiles a multiprocessor (four for 64 × 64 tiles: two
+// left it waiting on latencies, 74 against 61 µs for the digit network's second convolution's
+// weight gradient at batch 64), each split at least 256 deep; *k_split is a whole number of stages.
+inline int k_splits(long tiles, long k, int* k_split, int least = 256, int per_sm = 4) {
+  const long want =
+      std::max(1L, std::min<long>((static_cast<long>(per_sm) * multiprocessors() + tiles - 1) / tiles, k / least));
   *k_split = static_cast<int>(((k + want - 1) / want + kBK - 1) / kBK * kBK);
   return static_cast<int>((k + *k_split - 1) / *k_split);
 }
