@@ -295,6 +295,23 @@ void launch_grouped(cudaStream_t s, const P& p, bool exact, const float* a, cons
     launch<P, A<64, P>, Contiguous<64, P, false>, 64, 64>(s, p, 1, k, exact, a, w, bias, nd, out);
 }
 
+// Channels-last forward and input gradient: in tf32, with at most 64 outputs and rows for two
+// tiles a multiprocessor, tiles of 256 rows with a warp on each 64 (as the weight gradient's wide
+// tile), three stages of them where 64 columns wide (so that two fit a multiprocessor); else
+// launch_grouped's.
+template <class P>
+void launch_rows(cudaStream_t s, const P& p, bool exact, const float* a, const float* w, const float* bias,
+                 const NeuronDescriptor& nd, float* out) {
+  const int m = p.m(), n = p.n(), k = p.k();
+  const bool tall = !exact && n <= 64 && (m + 255) / 256 >= 2 * multiprocessors();
+  if (tall && n <= 32)
+    launch_as<P, Rows<256, P>, Contiguous<32, P, false>, 256, 32, false, 4>(s, p, 1, k, a, w, bias, nd, out);
+  else if (tall)
+    launch_as<P, Rows<256, P>, Contiguous<64, P, false>, 256, 64, false, 4, 3>(s, p, 1, k, a, w, bias, nd, out);
+  else
+    launch_grouped<Rows>(s, p, exact, a, w, bias, nd, out);
+}
+
 // Weight gradient: its k (every output pixel) split over tiles of 64 × 64, or in tf32 where the
 // image is channels-last and the output channels fit one tile's rows, of 64 × 256 (`wide`): a warp
 // on each 64 columns loads 32 fragment values for 32 products, where 32 × 32 loads 16 for 8.
@@ -332,7 +349,7 @@ bool tensor_weight_gradient_fits(const ConvShape& g, const float* x, const float
 void tensor_convolution(cudaStream_t s, const ConvShape& g, bool exact, const float* x, const float* w,
                         const float* bias, const NeuronDescriptor& nd, float* y, float* reordered) {
   if (g.x_last) {
-    launch_grouped<Rows>(s, ForwardPass<true>{g}, exact, x, w, bias, nd, y);
+    launch_rows(s, ForwardPass<true>{g}, exact, x, w, bias, nd, y);
   } else {
     const int dims[3] = {g.oc, g.c, g.kh * g.kw}, perm[3] = {0, 2, 1};  // o × (ky, kx, c)
     permute(s, w, reordered, dims, perm);
@@ -347,7 +364,7 @@ void tensor_input_gradient(cudaStream_t s, const ConvShape& g, bool exact, const
   if (g.x_last) {
     const int dims[3] = {g.oc, taps, g.c}, perm[3] = {2, 1, 0};  // KRSC as c × (ky, kx, o)
     permute(s, w, reordered, dims, perm);
-    launch_grouped<Rows>(s, InputGradientPass<true>{g}, exact, dz, reordered, nullptr, NeuronDescriptor{}, dx);
+    launch_rows(s, InputGradientPass<true>{g}, exact, dz, reordered, nullptr, NeuronDescriptor{}, dx);
   } else {
     const int dims[3] = {g.oc, g.c, taps}, perm[3] = {1, 2, 0};  // c × (ky, kx, o)
     permute(s, w, reordered, dims, perm);

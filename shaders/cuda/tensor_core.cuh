@@ -12,7 +12,7 @@
 
 namespace nngraph::cuda::tc {
 
-constexpr int kBK = 16, kBlock = 128, kStages = 4;  // k per stage; four warps as 2 × 2 over the tile
+constexpr int kBK = 16, kBlock = 128, kStages = 4;  // k per stage; four warps; stages in flight + 1 (by default)
 
 // A stage of one operand, R rows (its outer dimension) × kBK: k-major for operands loaded
 // along rows, row-major for those loaded along k. A fragment's k slot t (lane % 4) holds k =
@@ -133,10 +133,9 @@ __device__ void each(F f) {
 }
 
 // A BM × BN tile of C over k in [blockIdx.z · k_split, + k_split), in stages of kBK through a
-// ring of kStages in (dynamic) shared memory filled by asynchronous copies, kStages − 1 in
-// flight while one is multiplied. The four warps lie WM along the tile's rows and 4 / WM along
-// its columns.
-template <class P, class LA, class LB, int BM, int BN, bool kExact, int WM>
+// ring of S in (dynamic) shared memory filled by asynchronous copies, S − 1 in flight while one
+// is multiplied. The four warps lie WM along the tile's rows and 4 / WM along its columns.
+template <class P, class LA, class LB, int BM, int BN, bool kExact, int WM, int S>
 __global__ void __launch_bounds__(kBlock) tensor_kernel(P p, const float* __restrict__ a,
                                                         const float* __restrict__ b, const float* bias,
                                                         NeuronDescriptor nd, float* __restrict__ out, int k_split,
@@ -144,29 +143,29 @@ __global__ void __launch_bounds__(kBlock) tensor_kernel(P p, const float* __rest
   constexpr int WN = kBlock / 32 / WM, MT = BM / WM / 16, NT = BN / WN / 8;  // a warp's 16 × 8 fragments
   extern __shared__ __align__(16) unsigned char stages[];
   auto* sa = reinterpret_cast<typename LA::Tile*>(stages);
-  auto* sb = reinterpret_cast<typename LB::Tile*>(stages + kStages * sizeof(typename LA::Tile));
+  auto* sb = reinterpret_cast<typename LB::Tile*>(stages + S * sizeof(typename LA::Tile));
   const int M = p.m(), N = p.n(), m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
   const int k0 = blockIdx.z * k_split, k1 = min(p.k(), k0 + k_split), steps = (k1 - k0 + kBK - 1) / kBK;
   LA la(p, a, m0, M, k1);  // loaders may walk their k: issued once a stage, in order
   LB lb(p, b, n0, N, k1);
   auto issue = [&](int step) {
     if (step < steps) {
-      la.issue(p, k0 + step * kBK, sa[step % kStages]);
-      lb.issue(p, k0 + step * kBK, sb[step % kStages]);
+      la.issue(p, k0 + step * kBK, sa[step % S]);
+      lb.issue(p, k0 + step * kBK, sb[step % S]);
     }
     commit();
   };
-  for (int step = 0; step < kStages - 1; ++step) issue(step);
+  for (int step = 0; step < S - 1; ++step) issue(step);
 
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
   const int wm = (warp % WM) * (BM / WM), wn = (warp / WM) * (BN / WN);
   float acc[MT][NT][4] = {};
   for (int s = 0; s < steps; ++s) {
-    wait_pending<kStages - 2>();  // stage s has landed (this thread's copies)
+    wait_pending<S - 2>();  // stage s has landed (this thread's copies)
     __syncthreads();              // everyone's, and stage s − 1's products are done
-    issue(s + kStages - 1);
-    const auto& A = sa[s % kStages];
-    const auto& B = sb[s % kStages];
+    issue(s + S - 1);
+    const auto& A = sa[s % S];
+    const auto& B = sb[s % S];
     // The tensor cores truncate as they accumulate: in exact float32 a stage's products go to
     // fresh sums that are then added with rounding, so no running total passes through them.
     // tf32 sums in them, as its operands' rounding is far coarser than the truncation.
@@ -227,13 +226,13 @@ __global__ void __launch_bounds__(kBlock) tensor_kernel(P p, const float* __rest
     }
 }
 
-// One kernel: exact or not, its warps WM along the rows. Past 48 KiB of stages the kernel is
-// let take more shared memory, once.
-template <class P, class LA, class LB, int BM, int BN, bool kExact, int WM = 2>
+// One kernel: exact or not, its warps WM along the rows, S stages. Past 48 KiB of stages the
+// kernel is let take more shared memory, once.
+template <class P, class LA, class LB, int BM, int BN, bool kExact, int WM = 2, int S = kStages>
 void launch_as(cudaStream_t s, const P& p, int splits, int k_split, const float* a, const float* b,
                const float* bias, const NeuronDescriptor& nd, float* out) {
-  constexpr size_t bytes = kStages * (sizeof(typename LA::Tile) + sizeof(typename LB::Tile));
-  const auto kernel = tensor_kernel<P, LA, LB, BM, BN, kExact, WM>;
+  constexpr size_t bytes = S * (sizeof(typename LA::Tile) + sizeof(typename LB::Tile));
+  const auto kernel = tensor_kernel<P, LA, LB, BM, BN, kExact, WM, S>;
   if constexpr (bytes > 48 * 1024) {
     static const cudaError_t opened =
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));

@@ -70,7 +70,8 @@ TEST_F(CudaVsCpu, ProductConvolutionsOfChannelsLast) {
 // plan), exact and tf32: 24 channels padded as the speed run's first convolution, a narrow
 // output; stride 2 (no input gradient of ours); dilation with outputs wider than a tile; four
 // and eight channels over 1,024 pixels, weight gradients split over their k (in tf32 the
-// second, and the first two, on the 64 × 256 tile).
+// second, and the first two, on the 64 × 256 tile); in tf32, eight channels over 131,072
+// pixels on the 256-row tiles (forward 40 columns, input gradient 8).
 TEST_F(CudaVsCpu, TensorConvolutionsOfChannelsLast) {
   struct Case {
     int n, c, h, w, o, k, s, d, pad, oh, ow;
@@ -78,7 +79,7 @@ TEST_F(CudaVsCpu, TensorConvolutionsOfChannelsLast) {
   for (const bool tf32 : {false, true})
     for (const Case k : {Case{2, 24, 9, 8, 16, 3, 1, 1, 1, 9, 8}, Case{2, 8, 9, 9, 36, 3, 2, 1, 1, 5, 5},
                          Case{3, 12, 10, 10, 72, 3, 1, 2, 2, 10, 10}, Case{4, 4, 16, 16, 8, 3, 1, 1, 1, 16, 16},
-                         Case{4, 8, 16, 16, 24, 3, 1, 1, 1, 16, 16}}) {
+                         Case{4, 8, 16, 16, 24, 3, 1, 1, 1, 16, 16}, Case{8, 8, 128, 128, 40, 3, 1, 1, 1, 128, 128}}) {
       ConvGeometry g{k.k, k.k, k.s, k.s, k.d, k.d, 1, k.pad, k.pad};
       g.tf32 = tf32;
       const ImageShape in{k.c, k.h, k.w}, out{k.o, k.oh, k.ow};
