@@ -5,6 +5,7 @@
 // operand's stages of kBK k into shared memory by asynchronous copies, gathering as it goes.
 // Exact float32 splits each operand v into big (v as tf32) and small (v − big as tf32) and
 // sums small·big + big·small + big·big: the dropped small·small is below float32's rounding.
+#include <atomic>
 #include <cstdint>
 
 #include "common.cuh"
@@ -227,16 +228,22 @@ __global__ void __launch_bounds__(kBlock) tensor_kernel(P p, const float* __rest
 }
 
 // One kernel: exact or not, its warps WM along the rows, S stages. Past 48 KiB of stages the
-// kernel is let take more shared memory, once.
+// kernel is let take more shared memory, once on each device (a refusal fails the launch,
+// which the caller checks).
 template <class P, class LA, class LB, int BM, int BN, bool kExact, int WM = 2, int S = kStages>
 void launch_as(cudaStream_t s, const P& p, int splits, int k_split, const float* a, const float* b,
                const float* bias, const NeuronDescriptor& nd, float* out) {
   constexpr size_t bytes = S * (sizeof(typename LA::Tile) + sizeof(typename LB::Tile));
   const auto kernel = tensor_kernel<P, LA, LB, BM, BN, kExact, WM, S>;
   if constexpr (bytes > 48 * 1024) {
-    static const cudaError_t opened =
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
-    (void)opened;  // a refusal fails the launch, which the caller checks
+    static std::atomic<uint64_t> opened{0};  // a bit for each device
+    int device = 0;
+    cudaGetDevice(&device);
+    const uint64_t bit = uint64_t{1} << (device % 64);
+    if (!(opened.load() & bit) &&
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)) ==
+            cudaSuccess)
+      opened.fetch_or(bit);
   }
   const dim3 grid((p.m() + BM - 1) / BM, (p.n() + BN - 1) / BN, splits);
   kernel<<<grid, kBlock, bytes, s>>>(p, a, b, bias, nd, out, k_split, p.m() * p.n());
