@@ -322,8 +322,6 @@ int weight_gradient_splits(const ConvShape& g, bool wide, int* k_split) {
   return k_splits(tiles, static_cast<long>(g.n) * g.oh * g.ow, k_split, 256, wide ? 2 : 4);
 }
 
-bool aligned(const float* v) { return reinterpret_cast<uintptr_t>(v) % 16 == 0; }
-
 bool sizes_fit(const ConvShape& g) {
   const auto within = [](long v) { return v < (1L << 28); };  // every offset stays in int
   return device_attribute<cudaDevAttrComputeCapabilityMajor>() >= 8 &&
@@ -334,16 +332,16 @@ bool sizes_fit(const ConvShape& g) {
 }  // namespace
 
 bool tensor_convolution_fits(const ConvShape& g, const float* x, const float* w) {
-  if (g.x_last) return g.c % 4 == 0 && aligned(x) && aligned(w) && sizes_fit(g);
+  if (g.x_last) return g.c % 4 == 0 && packed(x) && packed(w) && sizes_fit(g);
   return g.c % kBK == 0 && sizes_fit(g);
 }
 bool tensor_input_gradient_fits(const ConvShape& g, const float* dz) {
   if (g.sy != 1 || g.sx != 1 || !sizes_fit(g)) return false;
-  return g.x_last ? g.oc % 4 == 0 && aligned(dz) : g.oc % kBK == 0;
+  return g.x_last ? g.oc % 4 == 0 && packed(dz) : g.oc % kBK == 0;
 }
 bool tensor_weight_gradient_fits(const ConvShape& g, const float* x, const float* dz) {
-  if (!aligned(dz) || !sizes_fit(g)) return false;
-  return g.x_last ? g.c % 4 == 0 && g.oc % 4 == 0 && aligned(x) : g.oh * g.ow % 4 == 0;
+  if (!packed(dz) || !sizes_fit(g)) return false;
+  return g.x_last ? g.c % 4 == 0 && g.oc % 4 == 0 && packed(x) : g.oh * g.ow % 4 == 0;
 }
 
 void tensor_convolution(cudaStream_t s, const ConvShape& g, bool exact, const float* x, const float* w,
