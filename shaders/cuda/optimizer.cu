@@ -15,7 +15,7 @@ struct MultiUpdate {
   math::UpdateConstants k[kMaxTensors];
   float* w[kMaxTensors];
   const void* g[kMaxTensors];
-  void* copy[kMaxTensors];          // a half graph's copy of w, written with it (else null)
+  void* copy[kMaxTensors];          // a copy of w (ParameterCopies'), written with it (else null)
   DType g_dtype[kMaxTensors], copy_dtype[kMaxTensors];
   int copy_inputs[kMaxTensors], copy_taps[kMaxTensors];  // a channels-last filter copy (TensorUpdate's)
   float* s0[kMaxTensors];
@@ -79,6 +79,9 @@ __device__ void update_typed(const MultiUpdate& m, const math::UpdateConstants& 
   if (m.copy_dtype[t] == DType::BFloat16)
     update_each<K, Slot, AmsGrad>(k, m.w[t], g, m.s0[t], m.s1[t], m.s2[t], m.slow[t], m.avg[t],
                                   static_cast<__nv_bfloat16*>(m.copy[t]), inputs, taps, first, stride, m.count[t]);
+  else if (m.copy_dtype[t] == DType::Float32)  // a float32 graph's KRSC filter
+    update_each<K, Slot, AmsGrad>(k, m.w[t], g, m.s0[t], m.s1[t], m.s2[t], m.slow[t], m.avg[t],
+                                  static_cast<float*>(m.copy[t]), inputs, taps, first, stride, m.count[t]);
   else
     update_each<K, Slot, AmsGrad>(k, m.w[t], g, m.s0[t], m.s1[t], m.s2[t], m.slow[t], m.avg[t],
                                   static_cast<__half*>(m.copy[t]), inputs, taps, first, stride, m.count[t]);
@@ -96,7 +99,7 @@ __global__ void multi_update_kernel(MultiUpdate m) {
     k.pre.rescale /= m.scaling->scale;
     if (m.scaling->skipped) k.at_step(m.step[t] - m.scaling->skipped);
   }
-  if (m.copy[t] || m.g_dtype[t] != DType::Float32) {  // a half graph's tensor
+  if (m.copy[t] || m.g_dtype[t] != DType::Float32) {  // a half gradient, or a copy to write
     if (m.g_dtype[t] == DType::BFloat16)
       update_typed<K, Slot, AmsGrad, __nv_bfloat16>(m, k, t, first, stride);
     else if (m.g_dtype[t] == DType::Float16)

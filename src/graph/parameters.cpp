@@ -142,12 +142,14 @@ WeightsState ParameterCopies::with_copies(const WeightsState& w, const std::vect
   out.layouts.assign(w.tensors.size(), Layout::NCHW);
   for (size_t t = 0; t < w.tensors.size() && t < specs.size(); ++t) {
     if (!specs[t].operand || !w.tensors[t]) continue;
+    const bool krsc = last && specs[t].shape.size() == 4;
+    if (storage_ == DType::Float32 && !krsc) continue;  // the master is what the kernels read
     Copy& c = copies_[w.tensors[t]->data()];
     if (!c.buffer) {
       c = {w.tensors[t], backend.allocate(w.counts[t] * dtype_size(storage_)), w.counts[t], source,
            dynamic_cast<const ArrayDataSource*>(source), folded};
       const auto& d = specs[t].shape;  // OIHW
-      if (last && d.size() == 4) {
+      if (krsc) {
         c.outputs = static_cast<int>(d[0]);
         c.filter = {static_cast<int>(d[1]), static_cast<int>(d[2]), static_cast<int>(d[3])};
       }

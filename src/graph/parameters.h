@@ -73,11 +73,12 @@ class PreparedFilters {
   std::unordered_map<const FilterNode*, Entry> entries_;
 };
 
-// A graph computing in half precision: copies in its storage dtype of the product operands
-// (TensorSpec::operand) of its parameters, folded ones included, which its kernels read in
-// place of the float32 masters. A copy is cast again when its master changed, except where
-// the optimizer that changed it wrote the copy too (fused with the update). The filters of
-// nodes that read channels-last images are copied channels-last (KRSC), as those read them.
+// Copies of a graph's parameters, folded ones included, which its kernels read in place of the
+// float32 masters. A half graph copies every product operand (TensorSpec::operand) into its
+// storage dtype; a float32 graph copies only the filters of its channels-last nodes. Those
+// filters are copied channels-last (KRSC), as their nodes read them, so no step reorders them.
+// A copy is cast again when its master changed, except where the optimizer that changed it
+// wrote the copy too (fused with the update).
 class ParameterCopies {
  public:
   explicit ParameterCopies(DType storage) : storage_(storage) {}

@@ -179,7 +179,9 @@ std::vector<Image> StepRunner::run(const Plan& plan, Parameters& wm, const std::
   }
   refresh_parameters(wm, s, backend_);  // another graph may have trained a shared source
   if (folded_.refresh(s, wm, backend_)) captures_.clear();
-  if (half_graph && copies_.refresh(s, wm, folded_, plan.channels_last_nodes, backend_)) captures_.clear();
+  // Half graphs compute on copies, and so do channels-last filters (KRSC).
+  const bool copied = half_graph || !plan.channels_last_nodes.empty();
+  if (copied && copies_.refresh(s, wm, folded_, plan.channels_last_nodes, backend_)) captures_.clear();
   // Gradient buffers are made before any capture: what a capture allocates is its scratch.
   std::vector<const FilterNode*> trained;
   for (size_t k = 0; k < s.steps.size(); ++k) {
@@ -273,10 +275,10 @@ std::vector<Image> StepRunner::run(const Plan& plan, Parameters& wm, const std::
     const Image* loss = nullptr;
     for (size_t i = 0; i < s.losses.size(); ++i)
       if (s.losses[i].node == st.node) loss = &loss_out[i];
-    const WeightsState* folded = !st.folded ? nullptr : half_graph ? copies_.folded(st.node) : folded_.of(st.node);
-    const std::vector<WeightsState>* copied = half_graph ? copies_.of(owner) : nullptr;
+    const WeightsState* folded = !st.folded ? nullptr : copied ? copies_.folded(st.node) : folded_.of(st.node);
+    const std::vector<WeightsState>* copy = copied ? copies_.of(owner) : nullptr;
     const WeightsState* weights =
-        folded ? folded : copied ? copied->data() : w == wm.of.end() ? nullptr : w->second.data();
+        folded ? folded : copy ? copy->data() : w == wm.of.end() ? nullptr : w->second.data();
     EncodeArgs a{backend_, ins, result ? *result : need.output ? t[st.output] : none, weights,
                  st.trains_weights ? gradients_.at(owner).data() : nullptr, st.fused,
                  counter, loss, options.allow_tf32, need.state ? &t[st.state] : nullptr, s.training};
@@ -341,9 +343,9 @@ std::vector<Image> StepRunner::run(const Plan& plan, Parameters& wm, const std::
   // arguments change from step to step, which re-point a captured step. Its built-in updates
   // are prepared after the nodes ran unless they were before (a replay's).
   std::optional<Updates> updates;
-  auto prepare = [&] {  // with the copies the optimizers write in a half graph
+  auto prepare = [&] {  // with the copies the optimizers write
     Updates u = prepare_builtin(trained, wm, gradients_, rates);
-    if (half_graph)
+    if (copied)
       for (auto& b : u.batches) copies_.attach(b.tensors);
     return u;
   };
