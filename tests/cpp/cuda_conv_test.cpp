@@ -1,6 +1,9 @@
 // The cuda convolutions (cuDNN, our direct and tensor-core kernels, products over windows' rows,
 // widened channels) against the cpu backend on the same random inputs (skipped without a GPU).
 #ifdef NNGRAPH_HAVE_CUDA
+#include <cstdlib>
+#include <string>
+
 #include "cuda_vs_cpu.h"
 
 using namespace nngraph;
@@ -405,5 +408,37 @@ TEST_F(CudaVsCpu, GraphApiConvolutionPlansInFloat32) {
         near(dbc, host(db), 1e-3f);
       }
     }
+}
+// NNGRAPH_TUNING_LOG=1: the first forward and gradient of a new shape print, for each timed
+// pass, every candidate's name and least time and the one chosen, which is one of them.
+TEST_F(CudaVsCpu, TuningLogNamesTheCandidatesAndTheChoice) {
+  const ConvGeometry g{3, 3, 1, 1, 1, 1, 1, 1, 1};
+  const int n = 3, c = 5, h = 11, w = 7, o = 7;  // a shape no other test times
+  auto [xc, xg] = pair(n, {c, h, w}, random(static_cast<size_t>(n) * c * h * w));
+  auto [dyc, dyg] = pair(n, {o, h, w}, random(static_cast<size_t>(n) * o * h * w));
+  auto [yc, yg] = empty(n, {o, h, w});
+  auto [dxc, dxg] = empty(n, {c, h, w});
+  auto wg = on_gpu(random(static_cast<size_t>(o) * c * 9)), bg = on_gpu(random(o));
+  auto dwg = gpu().allocate(static_cast<size_t>(o) * c * 9 * 4), dbg = gpu().allocate(o * 4);
+  const auto none = NeuronDescriptor::make(NeuronType::None);
+  ::setenv("NNGRAPH_TUNING_LOG", "1", 1);
+  ::testing::internal::CaptureStderr();
+  dispatch<ConvolutionKernel>(gpu(), g, xg, t(wg), t(bg), none, yg);
+  dispatch<ConvolutionGradientKernel>(gpu(), g, xg, t(wg), dyg, yg, none, dxg, t(dwg), t(dbg));
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  ::unsetenv("NNGRAPH_TUNING_LOG");
+  for (const char* pass : {"forward", "weight gradient", "input gradient"}) {
+    const std::string head =
+        std::string("nngraph tuning convolution ") + pass + " 3x5x11x7 -> 7x11x7 window 3x3 stride 1x1 float32 NCHW:";
+    const size_t at = log.find(head);
+    ASSERT_NE(at, std::string::npos) << pass << " in:\n" << log;
+    const std::string line = log.substr(at + head.size(), log.find('\n', at) - at - head.size());
+    EXPECT_NE(line.find(" cudnn algorithm "), std::string::npos) << line;
+    const size_t chose = line.find("; chose ");
+    ASSERT_NE(chose, std::string::npos) << line;
+    const std::string choice = line.substr(chose + 8);
+    EXPECT_NE(line.substr(0, chose).find(" " + choice + " "), std::string::npos) << line;
+    EXPECT_NE(line.find(" ms"), std::string::npos) << line;
+  }
 }
 #endif  // NNGRAPH_HAVE_CUDA

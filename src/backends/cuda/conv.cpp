@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <functional>
 #include <initializer_list>
+#include <sstream>
+#include <string>
 #include <vector>
 
 #include "backends/cuda/conv_plan.h"
@@ -35,6 +37,32 @@ std::vector<std::pair<int, std::function<void()>>> algorithms(const std::vector<
 }
 
 using Candidates = CudaBackend::Candidates;
+
+// A convolution pass and its shape, as the tuning log names them.
+std::string tuning_what(const char* pass, const ConvGeometry& g, int n, const ImageShape& in, const ImageShape& out,
+                        DType dt, bool last) {
+  std::ostringstream s;
+  s << "convolution " << pass << ' ' << n << 'x' << in.c << 'x' << in.h << 'x' << in.w << " -> " << out.c << 'x'
+    << out.h << 'x' << out.w << " window " << g.kh << 'x' << g.kw << " stride " << g.sy << 'x' << g.sx;
+  if (g.groups > 1) s << " groups " << g.groups;
+  s << ' ' << (dt == DType::Float32 && g.tf32 ? "tf32" : dtype_name(dt)) << (last ? " NHWC" : " NCHW");
+  return s.str();
+}
+
+// A candidate's name in the tuning log: cuDNN's number for the algorithms Find kept (`found`).
+template <class Perf>
+std::function<std::string(int)> choice_names(const std::vector<Perf>& found) {
+  return [&found](int id) -> std::string {
+    if (id >= 0) return "cudnn algorithm " + std::to_string(static_cast<int>(found[id].algo));
+    if (ConvPlan::is_engine(id)) return "cudnn engine plan " + std::to_string(ConvPlan::engine_of(id));
+    switch (id) {
+      case ConvPlan::kDirect: return "direct";
+      case ConvPlan::kTensor: return "tensor";
+      case ConvPlan::kProduct: return "product";
+      default: return "widened";
+    }
+  };
+}
 
 // x as cuDNN reads it: itself, or where the plan pads explicitly a padded copy in *padded.
 template <class T>
@@ -187,7 +215,7 @@ void convolution_of(CudaBackend& b, const ConvGeometry& g, const Tensor& in, con
     if (widened_plan) c.push_back({ConvPlan::kWidened, widened});
     for (int i = 0; i < p.engines(b, ConvEngines::kForward).size(); ++i)
       c.push_back({ConvPlan::engine(i), [&engine, i] { engine(i); }});
-    p.forward = b.quickest(c);
+    p.forward = b.quickest(c, tuning_what("forward", g, n, in.shape(), os, dt, last), choice_names(p.fwd(b)));
   }
   if (ConvPlan::is_engine(p.forward)) return engine(ConvPlan::engine_of(p.forward));
   if (p.forward == ConvPlan::kWidened) return widened();
@@ -405,7 +433,8 @@ void convolution_gradient_of(CudaBackend& b, const ConvGeometry& g, const Tensor
       if (widened_plan) c.push_back({ConvPlan::kWidened, [&] { widened_dw(dz); }});
       for (int i = 0; i < p.engines(b, ConvEngines::kWeightGradient).size(); ++i)
         c.push_back({ConvPlan::engine(i), [&, i] { engine_dw(i, dz); }});
-      p.weight_gradient = b.quickest(c);
+      p.weight_gradient = b.quickest(c, tuning_what("weight gradient", g, n, is, os, dt, last),
+                                     choice_names(p.bwd_filter(b)));
     }
     if (ConvPlan::is_engine(p.weight_gradient))
       engine_dw(ConvPlan::engine_of(p.weight_gradient), dz);
@@ -429,7 +458,8 @@ void convolution_gradient_of(CudaBackend& b, const ConvGeometry& g, const Tensor
       if (widened_plan) c.push_back({ConvPlan::kWidened, [&] { widened_dx(dz); }});
       for (int i = 0; i < p.engines(b, ConvEngines::kInputGradient).size(); ++i)
         c.push_back({ConvPlan::engine(i), [&, i] { engine_dx(i, dz); }});
-      p.input_gradient = b.quickest(c);
+      p.input_gradient =
+          b.quickest(c, tuning_what("input gradient", g, n, is, os, dt, last), choice_names(p.bwd_data(b)));
     }
     if (ConvPlan::is_engine(p.input_gradient))
       engine_dx(ConvPlan::engine_of(p.input_gradient), dz);

@@ -7,9 +7,11 @@
 #include <cudnn.h>
 
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <typeindex>
 #include <vector>
 
@@ -91,9 +93,12 @@ class CudaBackend : public Backend {
   // Scratch for cuDNN: the shared buffer (a captured step keeps the one it points at), or
   // while capturing, where that is too small, the step's own.
   std::shared_ptr<Buffer> workspace(size_t bytes);
-  // The id of the candidate (an id and how it runs) with the least device time; the only one's, untimed.
+  // The id of the candidate (an id and how it runs) with the least device time; the only one's,
+  // untimed. With NNGRAPH_TUNING_LOG=1 set, each timing prints a line to stderr: `what`, every
+  // candidate's name (`name` of its id) and least time, and the choice.
   using Candidates = std::vector<std::pair<int, std::function<void()>>>;
-  int quickest(const Candidates& candidates);
+  int quickest(const Candidates& candidates, const std::string& what,
+               const std::function<std::string(int)>& name);
   // Row-major C = alpha·op(A)·op(B) + beta·C through column-major cuBLAS, batched or once;
   // single plain products (alpha 1, beta 0) where ours fit run whichever was quicker.
   void gemm(bool ta, bool tb, int m, int n, int k, const float* a, int lda, const float* b, int ldb, float* c,

@@ -1,7 +1,12 @@
 // Autotuning: the device time of candidate launches, and matrix products through whichever
 // of cuBLAS and our kernels was quickest on a shape.
 #include <algorithm>
+#include <cstdlib>
+#include <iomanip>
+#include <iostream>
 #include <limits>
+#include <sstream>
+#include <string>
 #include <vector>
 
 #include "backends/cuda/cuda_backend.h"
@@ -30,13 +35,25 @@ float CudaBackend::time_ms(const std::function<void()>& work) {
 // Rounds that take turns between the candidates, each keeping its least time: the first
 // calls of a process meet a GPU whose clocks still ramp, which a single pass in turn
 // charged to whichever candidate ran first.
-int CudaBackend::quickest(const Candidates& candidates) {
+int CudaBackend::quickest(const Candidates& candidates, const std::string& what,
+                          const std::function<std::string(int)>& name) {
   if (candidates.size() == 1) return candidates.front().first;
   constexpr int kRounds = 3;
   std::vector<float> best(candidates.size(), std::numeric_limits<float>::infinity());
   for (int round = 0; round < kRounds; ++round)
     for (size_t i = 0; i < candidates.size(); ++i) best[i] = std::min(best[i], time_ms(candidates[i].second));
-  return candidates[std::min_element(best.begin(), best.end()) - best.begin()].first;
+  const int choice = candidates[std::min_element(best.begin(), best.end()) - best.begin()].first;
+  const char* log = std::getenv("NNGRAPH_TUNING_LOG");  // read at each tuning, which is rare
+  if (log && std::string(log) == "1") {  // the profiles show only the winners; this shows how close the others came
+    std::ostringstream line;
+    line << "nngraph tuning " << what << ":";
+    for (size_t i = 0; i < candidates.size(); ++i)
+      line << (i ? ", " : " ") << name(candidates[i].first) << ' ' << std::fixed << std::setprecision(4) << best[i]
+           << " ms";
+    line << "; chose " << name(choice) << '\n';
+    std::cerr << line.str() << std::flush;
+  }
+  return choice;
 }
 
 void CudaBackend::gemm(bool ta, bool tb, int m, int n, int k, const float* a, int lda, const float* b, int ldb,
@@ -70,7 +87,14 @@ void CudaBackend::gemm(bool ta, bool tb, int m, int n, int k, const float* a, in
   }
   if (candidates.size() == 1) return cublas();
   int& choice = gemm_choices_[{ta, tb, m, n, k, lda, ldb, tf32}];
-  if (choice == kUndecided && !recording_) choice = quickest(candidates);
+  if (choice == kUndecided && !recording_) {
+    std::ostringstream what;
+    what << "gemm " << (ta ? "T" : "N") << (tb ? "T" : "N") << ' ' << m << "x" << n << "x" << k
+         << (tf32 ? " tf32" : " float32");
+    choice = quickest(candidates, what.str(), [](int id) -> std::string {
+      return id == kCublas ? "cublas" : id == kTensor ? "tensor" : "thin";
+    });
+  }
   for (const auto& [id, run] : candidates)
     if (id == choice) return run();
   cublas();  // undecided while capturing, or the one chosen does not fit these operands
