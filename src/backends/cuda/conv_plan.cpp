@@ -19,6 +19,11 @@ namespace {
 // no quicker within 4 GiB).
 constexpr size_t kLean = size_t(64) << 20, kMost = size_t(1) << 30;
 constexpr float kWorth = 0.9f;
+// An algorithm Find timed at more than kHopeless times the quickest is not kept: the first
+// call's timing (twelve runs of each kept one) would only confirm it. The speed run's input
+// gradients in tf32 kept cuDNN's algorithm 0 at 31 to 125 ms beside 0.09 to 0.3 ms, about 4 s
+// of its first step.
+constexpr float kHopeless = 4.f;
 
 // cuDNN's algorithms whose scratch fits, the quickest kKeep first, each timed by its best of
 // several Find passes after a warm-up one. One pass runs each algorithm about once: on a GPU
@@ -51,6 +56,8 @@ std::vector<Perf> quickest_found(Find find, const char* what) {
                               [&](const Perf& b) { return b.memory > kLean && b.time > kWorth * lean; }),
                best.end());
   std::sort(best.begin(), best.end(), [](const Perf& a, const Perf& b) { return a.time < b.time; });
+  const float hopeless = kHopeless * best.front().time;
+  best.erase(std::find_if(best.begin(), best.end(), [&](const Perf& b) { return b.time > hopeless; }), best.end());
   best.resize(std::min<size_t>(best.size(), kKeep));
   return best;
 }
