@@ -141,18 +141,24 @@ def test_a_half_graph_trains_alike_on_images_of_any_dtype(device, source, rng):
     assert losses["float32"][-1] < losses["float32"][0]
 
 
+@pytest.mark.parametrize("fmt", ["bfloat16", "float32"])
 @pytest.mark.parametrize("device", GPUS)
-def test_half_copies_follow_their_masters(device, rng):
-    x = rng.standard_normal((8, 1, 8, 8)).astype(np.float32)
-    net = small_network(seed=6)
-    g = ng.Graph(net, device=device, format="bfloat16")
+def test_filter_copies_follow_their_masters(device, fmt, rng):
+    """A half graph computes on copies of its parameters, and a channels-last float32 graph on
+    KRSC copies of its filters: both follow a change of their masters, and a new load."""
+    x = rng.standard_normal((8, 3, 8, 8)).astype(np.float32)  # three channels: KRSC is not OIHW
+    conv = ng.Convolution(ng.ImageNode(shape=(3, 8, 8), label="x"),
+                          ng.ArrayDataSource(ng.ConvolutionDescriptor(3, 3, 4), seed=6), padding="same")
+    net = ng.FullyConnected(ng.Neuron(conv, "relu"), ng.ArrayDataSource(ng.ConvolutionDescriptor(8, 4, 3), seed=7))
+    g = ng.Graph(net, device=device, format=fmt, layout="NHWC")
     g.run(x)  # copies made
     source = g.data_sources[0]
     source.set_weights(rng.standard_normal(source.weights().shape).astype(np.float32), source.biases())
     want = ng.Graph(net, device="cpu").run(x)
-    np.testing.assert_allclose(g.run(x), want, rtol=0.06, atol=0.06 * max(1.0, float(np.abs(want).max())))
+    tol = 0.06 if fmt == "bfloat16" else 1e-4
+    np.testing.assert_allclose(g.run(x), want, rtol=tol, atol=tol * max(1.0, float(np.abs(want).max())))
     g.reload_from_data_sources()  # a new load: copies made again
-    np.testing.assert_allclose(g.run(x), want, rtol=0.06, atol=0.06 * max(1.0, float(np.abs(want).max())))
+    np.testing.assert_allclose(g.run(x), want, rtol=tol, atol=tol * max(1.0, float(np.abs(want).max())))
 
 
 def scaled_training(device, rng, scaling, optimizer=None):
