@@ -76,9 +76,10 @@ def check_checksums(n: dict, t: dict) -> None:
 
 
 def measure_in_subprocess(script: str, args: list[str]) -> dict:
-    """Runs `script --worker args` in a fresh interpreter; it prints one JSON line."""
+    """Runs `script --worker args` in a fresh interpreter; it prints one JSON line. Its stderr
+    passes through: a failure's traceback, warnings and NNGRAPH_TUNING_LOG's lines."""
     out = subprocess.run([sys.executable, script, "--worker", *args], check=True,
-                         capture_output=True, text=True, env=dict(os.environ))
+                         stdout=subprocess.PIPE, text=True, env=dict(os.environ))
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
