@@ -18,12 +18,7 @@ export PYTHONPATH=/tmp/site
 [ -d .device/fashion-mnist ] && export NNGRAPH_FASHION_MNIST=$PWD/.device/fashion-mnist
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
 if [ $CARRIED = 1 ]; then
-  mkdir -p /tmp/nngraph-carried && tar -C /tmp/nngraph-carried -xJf .device/nngraph-cuda.tar.xz || exit 1
-  torch_site=$("$PY" -c "import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))")
-  libs=$(find "$torch_site/nvidia" /tmp/site/scipy_openblas32 -name "libcudnn.so.9" -o -name "libcublas.so.*" \
-    -o -name "libscipy_openblas.so" | xargs -r -n1 dirname | sort -u | tr '\n' :)
-  export LD_LIBRARY_PATH=$libs${LD_LIBRARY_PATH:-} PYTHONPATH=/tmp/nngraph-carried:$PYTHONPATH
-  echo "carried build of $(cat /tmp/nngraph-carried/nngraph/CARRIED_FROM)"
+  . scripts/carried_env.sh || exit 1
   "$PY" -c "import nngraph as ng; assert ng.device_count('cuda') > 0" || exit 1
   /tmp/nngraph-carried/nngraph_tests >"$OUT/ctest.log" 2>&1
   tail -3 "$OUT/ctest.log"; grep -E "^\[  FAILED" "$OUT/ctest.log" | head -20
