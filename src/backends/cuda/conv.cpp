@@ -6,8 +6,6 @@
 #include <algorithm>
 #include <functional>
 #include <initializer_list>
-#include <sstream>
-#include <string>
 #include <vector>
 
 #include "backends/cuda/conv_plan.h"
@@ -37,32 +35,6 @@ std::vector<std::pair<int, std::function<void()>>> algorithms(const std::vector<
 }
 
 using Candidates = CudaBackend::Candidates;
-
-// A convolution pass and its shape, as the tuning log names them.
-std::string tuning_what(const char* pass, const ConvGeometry& g, int n, const ImageShape& in, const ImageShape& out,
-                        DType dt, bool last) {
-  std::ostringstream s;
-  s << "convolution " << pass << ' ' << n << 'x' << in.c << 'x' << in.h << 'x' << in.w << " -> " << out.c << 'x'
-    << out.h << 'x' << out.w << " window " << g.kh << 'x' << g.kw << " stride " << g.sy << 'x' << g.sx;
-  if (g.groups > 1) s << " groups " << g.groups;
-  s << ' ' << (dt == DType::Float32 && g.tf32 ? "tf32" : dtype_name(dt)) << (last ? " NHWC" : " NCHW");
-  return s.str();
-}
-
-// A candidate's name in the tuning log: cuDNN's number for the algorithms Find kept (`found`).
-template <class Perf>
-std::function<std::string(int)> choice_names(const std::vector<Perf>& found) {
-  return [&found](int id) -> std::string {
-    if (id >= 0) return "cudnn algorithm " + std::to_string(static_cast<int>(found[id].algo));
-    if (ConvPlan::is_engine(id)) return "cudnn engine plan " + std::to_string(ConvPlan::engine_of(id));
-    switch (id) {
-      case ConvPlan::kDirect: return "direct";
-      case ConvPlan::kTensor: return "tensor";
-      case ConvPlan::kProduct: return "product";
-      default: return "widened";
-    }
-  };
-}
 
 // x as cuDNN reads it: itself, or where the plan pads explicitly a padded copy in *padded.
 template <class T>

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <sstream>
+#include <string>
 
 #include "nngraph/error.h"
 
@@ -84,6 +86,26 @@ cudnnDataType_t cudnn_type(DType t) {
 }
 
 }  // namespace
+
+std::string ConvPlan::name_of(int choice) {
+  if (is_engine(choice)) return "cudnn engine plan " + std::to_string(engine_of(choice));
+  switch (choice) {
+    case kDirect: return "direct";
+    case kTensor: return "tensor";
+    case kProduct: return "product";
+    default: return "widened";
+  }
+}
+
+std::string tuning_what(const char* pass, const ConvGeometry& g, int n, const ImageShape& in, const ImageShape& out,
+                        DType dt, bool last) {
+  std::ostringstream s;
+  s << "convolution " << pass << ' ' << n << 'x' << in.c << 'x' << in.h << 'x' << in.w << " -> " << out.c << 'x'
+    << out.h << 'x' << out.w << " window " << g.kh << 'x' << g.kw << " stride " << g.sy << 'x' << g.sx;
+  if (g.groups > 1) s << " groups " << g.groups;
+  s << ' ' << (dt == DType::Float32 && g.tf32 ? "tf32" : dtype_name(dt)) << (last ? " NHWC" : " NCHW");
+  return s.str();
+}
 
 ConvPlan& conv_plan(CudaBackend& b, const ConvGeometry& g, int n, const ImageShape& in, const ImageShape& out,
                     DType t, bool last) {

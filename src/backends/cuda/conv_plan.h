@@ -1,7 +1,9 @@
 #pragma once
 // cuDNN's side of a convolution shape: its descriptors and the algorithms Find keeps for each
 // pass, made once per shape and kept per GPU (src/backends/cuda/conv.cpp runs them).
+#include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "backends/cuda/conv_engines.h"
@@ -29,6 +31,8 @@ struct ConvPlan {
   static constexpr int engine(int i) { return kEngine - i; }
   static constexpr bool is_engine(int choice) { return choice <= kEngine; }
   static constexpr int engine_of(int choice) { return kEngine - choice; }
+  // A choice other than one of cuDNN's algorithms by its name in the tuning log.
+  static std::string name_of(int choice);
   const ConvEngines& engines(CudaBackend& b, ConvEngines::Pass pass);
   // Runs plan i of the pass's (operands as ConvEngines::run names them) in the shared workspace;
   // false, having done nothing, where a pointer is misaligned: the caller runs cuDNN's best
@@ -60,6 +64,17 @@ struct ConvPlan {
   std::vector<cudnnConvolutionBwdDataAlgoPerf_t> bwd_data_;
   std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> bwd_filter_;
 };
+
+// The tuning log's words (CudaBackend::quickest): a pass of the convolution n × in → n × out,
+// and a candidate's name, cuDNN's number for the algorithms Find kept (`found`).
+std::string tuning_what(const char* pass, const ConvGeometry& g, int n, const ImageShape& in, const ImageShape& out,
+                        DType dt, bool last);
+template <class Perf>
+std::function<std::string(int)> choice_names(const std::vector<Perf>& found) {
+  return [&found](int id) {
+    return id >= 0 ? "cudnn algorithm " + std::to_string(static_cast<int>(found[id].algo)) : ConvPlan::name_of(id);
+  };
+}
 
 // The plan of images n × in → n × out of dtype `t` (half ones accumulate in float32 unless
 // g.half, float16); `last`: images NHWC and filters KRSC, what tensor-core kernels read
