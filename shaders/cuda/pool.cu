@@ -17,6 +17,24 @@ __device__ inline uint8_t* winner_at(uint8_t* won, size_t won_image, I e, size_t
   return won + at / per_image * won_image + at % per_image;
 }
 
+// One tap's value v into a window's running maximum (with its first maximum's tap, in scan
+// order) or sum.
+__device__ inline void take(bool is_max, float v, int tap, float& acc, int& best) {
+  if (is_max && (best < 0 || v > acc)) best = tap;
+  acc = is_max ? fmaxf(acc, v) : acc + v;
+}
+
+// A pack of V results at y, and their winners' taps at won where kept.
+template <int V, class T>
+__device__ inline void store_pack(T* y, const float* acc, const int* best, uint8_t* won) {
+  store_values<V>(y, acc);
+  if (!won) return;
+  alignas(V) uint8_t taps[V];
+#pragma unroll
+  for (int k = 0; k < V; ++k) taps[k] = static_cast<uint8_t>(best[k]);
+  copy_winners<V>(taps, won);
+}
+
 // NCHW: a thread per output pixel of a plane; max pooling's first maximum in scan order is
 // its winner.
 template <class T, class I>
@@ -27,11 +45,7 @@ __global__ void pool_kernel(bool is_max, PoolGeometry g, const T* in, T* out, I 
     const T* x = in + plane_start<false>(o.plane, c, h * w);
     float acc = is_max ? -INFINITY : 0.f;
     int best = -1;
-    const int count = each_tap(g, o.y, o.x, h, w, [&](int p) {
-      const float v = ld(x[p]);
-      if (is_max && (best < 0 || v > acc)) best = p;
-      acc = is_max ? fmaxf(acc, v) : acc + v;
-    });
+    const int count = each_tap(g, o.y, o.x, h, w, [&](int p) { take(is_max, ld(x[p]), p, acc, best); });
     out[i] = st<T>(is_max ? acc : acc / static_cast<float>(count));
     if (won) *winner_at(won, won_image, i, size_t(c) * oh * ow) = static_cast<uint8_t>(g.tap(best, w, o.y, o.x));
   }
@@ -56,20 +70,42 @@ __global__ void pool_packs_kernel(bool is_max, PoolGeometry g, const T* in, T* o
       float v[V];
       load_values<V>(image + I(p) * c, v);
 #pragma unroll
-      for (int k = 0; k < V; ++k) {
-        if (is_max && (best[k] < 0 || v[k] > acc[k])) best[k] = tap;
-        acc[k] = is_max ? fmaxf(acc[k], v[k]) : acc[k] + v[k];
-      }
+      for (int k = 0; k < V; ++k) take(is_max, v[k], tap, acc[k], best[k]);
     });
 #pragma unroll
     for (int k = 0; k < V; ++k) acc[k] = is_max ? acc[k] : acc[k] / static_cast<float>(count);
-    store_values<V>(out + pixel * ys + static_cast<int>(i % packs) * V, acc);
-    if (won) {
-      alignas(V) uint8_t taps[V];
+    store_pack<V>(out + pixel * ys + static_cast<int>(i % packs) * V, acc, best,
+                  won ? winner_at(won, won_image, i * V, size_t(c) * oh * ow) : nullptr);
+  }
+}
+
+// NHWC K × K windows side by side (stride K, no padding; the common down-sampling): as the
+// packs kernel, without bounds, every tap's load issued before the first is used. The input is
+// read once, so it streams past the second-level cache and leaves it to y, which the next
+// pass reads.
+template <int K, int V, class T, class I>
+__global__ void pool_side_by_side_kernel(bool is_max, const T* in, T* out, I items, int c, int h, int w, int oh,
+                                         int ow, int ys, uint8_t* won, size_t won_image) {
+  const int packs = c / V;
+  NNGRAPH_GRID_LOOP_T(I, i, items) {
+    const I pixel = i / packs;
+    const int x = static_cast<int>(pixel % ow), y = static_cast<int>(pixel / ow % oh);
+    const T* corner = in + (pixel / (I(oh) * ow)) * (I(h) * w * c) + (I(y) * K * w + I(x) * K) * c +
+                      static_cast<int>(i % packs) * V;
+    Loaded<V, T> taps[K * K];
 #pragma unroll
-      for (int k = 0; k < V; ++k) taps[k] = static_cast<uint8_t>(best[k]);
-      copy_winners<V>(taps, winner_at(won, won_image, i * V, size_t(c) * oh * ow));
+    for (int k = 0; k < K * K; ++k) taps[k].load_streaming(corner + (I(k / K) * w + k % K) * c);
+    float acc[V];
+    int best[V];
+#pragma unroll
+    for (int v = 0; v < V; ++v) {
+      acc[v] = is_max ? -INFINITY : 0.f, best[v] = -1;
+#pragma unroll
+      for (int k = 0; k < K * K; ++k) take(is_max, taps[k][v], k, acc[v], best[v]);
+      if (!is_max) acc[v] /= static_cast<float>(K * K);
     }
+    store_pack<V>(out + pixel * ys + static_cast<int>(i % packs) * V, acc, best,
+                  won ? winner_at(won, won_image, i * V, size_t(c) * oh * ow) : nullptr);
   }
 }
 
@@ -131,7 +167,17 @@ void pooling(cudaStream_t s, PoolingMode mode, const PoolGeometry& g, const T* i
                                                                       ow, ys, won, won_image);
     };
     const bool whole = c % kPack<T> == 0 && ys % kPack<T> == 0 && packed(in) && packed(out);
-    if (!last) {
+    auto side = [&](auto k) {
+      constexpr int K = decltype(k)::value, V = kPack<T>;
+      pool_side_by_side_kernel<K, V><<<blocks_for(total / V), kThreads, 0, s>>>(is_max, in, out, I(total / V), c, h,
+                                                                                w, oh, ow, ys, won, won_image);
+    };
+    const bool small_sides = last && whole && g.side_by_side(h, w, oh, ow) && g.kh == g.kw;
+    if (small_sides && g.kh == 2) {
+      side(std::integral_constant<int, 2>{});
+    } else if (small_sides && g.kh == 3) {
+      side(std::integral_constant<int, 3>{});
+    } else if (!last) {
       pool_kernel<<<blocks_for(total), kThreads, 0, s>>>(is_max, g, in, out, I(total), c, h, w, oh, ow, won,
                                                           won_image);
     } else if (g.tiles(h, w) && g.kh * g.kw >= 16 && !won) {
