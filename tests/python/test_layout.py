@@ -188,7 +188,9 @@ def test_half_filter_copies_serve_every_reader(device, rng):
         np.testing.assert_allclose(half.run(x), ng.Graph(same, device=device).run(x), rtol=1e-2, atol=1e-2)
 
 
-POOLS = [("max", 3, 2, "same"), ("average", 3, 2, "same"), ("average", 2, 2, "valid"), ("max", 7, 1, "valid")]
+# Overlapping windows; 2×2 and 3×3 side by side (3×3 leaving an edge uncovered); a large window.
+POOLS = [("max", 3, 2, "same"), ("average", 3, 2, "same"), ("average", 2, 2, "valid"), ("max", 2, 2, "valid"),
+         ("max", 3, 3, "valid"), ("average", 3, 3, "valid"), ("max", 7, 1, "valid")]
 
 
 @pytest.mark.parametrize("fmt", ["float32", "float16"])
