@@ -87,6 +87,9 @@ struct TensorUpdate {
   // A channels-last filter copy (KRSC): OIHW value (o, i, tap) of O × copy_inputs × copy_taps
   // goes to (o, tap, i). 0: the copy is in the values' order.
   int copy_inputs = 0, copy_taps = 0;
+  // The gradient lies in the copy's order too (a channels-last convolution's, KRSC as its
+  // kernels compute it).
+  bool gradient_in_copy_order = false;
 };
 
 class Optimizer {

@@ -18,6 +18,7 @@ struct MultiUpdate {
   void* copy[kMaxTensors];          // a copy of w (ParameterCopies'), written with it (else null)
   DType g_dtype[kMaxTensors], copy_dtype[kMaxTensors];
   int copy_inputs[kMaxTensors], copy_taps[kMaxTensors];  // a channels-last filter copy (TensorUpdate's)
+  bool g_krsc[kMaxTensors];  // the gradient in that copy's order
   float* s0[kMaxTensors];
   float* s1[kMaxTensors];
   float* s2[kMaxTensors];
@@ -60,14 +61,16 @@ __device__ inline size_t krsc_index(size_t i, int inputs, int taps) {
   return (o * taps + r % taps) * inputs + r / taps;
 }
 
-// Values one at a time: a half gradient read, the copy written (KRSC where taps is not 0).
+// Values one at a time: a half gradient read, the copy written (KRSC where taps is not 0), the
+// gradient read in the copy's order where g_krsc.
 template <OptimizerKind K, bool Slot, bool AmsGrad, class G, class C>
-__device__ void update_each(const math::UpdateConstants& k, float* w, const G* g, float* s0, float* s1, float* s2,
-                            float* slow, float* avg, C* copy, int inputs, int taps, size_t first, size_t stride,
-                            size_t count) {
+__device__ void update_each(const math::UpdateConstants& k, float* w, const G* g, bool g_krsc, float* s0, float* s1,
+                            float* s2, float* slow, float* avg, C* copy, int inputs, int taps, size_t first,
+                            size_t stride, size_t count) {
   for (size_t i = first; i < count; i += stride) {
-    math::update<K, Slot, AmsGrad>(k, w[i], ld(g[i]), s0 + i, s1 + i, s2 + i, slow + i, avg + i);
-    if (copy) copy[taps ? krsc_index(i, inputs, taps) : i] = st<C>(w[i]);
+    const size_t in_copy = taps ? krsc_index(i, inputs, taps) : i;
+    math::update<K, Slot, AmsGrad>(k, w[i], ld(g[g_krsc ? in_copy : i]), s0 + i, s1 + i, s2 + i, slow + i, avg + i);
+    if (copy) copy[in_copy] = st<C>(w[i]);
   }
 }
 
@@ -77,13 +80,13 @@ __device__ void update_typed(const MultiUpdate& m, const math::UpdateConstants& 
   const G* g = static_cast<const G*>(m.g[t]);
   const int inputs = m.copy_inputs[t], taps = m.copy_taps[t];
   if (m.copy_dtype[t] == DType::BFloat16)
-    update_each<K, Slot, AmsGrad>(k, m.w[t], g, m.s0[t], m.s1[t], m.s2[t], m.slow[t], m.avg[t],
+    update_each<K, Slot, AmsGrad>(k, m.w[t], g, m.g_krsc[t], m.s0[t], m.s1[t], m.s2[t], m.slow[t], m.avg[t],
                                   static_cast<__nv_bfloat16*>(m.copy[t]), inputs, taps, first, stride, m.count[t]);
   else if (m.copy_dtype[t] == DType::Float32)  // a float32 graph's KRSC filter
-    update_each<K, Slot, AmsGrad>(k, m.w[t], g, m.s0[t], m.s1[t], m.s2[t], m.slow[t], m.avg[t],
+    update_each<K, Slot, AmsGrad>(k, m.w[t], g, m.g_krsc[t], m.s0[t], m.s1[t], m.s2[t], m.slow[t], m.avg[t],
                                   static_cast<float*>(m.copy[t]), inputs, taps, first, stride, m.count[t]);
   else
-    update_each<K, Slot, AmsGrad>(k, m.w[t], g, m.s0[t], m.s1[t], m.s2[t], m.slow[t], m.avg[t],
+    update_each<K, Slot, AmsGrad>(k, m.w[t], g, m.g_krsc[t], m.s0[t], m.s1[t], m.s2[t], m.slow[t], m.avg[t],
                                   static_cast<__half*>(m.copy[t]), inputs, taps, first, stride, m.count[t]);
 }
 
@@ -158,6 +161,7 @@ void optimizer_steps(const StepLaunch& l, const OptimizerStep& step, const Tenso
       m.copy_dtype[i] = t.copy_dtype;
       m.copy_inputs[i] = t.copy_inputs;
       m.copy_taps[i] = t.copy_taps;
+      m.g_krsc[i] = t.gradient_in_copy_order;
       // Slots a rule does not use point at the values and are never read.
       m.s0[i] = t.slots[0] ? t.slots[0] : t.values;
       m.s1[i] = t.slots[1] ? t.slots[1] : t.values;

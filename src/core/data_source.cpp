@@ -322,6 +322,7 @@ std::vector<TensorUpdate> ArrayDataSource::prepare_update(const GradientState& g
     // With scaling, the update subtracts the steps skipped so far (a count on the device).
     TensorUpdate t{static_cast<float*>(w.tensors[i]->data()), gradient.tensors[i]->data(), {}, w.counts[i],
                    state_.step + state_.skips_from, gradient.dtype(i)};
+    t.gradient_in_copy_order = gradient.layout(i) == Layout::NHWC;
     for (size_t j = 0; j < state_.slots[i].size() && j < kMaxSlots; ++j)
       t.slots[j] = static_cast<float*>(state_.slots[i][j]->data());
     out.push_back(t);

@@ -220,6 +220,8 @@ const WeightsState* ParameterCopies::folded(const FilterNode* conv) const {
 void ParameterCopies::attach(std::vector<TensorUpdate>& tensors) {
   for (TensorUpdate& t : tensors) {
     auto it = copies_.find(t.values);
+    const bool reordered = it != copies_.end() && it->second.outputs;
+    if (t.gradient_in_copy_order && !reordered) fail("a KRSC weight gradient without its channels-last copy");
     if (it == copies_.end()) continue;
     Copy& c = it->second;
     t.copy = c.buffer->data();

@@ -58,7 +58,8 @@ std::pair<float, int64_t> StepRunner::loss_scale() const {
   return {s.scale, s.skipped};
 }
 
-void StepRunner::gradients_for(const FilterNode* forward, const std::vector<WeightsState>& ws) {
+void StepRunner::gradients_for(const FilterNode* forward, const std::vector<WeightsState>& ws,
+                               const std::vector<WeightsState>* copies) {
   // What the node's descriptors say, read once: statistics have no gradient, half operands a half one.
   auto [kind, first] = trainable_.try_emplace(forward);
   if (first) {
@@ -72,11 +73,18 @@ void StepRunner::gradients_for(const FilterNode* forward, const std::vector<Weig
   auto trains = [&](size_t i, size_t t) {
     return tr.specs[i][t].trained && ws[i].tensors[t] && tr.sources[i]->trains(t);
   };
+  // A channels-last filter's gradient lies as its copy does (KRSC), which the built-in
+  // optimizers read and write; an update on the host reads the descriptor's order.
+  auto layout = [&](size_t i, size_t t) {
+    const bool krsc = copies && (*copies)[i].layout(t) == Layout::NHWC && builtin_optimizer(tr.sources[i]);
+    return krsc ? Layout::NHWC : Layout::NCHW;
+  };
   auto& gs = gradients_[forward];
   bool same = gs.size() == ws.size();
   for (size_t i = 0; same && i < ws.size(); ++i) {
     same = gs[i].tensors.size() == ws[i].tensors.size();
-    for (size_t t = 0; same && t < ws[i].tensors.size(); ++t) same = static_cast<bool>(gs[i].tensors[t]) == trains(i, t);
+    for (size_t t = 0; same && t < ws[i].tensors.size(); ++t)
+      same = static_cast<bool>(gs[i].tensors[t]) == trains(i, t) && gs[i].layout(t) == layout(i, t);
   }
   if (same) return;
   captures_.clear();  // they write the old buffers
@@ -89,6 +97,7 @@ void StepRunner::gradients_for(const FilterNode* forward, const std::vector<Weig
       g.tensors.push_back(made ? backend_.allocate(ws[i].counts[t] * dtype_size(dtype)) : nullptr);
       g.counts.push_back(made ? ws[i].counts[t] : 0);
       g.dtypes.push_back(dtype);
+      g.layouts.push_back(layout(i, t));
     }
   }
 }
@@ -188,7 +197,7 @@ std::vector<Image> StepRunner::run(const Plan& plan, Parameters& wm, const std::
     const Step& st = s.steps[k];
     if (!st.trains_weights || !plan.need[k].runs) continue;  // its tensors are frozen now
     trained.push_back(st.node->trains() ? st.node->trains() : st.node);
-    gradients_for(trained.back(), wm.of.at(trained.back()));
+    gradients_for(trained.back(), wm.of.at(trained.back()), copied ? copies_.of(trained.back()) : nullptr);
   }
   const auto others = host_updates(trained);
   auto* scale_state = scaling_ ? static_cast<math::LossScaleState*>(scaling_->data()) : nullptr;

@@ -35,8 +35,10 @@ class StepRunner {
   std::pair<float, int64_t> loss_scale() const;
 
  private:
-  // Makes the forward node's gradient buffers, or remakes them where the trained tensors changed.
-  void gradients_for(const FilterNode* forward, const std::vector<WeightsState>& ws);
+  // Makes the forward node's gradient buffers, or remakes them where the trained tensors or
+  // their order changed. `copies`: the node's parameter copies where the step computes on them.
+  void gradients_for(const FilterNode* forward, const std::vector<WeightsState>& ws,
+                     const std::vector<WeightsState>* copies);
   void check_finite(const std::vector<Image>& losses, const std::vector<const FilterNode*>& trained);
   // Marks the loss scaling state where a weight gradient holds a NaN or inf (no waiting).
   void check_scaled(const std::vector<const FilterNode*>& trained, math::LossScaleState* state);

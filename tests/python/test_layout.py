@@ -189,6 +189,44 @@ def test_half_filter_copies_serve_every_reader(device, rng):
 
 
 # Overlapping windows; 2×2 and 3×3 side by side (3×3 leaving an edge uncovered); a large window.
+class HostSGD(ng.Optimizer):
+    """Plain SGD on the host: the gradient it is handed is in the descriptor's order (OIHW)."""
+
+    def slot_count(self):
+        return 0
+
+    def update(self, values, gradient, slots, step):
+        values -= self.learning_rate * gradient
+
+
+@pytest.mark.parametrize("fmt", ["float32", "bfloat16"])
+@pytest.mark.parametrize("device", GPUS)
+def test_channels_last_weight_gradients_reach_every_optimizer(device, fmt, rng):
+    """A channels-last filter's gradient is computed in its copy's order (KRSC), which the
+    built-in optimizers read; an optimizer on the host gets it in the descriptor's order. Three
+    input channels, so the two orders differ: each step moves the weights as the NCHW graph's."""
+    x = rng.standard_normal((8, 3, 6, 6)).astype(np.float32)
+    y = rng.integers(0, 5, 8)
+    moved = {}
+    for layout in ("NCHW", "NHWC"):
+        for name, opt in (("built-in", ng.SGD(learning_rate=0.05, momentum=0.9)),
+                          ("host", HostSGD(learning_rate=0.05))):
+            conv = ng.ArrayDataSource(ng.ConvolutionDescriptor(3, 3, 8), seed=11, label="conv")
+            head = ng.ArrayDataSource(ng.ConvolutionDescriptor(6, 8, 5), seed=12, label="head")
+            h = ng.Neuron(ng.Convolution(ng.ImageNode(shape=(3, 6, 6), label="x"), conv, padding="same"), "tanh")
+            loss = ng.Loss(ng.FullyConnected(h, head), ng.LossDescriptor("softmax_cross_entropy", "mean"))
+            g = loss.training_graph(device=device, optimizer=opt, format=fmt, layout=layout)
+            before = g.parameters()["conv"]["weights"]
+            for _ in range(3):
+                g.encode(x, labels=y).wait()
+            moved[layout, name] = g.parameters()["conv"]["weights"] - before
+    tol = 5e-2 if fmt == "bfloat16" else 1e-4
+    for name in ("built-in", "host"):
+        want = moved["NCHW", name]
+        assert np.abs(want).max() > 1e-3
+        np.testing.assert_allclose(moved["NHWC", name], want, rtol=tol, atol=tol * float(np.abs(want).max()))
+
+
 POOLS = [("max", 3, 2, "same"), ("average", 3, 2, "same"), ("average", 2, 2, "valid"), ("max", 2, 2, "valid"),
          ("max", 3, 3, "valid"), ("average", 3, 3, "valid"), ("max", 7, 1, "valid")]
 

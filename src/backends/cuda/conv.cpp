@@ -209,14 +209,26 @@ void convolution_gradient_of(CudaBackend& b, const ConvGeometry& g, const Tensor
                              const Tensor& dy, const Tensor& y, const NeuronDescriptor& neuron, const Tensor& dx,
                              const Tensor& dwt, const Tensor& dbt) {
   constexpr DType dt = DTypeOf<T>::value;
-  T* dw = dwt.data_as<T>();
+  T* dw = dwt.dense_as<T>();
   float* db = dbt.data_as<float>();
   const int n = xi.batch();
   const auto& is = xi.shape();
   const auto& os = dy.shape();
   const bool last = channels_last({&xi, &dy, &dx});
   const int taps = g.kh * g.kw, per_group = is.c / g.groups;
-  std::shared_ptr<Buffer> scratch, padded_x, padded_dx, partial, tensor_partial, reordered_w, krsc_dw, rows;
+  std::shared_ptr<Buffer> scratch, padded_x, padded_dx, partial, tensor_partial, reordered_w, dw_scratch, rows;
+  // dW as a pass computes it, KRSC or OIHW: into dw where that is dw's order (KRSC for a
+  // channels-last filter's, as its copy is, which the optimizer reads), else into a scratch
+  // that dw_placed reorders into dw.
+  const bool dw_krsc = dwt.layout() == Layout::NHWC;
+  auto dw_target = [&](bool krsc) {
+    if (krsc == dw_krsc) return dw;
+    if (!dw_scratch) dw_scratch = b.allocate(dwt.bytes());
+    return static_cast<T*>(dw_scratch->data());
+  };
+  auto dw_placed = [&](bool krsc, T* target) {
+    if (target != dw) reorder_filter(b, static_cast<const T*>(target), dw, os.c, per_group, taps, krsc);
+  };
   if (!dx && !dw) {  // the bias alone (frozen weights, no input gradient): dz is not stored
     if (db) derivative_and_bias<T>(b, dy, y, neuron, nullptr, db);
     return;
@@ -225,11 +237,11 @@ void convolution_gradient_of(CudaBackend& b, const ConvGeometry& g, const Tensor
   if (last && windowed_in_place(g, is, os)) {
     const T* dz = output_gradient<T>(b, dy, y, neuron, db, &scratch);
     const int ck = is.c * g.kw, windows = n * os.h * os.w;
-    if (dw) {  // dW (o × kw·c, KRSC) = dzᵀ · windows, then OIHW
-      krsc_dw = b.allocate(dwt.bytes());
-      b.gemm(dt, true, false, os.c, ck, windows, dz, os.c, xi.dense_as<const T>(), ck, krsc_dw->data(), ck, g.tf32,
-             1.f, 0.f, {}, g.half);
-      reorder_filter(b, static_cast<const T*>(krsc_dw->data()), dw, os.c, per_group, taps, true);
+    if (dw) {  // dW (o × kw·c, KRSC) = dzᵀ · windows
+      T* target = dw_target(true);
+      b.gemm(dt, true, false, os.c, ck, windows, dz, os.c, xi.dense_as<const T>(), ck, target, ck, g.tf32, 1.f, 0.f,
+             {}, g.half);
+      dw_placed(true, target);
     }
     if (dx)  // the windows' gradient (windows × kw·c) = dz · W is dx itself
       b.gemm(dt, false, false, windows, ck, os.c, dz, os.c, weights, ck, dx.dense_as<T>(), ck, g.tf32, 1.f, 0.f, {},
@@ -244,8 +256,10 @@ void convolution_gradient_of(CudaBackend& b, const ConvGeometry& g, const Tensor
       auto dzt = b.allocate(dy.bytes());
       const int dims[3] = {n, os.c, p}, perm[3] = {1, 0, 2};
       cuda::permute(b.stream(), dz, static_cast<T*>(dzt->data()), dims, perm);
-      b.gemm(dt, false, false, os.c, ck, n * p, dzt->data(), n * p, win->data(), ck, dw, ck, g.tf32, 1.f, 0.f, {},
-             g.half);
+      T* target = dw_target(false);
+      b.gemm(dt, false, false, os.c, ck, n * p, dzt->data(), n * p, win->data(), ck, target, ck, g.tf32, 1.f, 0.f,
+             {}, g.half);
+      dw_placed(false, target);
     }
     if (dx) {  // windows' gradient[image] (windows × c·kw) = dz[image]ᵀ · W, scattered back
       auto dwin = b.allocate(static_cast<size_t>(n) * p * ck * sizeof(T));
@@ -269,7 +283,6 @@ void convolution_gradient_of(CudaBackend& b, const ConvGeometry& g, const Tensor
   const bool pointwise_fits = last && pointwise(g, is, os);
   const bool product_dw_fits = pointwise_fits || (last && few_taps(g, is));
   const int windows = n * os.h * os.w, ld = row_values(g, is), k = taps * per_group;
-  if (last && dw && p.weight_gradient != ConvPlan::kDirect) krsc_dw = b.allocate(dwt.bytes());
   // Both gradients on channels widened as the forward pass may be: x in rows of `wide` values
   // for dW, the filters padded with zeros for dx, and the first is.c channels of each result kept.
   ConvPlan* widened_plan = widened_plan_of(b, g, n, is, os, dt, last, {p.weight_gradient, p.input_gradient});
@@ -279,31 +292,33 @@ void convolution_gradient_of(CudaBackend& b, const ConvGeometry& g, const Tensor
   auto direct_dw = [&](const T* grad, const Tensor& out, float* bias_grad) {
     const size_t row = static_cast<size_t>(os.c) * is.c * g.kh * g.kw + os.c;
     if (!partial) partial = b.allocate(cuda::direct_weight_gradient_rows(shape) * row * sizeof(float));
+    T* target = dw_target(false);
     cuda::direct_weight_gradient(b.stream(), shape, xi.dense_as<const T>(), grad, out ? out.dense_as<const T>() : nullptr,
-                                 neuron, dw, bias_grad, static_cast<float*>(partial->data()));
+                                 neuron, target, bias_grad, static_cast<float*>(partial->data()));
+    dw_placed(false, target);
   };
-  auto tensor_dw = [&](const T* dz) {  // KRSC where channels-last, then OIHW
+  auto tensor_dw = [&](const T* dz) {  // KRSC where channels-last
     const size_t floats = cuda::tensor_weight_gradient_partial(tensor_shape);
     if (floats && !tensor_partial) tensor_partial = b.allocate(floats * sizeof(float));
-    T* target = last ? static_cast<T*>(krsc_dw->data()) : dw;
+    T* target = dw_target(last);
     cuda::tensor_weight_gradient(b.stream(), tensor_shape, !g.tf32, as_float(xi.dense_as<const T>()), as_float(dz),
                                  reinterpret_cast<float*>(target),
                                  floats ? static_cast<float*>(tensor_partial->data()) : nullptr);
-    if (last) reorder_filter(b, static_cast<const T*>(target), dw, os.c, per_group, taps, true);
+    dw_placed(last, target);
   };
   auto tensor_dx = [&](const T* dz) {
     const auto reordered = b.allocate(static_cast<size_t>(os.c) * is.c * g.kh * g.kw * sizeof(float));
     cuda::tensor_input_gradient(b.stream(), tensor_shape, !g.tf32, as_float(dz), as_float(weights),
                                 reinterpret_cast<float*>(dx.dense_as<T>()), static_cast<float*>(reordered->data()));
   };
-  auto product_dw = [&](const T* dz) {  // dW (o × ld) = dzᵀ · the windows' rows, then KRSC → OIHW
+  auto product_dw = [&](const T* dz) {  // dW (o × ld) = dzᵀ · the windows' rows: KRSC
     std::shared_ptr<Buffer> padded = ld == k ? nullptr : b.allocate(static_cast<size_t>(os.c) * ld * sizeof(T));
-    T* krsc = static_cast<T*>(krsc_dw->data());
+    T* krsc = dw_target(true);
     T* target = padded ? static_cast<T*>(padded->data()) : krsc;
     b.gemm(dt, true, false, os.c, ld, windows, dz, os.c, window_rows<T>(b, shape, xi, ld, &rows), ld, target, ld,
            g.tf32, 1.f, 0.f, {}, g.half);
     if (padded) cuda::copy_rows(b.stream(), krsc, k * sizeof(T), target, ld * sizeof(T), os.c, k * sizeof(T));
-    reorder_filter(b, static_cast<const T*>(krsc), dw, os.c, per_group, taps, true);
+    dw_placed(true, krsc);
   };
   auto product_dx = [&](const T* dz) {  // the pixels' gradient (windows × c) = dz · W, placed in dx
     const bool whole = reads_every_pixel(shape);
@@ -314,11 +329,11 @@ void convolution_gradient_of(CudaBackend& b, const ConvGeometry& g, const Tensor
     if (!whole) cuda::place_pixels(b.stream(), shape, target, dx.dense_as<T>(), sizeof(T));
   };
   // cuDNN's weight gradient, by a legacy algorithm or a graph-API plan (which falls back on the
-  // best algorithm where a pointer is misaligned), into dw (through KRSC where channels-last).
+  // best algorithm where a pointer is misaligned): KRSC where channels-last.
   auto into_dw = [&](const auto& compute) {
-    T* target = last ? static_cast<T*>(krsc_dw->data()) : dw;
+    T* target = dw_target(last);
     compute(cudnn_input<T>(b, p, xi, &padded_x), target);
-    if (last) reorder_filter(b, static_cast<const T*>(target), dw, os.c, per_group, taps, true);
+    dw_placed(last, target);
   };
   auto legacy_dw = [&](const cudnnConvolutionBwdFilterAlgoPerf_t& a, const T* x, const T* dz, T* target) {
     const auto ws = b.workspace(a.memory);
@@ -345,9 +360,9 @@ void convolution_gradient_of(CudaBackend& b, const ConvGeometry& g, const Tensor
     cudnn_check(cudnnConvolutionBackwardFilter(b.cudnn(), &one, q.x, x, q.y, dz, q.conv, a.algo, ws->data(), a.memory,
                                                &zero, q.w, full->data()),
                 "convolution_gradient");
-    T* krsc = static_cast<T*>(krsc_dw->data());
+    T* krsc = dw_target(true);
     cuda::copy_rows(b.stream(), krsc, is.c * sizeof(T), full->data(), wide * sizeof(T), os.c * taps, is.c * sizeof(T));
-    reorder_filter(b, static_cast<const T*>(krsc), dw, os.c, per_group, taps, true);
+    dw_placed(true, krsc);
   };
   // The input gradient likewise, into dx (through a padded copy where the plan pads).
   auto into_dx = [&](const auto& compute) {
