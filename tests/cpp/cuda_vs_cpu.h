@@ -174,6 +174,15 @@ class CudaVsCpu : public OnGpu {
     // with the sums' size, not its value.
     check("dw", dwc, host(dwg), sum_tol, g.tf32 ? std::max(1.f, rms(dwc)) : 1.f);
     check("db", dbc, host(dbg), sum_tol, g.tf32 ? std::max(1.f, rms(dbc)) : 1.f);
+    // A gradient marked channels-last (a KRSC filter copy's, as a graph's built-in optimizer
+    // reads it) comes out in that order.
+    auto dwk = gpu().allocate(wv.size() * 4);
+    const Tensor krsc(dwk->data(), 1, ImageShape{static_cast<int>(wv.size()), 1, 1}, DType::Float32, Layout::NHWC);
+    dispatch<ConvolutionGradientKernel>(gpu(), g, last(xg), t(wg), last(dyg), last(yg), tanh, Tensor(), krsc,
+                                        Tensor());
+    const ImageShape filter{in.c / g.groups, g.kh, g.kw};
+    check("dw KRSC", channels_last(dwc, out.c, filter, false), host(dwk), sum_tol,
+          g.tf32 ? std::max(1.f, rms(dwc)) : 1.f);
   }
   // Values as a 16-bit device buffer (float16, or bfloat16 where `bf16`), each n × c × h × w
   // block of the NCHW `v` stored NHWC (c along the last axis), or as given where c is 1.
