@@ -40,43 +40,48 @@ __device__ void load_taps(const ConvShape& g, Taps& taps, bool krsc = false) {
   }
 }
 
-
-// A thread per output pixel and a tile of OT output channels (blockIdx.y), its weights in
-// shared memory tap-major (rows padded against bank conflicts), so each input value feeds
-// OT FMAs from OT/4 float4 loads; taps go four at a time, their loads issued together.
-// Channels-last, a pixel's OT outputs are neighbours, stored in 16-byte packs where `packs`.
-template <int OT, class T, class F>
-__global__ void __launch_bounds__(128) direct_forward_kernel(ConvShape g, const T* __restrict__ x,
-                                                             const T* __restrict__ w, const float* bias,
-                                                             F neuron, bool packs, T* __restrict__ y) {
-  constexpr int WS = OT + 4;
-  __shared__ __align__(16) float ws[kDirectMaxTaps * WS];
-  __shared__ Taps taps;
-  const int count = g.c * g.kh * g.kw, padded = (count + 3) & ~3, o0 = blockIdx.y * OT;
+// The forward pass's shared state for a tile of OT output channels from o0: its weights
+// tap-major (rows padded against bank conflicts) and the taps.
+template <int OT>
+struct Staged {
+  static constexpr int WS = OT + 4;
+  __align__(16) float ws[kDirectMaxTaps * WS];
+  Taps taps;
+};
+template <int OT, class T>
+__device__ void stage(const ConvShape& g, const T* __restrict__ w, int o0, Staged<OT>& s) {
+  const int count = g.c * g.kh * g.kw, padded = (count + 3) & ~3;
   for (int i = threadIdx.x; i < OT * padded; i += blockDim.x) {  // coalesced: w's rows are o-major
     const int j = i / padded, t = i - j * padded;
-    ws[t * WS + j] = o0 + j < g.oc && t < count ? ld(w[(o0 + j) * count + t]) : 0.f;
+    s.ws[t * Staged<OT>::WS + j] = o0 + j < g.oc && t < count ? ld(w[(o0 + j) * count + t]) : 0.f;
   }
-  load_taps(g, taps, g.x_last);
-  __syncthreads();
-  const unsigned plane = g.oh * g.ow, q = blockIdx.x * blockDim.x + threadIdx.x;
-  if (q >= static_cast<unsigned>(g.n) * plane) return;
-  const unsigned img = q / plane, p = q - img * plane, oy = p / g.ow, ox = p - oy * g.ow;
+  load_taps(g, s.taps, g.x_last);
+}
+
+// acc = the tile's sums over output pixel q's window (q < n·oh·ow), so each input value feeds
+// OT FMAs from OT/4 float4 loads; taps go four at a time, their loads issued together.
+template <int OT, class T>
+__device__ void window_sums(const ConvShape& g, const Staged<OT>& s, const T* __restrict__ x, unsigned q,
+                            float (&acc)[OT]) {
+  constexpr int WS = Staged<OT>::WS;
+  const int count = g.c * g.kh * g.kw;
+  const unsigned plane = g.oh * g.ow, img = q / plane, p = q - img * plane, oy = p / g.ow, ox = p - oy * g.ow;
   const int y0 = static_cast<int>(oy) * g.sy - g.pad_top, x0 = static_cast<int>(ox) * g.sx - g.pad_left;
   const T* xi = x + img * g.c * g.h * g.w;
-  const Strides s = x_strides(g);
-  const int corner = y0 * s.row + x0 * s.column;  // may be negative: only in-bounds taps are read
-  float acc[OT] = {};
+  const Strides stride = x_strides(g);
+  const int corner = y0 * stride.row + x0 * stride.column;  // may be negative: only in-bounds taps are read
+#pragma unroll
+  for (int j = 0; j < OT; ++j) acc[j] = 0.f;
   for (int t0 = 0; t0 < count; t0 += 4) {
     float v[4];
 #pragma unroll
     for (int u = 0; u < 4; ++u) {
-      const int4 tap = taps.at[min(t0 + u, count - 1)];  // past the end: 0 (its weights are 0 too)
+      const int4 tap = s.taps.at[min(t0 + u, count - 1)];  // past the end: 0 (its weights are 0 too)
       v[u] = t0 + u < count && inside(y0 + tap.x, x0 + tap.y, g.h, g.w) ? ld(xi[corner + tap.z]) : 0.f;
     }
 #pragma unroll
     for (int u = 0; u < 4; ++u) {
-      const float4* wt = reinterpret_cast<const float4*>(ws + (t0 + u) * WS);
+      const float4* wt = reinterpret_cast<const float4*>(s.ws + (t0 + u) * WS);
 #pragma unroll
       for (int j = 0; j < OT / 4; ++j) {
         const float4 k = wt[j];
@@ -87,6 +92,24 @@ __global__ void __launch_bounds__(128) direct_forward_kernel(ConvShape g, const 
       }
     }
   }
+}
+
+// A thread per output pixel and a tile of OT output channels (blockIdx.y), the bias and neuron
+// applied in registers. Channels-last, a pixel's OT outputs are neighbours, stored in 16-byte
+// packs where `packs`.
+template <int OT, class T, class F>
+__global__ void __launch_bounds__(128) direct_forward_kernel(ConvShape g, const T* __restrict__ x,
+                                                             const T* __restrict__ w, const float* bias,
+                                                             F neuron, bool packs, T* __restrict__ y) {
+  __shared__ Staged<OT> staged;
+  const int o0 = blockIdx.y * OT;
+  stage(g, w, o0, staged);
+  __syncthreads();
+  const unsigned plane = g.oh * g.ow, q = blockIdx.x * blockDim.x + threadIdx.x;
+  if (q >= static_cast<unsigned>(g.n) * plane) return;
+  const unsigned img = q / plane, p = q - img * plane;
+  float acc[OT];
+  window_sums(g, staged, x, q, acc);
 #pragma unroll
   for (int j = 0; j < OT; ++j) acc[j] = neuron(acc[j] + (bias && o0 + j < g.oc ? bias[o0 + j] : 0.f));
   if (!g.y_last) {
@@ -108,6 +131,75 @@ __global__ void __launch_bounds__(128) direct_forward_kernel(ConvShape g, const 
 #pragma unroll
   for (int j = 0; j < OT; ++j)
     if (o0 + j < g.oc) out[j] = st<T>(acc[j]);
+}
+
+// db[o] = Σ over pixels of dy[o, pixel]·f'(pre[o, pixel]) with pre = x ∗ W + b computed again
+// as the forward pass computes it, never stored: the speed run's whitening layer reads its
+// 3-channel input again rather than its 24-channel result. Threads walk the pixels grid-stride
+// for a tile of OT channels (blockIdx.y); a block's sums go to its row of `partial` (oc wide).
+template <int OT, class T, class D>
+__global__ void __launch_bounds__(128) direct_bias_gradient_kernel(ConvShape g, const T* __restrict__ x,
+                                                                   const T* __restrict__ w, const float* bias,
+                                                                   const T* __restrict__ dy, D derivative,
+                                                                   bool packs, float* __restrict__ partial) {
+  __shared__ Staged<OT> staged;
+  __shared__ float warp_sums[4][OT];
+  const int o0 = blockIdx.y * OT;
+  stage(g, w, o0, staged);
+  float b[OT], total[OT];
+#pragma unroll
+  for (int j = 0; j < OT; ++j) {
+    b[j] = bias && o0 + j < g.oc ? bias[o0 + j] : 0.f;
+    total[j] = 0.f;
+  }
+  __syncthreads();
+  const unsigned plane = g.oh * g.ow, pixels = static_cast<unsigned>(g.n) * plane;
+  for (unsigned q = blockIdx.x * blockDim.x + threadIdx.x; q < pixels; q += gridDim.x * blockDim.x) {
+    float acc[OT], d[OT];
+    window_sums(g, staged, x, q, acc);
+    const unsigned img = q / plane, p = q - img * plane;
+    bool loaded = false;
+    if (g.y_last) {
+      const T* at = dy + static_cast<size_t>(q) * g.oc + o0;
+      if constexpr (OT % kPack<T> == 0) {
+        if (packs) {  // oc a multiple of the pack: a pack is inside or past the channels whole
+#pragma unroll
+          for (int j = 0; j < OT; j += kPack<T>) {
+            if (o0 + j < g.oc) {
+              load_values<kPack<T>>(at + j, d + j);
+            } else {
+#pragma unroll
+              for (int k = 0; k < kPack<T>; ++k) d[j + k] = 0.f;
+            }
+          }
+          loaded = true;
+        }
+      }
+      if (!loaded) {
+#pragma unroll
+        for (int j = 0; j < OT; ++j) d[j] = o0 + j < g.oc ? ld(at[j]) : 0.f;
+      }
+    } else {
+      const T* at = dy + (static_cast<size_t>(img) * g.oc + o0) * plane + p;
+#pragma unroll
+      for (int j = 0; j < OT; ++j) d[j] = o0 + j < g.oc ? ld(at[static_cast<size_t>(j) * plane]) : 0.f;
+    }
+#pragma unroll
+    for (int j = 0; j < OT; ++j) total[j] = fmaf(d[j], derivative(acc[j] + b[j]), total[j]);
+  }
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+#pragma unroll
+  for (int j = 0; j < OT; ++j) {
+    float v = total[j];
+#pragma unroll
+    for (int step = 16; step > 0; step /= 2) v += __shfl_xor_sync(0xffffffffu, v, step);
+    if (lane == 0) warp_sums[warp][j] = v;
+  }
+  __syncthreads();
+  const int j = threadIdx.x;
+  if (j < OT && o0 + j < g.oc)
+    partial[static_cast<size_t>(blockIdx.x) * g.oc + o0 + j] =
+        warp_sums[0][j] + warp_sums[1][j] + warp_sums[2][j] + warp_sums[3][j];
 }
 
 // dW[o, t] = Σ over pixels of dz[o, pixel]·window(pixel)[t], db[o] = Σ dz[o, pixel], with
@@ -262,34 +354,67 @@ bool direct_convolution_fits(const ConvShape& g) {
   return g.c * g.kh * g.kw <= kDirectMaxTaps && fits_32(in) && fits_32(out + g.oh * g.ow * kTile);
 }
 
+namespace {
+
+// The widest channel tile (most FMAs per load; at most the channels, rounded up to 8) that
+// still gives the GPU about half its threads: a thread's work is one long dependent walk over
+// the taps, so few threads stall.
+int channel_tile(const ConvShape& g) {
+  const size_t pixels = static_cast<size_t>(g.n) * g.oh * g.ow, want = static_cast<size_t>(multiprocessors()) * 1024;
+  int tile = 8;
+  for (int t : {16, 24, 32})
+    if (t <= (g.oc + 7) / 8 * 8 && pixels * ((g.oc + t - 1) / t) >= want) tile = t;
+  return tile;
+}
+
+// launch(std::integral_constant<int, tile>) for g's channel tile.
+template <class L>
+void with_channel_tile(const ConvShape& g, L&& launch) {
+  switch (channel_tile(g)) {
+    case 8: return launch(std::integral_constant<int, 8>{});
+    case 16: return launch(std::integral_constant<int, 16>{});
+    case 24: return launch(std::integral_constant<int, 24>{});
+    default: return launch(std::integral_constant<int, 32>{});
+  }
+}
+
+}  // namespace
+
 template <class T>
 void direct_convolution(cudaStream_t s, const ConvShape& g, const T* x, const T* w, const float* bias,
                         const NeuronDescriptor& nd, T* y) {
-  // The widest channel tile (most FMAs per load; at most the channels, rounded up to 8) that
-  // still gives the GPU about half its threads: a thread's work is one long dependent walk
-  // over the taps, so few threads stall.
   const unsigned pixels = static_cast<unsigned>(g.n) * g.oh * g.ow, blocks = (pixels + 127) / 128;
-  const size_t want = static_cast<size_t>(multiprocessors()) * 1024;
-  auto threads = [&](int tile) { return static_cast<size_t>(pixels) * ((g.oc + tile - 1) / tile); };
-  int tile = 8;
-  for (int t : {16, 24, 32})
-    if (t <= (g.oc + 7) / 8 * 8 && threads(t) >= want) tile = t;
   const bool packs = g.y_last && g.oc % kPack<T> == 0 && packed(y);
   with_neuron(nd, [&](auto neuron) {
-    auto launch = [&](auto kernel, int ot) {
-      kernel<<<dim3(blocks, (g.oc + ot - 1) / ot), 128, 0, s>>>(g, x, w, bias, neuron, packs, y);
-    };
-    using F = decltype(neuron);
-    if (tile == 8)
-      launch(direct_forward_kernel<8, T, F>, 8);
-    else if (tile == 16)
-      launch(direct_forward_kernel<16, T, F>, 16);
-    else if (tile == 24)
-      launch(direct_forward_kernel<24, T, F>, 24);
-    else
-      launch(direct_forward_kernel<32, T, F>, 32);
+    with_channel_tile(g, [&](auto tile) {
+      constexpr int OT = decltype(tile)::value;
+      direct_forward_kernel<OT, T, decltype(neuron)>
+          <<<dim3(blocks, (g.oc + OT - 1) / OT), 128, 0, s>>>(g, x, w, bias, neuron, packs, y);
+    });
   });
   check_launch("convolution");
+}
+
+template <class T>
+void direct_bias_gradient(cudaStream_t s, const ConvShape& g, const T* x, const T* w, const float* bias, const T* dy,
+                          const NeuronDescriptor& nd, float* db, float* partial) {
+  const int rows = direct_bias_gradient_rows(g);
+  const bool packs = g.y_last && g.oc % kPack<T> == 0 && packed(dy);
+  with_derivative(nd, [&](auto derivative) {
+    with_channel_tile(g, [&](auto tile) {
+      constexpr int OT = decltype(tile)::value;
+      direct_bias_gradient_kernel<OT, T, decltype(derivative)>
+          <<<dim3(rows, (g.oc + OT - 1) / OT), 128, 0, s>>>(g, x, w, bias, dy, derivative, packs, partial);
+    });
+  });
+  column_totals<T>(s, partial, rows, g.oc, 0, nullptr, db);
+  check_launch("convolution_bias_gradient");
+}
+
+int direct_bias_gradient_rows(const ConvShape& g) {
+  const long blocks = (static_cast<long>(g.n) * g.oh * g.ow + 127) / 128;
+  const long tiles = (g.oc + channel_tile(g) - 1) / channel_tile(g);
+  return static_cast<int>(std::max(1L, std::min(blocks, 4L * multiprocessors() / tiles)));
 }
 
 int direct_weight_gradient_rows(const ConvShape& g) {
@@ -323,7 +448,9 @@ void direct_weight_gradient(cudaStream_t s, const ConvShape& g, const T* x, cons
   template void direct_convolution(cudaStream_t, const ConvShape&, const T*, const T*, const float*,          \
                                    const NeuronDescriptor&, T*);                                              \
   template void direct_weight_gradient(cudaStream_t, const ConvShape&, const T*, const T*, const T*,          \
-                                       const NeuronDescriptor&, T*, float*, float*);
+                                       const NeuronDescriptor&, T*, float*, float*);                          \
+  template void direct_bias_gradient(cudaStream_t, const ConvShape&, const T*, const T*, const float*,        \
+                                     const T*, const NeuronDescriptor&, float*, float*);
 NNGRAPH_STORAGE_TYPES(INSTANTIATE)
 #undef INSTANTIATE
 

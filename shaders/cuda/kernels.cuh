@@ -177,6 +177,13 @@ template <class T>
 void direct_weight_gradient(cudaStream_t s, const ConvShape& g, const T* x, const T* dy, const T* y,
                             const NeuronDescriptor& nd, T* dw, float* db, float* partial);
 int direct_weight_gradient_rows(const ConvShape& g);
+// db = Σ over pixels of dy·nd'(x ∗ w + bias), the convolution computed again as it is read
+// (nd's derivative from its input); weights and layouts as direct_convolution's, `partial`
+// holds direct_bias_gradient_rows(g) · oc floats.
+template <class T>
+void direct_bias_gradient(cudaStream_t s, const ConvShape& g, const T* x, const T* w, const float* bias, const T* dy,
+                          const NeuronDescriptor& nd, float* db, float* partial);
+int direct_bias_gradient_rows(const ConvShape& g);
 // Convolution passes as products on tensor cores (tensor_conv.cu). Exact: each float32
 // operand is split into a tf32 part and the rest as tf32, and three products are summed
 // (float32's accuracy); else one tf32 product. NCHW images (g.x_last false) with OIHW weights:

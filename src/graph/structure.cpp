@@ -253,16 +253,20 @@ Structure build_structure(const std::vector<ImageNodePtr>& results, const std::v
     // A gradient node whose dY is only a neuron gradient's result, for the neuron folded into
     // its forward node's step (batch normalization + relu), takes that neuron gradient's dY
     // and applies f' itself; the neuron gradient's step is left without readers and dropped.
+    // (Where it could also read the result, a neuron whose derivative comes from its output
+    // is not recomputed: the result holds that output.)
     NeuronDescriptor through;
     if (const FilterNode* forward = f->takes_neuron_gradient_of()) {
       const Step* p = fold_target(ins[0]);
       const NeuronDescriptor* neuron = p ? p->node->fusable_neuron_gradient() : nullptr;
       const int q = neuron ? step_of[p->inputs[1]] : -1;
-      if (q >= 0 && s.steps[q].node == forward && same_neuron(s.steps[q].fused, *neuron)) {
+      if (q >= 0 && s.steps[q].node == forward && same_neuron(s.steps[q].fused, *neuron) &&
+          !(neuron->derivative_from_output() && f->takes_neuron_gradient_of_result())) {
         through = *neuron;
         roots_in[0] = p->inputs[0];
       }
-    } else if (f->takes_neuron_gradient_of_result()) {
+    }
+    if (through.type == NeuronType::None && f->takes_neuron_gradient_of_result()) {
       // A convolution's gradient whose dY is only the gradient of a neuron over the
       // convolution's result reads that result and applies f' of it as it reads dY (the
       // neuron's input, or its output where the neuron folded into the convolution and its
@@ -271,7 +275,11 @@ Structure build_structure(const std::vector<ImageNodePtr>& results, const std::v
       const NeuronDescriptor* neuron = p ? p->node->fusable_neuron_gradient() : nullptr;
       const auto forward = out_of.find(f->trains());  // absent: a gradient node built on its own
       const int result = forward == out_of.end() ? -1 : s.root[forward->second];
-      if (neuron && result >= 0 && p->inputs[1] == result) {
+      // Not where this very neuron folded into the forward step needing its input, which the
+      // result no longer holds (takes_neuron_gradient_of recomputes it there).
+      const int q = result >= 0 ? step_of[result] : -1;
+      const bool holds_output = neuron && q >= 0 && same_neuron(s.steps[q].fused, *neuron);
+      if (neuron && result >= 0 && p->inputs[1] == result && (!holds_output || neuron->derivative_from_output())) {
         through = *neuron;
         roots_in[0] = p->inputs[0];
         roots_in.push_back(result);

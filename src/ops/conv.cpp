@@ -134,16 +134,27 @@ const NeuronDescriptor& ConvolutionNode::gradient_neuron(const EncodeArgs& a) co
 
 // Sources: dY, X[, Y]. A gradient that nothing reads and weights that do not train are skipped.
 void ConvolutionNode::encode_gradient(const EncodeArgs& a) const {
-  const Image& x = *a.sources[1];
-  const Tensor y = a.sources.size() > 2 ? image_of(a, *a.sources[2]) : Tensor();
+  const Tensor x = image_of(a, *a.sources[1]), dy = image_of(a, *a.sources[0]);
+  const Tensor w = Tensor::parameter(a.weights, 0), dx = image_of(a, a.result);
+  Tensor y = a.sources.size() > 2 ? image_of(a, *a.sources[2]) : Tensor();
   const Tensor dw = Tensor::parameter(a.gradients, 0), db = Tensor::parameter(a.gradients, 1);
-  if (a.result.empty() && !dw && !db) return;
+  if (!dx && !dw && !db) return;
   ConvGeometry g = geometry(x.shape());
   g.tf32 = a.allow_tf32;
   g.half = accumulator_ == AccumulatorPrecision::Half;
-  dispatch<ConvolutionGradientKernel>(a.backend, g, image_of(a, x), Tensor::parameter(a.weights, 0),
-                                      image_of(a, *a.sources[0]), y, gradient_neuron(a), image_of(a, a.result), dw,
-                                      db);
+  const NeuronDescriptor& neuron = gradient_neuron(a);
+  std::shared_ptr<Buffer> recomputed;
+  if (!y && neuron.type != NeuronType::None) {  // the neuron folded in: its input computed again
+    const Tensor b = Tensor::parameter(a.weights, 1);
+    if (!dx && !dw && has_kernel<ConvolutionBiasGradientKernel>(a.backend.device().type()) &&
+        dispatch<ConvolutionBiasGradientKernel>(a.backend, g, x, w, b, dy, neuron, db))
+      return;
+    recomputed = a.backend.allocate(dy.bytes());
+    y = Tensor(recomputed->data(), dy.batch(), dy.shape(), dy.dtype(), dy.layout());
+    dispatch<ConvolutionKernel>(a.backend, g, x, w, b,
+                                neuron.derivative_from_output() ? neuron : NeuronDescriptor{}, y);
+  }
+  dispatch<ConvolutionGradientKernel>(a.backend, g, x, w, dy, y, neuron, dx, dw, db);
 }
 
 ConvolutionGradientNode::ConvolutionGradientNode(const ImageNodePtr& dy, std::shared_ptr<ConvolutionNode> forward)

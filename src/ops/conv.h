@@ -50,6 +50,15 @@ struct ConvolutionGradientKernel
                     const Tensor& y, const NeuronDescriptor&, const Tensor& dx, const Tensor& dw, const Tensor& db)> {
   static constexpr const char* name = "convolution_gradient";
 };
+// db[o] = Σ over N, H, W of dy ⊙ neuron'(x ∗ W + b) for a neuron whose derivative comes from
+// its input, which is computed again as dy is read, not stored (few taps:
+// ConvolutionNode::recomputes_neuron_input). False, with nothing written, where the backend's
+// kernel does not take the case; a backend may lack it.
+struct ConvolutionBiasGradientKernel
+    : KernelOf<bool(Backend&, const ConvGeometry&, const Tensor& x, const Tensor& weights, const Tensor& bias,
+                    const Tensor& dy, const NeuronDescriptor&, const Tensor& db)> {
+  static constexpr const char* name = "convolution_bias_gradient";
+};
 // y = neuron(y + b[channel]) in place (b may be empty).
 struct BiasNeuronKernel : KernelOf<void(Backend&, const Tensor& bias, const NeuronDescriptor&, const Tensor& y)> {
   static constexpr const char* name = "bias_neuron";
@@ -97,6 +106,14 @@ class ConvolutionNode : public FilterNode {
   // Its epilogue applies a following neuron, unless its descriptor has one already; so a
   // residual addition (+ neuron) after it, which its gradient does not need apart.
   bool accepts_fused_neuron() const override { return desc_.neuron.type == NeuronType::None; }
+  // With few taps per output (the speed run's 2×2 whitening over 3 channels: 12) the gradient
+  // computes the result again from x, which it reads anyway and which is smaller, rather than
+  // keep it: a GELU after it then folds into its epilogue in training too.
+  static constexpr int kRecomputedTaps = 16;
+  bool recomputes_neuron_input() const override {
+    return accepts_fused_neuron() && desc_.groups == 1 &&
+           desc_.input_feature_channels * desc_.kernel_height * desc_.kernel_width <= kRecomputedTaps;
+  }
   bool accepts_addend(DeviceType device) const override {
     return desc_.neuron.type == NeuronType::None && has_kernel<ConvolutionAddKernel>(device);
   }
@@ -132,6 +149,7 @@ class FullyConnectedNode : public ConvolutionNode {
   // Its weights flatten a source's C·H·W in NCHW order.
   bool channels_last(DeviceType, const std::vector<ImageShape>&) const override { return false; }
   bool accepts_addend(DeviceType) const override { return false; }
+  bool recomputes_neuron_input() const override { return false; }
   size_t prepared_filter_floats(Backend&, const ImageShape&) const override { return 0; }  // a product
 
  private:
@@ -140,7 +158,8 @@ class FullyConnectedNode : public ConvolutionNode {
 
 // d/d(source) into the result (skipped when unused), d/d(weights) and d/d(biases) into the
 // step's gradient state. Sources: dY, X[, Y when the descriptor has a fused neuron, or the
-// planner passes a following neuron's gradient to this step (EncodeArgs::fused)].
+// planner passes a following neuron's gradient to this step (EncodeArgs::fused)]. Passed a
+// neuron without Y, it computes the neuron's input again (takes_neuron_gradient_of).
 class ConvolutionGradientNode : public GradientNode {
  public:
   static constexpr const char* kKind = "convolution_gradient";
@@ -150,6 +169,9 @@ class ConvolutionGradientNode : public GradientNode {
   const FilterNode* trains() const override { return forward_.get(); }
   bool channels_last(DeviceType device, const std::vector<ImageShape>& sources) const override {
     return forward_->channels_last(device, {sources[1]}) && reads_channels_last<ConvolutionGradientKernel>(device);
+  }
+  const FilterNode* takes_neuron_gradient_of() const override {
+    return forward_->recomputes_neuron_input() ? forward_.get() : nullptr;
   }
   // Where the descriptor has no neuron of its own (which would take that place).
   bool takes_neuron_gradient_of_result() const override {

@@ -489,7 +489,30 @@ void convolution_gradient(Backend& backend, const ConvGeometry& g, const Tensor&
   });
 }
 
+// The direct kernel's geometry, one group, both images in one layout, a neuron whose derivative
+// comes from its input (the one recomputes_neuron_input folds); else false, for the generic path.
+bool convolution_bias_gradient(Backend& backend, const ConvGeometry& g, const Tensor& x, const Tensor& w,
+                               const Tensor& bs, const Tensor& dy, const NeuronDescriptor& neuron, const Tensor& db) {
+  cuda::ConvShape shape = conv_shape(g, x.batch(), x.shape(), dy.shape());
+  shape.x_last = shape.y_last = channels_last({&x, &dy});
+  if (!db || g.groups != 1 || x.layout() != dy.layout() || neuron.derivative_from_output() ||
+      !cuda::direct_convolution_fits(shape))
+    return false;
+  CudaBackend& b = cuda_of(backend);
+  auto lock = b.enter();
+  cuda::with_storage(x.dtype(), [&](auto z) {
+    using T = decltype(z);
+    std::shared_ptr<Buffer> reordered_w;
+    const T* weights = filters_in<T>(b, w, shape.x_last, shape.oc, shape.c, g.kh * g.kw, &reordered_w);
+    auto partial = b.allocate(static_cast<size_t>(cuda::direct_bias_gradient_rows(shape)) * shape.oc * sizeof(float));
+    cuda::direct_bias_gradient(b.stream(), shape, x.dense_as<const T>(), weights, bs.data_as<const float>(),
+                               dy.dense_as<const T>(), neuron, db.data_as<float>(), static_cast<float*>(partial->data()));
+  });
+  return true;
+}
+
 NNGRAPH_KERNEL(ConvolutionKernel, CUDA, convolution);
+NNGRAPH_KERNEL(ConvolutionBiasGradientKernel, CUDA, convolution_bias_gradient);
 NNGRAPH_KERNEL(ConvolutionGradientKernel, CUDA, convolution_gradient);
 NNGRAPH_CHANNELS_LAST(ConvolutionKernel, CUDA);
 NNGRAPH_CHANNELS_LAST(ConvolutionGradientKernel, CUDA);
