@@ -227,6 +227,52 @@ TEST_F(CudaVsCpu, DirectConvolutionOfChannelsLastHalf) {
   }
 }
 
+// The bias gradient through GELU' of the convolution computed again (a GELU folded into a
+// convolution of few taps), against the cpu's gradient from the stored pre-activation: NCHW
+// with a partial channel tile, stride and padding; the speed run's whitening layer
+// channels-last in float32 and in bfloat16 (dy read in packs). Refused, with nothing written,
+// for a neuron whose derivative comes from its output and for layouts that differ.
+TEST_F(CudaVsCpu, ConvolutionBiasGradientComputesTheResultAgain) {
+  struct Case {
+    int n, c, h, w, o, k, s, pad, oh, ow;
+    bool last, bf16;
+  };
+  const auto gelu = NeuronDescriptor::make(NeuronType::GELU);
+  for (const Case k : {Case{3, 2, 9, 8, 5, 3, 2, 1, 5, 4, false, false}, Case{64, 3, 32, 32, 24, 2, 1, 0, 31, 31, true, false},
+                       Case{64, 3, 32, 32, 24, 2, 1, 0, 31, 31, true, true}}) {
+    auto [g, d, xv, wv, bv, xc, xg, yc, yg, wg, bg] = conv(k.n, k.c, k.h, k.w, k.o, k.k, k.k, k.s, 1, k.pad, k.pad, k.oh, k.ow);
+    const auto x = k.bf16 ? rounded(xv, true) : xv, w = k.bf16 ? rounded(wv, true) : wv;
+    const auto dy = k.bf16 ? rounded(random(static_cast<size_t>(k.n) * k.o * k.oh * k.ow), true)
+                           : random(static_cast<size_t>(k.n) * k.o * k.oh * k.ow);
+    auto [xr, unused_x] = pair(k.n, {k.c, k.h, k.w}, x);
+    auto [dyc, unused_dy] = pair(k.n, {k.o, k.oh, k.ow}, dy);
+    dispatch<ConvolutionKernel>(cpu(), g, xr, t(w), t(bv), NeuronDescriptor{}, yc);
+    std::vector<float> dbc(k.o);
+    dispatch<ConvolutionGradientKernel>(cpu(), g, xr, t(w), dyc, yc, gelu, Tensor(), Tensor(), t(dbc));
+    const DType dt = k.bf16 ? DType::BFloat16 : DType::Float32;
+    const Layout layout = k.last ? Layout::NHWC : Layout::NCHW;
+    auto stored = [&](const std::vector<float>& v, int n, int c, int hw) {  // as the step stores it
+      if (k.bf16) return half_nhwc(v, n, c, hw, true);
+      return on_gpu(k.last ? channels_last(v, n, ImageShape{c, hw, 1}, false) : v);
+    };
+    const auto x_g = stored(x, k.n, k.c, k.h * k.w), dy_g = stored(dy, k.n, k.o, k.oh * k.ow);
+    const auto w_g = stored(w, 1, 1, static_cast<int>(w.size()));  // OIHW, reordered by the kernel where NHWC
+    const Tensor X(x_g->data(), k.n, {k.c, k.h, k.w}, dt, layout), DY(dy_g->data(), k.n, {k.o, k.oh, k.ow}, dt, layout);
+    const Tensor W = Tensor::vector(w_g->data(), w.size(), dt);
+    auto dbg = on_gpu(std::vector<float>(k.o, 7.f));
+    ASSERT_TRUE(dispatch<ConvolutionBiasGradientKernel>(gpu(), g, X, W, t(bg), DY, gelu, t(dbg)));
+    near(dbc, host(dbg), k.bf16 ? 2e-2f : 1e-3f, std::max(1.f, rms(dbc)));
+    const auto untouched = host(dbg);
+    EXPECT_FALSE(dispatch<ConvolutionBiasGradientKernel>(gpu(), g, X, W, t(bg), DY,
+                                                         NeuronDescriptor::make(NeuronType::ReLU), t(dbg)));
+    if (k.last) {
+      const Tensor nchw(x_g->data(), k.n, {k.c, k.h, k.w}, dt, Layout::NCHW);
+      EXPECT_FALSE(dispatch<ConvolutionBiasGradientKernel>(gpu(), g, nchw, W, t(bg), DY, gelu, t(dbg)));
+    }
+    EXPECT_EQ(host(dbg), untouched);
+  }
+}
+
 // Our tensor-core products, called directly, exact (three tf32 products) and tf32 (one): the
 // exact ones agree with float32 as closely as cuDNN's FMA algorithms, far closer than tf32.
 TEST_F(CudaVsCpu, TensorConvolutionPasses) {

@@ -342,18 +342,21 @@ def test_negative_slope_neuron_after_convolution_trains_correctly(device, rng):
         bad.training_graph(optimizer=ng.SGD())
 
 
-@pytest.mark.parametrize("layer", ["convolution", "fully_connected"])
+@pytest.mark.parametrize("layer", ["few_taps", "convolution", "fully_connected"])
 @pytest.mark.parametrize("frozen", [False, True])
 def test_gelu_gradient_taken_by_the_layer_before(device, rng, layer, frozen):
     """A GELU after a convolution or fully connected layer (its derivative needs its input): the
     layer's gradient reads the layer's result and applies GELU' as it reads dY, one pass where
-    there were two, and no GELU gradient step is left. With the first layer's weights frozen
-    (the speed run's whitening) only its bias sums run. Gradients equal finite differences."""
+    there were two, and no GELU gradient step is left. A convolution of few taps (2×2 over 3
+    channels: 12) instead takes the GELU into its own forward pass and its gradient computes
+    the GELU's input again from x. With the first layer's weights frozen (the speed run's
+    whitening) only its bias sums run. Gradients equal finite differences."""
     x = rng.standard_normal((2, 3, 5, 5)).astype(np.float32)
-    if layer == "convolution":
-        w1 = rng.standard_normal((4, 3, 2, 2)).astype(np.float32)
+    if layer != "fully_connected":
+        k = 2 if layer == "few_taps" else 3
+        w1 = rng.standard_normal((4, 3, k, k)).astype(np.float32) / k
         w2 = rng.standard_normal((2, 4, 3, 3)).astype(np.float32)
-        target = rng.standard_normal((2, 2, 4, 4)).astype(np.float32)
+        target = rng.standard_normal((2, 2, 6 - k, 6 - k)).astype(np.float32)
         make = lambda src, s: ng.Convolution(src, s, padding="same" if s.label() == "second" else "valid")  # noqa: E731
         forward = lambda v, a, b, c: ref.conv2d(ref.neuron(ref.conv2d(v, a, b), "gelu"), c, None, padding="same")  # noqa: E731,E501
     else:
@@ -371,7 +374,11 @@ def test_gelu_gradient_taken_by_the_layer_before(device, rng, layer, frozen):
         device=device, optimizer=ng.SGD(learning_rate=1.0))
     g.run(x, labels=target)
     steps = g.memory_plan(2)["steps"]
-    assert "first_gradient+gelu" in steps and "act" in steps and not any("act_gradient" in s for s in steps)
+    assert "first_gradient+gelu" in steps and not any("act_gradient" in s for s in steps)
+    if layer == "few_taps":
+        assert "first+gelu" in steps and "act" not in steps
+    else:
+        assert "act" in steps
 
     def total(a, b, c):
         return ((forward(x.astype(np.float64), a, b, c) - target) ** 2).sum()
@@ -383,3 +390,33 @@ def test_gelu_gradient_taken_by_the_layer_before(device, rng, layer, frozen):
         np.testing.assert_array_equal(first.tensor("weights"), w1)
     else:
         check(w1 - first.tensor("weights"), dw, rtol=5e-3, atol=5e-3)
+
+
+@pytest.mark.parametrize("fmt", ["float32", "bfloat16"])
+def test_gelu_folded_into_a_few_tap_convolution_passes_its_input_gradient_on(device, rng, fmt):
+    """A 2×2 convolution over 3 channels with GELU folded into it, inside a network: its gradient
+    computes the GELU's input again and still gives the layer before its input gradient, in
+    either layout and in half storage. Gradients equal finite differences."""
+    x = rng.standard_normal((2, 3, 6, 6)).astype(np.float32)
+    w0 = rng.standard_normal((3, 3, 1, 1)).astype(np.float32)
+    w1 = rng.standard_normal((4, 3, 2, 2)).astype(np.float32) / 2
+    b1 = rng.standard_normal(4).astype(np.float32)
+    target = rng.standard_normal((2, 4, 5, 5)).astype(np.float32)
+    zeroth = Capture(w0, None, label="zeroth")
+    first = Capture(w1, b1, label="first")
+    out = ng.Neuron(ng.Convolution(ng.Convolution(ng.ImageNode(label="x"), zeroth), first), "gelu", label="act")
+    g = ng.Loss(out, ng.LossDescriptor("mean_squared_error", "sum")).training_graph(
+        device=device, optimizer=ng.SGD(learning_rate=1.0), format=fmt)
+    g.run(x, labels=target)
+    assert "first+gelu" in g.memory_plan(2)["steps"]
+
+    def total(a, b, c):
+        h = ref.neuron(ref.conv2d(ref.conv2d(x.astype(np.float64), a, None), b, c), "gelu")
+        return ((h - target) ** 2).sum()
+
+    for got, want in ((zeroth.grads[0], numeric_grad(lambda a: total(a, w1, b1), w0)),
+                      (first.grads[0], numeric_grad(lambda b: total(w0, b, b1), w1)),
+                      (first.grads[1], numeric_grad(lambda c: total(w0, w1, c), b1))):
+        # bfloat16 keeps 8 bits of each stored value: a sum's error scales with its largest terms
+        scale = 5e-3 if fmt == "float32" else 1e-2 * np.abs(want).max()
+        check(got, want, rtol=5e-3 if fmt == "float32" else 3e-2, atol=scale)
