@@ -2,7 +2,7 @@
 // cuDNN's graph API for one pass of a convolution: the execution plans its heuristics offer
 // for the shape, beyond the few algorithms the legacy Find returns (each engine there runs with
 // one default choice of its tiles; here each configuration is a candidate of its own). The
-// library times them with its other candidates (src/backends/cuda/conv.cpp).
+// library times them with its other candidates (src/backends/cuda/conv.cpp, conv_gradient.cpp).
 #include <cudnn.h>
 
 #include <cstddef>

@@ -1,6 +1,7 @@
 #pragma once
 // cuDNN's side of a convolution shape: its descriptors and the algorithms Find keeps for each
-// pass, made once per shape and kept per GPU (src/backends/cuda/conv.cpp runs them).
+// pass, made once per shape and kept per GPU (src/backends/cuda/conv.cpp and
+// conv_gradient.cpp run them).
 #include <functional>
 #include <memory>
 #include <string>
