@@ -248,6 +248,27 @@ def test_arithmetic_with_constants(op, value, first, device, rng):
     np.testing.assert_allclose(ngx.run(ngx.load(model, device=device), [x])[0], want, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("slope_shape", [(1,), (3, 1, 1)], ids=["shared", "per_channel"])
+def test_prelu_against_onnxruntime(slope_shape, device, rng):
+    """PRelu as relu(x) + slope·(x − relu(x)); a slope per channel becomes a data source."""
+    slope = rng.uniform(-0.8, 0.8, slope_shape).astype(np.float32)
+    g = helper.make_graph([helper.make_node("PRelu", ["x", "act.weight"], ["y"], name="act")], "prelu",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 4, 5])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3, 4, 5])],
+                          [numpy_helper.from_array(slope, "act.weight")])
+    model = model_of(g, 17)
+    x = rng.standard_normal((2, 3, 4, 5)).astype(np.float32)
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(want, np.where(x > 0, x, slope * x), rtol=1e-6)
+    graph = ngx.load(model, device=device)
+    np.testing.assert_allclose(ngx.run(graph, [x])[0], want, rtol=1e-5, atol=1e-6)
+    sources = {ds.label(): ds for ds in graph.data_sources}
+    if slope.size == 1:
+        assert not sources
+    else:
+        np.testing.assert_array_equal(sources["act"].tensors()["weights"].ravel(), slope.ravel())
+
+
 # --- bad models -----------------------------------------------------------------------------
 
 def small_model(op="Relu", w_shape=None, extra_inputs=(), **attrs):

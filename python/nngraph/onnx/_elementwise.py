@@ -97,21 +97,45 @@ def arithmetic(imp, n) -> list:
         if k.size != 1 or float(k.ravel()[0]) == 0:
             raise Unsupported("of a constant other than a non-zero scalar by a tensor is not supported")
         return _neuron(imp, n, x, "power", a=0.0, b=1.0 / float(k.ravel()[0]), c=-1.0)
+    _check_per_channel(x, k)
+    scale, shift = _affine(op, np.float64(k.ravel()[0]) if k.size == 1 else k.ravel(), first)
+    return [_scale_shift(imp, imp.label(n.name or op), x, scale, shift)]
+
+
+def _check_per_channel(x: Act, k: np.ndarray):
+    """That the constant k is a scalar or holds one value per channel of x."""
     if k.size == 1:
-        scale, shift = _affine(op, np.float64(k.ravel()[0]), first)
-        return _neuron(imp, n, x, "linear", a=float(scale), b=float(shift))
-    # One value per channel: a 1×1 depthwise convolution scales and shifts each channel.
+        return
     dims = [1] * (len(x.axes) - k.ndim) + list(k.shape)
     varying = [i for i, d in enumerate(dims) if d > 1]
     if len(varying) != 1 or x.entries()[varying[0]] != x.channels:
         raise Unsupported(f"with a constant of shape {k.shape} over a tensor lying as {x.describe()}: "
                           "only scalars and one value per channel are supported")
-    scale, shift = _affine(op, k.ravel(), first)
+
+
+def _scale_shift(imp, label: str, x: Act, scale, shift) -> Act:
+    """scale·x + shift: a linear neuron for scalars; for one value per channel a 1×1 depthwise
+    convolution whose weights (a data source labelled `label`) train like any others."""
+    if np.ndim(scale) == 0:
+        node = Neuron(x.image, "linear", a=float(scale), b=float(shift), label=label)
+        return Act(node, x.shape, x.axes, x.split)
     c = x.shape[0]
-    label = imp.label(n.name or op)
-    ds = ArrayDataSource(ConvolutionDescriptor(1, c, c, groups=c), weights=scale.reshape(c, 1, 1, 1),
+    ds = ArrayDataSource(ConvolutionDescriptor(1, c, c, groups=c), weights=np.reshape(scale, (c, 1, 1, 1)),
                          biases=shift, label=label)
-    node = Convolution(x.image, ds, label=label)
+    return Act(Convolution(x.image, ds, label=label), x.shape, x.axes, x.split)
+
+
+def prelu(imp, n) -> list:
+    """max(x, 0) + slope·min(x, 0): a slope per channel is a depthwise convolution's data source
+    labelled from its initializer, so it fine-tunes; one shared slope is a fixed linear neuron."""
+    x, slope = imp.act(n), np.asarray(imp.const(n, 1), np.float32)
+    _check_per_channel(x, slope)
+    source = imp.source_label(n)  # first, so that the slopes keep their initializer's name
+    positive = Neuron(x.image, "relu", label=imp.label(source + "_positive"))
+    negative = Subtraction(x.image, positive, label=imp.label(source + "_negative"))
+    scale = np.float64(slope.ravel()[0]) if slope.size == 1 else slope.ravel()
+    scaled = _scale_shift(imp, source, Act(negative, x.shape, x.axes, x.split), scale, np.zeros_like(scale))
+    node = Addition(positive, scaled.image, label=imp.label(n.name or "PRelu"))
     return [Act(node, x.shape, x.axes, x.split)]
 
 
