@@ -347,6 +347,21 @@ def test_export_errors_name_the_node(tmp_path):
         ngx.save(ng.Graph(ng.Neuron(seq, "relu")), opset=11)
 
 
+def test_a_fixed_batch_flattens_by_its_size(rng):
+    """`x.view(x.size(0), -1)` exported for batch 2: Reshape to [2, -1], the 2 standing for N."""
+    w = rng.standard_normal((5, 60)).astype(np.float32)
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Reshape", ["r", "s"], ["f"]),
+                           helper.make_node("Gemm", ["f", "w"], ["y"], transB=1)], "flat",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4, 5])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 5])],
+                          [numpy_helper.from_array(np.array([2, -1], np.int64), "s"), numpy_helper.from_array(w, "w")])
+    model = model_of(g, 17)
+    x = rng.standard_normal((2, 3, 4, 5)).astype(np.float32)
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(want, np.maximum(x, 0).reshape(2, -1) @ w.T, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(ngx.run(ngx.load(model), [x])[0], want, rtol=1e-5, atol=1e-5)
+
+
 def test_open_dims_are_given_at_load(rng):
     model, _ = recurrent_model("GRU", rng=rng)
     model.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "T"

@@ -204,10 +204,14 @@ def reshape(act: Act, target: list, batch: int | None = None) -> Act:
     return Act(act.image, act.shape, tuple(out), split)
 
 
-def resolve_target(dims: list, target: np.ndarray, allowzero: int = 0) -> list:
-    """An ONNX Reshape's shape input against the input's dims: 0 copies, -1 infers."""
+def resolve_target(dims: list, target: np.ndarray, allowzero: int = 0, batch: int | None = None) -> list:
+    """An ONNX Reshape's shape input against the input's dims: 0 copies, -1 infers. `batch`: a
+    model's fixed batch size, which a first dim stands for where the input's first dim is N
+    (`x.view(x.size(0), -1)` exported for one batch size)."""
     target = list(target.flat)
     out = [dims[i] if (not isinstance(t, Sym) and t == 0 and not allowzero) else t for i, t in enumerate(target)]
+    if batch is not None and out and dims and dims[0] == Sym() and not isinstance(out[0], Sym) and out[0] == batch:
+        out[0] = Sym()
     if sum(1 for t in out if not isinstance(t, Sym) and t == -1) > 1:
         raise ValueError("two -1 dims")
     if any(not isinstance(t, Sym) and t == -1 for t in out):

@@ -35,7 +35,7 @@ def reshape_op(imp, n) -> list:
     x, target = imp.act(n), imp.get(n.input[1])
     if not isinstance(target, np.ndarray):
         raise Unsupported("to a computed shape is not supported")
-    dims = resolve_target(x.dims(), ints(target), imp.attrs(n).get("allowzero", 0))
+    dims = resolve_target(x.dims(), ints(target), imp.attrs(n).get("allowzero", 0), imp.batch)
     try:
         return [reshape(x, dims, imp.batch)]
     except ValueError as e:
