@@ -95,6 +95,66 @@ def test_pytorch_exports_import_to_the_same_outputs(name, dynamo, device, tmp_pa
                                atol=1e-5 * np.abs(expected2).max())
 
 
+class SqueezeExcite(torch.nn.Module):
+    """A convolution whose channels are scaled by a squeeze-and-excitation block written as
+    SENet's code writes it: pooled, two linear layers, `.view` and `expand_as`."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3)
+        self.fc1, self.fc2 = torch.nn.Linear(8, 2), torch.nn.Linear(2, 8)
+
+    def forward(self, x):
+        x = self.conv(x)
+        b, c = x.shape[:2]
+        y = torch.nn.functional.adaptive_avg_pool2d(x, 1).view(b, c)
+        y = torch.sigmoid(self.fc2(torch.relu(self.fc1(y)))).view(b, c, 1, 1)
+        return x * y.expand_as(x)
+
+
+class GRULast(torch.nn.Module):
+    """Sequences (T, N, F) → a GRU → its last hidden state (`h[-1]`) → logits."""
+
+    def __init__(self):
+        super().__init__()
+        self.gru, self.fc = torch.nn.GRU(6, 8), torch.nn.Linear(8, 3)
+
+    def forward(self, x):
+        return self.fc(self.gru(x)[1][-1])
+
+
+class Flattened(torch.nn.Module):
+    """`x.view(x.size(0), -1)` before the classifier, as older networks flatten."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv, self.fc = torch.nn.Conv2d(3, 4, 3), torch.nn.Linear(4 * 7 * 7, 5)
+
+    def forward(self, x):
+        x = torch.relu(self.conv(x))
+        return self.fc(x.view(x.size(0), -1))
+
+
+FIXED = {"squeeze_excite": (SqueezeExcite, (2, 3, 9, 9)), "gru_last": (GRULast, (5, 2, 6)),
+         "lstm": (LSTMClassifier, (3, 5, 8)), "flattened": (Flattened, (2, 3, 9, 9))}
+
+
+@pytest.mark.parametrize("dynamo", [False, True], ids=["torchscript", "dynamo"])
+@pytest.mark.parametrize("name", list(FIXED))
+def test_exports_for_one_batch_size_import(name, dynamo, tmp_path):
+    """Exported without dynamic axes: the batch size is a constant in the shape arithmetic
+    (zero initial states, flattening) and the import reads it as the batch."""
+    build, shape = FIXED[name]
+    torch.manual_seed(0)
+    net = build().eval()
+    x = torch.randn(*shape)
+    with torch.no_grad():
+        expected = net(x).numpy()
+    torch.onnx.export(net, (x,), tmp_path / "m.onnx", dynamo=dynamo, **({} if dynamo else {"opset_version": 17}))
+    out = ngx.run(ngx.load(tmp_path / "m.onnx"), [x.numpy()])[0]
+    np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-5 * np.abs(expected).max())
+
+
 def test_weights_keep_their_module_names(tmp_path):
     net = randomized(torch_models.ResNet(False, (2, 2, 2, 2), classes=10))
     export(net, torch.randn(2, 3, 32, 32), tmp_path / "r.onnx", dynamo=True)

@@ -177,7 +177,7 @@ class Importer:
                     raise Unsupported("is not supported")
                 outs = handler(self, node)
             elif any(is_symbolic(v) for v in present):
-                outs = evaluate(node.op_type, values, _attrs(node))
+                outs = evaluate(node.op_type, values, _attrs(node), self.batch)
             else:
                 outs = self._fold(node, values)
         except Unsupported as e:

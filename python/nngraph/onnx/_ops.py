@@ -19,6 +19,7 @@ HANDLERS = {
     "Identity": r.identity, "Cast": r.identity, "Flatten": r.flatten, "Reshape": r.reshape_op,
     "Transpose": r.transpose, "Squeeze": r.squeeze, "Unsqueeze": r.unsqueeze, "Shape": r.shape, "Gather": r.gather,
     "Slice": r.slice_op, "Split": r.split, "Concat": r.concat, "Pad": r.pad, "Resize": r.resize, "Upsample": r.resize,
+    "Expand": r.expand,
     "LSTM": import_rnn, "GRU": import_rnn, "RNN": import_rnn,
     **dict.fromkeys((*e.NEURONS, "LeakyRelu", "Elu", "HardSigmoid", "Gelu", "Clip", "Pow"), e.neuron),
     **dict.fromkeys(e.ARITHMETIC, e.arithmetic),

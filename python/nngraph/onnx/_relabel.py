@@ -14,7 +14,7 @@ from nngraph._core import (
     Upsampling,
 )
 from nngraph.onnx._layout import Act, Sym, Unsupported, channels_first, image_axes, infer, ints, reshape, resolve_target
-from nngraph.onnx._symbolic import slice_args
+from nngraph.onnx._symbolic import broadcast, slice_args
 
 
 def identity(imp, n) -> list:
@@ -63,6 +63,23 @@ def transpose(imp, n) -> list:
     x = imp.act(n)
     perm = imp.attrs(n).get("perm", list(range(len(x.axes) - 1, -1, -1)))
     return [x.relabel([x.axes[p] for p in perm])]
+
+
+def expand(imp, n) -> list:
+    """Expand of a computed tensor: none where it keeps the dims; (N, C, 1, 1) to (N, C, H, W)
+    (a squeeze-and-excitation block's `y.expand_as(x)`) as nearest upsampling by (H, W)."""
+    x, target = imp.act(n), imp.get(n.input[1])
+    if not isinstance(target, np.ndarray):
+        raise Unsupported("to a computed shape is not supported")
+    dims = list(broadcast(x.dims(), ints(target).ravel(), imp.batch))
+    if dims == x.dims():
+        return [x]
+    spatial = x.spatial_form("Expand") if len(dims) == len(x.axes) == 4 else None
+    if spatial is None or x.shape[1:] != (1, 1) or dims[:2] != x.dims()[:2]:
+        raise Unsupported(f"of a tensor lying as {x.describe()} to {dims}: only the spatial axes of (N, C, 1, 1) "
+                          "grow")
+    node = Upsampling(x.image, (int(dims[2]), int(dims[3])), mode="nearest", label=imp.label(n.name or "expand"))
+    return [channels_first(node, infer(node, [x]), ["H", "W"])]
 
 
 def _axes_arg(imp, n, rank: int):
@@ -130,7 +147,7 @@ def gather(imp, n) -> list:
     v = [int(i) % size for i in idx.ravel()]
     if not v or v != list(range(v[0], v[0] + len(v))):
         raise Unsupported("of indices that are not consecutive is not supported")
-    out = _crop(imp, n, x, {axis: (v[0], v[0] + len(v))})
+    out = x if len(v) == size else _crop(imp, n, x, {axis: (v[0], v[0] + len(v))})  # the whole axis: no cut
     axes = list(out.axes)
     if idx.ndim == 0:
         del axes[axis]

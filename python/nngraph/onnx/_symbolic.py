@@ -44,11 +44,12 @@ def _axes(inputs: list, attrs: dict):
     return None if a is None else [int(v) for v in np.asarray(a).ravel()]
 
 
-def evaluate(op: str, inputs: list, attrs: dict) -> list:
-    """One operator on symbolic integer arrays and Filled constants (the other inputs numpy)."""
+def evaluate(op: str, inputs: list, attrs: dict, batch: int | None = None) -> list:
+    """One operator on symbolic integer arrays and Filled constants (the other inputs numpy).
+    `batch`: a model's fixed batch size, which a constant's dim may stand for where it meets N."""
     x = inputs[0]
     if isinstance(x, Filled) or any(isinstance(v, Filled) for v in inputs):
-        return [_filled(op, inputs, attrs)]
+        return [_filled(op, inputs, attrs, batch)]
     if op in ("Identity", "Cast"):
         return [x]
     if op == "Shape":
@@ -89,7 +90,7 @@ def evaluate(op: str, inputs: list, attrs: dict) -> list:
         v = np.asarray(x)
         if v.size and (v != v.ravel()[0]).any():
             raise ValueError("expanding a constant of several values to a batch-sized shape")
-        return [Filled(float(v.ravel()[0]), _broadcast(ints(v.shape), ints(inputs[1])))]
+        return [Filled(float(v.ravel()[0]), broadcast(ints(v.shape), ints(inputs[1]), batch))]
     raise ValueError(f"{op} on a shape that holds the batch size")
 
 
@@ -104,7 +105,8 @@ def _equal(p, q) -> bool:
     return p == q
 
 
-def _broadcast(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def broadcast(a, b, batch: int | None = None) -> np.ndarray:
+    """The dims two shapes broadcast to (numpy's rule); a dim equal to `batch` meets N as N."""
     a, b = list(a), list(b)
     n = max(len(a), len(b))
     a, b = [1] * (n - len(a)) + a, [1] * (n - len(b)) + b
@@ -114,12 +116,15 @@ def _broadcast(a: np.ndarray, b: np.ndarray) -> np.ndarray:
             out.append(q)
         elif not isinstance(q, Sym) and q == 1 or p == q:
             out.append(p)
+        elif batch is not None and any(isinstance(u, Sym) and u.k == 1 and not isinstance(v, Sym) and v == batch
+                                       for u, v in ((p, q), (q, p))):
+            out.append(Sym())
         else:
             raise ValueError(f"shapes {a} and {b} do not broadcast")
     return ints(out)
 
 
-def _filled(op: str, inputs: list, attrs: dict) -> Filled:
+def _filled(op: str, inputs: list, attrs: dict, batch: int | None) -> Filled:
     x = inputs[0]
     if op == "Concat":
         values = {v.value for v in inputs}
@@ -152,7 +157,7 @@ def _filled(op: str, inputs: list, attrs: dict) -> Filled:
         axis = attrs.get("axis", 0) % len(dims)
         dims[axis:axis + 1] = list(np.asarray(inputs[1]).shape)
     elif op == "Expand":
-        dims = list(_broadcast(ints(dims), ints(inputs[1])))
+        dims = list(broadcast(ints(dims), ints(inputs[1]), batch))
     elif op == "Reshape":
         raise ValueError("reshaping a batch-sized constant")
     else:
