@@ -362,6 +362,27 @@ def test_a_fixed_batch_flattens_by_its_size(rng):
     np.testing.assert_allclose(ngx.run(ngx.load(model), [x])[0], want, rtol=1e-5, atol=1e-5)
 
 
+def test_channels_last_inputs_read_through_a_transpose(device, rng):
+    """(N, H, W, C) transposed to (N, C, H, W) before the first convolution, as Keras models
+    export: the source is the image (C, H, W) and `run` takes the model's arrays."""
+    w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    fw = rng.standard_normal((5, 4)).astype(np.float32)
+    nodes = [helper.make_node("Transpose", ["x"], ["t"], perm=[0, 3, 1, 2]),
+             helper.make_node("Conv", ["t", "w"], ["c"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["c"], ["r"]),
+             helper.make_node("GlobalAveragePool", ["r"], ["p"]), helper.make_node("Flatten", ["p"], ["f"]),
+             helper.make_node("Gemm", ["f", "fw"], ["y"], transB=1)]
+    g = helper.make_graph(nodes, "keras", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 8, 6, 3])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 5])],
+                          [numpy_helper.from_array(w, "w"), numpy_helper.from_array(fw, "fw")])
+    model = model_of(g, 17)
+    x = rng.standard_normal((2, 8, 6, 3)).astype(np.float32)
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    graph = ngx.load(model, device=device)
+    assert graph.source_image_handles[0].shape == (3, 8, 6)
+    np.testing.assert_allclose(ngx.run(graph, [x])[0], want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(graph.run(x.transpose(0, 3, 1, 2).copy()).reshape(2, 5), want, rtol=1e-5, atol=1e-5)
+
+
 def test_open_dims_are_given_at_load(rng):
     model, _ = recurrent_model("GRU", rng=rng)
     model.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "T"

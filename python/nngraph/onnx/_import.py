@@ -137,7 +137,9 @@ class Importer:
             raise UnsupportedError(f"[onnx] input '{value.name}' has shape {dims}: nngraph takes (N, C, H, W), "
                                    "(N, C, L), (N, T, F) or (N, C) inputs with every dim but the batch known "
                                    "(input_shapes={name: dims without the batch} gives them)")
-        if rank == 4:
+        if rank == 4 and self._transposed_to_channels_first(value.name):  # (N, H, W, C), as Keras exports
+            shape, axes = (rest[2], rest[0], rest[1]), (("N",), ("H",), ("W",), ("D", "E"))
+        elif rank == 4:
             shape, axes = tuple(rest), (("N",), ("D", "E"), ("H",), ("W",))
         elif rank == 2:
             shape, axes = (rest[0], 1, 1), (("N",), ("D", "E"))
@@ -151,6 +153,12 @@ class Importer:
         act = Act(image, shape, axes)
         self.info["inputs"].append((value.name, act))
         return act
+
+    def _transposed_to_channels_first(self, name: str) -> bool:
+        """Whether every operator reading `name` is a Transpose from (N, H, W, C) to (N, C, H, W)."""
+        readers = self.consumers.get(name, [])
+        return bool(readers) and all(n.op_type == "Transpose" and _attrs(n).get("perm") == [0, 3, 1, 2]
+                                     for n in readers)
 
     def _recurrent_layout(self, name: str):
         """The layout attribute of a recurrent operator reading `name` directly (None: none does)."""
