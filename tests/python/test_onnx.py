@@ -383,6 +383,33 @@ def test_channels_last_inputs_read_through_a_transpose(device, rng):
     np.testing.assert_allclose(graph.run(x.transpose(0, 3, 1, 2).copy()).reshape(2, 5), want, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("opset", [7, 9, 10])
+def test_models_of_older_opsets_are_converted(opset, device, rng):
+    """The model zoo's opsets 7 to 10: raised to 11 by onnx's version converter, then imported."""
+    w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    bn = [rng.uniform(0.5, 1.5, 4), rng.uniform(-0.5, 0.5, 4), rng.uniform(-0.5, 0.5, 4), rng.uniform(0.5, 2, 4)]
+    fw = rng.standard_normal((5, 4)).astype(np.float32)
+    upsample = (helper.make_node("Upsample", ["m"], ["u"], scales=[1.0, 1.0, 2.0, 2.0]) if opset < 9 else
+                helper.make_node("Upsample" if opset == 9 else "Resize", ["m", "s"], ["u"]))
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("BatchNormalization", ["c", "g", "b", "mu", "var"], ["n"]),
+             helper.make_node("Relu", ["n"], ["r"]), helper.make_node("MaxPool", ["r"], ["m"], kernel_shape=[2, 2],
+                                                                     strides=[2, 2]),
+             upsample, helper.make_node("GlobalAveragePool", ["u"], ["p"]), helper.make_node("Flatten", ["p"], ["f"]),
+             helper.make_node("Gemm", ["f", "fw", "fb"], ["z"], transB=1), helper.make_node("Softmax", ["z"], ["y"])]
+    fb = rng.uniform(-0.5, 0.5, 5)
+    names = ["w", "g", "b", "mu", "var", "fw", "fb"]
+    inits = [numpy_helper.from_array(a.astype(np.float32), name) for a, name in zip([w, *bn, fw, fb], names)]
+    if opset >= 9:
+        inits.append(numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "s"))
+    g = helper.make_graph(nodes, "zoo", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 8, 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 5])], inits)
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], ir_version=4 if opset < 10 else 5)
+    x = rng.standard_normal((2, 3, 8, 8)).astype(np.float32)
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(ngx.run(ngx.load(model, device=device), [x])[0], want, rtol=1e-5, atol=1e-6)
+
+
 def test_open_dims_are_given_at_load(rng):
     model, _ = recurrent_model("GRU", rng=rng)
     model.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "T"

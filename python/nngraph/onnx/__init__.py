@@ -29,7 +29,8 @@ _imported: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 def load(model, device="cpu", *, format: str = "float32", input_shapes: dict | None = None) -> Graph:
     """An inference Graph computing the ONNX model `model` (a path, the file's bytes or an
-    onnx.ModelProto; opsets 11 to the newest the onnx package knows) on `device`.
+    onnx.ModelProto; opsets 11 to the newest the onnx package knows, older ones raised to 11 by
+    onnx's version converter first) on `device`.
 
     Its sources are the model's inputs in order, labelled with their names: an input of shape
     (N, C, H, W) or (N, C) is an image as it is; (N, H, W, C) read only through a Transpose to

@@ -8,6 +8,7 @@ import re
 
 import numpy as np
 import onnx
+import onnx.version_converter
 from onnx import helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
@@ -20,13 +21,29 @@ from nngraph.onnx._symbolic import evaluate, is_symbolic
 MIN_OPSET = 11
 
 
+def _opset(model: onnx.ModelProto):
+    return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
+
+
+def _converted(model: onnx.ModelProto) -> onnx.ModelProto:
+    """The model as it is, or one of an opset below MIN_OPSET (the ONNX model zoo's 7 to 10)
+    raised to MIN_OPSET by onnx's version converter."""
+    opset, newest = _opset(model), onnx.defs.onnx_opset_version()
+    if opset is None or not 1 <= opset <= newest:
+        raise InvalidInputError(f"[onnx] the model's opset {opset} is outside the opsets 1..{newest} onnx knows")
+    if opset >= MIN_OPSET:
+        return model
+    try:
+        return onnx.version_converter.convert_version(model, MIN_OPSET)
+    except Exception as e:  # the converter raises its own kinds, RuntimeError and ValueError among them
+        raise UnsupportedError(f"[onnx] the model's opset {opset} could not be converted to opset {MIN_OPSET}, "
+                               f"the oldest nngraph imports: {e}") from None
+
+
 class Importer:
     def __init__(self, model: onnx.ModelProto, device, format: str, input_shapes: dict | None):
-        self.model, self.device, self.format = model, device, format
-        self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
-        if self.opset is None or not MIN_OPSET <= self.opset <= onnx.defs.onnx_opset_version():
-            raise InvalidInputError(f"[onnx] the model's opset {self.opset} is outside the opsets "
-                                    f"{MIN_OPSET}..{onnx.defs.onnx_opset_version()} nngraph imports")
+        self.model, self.device, self.format = _converted(model), device, format
+        self.opset = _opset(self.model)
         self.input_shapes = dict(input_shapes or {})
         self.env: dict = {}
         self.labels: set = set()
