@@ -410,6 +410,23 @@ def test_models_of_older_opsets_are_converted(opset, device, rng):
     np.testing.assert_allclose(ngx.run(ngx.load(model, device=device), [x])[0], want, rtol=1e-5, atol=1e-6)
 
 
+def test_a_half_precision_model_gives_half_precision_outputs(device, rng):
+    """Float16 weights, input and output: computed in float32, returned as float16."""
+    w = rng.standard_normal((4, 3, 3, 3)).astype(np.float16)
+    g = helper.make_graph([helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+                           helper.make_node("Relu", ["c"], ["y"])], "half",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT16, ["N", 3, 8, 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT16, ["N", 4, 8, 8])],
+                          [numpy_helper.from_array(w, "w")])
+    model = model_of(g, 17)
+    x = rng.standard_normal((2, 3, 8, 8)).astype(np.float16)
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    got = ngx.run(ngx.load(model, device=device), [x])[0]
+    assert got.dtype == np.float16
+    want = want.astype(np.float32)
+    np.testing.assert_allclose(got.astype(np.float32), want, rtol=2e-3, atol=2e-3 * np.abs(want).max())
+
+
 def test_open_dims_are_given_at_load(rng):
     model, _ = recurrent_model("GRU", rng=rng)
     model.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "T"

@@ -50,8 +50,8 @@ def load(model, device="cpu", *, format: str = "float32", input_shapes: dict | N
 
 def run(graph: Graph, inputs) -> list[np.ndarray]:
     """Runs a graph from `load` on arrays shaped as the model's inputs (a list in the model's
-    order, or {name: array}) and returns its outputs shaped as the model's, as onnxruntime's
-    InferenceSession.run does."""
+    order, or {name: array}) and returns its outputs shaped as the model's and of its float type
+    (computed in the graph's format), as onnxruntime's InferenceSession.run does."""
     info = _imported.get(graph)
     if info is None:
         raise InvalidInputError("[onnx] run takes a graph made by nngraph.onnx.load")
@@ -67,7 +67,8 @@ def run(graph: Graph, inputs) -> list[np.ndarray]:
     images = [to_image(np.asarray(a, np.float32), act) for a, (_, act) in zip(inputs, info["inputs"])]
     results = graph.run(images if len(images) > 1 else images[0])
     results = results if isinstance(results, list) else [results]
-    return [from_image(r, act) for r, (_, act) in zip(results, info["outputs"])]
+    return [from_image(r, act).astype(dtype, copy=False)
+            for r, (_, act), dtype in zip(results, info["outputs"], info["dtypes"])]
 
 
 def save(graph: Graph, path: str | os.PathLike | None = None, *, opset: int = DEFAULT_OPSET,

@@ -19,6 +19,8 @@ from nngraph.onnx._patterns import fuse_gelu
 from nngraph.onnx._symbolic import evaluate, is_symbolic
 
 MIN_OPSET = 11
+# What `run` returns for an output of each float type (computed in float32; bfloat16 stays so).
+OUTPUT_DTYPES = {onnx.TensorProto.FLOAT16: np.float16, onnx.TensorProto.DOUBLE: np.float64}
 
 
 def _opset(model: onnx.ModelProto):
@@ -48,7 +50,7 @@ class Importer:
         self.env: dict = {}
         self.labels: set = set()
         self.consumers: dict = {}
-        self.info: dict = {"inputs": [], "outputs": []}
+        self.info: dict = {"inputs": [], "outputs": [], "dtypes": []}
         self.lazy: dict = {}  # outputs made only when read (a recurrent layer's final state)
         self.batch = None  # the batch size of a model exported for one batch size only
 
@@ -128,6 +130,7 @@ class Importer:
                                        "nngraph graphs compute their results")
             results.append(v.image)
             self.info["outputs"].append((value.name, v))
+            self.info["dtypes"].append(OUTPUT_DTYPES.get(value.type.tensor_type.elem_type, np.float32))
         return Graph(results if len(results) > 1 else results[0], device=self.device, format=self.format)
 
     def _graph_input(self, value) -> Act:
