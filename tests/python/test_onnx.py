@@ -427,6 +427,25 @@ def test_a_half_precision_model_gives_half_precision_outputs(device, rng):
     np.testing.assert_allclose(got.astype(np.float32), want, rtol=2e-3, atol=2e-3 * np.abs(want).max())
 
 
+@pytest.mark.parametrize("starts, ends, axes, steps", [
+    ([1, 0], [7, 2**62], [2, 3], [3, 2]), ([0, 1], [2**62, 2**62], [-2, -1], [2, 2]), ([2], [-1], [3], [4])])
+def test_slices_with_steps_along_the_spatial_axes(starts, ends, axes, steps, device, rng):
+    """`x[..., 1:7:3, ::2]` and the like (YOLO's space-to-depth): a crop, then a one-tap pooling."""
+    consts = [numpy_helper.from_array(np.array(v, np.int64), k)
+              for v, k in zip([starts, ends, axes, steps], ["s", "e", "a", "t"])]
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Slice", ["r", "s", "e", "a", "t"], ["y"])]
+    g = helper.make_graph(nodes, "steps", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 9, 11])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", "C", "H", "W"])], consts)
+    model = model_of(g, 17)
+    x = rng.standard_normal((2, 3, 9, 11)).astype(np.float32)
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    index = [slice(None)] * 4
+    for s0, e0, a0, t0 in zip(starts, ends, axes, steps):
+        index[a0] = slice(s0, e0, t0)
+    np.testing.assert_array_equal(want, np.maximum(x, 0)[tuple(index)])
+    np.testing.assert_array_equal(ngx.run(ngx.load(model, device=device), [x])[0], want)
+
+
 def test_open_dims_are_given_at_load(rng):
     model, _ = recurrent_model("GRU", rng=rng)
     model.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "T"

@@ -11,6 +11,7 @@ from nngraph._core import (
     ImageCopyToMatrixNode,
     MatrixCopyToImageNode,
     Padding,
+    Pooling,
     Upsampling,
 )
 from nngraph.onnx._layout import Act, Sym, Unsupported, channels_first, image_axes, infer, ints, reshape, resolve_target
@@ -158,18 +159,29 @@ def slice_op(imp, n) -> list:
     x = imp.act(n)
     dims = x.dims()
     values = [imp.get(name) for name in n.input]
-    ranges = {}
+    ranges, steps = {}, {}
     for axis, start, end, step in slice_args(values, len(dims), imp.attrs(n)):
-        if step != 1:
-            raise Unsupported("with steps other than 1 is not supported")
         if x.norm(x.axes[axis]) == ("N",):
-            if start == 0 and end >= 2**31 - 1:
+            if start == 0 and end >= 2**31 - 1 and step == 1:
                 continue
             raise Unsupported("of the batch axis is not supported")
-        r = range(*slice(start, end).indices(dims[axis]))
+        if step < 1:
+            raise Unsupported("with a step below 1 is not supported")
+        r = range(*slice(start, end, step).indices(dims[axis]))
+        if step > 1 and len(r) > 1:
+            if x.norm(x.axes[axis]) not in (("H",), ("W",)):
+                raise Unsupported(f"with a step along axis {axis} of a tensor lying as {x.describe()}: "
+                                  "only the spatial axes take steps")
+            steps[x.norm(x.axes[axis])[0]] = step
         if len(r) < dims[axis]:
-            ranges[axis] = (r.start, r.stop)
-    return [_crop(imp, n, x, ranges) if ranges else x]
+            ranges[axis] = (r.start, r.start + (len(r) - 1) * step + 1)
+    out = _crop(imp, n, x, ranges) if ranges else x
+    if not steps:
+        return [out]
+    # Every step-th row and column: a one-tap max pooling of that stride.
+    stride = (steps.get("H", 1), steps.get("W", 1))
+    node = Pooling(out.image, "max", kernel=1, stride=stride, label=imp.label((n.name or "slice") + "_steps"))
+    return [Act(node, infer(node, [out]), out.axes, out.split)]
 
 
 def split(imp, n) -> list:
