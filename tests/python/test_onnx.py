@@ -33,8 +33,10 @@ def randomize(graph, rng):
         ds.set_tensors({k: v.astype(np.float32) for k, v in new.items()})
 
 
-def onnxruntime(path, x):
-    s = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+def onnxruntime(model, x):
+    """onnxruntime's first output for the model (a path or a ModelProto) on its first input x."""
+    what = model.SerializeToString() if isinstance(model, onnx.ModelProto) else str(model)
+    s = ort.InferenceSession(what, providers=["CPUExecutionProvider"])
     return s.run(None, {s.get_inputs()[0].name: x})[0]
 
 
@@ -244,7 +246,7 @@ def test_arithmetic_with_constants(op, value, first, device, rng):
                           [numpy_helper.from_array(k, "k")])
     model = model_of(g, 17)
     x = rng.standard_normal((2, 3, 4, 5)).astype(np.float32) + 0.1
-    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x0": x})[0]
+    want = onnxruntime(model, x)
     np.testing.assert_allclose(ngx.run(ngx.load(model, device=device), [x])[0], want, rtol=1e-5, atol=1e-6)
 
 
@@ -258,7 +260,7 @@ def test_prelu_against_onnxruntime(slope_shape, device, rng):
                           [numpy_helper.from_array(slope, "act.weight")])
     model = model_of(g, 17)
     x = rng.standard_normal((2, 3, 4, 5)).astype(np.float32)
-    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    want = onnxruntime(model, x)
     np.testing.assert_allclose(want, np.where(x > 0, x, slope * x), rtol=1e-6)
     graph = ngx.load(model, device=device)
     np.testing.assert_allclose(ngx.run(graph, [x])[0], want, rtol=1e-5, atol=1e-6)
@@ -357,7 +359,7 @@ def test_a_fixed_batch_flattens_by_its_size(rng):
                           [numpy_helper.from_array(np.array([2, -1], np.int64), "s"), numpy_helper.from_array(w, "w")])
     model = model_of(g, 17)
     x = rng.standard_normal((2, 3, 4, 5)).astype(np.float32)
-    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    want = onnxruntime(model, x)
     np.testing.assert_allclose(want, np.maximum(x, 0).reshape(2, -1) @ w.T, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(ngx.run(ngx.load(model), [x])[0], want, rtol=1e-5, atol=1e-5)
 
@@ -376,7 +378,7 @@ def test_channels_last_inputs_read_through_a_transpose(device, rng):
                           [numpy_helper.from_array(w, "w"), numpy_helper.from_array(fw, "fw")])
     model = model_of(g, 17)
     x = rng.standard_normal((2, 8, 6, 3)).astype(np.float32)
-    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    want = onnxruntime(model, x)
     graph = ngx.load(model, device=device)
     assert graph.source_image_handles[0].shape == (3, 8, 6)
     np.testing.assert_allclose(ngx.run(graph, [x])[0], want, rtol=1e-5, atol=1e-5)
@@ -406,7 +408,7 @@ def test_models_of_older_opsets_are_converted(opset, device, rng):
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 5])], inits)
     model = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], ir_version=4 if opset < 10 else 5)
     x = rng.standard_normal((2, 3, 8, 8)).astype(np.float32)
-    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    want = onnxruntime(model, x)
     np.testing.assert_allclose(ngx.run(ngx.load(model, device=device), [x])[0], want, rtol=1e-5, atol=1e-6)
 
 
@@ -420,7 +422,7 @@ def test_a_half_precision_model_gives_half_precision_outputs(device, rng):
                           [numpy_helper.from_array(w, "w")])
     model = model_of(g, 17)
     x = rng.standard_normal((2, 3, 8, 8)).astype(np.float16)
-    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    want = onnxruntime(model, x)
     got = ngx.run(ngx.load(model, device=device), [x])[0]
     assert got.dtype == np.float16
     want = want.astype(np.float32)
@@ -438,7 +440,7 @@ def test_slices_with_steps_along_the_spatial_axes(starts, ends, axes, steps, dev
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", "C", "H", "W"])], consts)
     model = model_of(g, 17)
     x = rng.standard_normal((2, 3, 9, 11)).astype(np.float32)
-    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    want = onnxruntime(model, x)
     index = [slice(None)] * 4
     for s0, e0, a0, t0 in zip(starts, ends, axes, steps):
         index[a0] = slice(s0, e0, t0)
@@ -454,8 +456,7 @@ def test_open_dims_are_given_at_load(rng):
     graph = ngx.load(model, input_shapes={"x": (9, 4)})
     assert graph.source_image_handles[0].shape == (4, 1, 9)
     x = rng.standard_normal((9, 2, 4)).astype(np.float32)
-    expected = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
-    np.testing.assert_allclose(ngx.run(graph, [x])[0], expected[0], rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(ngx.run(graph, [x])[0], onnxruntime(model, x), rtol=1e-4, atol=1e-5)
 
 
 def test_run_checks_its_inputs(rng):
