@@ -179,6 +179,14 @@ def model_of(graph, opset: int):
     return helper.make_model(graph, opset_imports=opsets, ir_version=helper.find_min_ir_version_for(opsets))
 
 
+def one_input_model(nodes, x_dims, y_dims, initializers=(), opset=17, elem=TensorProto.FLOAT):
+    """A model of `nodes` from input "x" to output "y" (dims as ONNX writes them, names for open ones)."""
+    g = helper.make_graph(nodes, "m", [helper.make_tensor_value_info("x", elem, x_dims)],
+                          [helper.make_tensor_value_info("y", elem, y_dims)],
+                          [numpy_helper.from_array(np.asarray(v), k) for k, v in dict(initializers).items()])
+    return model_of(g, opset)
+
+
 def recurrent_model(op, hidden=5, features=4, steps=6, direction="forward", layout=0, outputs=("Y",), rng=None,
                     peepholes=False, **attrs):
     """One LSTM/GRU/RNN operator with random weights and biases, its outputs the graph's; and the
@@ -239,12 +247,9 @@ def test_recurrent_operators_against_onnxruntime(op, kwargs, device, rng):
 def test_arithmetic_with_constants(op, value, first, device, rng):
     """A scalar or one value per channel, either side: a neuron or a depthwise 1×1 convolution."""
     k = rng.uniform(0.5, 2.0, (1, 3, 1, 1)).astype(np.float32) if value == "channels" else np.array(value, np.float32)
-    inputs = ["x", "k"] if first else ["k", "x"]
-    g = helper.make_graph([helper.make_node("Relu", ["x0"], ["x"]), helper.make_node(op, inputs, ["y"])], "k",
-                          [helper.make_tensor_value_info("x0", TensorProto.FLOAT, ["N", 3, 4, 5])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3, 4, 5])],
-                          [numpy_helper.from_array(k, "k")])
-    model = model_of(g, 17)
+    inputs = ["r", "k"] if first else ["k", "r"]
+    model = one_input_model([helper.make_node("Relu", ["x"], ["r"]), helper.make_node(op, inputs, ["y"])],
+                            ["N", 3, 4, 5], ["N", 3, 4, 5], {"k": k})
     x = rng.standard_normal((2, 3, 4, 5)).astype(np.float32) + 0.1
     want = onnxruntime(model, x)
     np.testing.assert_allclose(ngx.run(ngx.load(model, device=device), [x])[0], want, rtol=1e-5, atol=1e-6)
@@ -254,11 +259,8 @@ def test_arithmetic_with_constants(op, value, first, device, rng):
 def test_prelu_against_onnxruntime(slope_shape, device, rng):
     """PRelu as relu(x) + slope·(x − relu(x)); a slope per channel becomes a data source."""
     slope = rng.uniform(-0.8, 0.8, slope_shape).astype(np.float32)
-    g = helper.make_graph([helper.make_node("PRelu", ["x", "act.weight"], ["y"], name="act")], "prelu",
-                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 4, 5])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3, 4, 5])],
-                          [numpy_helper.from_array(slope, "act.weight")])
-    model = model_of(g, 17)
+    model = one_input_model([helper.make_node("PRelu", ["x", "act.weight"], ["y"], name="act")], ["N", 3, 4, 5],
+                            ["N", 3, 4, 5], {"act.weight": slope})
     x = rng.standard_normal((2, 3, 4, 5)).astype(np.float32)
     want = onnxruntime(model, x)
     np.testing.assert_allclose(want, np.where(x > 0, x, slope * x), rtol=1e-6)
@@ -352,12 +354,9 @@ def test_export_errors_name_the_node(tmp_path):
 def test_a_fixed_batch_flattens_by_its_size(rng):
     """`x.view(x.size(0), -1)` exported for batch 2: Reshape to [2, -1], the 2 standing for N."""
     w = rng.standard_normal((5, 60)).astype(np.float32)
-    g = helper.make_graph([helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Reshape", ["r", "s"], ["f"]),
-                           helper.make_node("Gemm", ["f", "w"], ["y"], transB=1)], "flat",
-                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4, 5])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 5])],
-                          [numpy_helper.from_array(np.array([2, -1], np.int64), "s"), numpy_helper.from_array(w, "w")])
-    model = model_of(g, 17)
+    model = one_input_model([helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Reshape", ["r", "s"], ["f"]),
+                             helper.make_node("Gemm", ["f", "w"], ["y"], transB=1)], [2, 3, 4, 5], [2, 5],
+                            {"s": np.array([2, -1], np.int64), "w": w})
     x = rng.standard_normal((2, 3, 4, 5)).astype(np.float32)
     want = onnxruntime(model, x)
     np.testing.assert_allclose(want, np.maximum(x, 0).reshape(2, -1) @ w.T, rtol=1e-5, atol=1e-5)
@@ -373,10 +372,7 @@ def test_channels_last_inputs_read_through_a_transpose(device, rng):
              helper.make_node("Conv", ["t", "w"], ["c"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["c"], ["r"]),
              helper.make_node("GlobalAveragePool", ["r"], ["p"]), helper.make_node("Flatten", ["p"], ["f"]),
              helper.make_node("Gemm", ["f", "fw"], ["y"], transB=1)]
-    g = helper.make_graph(nodes, "keras", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 8, 6, 3])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 5])],
-                          [numpy_helper.from_array(w, "w"), numpy_helper.from_array(fw, "fw")])
-    model = model_of(g, 17)
+    model = one_input_model(nodes, ["N", 8, 6, 3], ["N", 5], {"w": w, "fw": fw})
     x = rng.standard_normal((2, 8, 6, 3)).astype(np.float32)
     want = onnxruntime(model, x)
     graph = ngx.load(model, device=device)
@@ -415,12 +411,8 @@ def test_models_of_older_opsets_are_converted(opset, device, rng):
 def test_a_half_precision_model_gives_half_precision_outputs(device, rng):
     """Float16 weights, input and output: computed in float32, returned as float16."""
     w = rng.standard_normal((4, 3, 3, 3)).astype(np.float16)
-    g = helper.make_graph([helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
-                           helper.make_node("Relu", ["c"], ["y"])], "half",
-                          [helper.make_tensor_value_info("x", TensorProto.FLOAT16, ["N", 3, 8, 8])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT16, ["N", 4, 8, 8])],
-                          [numpy_helper.from_array(w, "w")])
-    model = model_of(g, 17)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["c"], ["y"])]
+    model = one_input_model(nodes, ["N", 3, 8, 8], ["N", 4, 8, 8], {"w": w}, elem=TensorProto.FLOAT16)
     x = rng.standard_normal((2, 3, 8, 8)).astype(np.float16)
     want = onnxruntime(model, x)
     got = ngx.run(ngx.load(model, device=device), [x])[0]
@@ -433,12 +425,9 @@ def test_a_half_precision_model_gives_half_precision_outputs(device, rng):
     ([1, 0], [7, 2**62], [2, 3], [3, 2]), ([0, 1], [2**62, 2**62], [-2, -1], [2, 2]), ([2], [-1], [3], [4])])
 def test_slices_with_steps_along_the_spatial_axes(starts, ends, axes, steps, device, rng):
     """`x[..., 1:7:3, ::2]` and the like (YOLO's space-to-depth): a crop, then a one-tap pooling."""
-    consts = [numpy_helper.from_array(np.array(v, np.int64), k)
-              for v, k in zip([starts, ends, axes, steps], ["s", "e", "a", "t"])]
+    consts = {k: np.array(v, np.int64) for k, v in zip("seat", [starts, ends, axes, steps])}
     nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Slice", ["r", "s", "e", "a", "t"], ["y"])]
-    g = helper.make_graph(nodes, "steps", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 9, 11])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", "C", "H", "W"])], consts)
-    model = model_of(g, 17)
+    model = one_input_model(nodes, ["N", 3, 9, 11], ["N", "C", "H", "W"], consts)
     x = rng.standard_normal((2, 3, 9, 11)).astype(np.float32)
     want = onnxruntime(model, x)
     index = [slice(None)] * 4
