@@ -255,6 +255,19 @@ def test_arithmetic_with_constants(op, value, first, device, rng):
     np.testing.assert_allclose(ngx.run(ngx.load(model, device=device), [x])[0], want, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("op", ["Sum", "Mean"])
+def test_sums_and_means_of_several_tensors(op, device, rng):
+    """Sum and Mean of three computed tensors, one of them (N, C, 1, 1) broadcast over H × W."""
+    nodes = [helper.make_node("Relu", ["x"], ["a"]), helper.make_node("Sigmoid", ["x"], ["b"]),
+             helper.make_node("GlobalAveragePool", ["x"], ["c"]), helper.make_node(op, ["a", "b", "c"], ["y"])]
+    model = one_input_model(nodes, ["N", 3, 4, 5], ["N", 3, 4, 5])
+    x = rng.standard_normal((2, 3, 4, 5)).astype(np.float32)
+    want = onnxruntime(model, x)
+    total = np.maximum(x, 0) + 1 / (1 + np.exp(-x)) + x.mean((2, 3), keepdims=True)
+    np.testing.assert_allclose(want, total / (3 if op == "Mean" else 1), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(ngx.run(ngx.load(model, device=device), [x])[0], want, rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("slope_shape", [(1,), (3, 1, 1)], ids=["shared", "per_channel"])
 def test_prelu_against_onnxruntime(slope_shape, device, rng):
     """PRelu as relu(x) + slope·(x − relu(x)); a slope per channel becomes a data source."""

@@ -152,7 +152,20 @@ def _affine(op: str, v, first: bool) -> tuple:
     return 1.0 / v, np.zeros_like(v)
 
 
-def _two_images(imp, n, p: Act, q: Act) -> Act:
+def total(imp, n) -> list:
+    """Sum and Mean of any number of computed tensors: additions in turn (Mean then scales by 1/k)."""
+    xs = [imp.get(name) for name in n.input]
+    if not all(isinstance(x, Act) for x in xs):
+        raise Unsupported("of constants is not supported")
+    out = xs[0]
+    for x in xs[1:]:
+        out = _two_images(imp, n, out, x, Addition)
+    if n.op_type == "Mean" and len(xs) > 1:
+        return _neuron(imp, n, out, "linear", a=1.0 / len(xs), b=0.0)
+    return [out]
+
+
+def _two_images(imp, n, p: Act, q: Act, kind=None) -> Act:
     rank = max(len(p.axes), len(q.axes))
     pa, qa = [()] * (rank - len(p.axes)) + list(p.axes), [()] * (rank - len(q.axes)) + list(q.axes)
     out = []
@@ -167,7 +180,7 @@ def _two_images(imp, n, p: Act, q: Act) -> Act:
     atoms = [a for e in out for a in p.norm(e) or q.norm(e)]
     if len(set(atoms)) != len(atoms) or p.split != q.split:
         raise Unsupported(f"of tensors lying as {p.describe()} and {q.describe()} is not supported")
-    node = ARITHMETIC[n.op_type](p.image, q.image, label=imp.label(n.name or n.op_type))
+    node = (kind or ARITHMETIC[n.op_type])(p.image, q.image, label=imp.label(n.name or n.op_type))
     return Act(node, infer(node, [p, q]), tuple(out), p.split)
 
 

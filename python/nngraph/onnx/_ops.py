@@ -22,5 +22,5 @@ HANDLERS = {
     "Expand": r.expand,
     "LSTM": import_rnn, "GRU": import_rnn, "RNN": import_rnn,
     **dict.fromkeys((*e.NEURONS, "LeakyRelu", "Elu", "HardSigmoid", "Gelu", "Clip", "Pow"), e.neuron),
-    **dict.fromkeys(e.ARITHMETIC, e.arithmetic),
+    **dict.fromkeys(e.ARITHMETIC, e.arithmetic), "Sum": e.total, "Mean": e.total,
 }
