@@ -164,10 +164,9 @@ class Act:
         return "(" + ", ".join("·".join(x) or "1" for x in self.entries()) + ")"
 
 
-def reshape(act: Act, target: list, batch: int | None = None) -> Act:
+def reshape(act: Act, target: list) -> Act:
     """The same image under new ONNX dims (each int or Sym, already resolved): consecutive
-    atoms group into each dim; whole channels may split into an outer dim (D) and the rest.
-    `batch`: a model's fixed batch size, which a dim standing where N lies stands for."""
+    atoms group into each dim; whole channels may split into an outer dim (D) and the rest."""
     flat, split = act.flat(), act.split
     c = act.shape[0]
 
@@ -176,8 +175,6 @@ def reshape(act: Act, target: list, batch: int | None = None) -> Act:
 
     out, i = [], 0
     for d in target:
-        if batch is not None and not isinstance(d, Sym) and d == batch and i < len(flat) and flat[i] == "N":
-            d = Sym()
         if isinstance(d, Sym):
             if d.k != 1 or i >= len(flat) or flat[i] != "N":
                 raise ValueError(f"cannot reshape {act.describe()} to {list(target)}")
@@ -205,13 +202,22 @@ def reshape(act: Act, target: list, batch: int | None = None) -> Act:
 
 
 def resolve_target(dims: list, target: np.ndarray, allowzero: int = 0, batch: int | None = None) -> list:
-    """An ONNX Reshape's shape input against the input's dims: 0 copies, -1 infers. `batch`: a
-    model's fixed batch size, which a first dim stands for where the input's first dim is N
-    (`x.view(x.size(0), -1)` exported for one batch size)."""
+    """An ONNX Reshape's shape input against the input's dims: 0 copies, N stays N, -1 infers.
+    `batch`: a model's fixed batch size, which a target dim equal to it stands for where N lies
+    (as many values before it as before the input's N: `x.view(x.size(0), -1)` exported for
+    one batch size)."""
     target = list(target.flat)
     out = [dims[i] if (not isinstance(t, Sym) and t == 0 and not allowzero) else t for i, t in enumerate(target)]
-    if batch is not None and out and dims and dims[0] == Sym() and not isinstance(out[0], Sym) and out[0] == batch:
-        out[0] = Sym()
+    at = next((i for i, d in enumerate(dims) if isinstance(d, Sym)), None)
+    if batch is not None and at is not None and dims[at] == Sym() and not any(isinstance(t, Sym) for t in out):
+        before, run = int(np.prod(np.array(dims[:at], dtype=np.int64))), 1
+        for k, t in enumerate(out):
+            if t == -1:
+                break
+            if t == batch and run == before:
+                out[k] = Sym()
+                break
+            run *= int(t)
     if sum(1 for t in out if not isinstance(t, Sym) and t == -1) > 1:
         raise ValueError("two -1 dims")
     if any(not isinstance(t, Sym) and t == -1 for t in out):

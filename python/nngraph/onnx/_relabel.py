@@ -38,7 +38,7 @@ def reshape_op(imp, n) -> list:
         raise Unsupported("to a computed shape is not supported")
     dims = resolve_target(x.dims(), ints(target), imp.attrs(n).get("allowzero", 0), imp.batch)
     try:
-        return [reshape(x, dims, imp.batch)]
+        return [reshape(x, dims)]
     except ValueError as e:
         return [_copied(imp, n, x, dims, str(e))]
 
