@@ -34,7 +34,7 @@ def load(model, device="cpu", *, format: str = "float32", input_shapes: dict | N
 
     Its sources are the model's inputs in order, labelled with their names: an input of shape
     (N, C, H, W) or (N, C) is an image as it is; (N, H, W, C) read only through a Transpose to
-    (N, C, H, W) is the image (N, C, H, W); (N, C, L) read by convolutions is an image of one
+    (N, C, H, W) is the image of C channels that Transpose gives; (N, C, L) read by convolutions is an image of one
     row (N, C, 1, L); a sequence (N, T, F) or (T, N, F) is (N, F, 1, T). `run` does that for you.
     Every dim but the batch must be known: `input_shapes={name: dims without the batch}` gives
     those the model leaves open. Its results are the model's outputs, labelled likewise.
