@@ -6,7 +6,9 @@ import pytest
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
+import reference as ref  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+from test_gradients import numeric_grad  # noqa: E402
 
 import nngraph as ng  # noqa: E402
 import nngraph.onnx as ngx  # noqa: E402
@@ -284,6 +286,55 @@ def test_prelu_against_onnxruntime(slope_shape, device, rng):
         assert not sources
     else:
         np.testing.assert_array_equal(sources["act"].tensors()["weights"].ravel(), slope.ravel())
+
+
+def local_response_norm(x, size, alpha, beta, bias):
+    """ONNX's LRN in float64: x / (bias + alpha/size · the squares summed over `size` channels)^beta."""
+    x = x.astype(np.float64)
+    c, below = x.shape[1], (size - 1) // 2
+    sums = np.stack([(x[:, max(0, k - below):k + size - below] ** 2).sum(1) for k in range(c)], 1)
+    return x / (bias + alpha / size * sums) ** beta
+
+
+@pytest.mark.parametrize("size,alpha,beta,bias", [(5, 1e-4, 0.75, 1.0), (4, 0.5, 0.6, 2.0), (1, 0.3, 1.5, 0.5)])
+def test_local_response_norm_against_onnxruntime(size, alpha, beta, bias, device, rng):
+    """LRN (AlexNet's, GoogLeNet's) against numpy, and onnxruntime where it runs the size (odd)."""
+    model = one_input_model([helper.make_node("LRN", ["x"], ["y"], name="norm1", size=size, alpha=alpha, beta=beta,
+                                              bias=bias)], ["N", 7, 4, 5], ["N", 7, 4, 5])
+    x = rng.standard_normal((2, 7, 4, 5)).astype(np.float32) * 2
+    want = local_response_norm(x, size, alpha, beta, bias)
+    if size % 2:
+        np.testing.assert_allclose(onnxruntime(model, x), want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(ngx.run(ngx.load(model, device=device), [x])[0], want, rtol=1e-5, atol=1e-6)
+
+
+def test_a_convolution_before_a_local_response_norm_fine_tunes(device, rng):
+    """The gradient through LRN reaches the convolution before it (equal to finite differences)
+    and leaves the window's fixed band of ones as it was."""
+    w = (rng.standard_normal((6, 3, 3, 3)) / 3).astype(np.float32)
+    b = rng.standard_normal(6).astype(np.float32)
+    lrn = {"size": 3, "alpha": 0.4, "beta": 0.75, "bias": 1.5}
+    model = one_input_model([helper.make_node("Conv", ["x", "conv.weight", "conv.bias"], ["h"], pads=[1] * 4),
+                             helper.make_node("LRN", ["h"], ["y"], name="norm", **lrn)], ["N", 3, 5, 5],
+                            ["N", 6, 5, 5], {"conv.weight": w, "conv.bias": b})
+    x = rng.standard_normal((2, 3, 5, 5)).astype(np.float32)
+    target = rng.standard_normal((2, 6, 5, 5)).astype(np.float32)
+    graph = ngx.load(model, device=device)
+    sources = {ds.label(): ds for ds in graph.data_sources}
+    band = sources["norm"].tensor("weights").copy()
+    train = ng.Loss(graph.result_images[0], ng.LossDescriptor("mean_squared_error", "sum")).training_graph(
+        device=device, optimizer=ng.SGD(learning_rate=1.0))
+    train.run(x, labels=target)
+
+    def total(a, c):
+        h = ref.conv2d(x.astype(np.float64), a, c, padding="same")
+        return ((local_response_norm(h, **lrn) - target) ** 2).sum()
+
+    dw = w - sources["conv"].tensor("weights")
+    np.testing.assert_allclose(dw, numeric_grad(lambda a: total(a, b), w), rtol=5e-3, atol=5e-3)
+    np.testing.assert_allclose(b - sources["conv"].tensor("biases"), numeric_grad(lambda c: total(w, c), b),
+                               rtol=5e-3, atol=5e-3)
+    np.testing.assert_array_equal(sources["norm"].tensor("weights"), band)
 
 
 # --- bad models -----------------------------------------------------------------------------

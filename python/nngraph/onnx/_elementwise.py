@@ -259,6 +259,30 @@ def layer_norm(imp, n) -> list:
     return [Act(node, x.shape, x.axes, x.split), unused("the mean"), unused("the inverse deviation")]
 
 
+def local_response_norm(imp, n) -> list:
+    """LRN: x / (bias + α/size · Σ x²)^β, the sum over `size` channels about each. The sum is a
+    1×1 convolution by a fixed band of ones (its source frozen, so fine-tuning leaves it) of x·x,
+    the divisor a power neuron: kernels every backend has, forward and gradient."""
+    x = imp.act(n)
+    x.spatial_form("LRN")
+    a = imp.attrs(n)
+    size, c = a["size"], x.shape[0]
+    if size < 1:
+        raise Unsupported(f"with size {size} is not supported")
+    below = (size - 1) // 2  # the window's channels below each; the rest, ⌈(size − 1)/2⌉, above
+    i = np.arange(c)
+    band = ((i[None, :] >= i[:, None] - below) & (i[None, :] <= i[:, None] + size - 1 - below)).astype(np.float32)
+    label = imp.source_label(n)
+    squares = Multiplication(x.image, x.image, label=imp.label(label + "_squares"))
+    ds = ArrayDataSource(ConvolutionDescriptor(1, c, c), weights=band.reshape(c, c, 1, 1), biases=None, label=label,
+                         frozen=["weights"])
+    sums = Convolution(squares, ds, label=label)
+    divisor = Neuron(sums, "power", a=float(a.get("bias", 1.0)), b=float(a.get("alpha", 1e-4)) / size,
+                     c=-float(a.get("beta", 0.75)), label=imp.label(label + "_scale"))
+    node = Multiplication(x.image, divisor, label=imp.label(n.name or "LRN"))
+    return [Act(node, x.shape, x.axes, x.split)]
+
+
 def softmax(imp, n) -> list:
     x = imp.act(n)
     rank = len(x.axes)

@@ -15,7 +15,7 @@ HANDLERS = {
     "ReduceMean": w.reduce, "ReduceMax": w.reduce, "ReduceSum": w.reduce, "Gemm": w.gemm, "MatMul": w.matmul,
     "BatchNormalization": e.batch_norm, "InstanceNormalization": e.instance_norm, "GroupNormalization": e.group_norm,
     "LayerNormalization": e.layer_norm, "Softmax": e.softmax, "LogSoftmax": e.softmax, "Dropout": e.dropout,
-    "PRelu": e.prelu,
+    "PRelu": e.prelu, "LRN": e.local_response_norm,
     "Identity": r.identity, "Cast": r.identity, "Flatten": r.flatten, "Reshape": r.reshape_op,
     "Transpose": r.transpose, "Squeeze": r.squeeze, "Unsqueeze": r.unsqueeze, "Shape": r.shape, "Gather": r.gather,
     "Slice": r.slice_op, "Split": r.split, "Concat": r.concat, "Pad": r.pad, "Resize": r.resize, "Upsample": r.resize,
