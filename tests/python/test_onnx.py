@@ -308,33 +308,74 @@ def test_local_response_norm_against_onnxruntime(size, alpha, beta, bias, device
     np.testing.assert_allclose(ngx.run(ngx.load(model, device=device), [x])[0], want, rtol=1e-5, atol=1e-6)
 
 
-def test_a_convolution_before_a_local_response_norm_fine_tunes(device, rng):
-    """The gradient through LRN reaches the convolution before it (equal to finite differences)
-    and leaves the window's fixed band of ones as it was."""
+def check_a_convolution_before_fine_tunes(device, rng, nodes, after, y_dims, frozen):
+    """A 3×3 convolution ("conv", 3 → 6 channels) from "x" to "h", then `nodes` from "h" to "y":
+    one SGD step's change of the convolution's weights and biases equals finite differences of the
+    squared error through `after` (numpy, float64, of h); the sources labelled in `frozen` stay."""
     w = (rng.standard_normal((6, 3, 3, 3)) / 3).astype(np.float32)
     b = rng.standard_normal(6).astype(np.float32)
-    lrn = {"size": 3, "alpha": 0.4, "beta": 0.75, "bias": 1.5}
     model = one_input_model([helper.make_node("Conv", ["x", "conv.weight", "conv.bias"], ["h"], pads=[1] * 4),
-                             helper.make_node("LRN", ["h"], ["y"], name="norm", **lrn)], ["N", 3, 5, 5],
-                            ["N", 6, 5, 5], {"conv.weight": w, "conv.bias": b})
+                             *nodes], ["N", 3, 5, 5], ["N", *y_dims], {"conv.weight": w, "conv.bias": b})
     x = rng.standard_normal((2, 3, 5, 5)).astype(np.float32)
-    target = rng.standard_normal((2, 6, 5, 5)).astype(np.float32)
+    target = rng.standard_normal((2, *y_dims)).astype(np.float32)
     graph = ngx.load(model, device=device)
     sources = {ds.label(): ds for ds in graph.data_sources}
-    band = sources["norm"].tensor("weights").copy()
+    kept = {label: sources[label].tensors() for label in frozen}
     train = ng.Loss(graph.result_images[0], ng.LossDescriptor("mean_squared_error", "sum")).training_graph(
         device=device, optimizer=ng.SGD(learning_rate=1.0))
     train.run(x, labels=target)
 
     def total(a, c):
-        h = ref.conv2d(x.astype(np.float64), a, c, padding="same")
-        return ((local_response_norm(h, **lrn) - target) ** 2).sum()
+        return ((after(ref.conv2d(x.astype(np.float64), a, c, padding="same")) - target) ** 2).sum()
 
     dw = w - sources["conv"].tensor("weights")
     np.testing.assert_allclose(dw, numeric_grad(lambda a: total(a, b), w), rtol=5e-3, atol=5e-3)
     np.testing.assert_allclose(b - sources["conv"].tensor("biases"), numeric_grad(lambda c: total(w, c), b),
                                rtol=5e-3, atol=5e-3)
-    np.testing.assert_array_equal(sources["norm"].tensor("weights"), band)
+    for label, tensors in kept.items():
+        for name, v in sources[label].tensors().items():
+            np.testing.assert_array_equal(v, tensors[name])
+
+
+def test_a_convolution_before_a_local_response_norm_fine_tunes(device, rng):
+    """The gradient through LRN reaches the convolution before it; the window's band of ones stays."""
+    lrn = {"size": 3, "alpha": 0.4, "beta": 0.75, "bias": 1.5}
+    check_a_convolution_before_fine_tunes(device, rng, [helper.make_node("LRN", ["h"], ["y"], name="norm", **lrn)],
+                                          lambda h: local_response_norm(h, **lrn), [6, 5, 5], ["norm"])
+
+
+REDUCTIONS = {"ReduceMean": np.mean, "ReduceSum": np.sum, "ReduceMax": np.max}
+
+
+@pytest.mark.parametrize("keep", [1, 0])
+@pytest.mark.parametrize("opset", [13, 18])
+@pytest.mark.parametrize("op", list(REDUCTIONS))
+def test_reductions_over_the_channels(op, opset, keep, device, rng):
+    """ReduceMean, ReduceSum and ReduceMax over axis 1 of (N, C, H, W), as CBAM's attention and
+    channels-first layer norms write them (axes an input since opset 18, ReduceSum's since 13)."""
+    as_input = opset >= 18 or op == "ReduceSum"
+    inits = {"axes": np.array([1], np.int64)} if as_input else {}
+    node = helper.make_node(op, ["x", "axes"] if as_input else ["x"], ["y"], keepdims=keep,
+                            **({} if as_input else {"axes": [1]}))
+    model = one_input_model([node], ["N", 5, 4, 3], ["N", 1, 4, 3] if keep else ["N", 4, 3], inits, opset=opset)
+    x = rng.standard_normal((2, 5, 4, 3)).astype(np.float32)
+    want = onnxruntime(model, x)
+    np.testing.assert_allclose(want, REDUCTIONS[op](x, axis=1, keepdims=bool(keep)), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(ngx.run(ngx.load(model, device=device), [x])[0], want, rtol=1e-5, atol=1e-6)
+
+
+def test_a_convolution_before_channel_reductions_fine_tunes(device, rng):
+    """CBAM's spatial attention, x·sigmoid(mean over channels + max over channels): the gradient
+    reaches the convolution before it through both reductions; the mean's fixed weights stay."""
+    nodes = [helper.make_node("ReduceMean", ["h"], ["m"], name="mean", axes=[1]),
+             helper.make_node("ReduceMax", ["h"], ["k"], name="max", axes=[1]),
+             helper.make_node("Add", ["m", "k"], ["s"]), helper.make_node("Sigmoid", ["s"], ["a"]),
+             helper.make_node("Mul", ["h", "a"], ["y"])]
+
+    def after(h):
+        return h / (1 + np.exp(-(h.mean(1, keepdims=True) + h.max(1, keepdims=True))))
+
+    check_a_convolution_before_fine_tunes(device, rng, nodes, after, [6, 5, 5], ["mean"])
 
 
 # --- bad models -----------------------------------------------------------------------------

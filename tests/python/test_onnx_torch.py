@@ -135,8 +135,41 @@ class Flattened(torch.nn.Module):
         return self.fc(x.view(x.size(0), -1))
 
 
+class ChannelsFirstNorm(torch.nn.Module):
+    """A convolution, then ConvNeXt's layer norm over the channels of (N, C, H, W), written out
+    with means over axis 1."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3)
+        self.weight, self.bias = torch.nn.Parameter(torch.rand(8) + 0.5), torch.nn.Parameter(torch.rand(8))
+
+    def forward(self, x):
+        x = self.conv(x)
+        u = x.mean(1, keepdim=True)
+        s = (x - u).pow(2).mean(1, keepdim=True)
+        x = (x - u) / torch.sqrt(s + 1e-6)
+        return self.weight[:, None, None] * x + self.bias[:, None, None]
+
+
+class SpatialAttention(torch.nn.Module):
+    """CBAM's spatial attention: the channels' mean and maximum, concatenated, a 7×7 convolution,
+    a sigmoid scaling every channel."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv, self.attend = torch.nn.Conv2d(3, 8, 3), torch.nn.Conv2d(2, 1, 7, padding=3)
+
+    def forward(self, x):
+        x = self.conv(x)
+        a = torch.cat([x.mean(1, keepdim=True), x.amax(1, keepdim=True)], 1)
+        return x * torch.sigmoid(self.attend(a))
+
+
 FIXED = {"squeeze_excite": (SqueezeExcite, (2, 3, 9, 9)), "gru_last": (GRULast, (5, 2, 6)),
-         "lstm": (LSTMClassifier, (3, 5, 8)), "flattened": (Flattened, (2, 3, 9, 9))}
+         "lstm": (LSTMClassifier, (3, 5, 8)), "flattened": (Flattened, (2, 3, 9, 9)),
+         "channels_first_norm": (ChannelsFirstNorm, (2, 3, 9, 9)),
+         "spatial_attention": (SpatialAttention, (2, 3, 9, 9))}
 
 
 @pytest.mark.parametrize("dynamo", [False, True], ids=["torchscript", "dynamo"])

@@ -19,6 +19,7 @@ from nngraph._core import (
     GlobalAveragePooling,
     GlobalMaxPooling,
     ImageCopyToMatrixNode,
+    MatrixCopyToImageNode,
     Neuron,
     Pooling,
 )
@@ -140,8 +141,8 @@ def global_pool(imp, n) -> list:
 
 
 def reduce(imp, n) -> list:
-    """ReduceMean, ReduceMax and ReduceSum over the spatial axes (global pooling), and the sum
-    or mean over a bidirectional layer's directions."""
+    """ReduceMean, ReduceMax and ReduceSum over the spatial axes (global pooling), over the
+    channels, and the sum or mean over a bidirectional layer's directions."""
     x = imp.act(n)
     a = imp.attrs(n)
     axes = imp.const(n, 1, optional=True) if len(n.input) > 1 else a.get("axes")
@@ -162,14 +163,33 @@ def reduce(imp, n) -> list:
         if n.op_type == "ReduceMean":
             node = Neuron(node, "linear", a=1.0 / x.split, b=0.0, label=label + "_mean")
         return [Act(node, (inner, *x.shape[1:]), out)]
+    if [entries[i] for i in axes] == [x.channels] and x.channels:
+        return [Act(_over_channels(imp, n, x, label), (1, *x.shape[1:]), out)]
     spatial = [i for i, e in enumerate(entries) if set(e) & {"H", "W"}]
     if any(set(entries[i]) - {"H", "W"} for i in axes) or not set(spatial) <= set(axes):
-        raise Unsupported(f"over axes {axes} of a tensor lying as {x.describe()}: only the spatial axes or the "
-                          "directions reduce")
+        raise Unsupported(f"over axes {axes} of a tensor lying as {x.describe()}: only the spatial axes, the "
+                          "channels or the directions reduce")
     node = (GlobalMaxPooling if n.op_type == "ReduceMax" else GlobalAveragePooling)(x.image, label=label)
     if n.op_type == "ReduceSum":
         node = Neuron(node, "linear", a=float(x.shape[1] * x.shape[2]), b=0.0, label=label + "_sum")
     return [Act(node, (x.shape[0], 1, 1), out, x.split)]
+
+
+def _over_channels(imp, n, x: Act, label: str):
+    """The one-channel image of a reduction over the channels (CBAM's and channels-first layer
+    norms' x.mean(1)). A sum or mean is a 1×1 convolution by fixed weights (1 or 1/C, its source
+    frozen); a maximum copies the values into (H·W, C) order, max-pools each row of C and reads
+    the result back as (1, H, W)."""
+    c, h, w = x.shape
+    if n.op_type == "ReduceMax":
+        rows = MatrixCopyToImageNode(ImageCopyToMatrixNode(x.image, "hwc", label=label + "_hwc"), (1, h * w, c), "chw",
+                                     label=label + "_rows")
+        pooled = Pooling(rows, "max", kernel=(1, c), label=label + "_max")
+        return MatrixCopyToImageNode(pooled, (1, h, w), "chw", label=label)
+    weight = 1.0 / c if n.op_type == "ReduceMean" else 1.0
+    ds = ArrayDataSource(ConvolutionDescriptor(1, c, 1), weights=np.full((1, c, 1, 1), weight, np.float32), biases=None,
+                         label=label, frozen=["weights"])
+    return Convolution(x.image, ds, label=label)
 
 
 # --- products ------------------------------------------------------------------------------
