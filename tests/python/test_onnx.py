@@ -378,6 +378,42 @@ def test_a_convolution_before_channel_reductions_fine_tunes(device, rng):
     check_a_convolution_before_fine_tunes(device, rng, nodes, after, [6, 5, 5], ["mean"])
 
 
+def if_model(condition_nodes):
+    """y = If(cond) then relu(x) else sigmoid(x), the condition made by `condition_nodes` into "cond"."""
+    then = helper.make_graph([helper.make_node("Relu", ["x"], ["r"])], "then", [],
+                             [helper.make_tensor_value_info("r", TensorProto.FLOAT, None)])
+    other = helper.make_graph([helper.make_node("Sigmoid", ["x"], ["s"])], "else", [],
+                              [helper.make_tensor_value_info("s", TensorProto.FLOAT, None)])
+    nodes = [*condition_nodes, helper.make_node("If", ["cond"], ["y"], name="choice", then_branch=then,
+                                                 else_branch=other)]
+    return one_input_model(nodes, ["N", 3, 4, 5], ["N", 3, 4, 5])
+
+
+@pytest.mark.parametrize("dim,taken", [(3, "then"), (2, "else")])
+def test_an_if_whose_condition_is_known_at_import_imports_its_branch(dim, taken, device, rng):
+    """If on a dim of the input (as TorchScript checks a dim before squeezing it): the branch taken."""
+    model = if_model([helper.make_node("Shape", ["x"], ["shape"]),
+                      helper.make_node("Constant", [], ["one"], value=numpy_helper.from_array(np.array(1, np.int64))),
+                      helper.make_node("Gather", ["shape", "one"], ["c"]),
+                      helper.make_node("Constant", [], ["k"], value=numpy_helper.from_array(np.array(dim, np.int64))),
+                      helper.make_node("Equal", ["c", "k"], ["cond"])])
+    x = rng.standard_normal((2, 3, 4, 5)).astype(np.float32)
+    want = onnxruntime(model, x)
+    np.testing.assert_allclose(want, np.maximum(x, 0) if taken == "then" else 1 / (1 + np.exp(-x)), rtol=1e-6)
+    np.testing.assert_allclose(ngx.run(ngx.load(model, device=device), [x])[0], want, rtol=1e-5, atol=1e-6)
+
+
+def test_windows_over_the_channels_average_only():
+    """(N, 1, C, H, W) pools only as PyTorch's LocalResponseNorm does: an average over channels."""
+    nodes = [helper.make_node("Unsqueeze", ["x", "one"], ["u"]),
+             helper.make_node("MaxPool", ["u"], ["m"], name="window", kernel_shape=[3, 1, 1], strides=[1, 1, 1]),
+             helper.make_node("Squeeze", ["m", "one"], ["y"])]
+    model = one_input_model(nodes, ["N", 5, 4, 4], ["N", 3, 4, 4], {"one": np.array([1], np.int64)})
+    with pytest.raises(ng.UnsupportedError, match=r"\[window\] MaxPool over a tensor lying as \(N, 1, E, H, W\): "
+                                                  r"only averages over windows of channels"):
+        ngx.load(model)
+
+
 # --- bad models -----------------------------------------------------------------------------
 
 def small_model(op="Relu", w_shape=None, extra_inputs=(), **attrs):

@@ -166,10 +166,18 @@ class SpatialAttention(torch.nn.Module):
         return x * torch.sigmoid(self.attend(a))
 
 
+def local_response_norms():
+    """Convolutions, each followed by PyTorch's LocalResponseNorm (an odd and an even window),
+    which it exports through (N, 1, C, H, W): the channels padded, then averaged in windows."""
+    return torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.LocalResponseNorm(3, alpha=0.5, k=1.5),
+                               torch.nn.Conv2d(8, 6, 1), torch.nn.LocalResponseNorm(4, alpha=0.3, beta=0.6))
+
+
 FIXED = {"squeeze_excite": (SqueezeExcite, (2, 3, 9, 9)), "gru_last": (GRULast, (5, 2, 6)),
          "lstm": (LSTMClassifier, (3, 5, 8)), "flattened": (Flattened, (2, 3, 9, 9)),
          "channels_first_norm": (ChannelsFirstNorm, (2, 3, 9, 9)),
-         "spatial_attention": (SpatialAttention, (2, 3, 9, 9))}
+         "spatial_attention": (SpatialAttention, (2, 3, 9, 9)),
+         "local_response_norms": (local_response_norms, (2, 3, 9, 9))}
 
 
 @pytest.mark.parametrize("dynamo", [False, True], ids=["torchscript", "dynamo"])

@@ -199,7 +199,9 @@ class Importer:
                 raise Unsupported(f"operators of domain '{node.domain}' are not supported")
             values = [self.get(n) for n in node.input]
             present = [v for v in values if v is not None]
-            if any(isinstance(v, Act) for v in present):
+            if node.op_type == "If":
+                outs = self._branch(node, values[0])
+            elif any(isinstance(v, Act) for v in present):
                 handler = HANDLERS.get(node.op_type)
                 if handler is None:
                     raise Unsupported("is not supported")
@@ -219,6 +221,16 @@ class Importer:
                 self.lazy[name] = v
             elif name:
                 self.env[name] = v
+
+    def _branch(self, node, condition) -> list:
+        """If of a condition known at import (TorchScript's check of a dim before a Squeeze): the
+        nodes of the branch taken, imported in place; their outputs the If's."""
+        if not isinstance(condition, np.ndarray) or condition.dtype == object:  # an Act, or of the batch size
+            raise Unsupported("of a condition computed at run time is not supported")
+        branch = _attrs(node)["then_branch" if bool(np.asarray(condition).ravel()[0]) else "else_branch"]
+        for inner in branch.node:
+            self._node(inner)
+        return [self.lazy[o.name] if o.name in self.lazy else self.get(o.name) for o in branch.output]
 
     def _fold(self, node, values: list) -> list:
         """An operator on constants alone, by ONNX's reference implementation."""

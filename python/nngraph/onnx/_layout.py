@@ -160,6 +160,13 @@ class Act:
             raise ValueError(f"{what} reads (N, C, H, W) tensors; this one lies as {self.describe()}")
         return spatial
 
+    def channels_along(self) -> bool:
+        """Whether the tensor lies as (N, 1, C, H, W): the channels as the first of three spatial
+        axes, as PyTorch's LocalResponseNorm exports its window over the channels."""
+        e = self.entries()
+        return len(e) == 5 and e[:2] == [("N",), ()] and e[2] == self.channels and bool(e[2]) and \
+            e[3] in (("H",), ()) and e[4] in (("W",), ())
+
     def describe(self) -> str:
         return "(" + ", ".join("·".join(x) or "1" for x in self.entries()) + ")"
 

@@ -221,7 +221,8 @@ def concat(imp, n) -> list:
 
 def pad(imp, n) -> list:
     x = imp.act(n)
-    spatial = x.spatial_form("Pad")
+    along = x.channels_along()  # (N, 1, C, H, W): axis 2's pads are the channels'
+    spatial = [e[0] if e else None for e in x.entries()[3:]] if along else x.spatial_form("Pad")
     a = imp.attrs(n)
     rank = len(x.axes)
     pads = imp.const(n, 1) if len(n.input) > 1 else np.asarray(a["pads"])
@@ -235,15 +236,20 @@ def pad(imp, n) -> list:
         full[axis], full[axis + rank] = pads[i], pads[i + len(axes)]
     if full[0] or full[rank]:
         raise Unsupported("along the batch axis is not supported")
+    if along and (full[1] or full[1 + rank]):
+        raise Unsupported(f"along axis 1 of a tensor lying as {x.describe()} is not supported")
+    c = 2 if along else 1
     amounts = [0, 0, 0, 0]
     for i, atom in enumerate(image_axes(spatial)):
         j = 0 if atom == "H" else 2
-        amounts[j], amounts[j + 1] = full[2 + i], full[2 + i + rank]
+        amounts[j], amounts[j + 1] = full[c + 1 + i], full[c + 1 + i + rank]
     mode = a.get("mode", "constant")
     if mode not in ("constant", "reflect", "edge"):
         raise Unsupported(f"mode '{mode}' is not supported")
     node = Padding(x.image, tuple(amounts), mode=mode if mode != "constant" else "constant", value=value,
-                   channels=(full[1], full[1 + rank]), label=imp.label(n.name or "pad"))
+                   channels=(full[c], full[c + rank]), label=imp.label(n.name or "pad"))
+    if along:
+        return [Act(node, infer(node, [x]), x.axes, x.split)]
     return [channels_first(node, infer(node, [x]), image_axes(spatial))]
 
 

@@ -112,6 +112,8 @@ def conv_transpose(imp, n) -> list:
 
 def pool(imp, n) -> list:
     x = imp.act(n)
+    if x.channels_along():
+        return [_channel_windows(imp, n, x), unused("max pooling's indices")]
     spatial = x.spatial_form(n.op_type)
     if not spatial:
         raise Unsupported("needs a spatial axis")
@@ -130,6 +132,27 @@ def pool(imp, n) -> list:
     node = Pooling(x.image, "max" if maximum else "average", kernel=k, stride=s, padding=p, count_include_pad=include,
                    dilation=d, label=imp.label(n.name or n.op_type))
     return [channels_first(node, infer(node, [x]), axes), unused("max pooling's indices")]
+
+
+def _channel_windows(imp, n, x: Act) -> Act:
+    """An average over windows of k channels of a tensor lying as (N, 1, C, H, W), kernel (k, 1, 1)
+    at stride 1 (PyTorch's LocalResponseNorm, its channels padded first): a 1×1 convolution by a
+    fixed band of 1/k (its source frozen) to C − k + 1 channels."""
+    a = imp.attrs(n)
+    kernel = list(a["kernel_shape"])
+    k, c = kernel[0], x.shape[0]
+    plain = all(v == 1 for v in [*kernel[1:], *a.get("strides", [1]), *a.get("dilations", [1])])
+    if n.op_type != "AveragePool" or len(kernel) != 3 or not plain or any(a.get("pads", [0])) or \
+            a.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID") or a.get("ceil_mode", 0) or k > c:
+        raise Unsupported(f"over a tensor lying as {x.describe()}: only averages over windows of channels "
+                          "(kernel (k, 1, 1), stride 1, unpadded)")
+    i = np.arange(c - k + 1)[:, None]
+    band = ((np.arange(c)[None, :] >= i) & (np.arange(c)[None, :] < i + k)) / np.float32(k)
+    label = imp.source_label(n)
+    ds = ArrayDataSource(ConvolutionDescriptor(1, c, c - k + 1), weights=band.astype(np.float32)[:, :, None, None],
+                         biases=None, label=label, frozen=["weights"])
+    node = Convolution(x.image, ds, label=label)
+    return Act(node, infer(node, [x]), x.axes, x.split)
 
 
 def global_pool(imp, n) -> list:
