@@ -308,12 +308,12 @@ def test_local_response_norm_against_onnxruntime(size, alpha, beta, bias, device
     np.testing.assert_allclose(ngx.run(ngx.load(model, device=device), [x])[0], want, rtol=1e-5, atol=1e-6)
 
 
-def check_a_convolution_before_fine_tunes(device, rng, nodes, after, y_dims, frozen):
-    """A 3×3 convolution ("conv", 3 → 6 channels) from "x" to "h", then `nodes` from "h" to "y":
+def check_a_convolution_before_fine_tunes(device, rng, nodes, after, y_dims, frozen, outputs=6):
+    """A 3×3 convolution ("conv", 3 → `outputs` channels) from "x" to "h", then `nodes` from "h" to "y":
     one SGD step's change of the convolution's weights and biases equals finite differences of the
     squared error through `after` (numpy, float64, of h); the sources labelled in `frozen` stay."""
-    w = (rng.standard_normal((6, 3, 3, 3)) / 3).astype(np.float32)
-    b = rng.standard_normal(6).astype(np.float32)
+    w = (rng.standard_normal((outputs, 3, 3, 3)) / 3).astype(np.float32)
+    b = rng.standard_normal(outputs).astype(np.float32)
     model = one_input_model([helper.make_node("Conv", ["x", "conv.weight", "conv.bias"], ["h"], pads=[1] * 4),
                              *nodes], ["N", 3, 5, 5], ["N", *y_dims], {"conv.weight": w, "conv.bias": b})
     x = rng.standard_normal((2, 3, 5, 5)).astype(np.float32)
@@ -376,6 +376,40 @@ def test_a_convolution_before_channel_reductions_fine_tunes(device, rng):
         return h / (1 + np.exp(-(h.mean(1, keepdims=True) + h.max(1, keepdims=True))))
 
     check_a_convolution_before_fine_tunes(device, rng, nodes, after, [6, 5, 5], ["mean"])
+
+
+def depth_to_space(x, r, mode):
+    """ONNX's DepthToSpace, as its specification writes it."""
+    n, c, h, w = x.shape
+    if mode == "DCR":
+        t = x.reshape(n, r, r, c // (r * r), h, w).transpose(0, 3, 4, 1, 5, 2)
+    else:
+        t = x.reshape(n, c // (r * r), r, r, h, w).transpose(0, 1, 4, 2, 5, 3)
+    return t.reshape(n, c // (r * r), h * r, w * r)
+
+
+@pytest.mark.parametrize("op,mode,r", [("DepthToSpace", "DCR", 2), ("DepthToSpace", "CRD", 2),
+                                       ("DepthToSpace", "CRD", 3), ("SpaceToDepth", None, 2)])
+def test_depth_to_space_and_back(op, mode, r, device, rng):
+    """DepthToSpace in both orders (PyTorch's PixelShuffle is CRD) and SpaceToDepth, against
+    onnxruntime and the specification's reshapes."""
+    c, h, w = (2 * r * r, 3, 4) if op == "DepthToSpace" else (3, 4, 6)
+    out = (c // (r * r), h * r, w * r) if op == "DepthToSpace" else (c * r * r, h // r, w // r)
+    model = one_input_model([helper.make_node(op, ["x"], ["y"], blocksize=r, **({"mode": mode} if mode else {}))],
+                            ["N", c, h, w], ["N", *out])
+    x = rng.standard_normal((2, c, h, w)).astype(np.float32)
+    want = onnxruntime(model, x)
+    if op == "DepthToSpace":
+        np.testing.assert_array_equal(want, depth_to_space(x, r, mode))
+    else:
+        np.testing.assert_array_equal(depth_to_space(want, r, "DCR"), x)
+    np.testing.assert_allclose(ngx.run(ngx.load(model, device=device), [x])[0], want, rtol=1e-6, atol=1e-6)
+
+
+def test_a_convolution_before_depth_to_space_fine_tunes(device, rng):
+    nodes = [helper.make_node("DepthToSpace", ["h"], ["y"], name="shuffle", blocksize=2, mode="DCR")]
+    check_a_convolution_before_fine_tunes(device, rng, nodes, lambda h: depth_to_space(h, 2, "DCR"), [2, 10, 10],
+                                          ["shuffle"], outputs=8)
 
 
 def if_model(condition_nodes):

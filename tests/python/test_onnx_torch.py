@@ -173,11 +173,18 @@ def local_response_norms():
                                torch.nn.Conv2d(8, 6, 1), torch.nn.LocalResponseNorm(4, alpha=0.3, beta=0.6))
 
 
+def sub_pixel():
+    """ESPCN's upscaling (PyTorch's super-resolution tutorial): a convolution to r² channels a
+    pixel, then PixelShuffle(r)."""
+    return torch.nn.Sequential(torch.nn.Conv2d(1, 8, 3, padding=1), torch.nn.Tanh(),
+                               torch.nn.Conv2d(8, 9, 3, padding=1), torch.nn.PixelShuffle(3))
+
+
 FIXED = {"squeeze_excite": (SqueezeExcite, (2, 3, 9, 9)), "gru_last": (GRULast, (5, 2, 6)),
          "lstm": (LSTMClassifier, (3, 5, 8)), "flattened": (Flattened, (2, 3, 9, 9)),
          "channels_first_norm": (ChannelsFirstNorm, (2, 3, 9, 9)),
          "spatial_attention": (SpatialAttention, (2, 3, 9, 9)),
-         "local_response_norms": (local_response_norms, (2, 3, 9, 9))}
+         "local_response_norms": (local_response_norms, (2, 3, 9, 9)), "sub_pixel": (sub_pixel, (2, 1, 7, 8))}
 
 
 @pytest.mark.parametrize("dynamo", [False, True], ids=["torchscript", "dynamo"])
