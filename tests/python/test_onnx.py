@@ -344,24 +344,74 @@ def test_a_convolution_before_a_local_response_norm_fine_tunes(device, rng):
                                           lambda h: local_response_norm(h, **lrn), [6, 5, 5], ["norm"])
 
 
-REDUCTIONS = {"ReduceMean": np.mean, "ReduceSum": np.sum, "ReduceMax": np.max}
+REDUCTIONS = {"ReduceMean": np.mean, "ReduceSum": np.sum, "ReduceMax": np.max, "ReduceMin": np.min,
+              "ReduceL1": lambda x, **k: np.abs(x).sum(**k), "ReduceL2": lambda x, **k: np.sqrt((x * x).sum(**k)),
+              "ReduceSumSquare": lambda x, **k: (x * x).sum(**k)}
 
 
 @pytest.mark.parametrize("keep", [1, 0])
 @pytest.mark.parametrize("opset", [13, 18])
+@pytest.mark.parametrize("over", [(1,), (2, 3), (1, 2, 3)], ids=["channels", "spatial", "all"])
 @pytest.mark.parametrize("op", list(REDUCTIONS))
-def test_reductions_over_the_channels(op, opset, keep, device, rng):
-    """ReduceMean, ReduceSum and ReduceMax over axis 1 of (N, C, H, W), as CBAM's attention and
-    channels-first layer norms write them (axes an input since opset 18, ReduceSum's since 13)."""
+def test_reductions_over_channels_and_space(op, over, opset, keep, device, rng):
+    """Every Reduce operator over the channels of (N, C, H, W) (CBAM's attention, channels-first
+    layer norms, F.normalize), its spatial axes, or both (axes an input since opset 18, ReduceSum's
+    since 13)."""
     as_input = opset >= 18 or op == "ReduceSum"
-    inits = {"axes": np.array([1], np.int64)} if as_input else {}
+    inits = {"axes": np.array(over, np.int64)} if as_input else {}
     node = helper.make_node(op, ["x", "axes"] if as_input else ["x"], ["y"], keepdims=keep,
-                            **({} if as_input else {"axes": [1]}))
-    model = one_input_model([node], ["N", 5, 4, 3], ["N", 1, 4, 3] if keep else ["N", 4, 3], inits, opset=opset)
+                            **({} if as_input else {"axes": list(over)}))
     x = rng.standard_normal((2, 5, 4, 3)).astype(np.float32)
+    want = REDUCTIONS[op](x, axis=over, keepdims=bool(keep))
+    model = one_input_model([node], ["N", 5, 4, 3], ["N", *want.shape[1:]], inits, opset=opset)
+    np.testing.assert_allclose(onnxruntime(model, x), want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(ngx.run(ngx.load(model, device=device), [x])[0], want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("op,attrs,f", [
+    ("Selu", {}, lambda x: 1.0507009873554805 * np.where(x > 0, x, 1.6732632423543772 * np.expm1(x))),
+    ("Selu", {"alpha": 1.2, "gamma": 0.7}, lambda x: 0.7 * np.where(x > 0, x, 1.2 * np.expm1(x))),
+    ("Celu", {"alpha": 0.6}, lambda x: np.maximum(x, 0) + np.minimum(0, 0.6 * np.expm1(x / 0.6))),
+    ("Mish", {}, lambda x: x * np.tanh(np.log1p(np.exp(x))))], ids=["selu", "selu_attrs", "celu", "mish"])
+def test_composite_activations(op, attrs, f, device, rng):
+    """Selu, Celu and Mish (opset 18) from the neurons nngraph has, against onnxruntime and numpy."""
+    model = one_input_model([helper.make_node(op, ["x"], ["y"], **attrs)], ["N", 3, 4, 5], ["N", 3, 4, 5], opset=18)
+    x = rng.standard_normal((2, 3, 4, 5)).astype(np.float32) * 2
     want = onnxruntime(model, x)
-    np.testing.assert_allclose(want, REDUCTIONS[op](x, axis=1, keepdims=bool(keep)), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(want, f(x.astype(np.float64)), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(ngx.run(ngx.load(model, device=device), [x])[0], want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("op", ["Max", "Min"])
+def test_max_and_min_of_tensors_and_constants(op, device, rng):
+    """Max and Min of a tensor, its sigmoid, its spatial mean (broadcast over H × W) and two scalars."""
+    nodes = [helper.make_node("Sigmoid", ["x"], ["s"]), helper.make_node("GlobalAveragePool", ["x"], ["m"]),
+             helper.make_node(op, ["x", "s", "m", "c1", "c2"], ["y"])]
+    c1, c2 = np.float32(0.3), np.float32(-0.2)
+    model = one_input_model(nodes, ["N", 3, 4, 5], ["N", 3, 4, 5], {"c1": c1, "c2": c2})
+    x = rng.standard_normal((2, 3, 4, 5)).astype(np.float32)
+    f = np.maximum if op == "Max" else np.minimum
+    want = onnxruntime(model, x)
+    np.testing.assert_allclose(want, f(f(f(f(x, 1 / (1 + np.exp(-x))), x.mean((2, 3), keepdims=True)), c1), c2),
+                               rtol=1e-6)
+    np.testing.assert_allclose(ngx.run(ngx.load(model, device=device), [x])[0], want, rtol=1e-5, atol=1e-6)
+
+
+def test_a_convolution_before_a_maximum_and_a_norm_fine_tunes(device, rng):
+    """max(h, sigmoid(h)) / ‖·‖₂ over the channels (F.normalize): the gradient reaches the
+    convolution through Max, ReduceL2 and the norm's Expand over the channels."""
+    shape = numpy_helper.from_array(np.array([1, 6, 5, 5], np.int64))
+    nodes = [helper.make_node("Sigmoid", ["h"], ["s"]), helper.make_node("Max", ["h", "s"], ["m"]),
+             helper.make_node("ReduceL2", ["m"], ["l"], name="norm", axes=[1]),
+             helper.make_node("Constant", [], ["shape"], value=shape),
+             helper.make_node("Expand", ["l", "shape"], ["e"], name="spread"),
+             helper.make_node("Div", ["m", "e"], ["y"])]
+
+    def after(h):
+        m = np.maximum(h, 1 / (1 + np.exp(-h)))
+        return m / np.sqrt((m * m).sum(1, keepdims=True))
+
+    check_a_convolution_before_fine_tunes(device, rng, nodes, after, [6, 5, 5], ["spread"])
 
 
 def test_a_convolution_before_channel_reductions_fine_tunes(device, rng):
@@ -448,6 +498,16 @@ def test_windows_over_the_channels_average_only():
         ngx.load(model)
 
 
+@pytest.mark.parametrize("lo,hi", [(-1.0, 1.0), (0.5, np.inf), (-np.inf, -0.5), (1.0, -1.0)])
+def test_clip_to_any_range(lo, hi, device, rng):
+    """Clip (hardtanh, clamp) to any bounds: lo + ReLUN(x − lo) up to hi − lo; hi where lo > hi."""
+    model = _clip_model(lo, hi)
+    x = rng.standard_normal((2, 3, 8, 8)).astype(np.float32) * 2
+    want = onnxruntime(model, x)
+    np.testing.assert_array_equal(want, np.minimum(np.maximum(x, lo), hi))
+    np.testing.assert_allclose(ngx.run(ngx.load(model, device=device), [x])[0], want, rtol=1e-6, atol=1e-6)
+
+
 # --- bad models -----------------------------------------------------------------------------
 
 def small_model(op="Relu", w_shape=None, extra_inputs=(), **attrs):
@@ -481,8 +541,6 @@ def test_bad_files_raise_clear_errors(tmp_path):
     del missing.graph.initializer[:]
     with pytest.raises(ng.InvalidInputError, match="not a valid ONNX model"):
         ngx.load(missing)
-    with pytest.raises(ng.UnsupportedError, match=r"\[the_node\] Clip to \[-1.0, 1.0\]"):
-        ngx.load(_clip_model(-1.0, 1.0))
     k = np.array([1, 0, 2], np.float32).reshape(3, 1, 1)
     zeros = _with_constant(small_model("Div", extra_inputs=["k"]), "k", k)
     with pytest.raises(ng.UnsupportedError, match=r"\[the_node\] Div by a constant holding zeros"):

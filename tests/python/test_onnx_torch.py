@@ -180,11 +180,28 @@ def sub_pixel():
                                torch.nn.Conv2d(8, 9, 3, padding=1), torch.nn.PixelShuffle(3))
 
 
+class NormalizedEmbedding(torch.nn.Module):
+    """Features normalized over the channels (F.normalize), a linear layer, the embedding normalized
+    again (face and retrieval models), with activations PyTorch exports as operators of their own
+    or as compositions: SELU, CELU, Mish, Hardtanh, clamp, minimum."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv, self.fc = torch.nn.Conv2d(3, 8, 3), torch.nn.Linear(8 * 7 * 7, 16)
+
+    def forward(self, x):
+        F = torch.nn.functional
+        x = F.normalize(F.selu(self.conv(x)), dim=1)
+        x = torch.minimum(F.mish(x), F.celu(x, 0.5)).clamp(min=-0.2)
+        return F.normalize(F.hardtanh(self.fc(x.flatten(1))), dim=1)
+
+
 FIXED = {"squeeze_excite": (SqueezeExcite, (2, 3, 9, 9)), "gru_last": (GRULast, (5, 2, 6)),
          "lstm": (LSTMClassifier, (3, 5, 8)), "flattened": (Flattened, (2, 3, 9, 9)),
          "channels_first_norm": (ChannelsFirstNorm, (2, 3, 9, 9)),
          "spatial_attention": (SpatialAttention, (2, 3, 9, 9)),
-         "local_response_norms": (local_response_norms, (2, 3, 9, 9)), "sub_pixel": (sub_pixel, (2, 1, 7, 8))}
+         "local_response_norms": (local_response_norms, (2, 3, 9, 9)), "sub_pixel": (sub_pixel, (2, 1, 7, 8)),
+         "normalized_embedding": (NormalizedEmbedding, (2, 3, 9, 9))}
 
 
 @pytest.mark.parametrize("dynamo", [False, True], ids=["torchscript", "dynamo"])

@@ -63,7 +63,18 @@ def neuron(imp, n) -> list:
             return _neuron(imp, n, x, "relu")
         if lo == 0 or lo == -np.inf:  # min(x, hi) is relun with a slope of 1 below zero
             return _neuron(imp, n, x, "relun", a=0.0 if lo == 0 else 1.0, b=hi)
-        raise Unsupported(f"to [{lo}, {hi}] is not supported (a lower bound of 0 or none)")
+        # lo + clip(x − lo, 0, hi − lo); hi throughout where lo > hi, as ONNX defines it
+        clipped = ("relu", None) if hi == np.inf else ("relun", hi - lo)
+        return _chain(imp, n, x, [("shift", -lo), clipped, ("shift", lo)])
+    if op == "Selu":  # γ·elu(x; α)
+        alpha, gamma = a.get("alpha", 1.6732632423543772), a.get("gamma", 1.0507009873554805)
+        return _chain(imp, n, x, [("elu", alpha), ("linear", gamma)])
+    if op == "Celu":  # α·elu(x/α; 1)
+        alpha = a.get("alpha", 1.0)
+        return _chain(imp, n, x, [("linear", 1.0 / alpha), ("elu", 1.0), ("linear", alpha)])
+    if op == "Mish":  # x·tanh(softplus(x))
+        t = _chain(imp, n, x, [("softplus", None), ("tanh", None)], last=False)[0]
+        return [Act(Multiplication(x.image, t.image, label=imp.label(n.name or op)), x.shape, x.axes, x.split)]
     if op == "Pow" and not isinstance(imp.get(n.input[0]), Act):  # c^x
         c = imp.const(n, 0)
         if c.size != 1 or float(c.ravel()[0]) <= 0:
@@ -75,6 +86,44 @@ def neuron(imp, n) -> list:
             raise Unsupported("with an exponent per element is not supported")
         return _neuron(imp, n, x, "power", a=0.0, b=1.0, c=float(e.ravel()[0]))
     raise Unsupported("is not supported")
+
+
+def _chain(imp, n, x: Act, steps: list, last: bool = True) -> list:
+    """Neurons one after another, each (kind, parameter): elu's α, linear's scale, shift's
+    offset, relun's ceiling (its slope 0); the last labelled as the node where `last`."""
+    image, base = x.image, imp.label(n.name or n.op_type) if last else None
+    for i, (kind, p) in enumerate(steps):
+        params = {"elu": {"a": p}, "linear": {"a": p, "b": 0.0}, "shift": {"a": 1.0, "b": p},
+                  "relun": {"a": 0.0, "b": p}}.get(kind, {})
+        label = base if last and i == len(steps) - 1 else imp.label(f"{n.name or n.op_type}_{kind}")
+        image = Neuron(image, "linear" if kind == "shift" else kind, label=label, **params)
+    return [Act(image, x.shape, x.axes, x.split)]
+
+
+def extremum(imp, n) -> list:
+    """Max and Min of tensors and scalar constants: max(p, q) = q + relu(p − q) and
+    min(p, q) = p − relu(p − q) (broadcast as Add's operands); against a constant c, c + relu(x − c)
+    and min(x, c) as ReLUN."""
+    values = [imp.get(name) for name in n.input if name]
+    acts = [v for v in values if isinstance(v, Act)]
+    consts = [np.asarray(v, np.float32) for v in values if not isinstance(v, Act)]
+    if any(c.size != 1 for c in consts):
+        raise Unsupported("with a constant other than a scalar is not supported")
+    top = n.op_type == "Max"
+    out = acts[0]
+    for q in acts[1:]:
+        excess = _two_images(imp, n, out, q, Subtraction)
+        excess = Act(Neuron(excess.image, "relu", label=imp.label(f"{n.name or n.op_type}_excess")), excess.shape,
+                     excess.axes, excess.split)
+        out = _two_images(imp, n, q, excess, Addition) if top else _two_images(imp, n, out, excess, Subtraction)
+    if not consts:
+        return [out]
+    if top:
+        c = float(max(v.ravel()[0] for v in consts))
+        return _chain(imp, n, out, [("shift", -c), ("relu", None), ("shift", c)])
+    node = Neuron(out.image, "relun", a=1.0, b=float(min(v.ravel()[0] for v in consts)),
+                  label=imp.label(n.name or n.op_type))
+    return [Act(node, out.shape, out.axes, out.split)]
 
 
 ARITHMETIC = {"Add": Addition, "Sub": Subtraction, "Mul": Multiplication, "Div": Division}

@@ -6,7 +6,10 @@ from __future__ import annotations
 import numpy as np
 
 from nngraph._core import (
+    ArrayDataSource,
     Concatenation,
+    Convolution,
+    ConvolutionDescriptor,
     Crop,
     ImageCopyToMatrixNode,
     MatrixCopyToImageNode,
@@ -67,20 +70,37 @@ def transpose(imp, n) -> list:
 
 
 def expand(imp, n) -> list:
-    """Expand of a computed tensor: none where it keeps the dims; (N, C, 1, 1) to (N, C, H, W)
-    (a squeeze-and-excitation block's `y.expand_as(x)`) as nearest upsampling by (H, W)."""
+    """Expand of a computed tensor: none where it keeps the dims; (N, 1, H, W) or (N, 1) over C
+    channels (F.normalize's norm) as a 1×1 convolution by fixed ones (its source frozen);
+    (N, C, 1, 1) over H × W (a squeeze-and-excitation block's `y.expand_as(x)`) as nearest upsampling."""
     x, target = imp.act(n), imp.get(n.input[1])
     if not isinstance(target, np.ndarray):
         raise Unsupported("to a computed shape is not supported")
     dims = list(broadcast(x.dims(), ints(target).ravel(), imp.batch))
-    if dims == x.dims():
+    have = x.dims()
+    if dims == have:
         return [x]
-    spatial = x.spatial_form("Expand") if len(dims) == len(x.axes) == 4 else None
-    if spatial is None or x.shape[1:] != (1, 1) or dims[:2] != x.dims()[:2]:
-        raise Unsupported(f"of a tensor lying as {x.describe()} to {dims}: only the spatial axes of (N, C, 1, 1) "
-                          "grow")
-    node = Upsampling(x.image, (int(dims[2]), int(dims[3])), mode="nearest", label=imp.label(n.name or "expand"))
-    return [channels_first(node, infer(node, [x]), ["H", "W"])]
+    label = imp.label(n.name or "expand")
+    if len(dims) == len(have) == 2 and x.shape == (1, 1, 1):
+        return [channels_first(_ones(x.image, int(dims[1]), label), (int(dims[1]), 1, 1), [])]
+    spatial = x.spatial_form("Expand") if len(dims) == len(have) == 4 else None
+    channels, area = dims[1] != have[1], dims[2:] != have[2:]
+    if spatial is None or (area and x.shape[1:] != (1, 1)):
+        raise Unsupported(f"of a tensor lying as {x.describe()} to {dims}: only the channels of (N, 1, H, W) and the "
+                          "spatial axes of (N, C, 1, 1) grow")
+    node, c = x.image, int(dims[1])
+    if channels:
+        node = _ones(node, c, label + "_channels" if area else label)
+    if area:
+        node = Upsampling(node, (int(dims[2]), int(dims[3])), mode="nearest", label=label)
+    return [channels_first(node, (c, int(dims[2]), int(dims[3])), ["H", "W"])]
+
+
+def _ones(image, c: int, label: str):
+    """A one-channel image repeated over c channels: a 1×1 convolution by ones, its source frozen."""
+    ds = ArrayDataSource(ConvolutionDescriptor(1, 1, c), weights=np.ones((c, 1, 1, 1), np.float32), biases=None,
+                         label=label, frozen=["weights"])
+    return Convolution(image, ds, label=label)
 
 
 def _axes_arg(imp, n, rank: int):

@@ -20,6 +20,7 @@ from nngraph._core import (
     GlobalMaxPooling,
     ImageCopyToMatrixNode,
     MatrixCopyToImageNode,
+    Multiplication,
     Neuron,
     Pooling,
 )
@@ -197,9 +198,19 @@ def global_pool(imp, n) -> list:
     return [channels_first(node, infer(node, [x]), image_axes(spatial))]
 
 
+# Reductions of an elementwise form of x: (the neuron before, the reduction, the neuron after).
+DERIVED_REDUCTIONS = {
+    "ReduceMin": (("linear", -1.0), "ReduceMax", ("linear", -1.0)),
+    "ReduceL1": (("absolute", None), "ReduceSum", None),
+    "ReduceSumSquare": (("square", None), "ReduceSum", None),
+    "ReduceL2": (("square", None), "ReduceSum", ("sqrt", None)),
+}
+
+
 def reduce(imp, n) -> list:
-    """ReduceMean, ReduceMax and ReduceSum over the spatial axes (global pooling), over the
-    channels, and the sum or mean over a bidirectional layer's directions."""
+    """ReduceMean, ReduceMax, ReduceSum and ReduceMin, ReduceL1, ReduceL2, ReduceSumSquare (the
+    first three of −x, |x|, x²) over the spatial axes (global pooling), over the channels, and the
+    sum or mean over a bidirectional layer's directions."""
     x = imp.act(n)
     a = imp.attrs(n)
     axes = imp.const(n, 1, optional=True) if len(n.input) > 1 else a.get("axes")
@@ -211,39 +222,61 @@ def reduce(imp, n) -> list:
     keep = a.get("keepdims", 1)
     out = tuple((() if i in axes else e) for i, e in enumerate(x.axes) if keep or i not in axes)
     label = imp.label(n.name or n.op_type)
-    if [entries[i] for i in axes] == [("D",)] and n.op_type in ("ReduceSum", "ReduceMean"):
+    before, op, after = DERIVED_REDUCTIONS.get(n.op_type, (None, n.op_type, None))
+    if before:
+        x = Act(_elementwise(x.image, *before, label + "_" + before[0]), x.shape, x.axes, x.split)
+    if [entries[i] for i in axes] == [("D",)] and op in ("ReduceSum", "ReduceMean"):
         inner = x.shape[0] // x.split
         parts = [Crop(x.image, channels=(d * inner, inner), label=f"{label}_{d}") for d in range(x.split)]
         node = parts[0]
         for d, part in enumerate(parts[1:], 1):
             node = Addition(node, part, label=label if d == len(parts) - 1 else f"{label}_sum{d}")
-        if n.op_type == "ReduceMean":
+        if op == "ReduceMean":
             node = Neuron(node, "linear", a=1.0 / x.split, b=0.0, label=label + "_mean")
-        return [Act(node, (inner, *x.shape[1:]), out)]
-    if [entries[i] for i in axes] == [x.channels] and x.channels:
-        return [Act(_over_channels(imp, n, x, label), (1, *x.shape[1:]), out)]
-    spatial = [i for i, e in enumerate(entries) if set(e) & {"H", "W"}]
-    if any(set(entries[i]) - {"H", "W"} for i in axes) or not set(spatial) <= set(axes):
-        raise Unsupported(f"over axes {axes} of a tensor lying as {x.describe()}: only the spatial axes, the "
-                          "channels or the directions reduce")
-    node = (GlobalMaxPooling if n.op_type == "ReduceMax" else GlobalAveragePooling)(x.image, label=label)
-    if n.op_type == "ReduceSum":
-        node = Neuron(node, "linear", a=float(x.shape[1] * x.shape[2]), b=0.0, label=label + "_sum")
-    return [Act(node, (x.shape[0], 1, 1), out, x.split)]
+        shape = (inner, *x.shape[1:])
+    else:  # over the channels, the spatial axes or both, each whole (none: axes of size 1)
+        atoms, channels = {a for i in axes for a in entries[i]}, set(x.channels)
+        spatial = {a for e in entries for a in e} & {"H", "W"}
+        if atoms - channels - spatial or atoms & channels not in (set(), channels) or \
+                atoms & spatial not in (set(), spatial):
+            raise Unsupported(f"over axes {axes} of a tensor lying as {x.describe()}: only the spatial axes, the "
+                              "channels or the directions reduce")
+        node, shape = x.image, x.shape
+        if atoms & channels:
+            node, shape = _over_channels(op, x, label + "_channels" if atoms & spatial else label), (1, *shape[1:])
+        if atoms & spatial:
+            node = (GlobalMaxPooling if op == "ReduceMax" else GlobalAveragePooling)(node, label=label)
+            if op == "ReduceSum":
+                node = Neuron(node, "linear", a=float(shape[1] * shape[2]), b=0.0, label=label + "_sum")
+            shape = (shape[0], 1, 1)
+    if after:
+        node = _elementwise(node, *after, label + "_" + after[0])
+    return [Act(node, shape, out, x.split if shape[0] == x.shape[0] else 1)]
 
 
-def _over_channels(imp, n, x: Act, label: str):
+def _elementwise(image, kind: str, scale, label: str):
+    """x², √x, |x| or scale·x of an image."""
+    if kind == "square":
+        return Multiplication(image, image, label=label)
+    if kind == "sqrt":
+        return Neuron(image, "power", a=0.0, b=1.0, c=0.5, label=label)
+    if kind == "absolute":
+        return Neuron(image, "absolute", label=label)
+    return Neuron(image, "linear", a=scale, b=0.0, label=label)
+
+
+def _over_channels(op: str, x: Act, label: str):
     """The one-channel image of a reduction over the channels (CBAM's and channels-first layer
     norms' x.mean(1)). A sum or mean is a 1×1 convolution by fixed weights (1 or 1/C, its source
     frozen); a maximum copies the values into (H·W, C) order, max-pools each row of C and reads
     the result back as (1, H, W)."""
     c, h, w = x.shape
-    if n.op_type == "ReduceMax":
+    if op == "ReduceMax":
         rows = MatrixCopyToImageNode(ImageCopyToMatrixNode(x.image, "hwc", label=label + "_hwc"), (1, h * w, c), "chw",
                                      label=label + "_rows")
         pooled = Pooling(rows, "max", kernel=(1, c), label=label + "_max")
         return MatrixCopyToImageNode(pooled, (1, h, w), "chw", label=label)
-    weight = 1.0 / c if n.op_type == "ReduceMean" else 1.0
+    weight = 1.0 / c if op == "ReduceMean" else 1.0
     ds = ArrayDataSource(ConvolutionDescriptor(1, c, 1), weights=np.full((1, c, 1, 1), weight, np.float32), biases=None,
                          label=label, frozen=["weights"])
     return Convolution(x.image, ds, label=label)
