@@ -346,7 +346,8 @@ def test_a_convolution_before_a_local_response_norm_fine_tunes(device, rng):
 
 REDUCTIONS = {"ReduceMean": np.mean, "ReduceSum": np.sum, "ReduceMax": np.max, "ReduceMin": np.min,
               "ReduceL1": lambda x, **k: np.abs(x).sum(**k), "ReduceL2": lambda x, **k: np.sqrt((x * x).sum(**k)),
-              "ReduceSumSquare": lambda x, **k: (x * x).sum(**k)}
+              "ReduceSumSquare": lambda x, **k: (x * x).sum(**k),
+              "ReduceLogSumExp": lambda x, **k: np.log(np.exp(x.astype(np.float64)).sum(**k))}
 
 
 @pytest.mark.parametrize("keep", [1, 0])
@@ -366,6 +367,15 @@ def test_reductions_over_channels_and_space(op, over, opset, keep, device, rng):
     model = one_input_model([node], ["N", 5, 4, 3], ["N", *want.shape[1:]], inits, opset=opset)
     np.testing.assert_allclose(onnxruntime(model, x), want, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(ngx.run(ngx.load(model, device=device), [x])[0], want, rtol=1e-5, atol=1e-5)
+
+
+def test_log_sum_exp_of_values_whose_exponentials_overflow(device, rng):
+    """ReduceLogSumExp subtracts the maximum first: values near 200 (e^200 is no float32) stay finite."""
+    model = one_input_model([helper.make_node("ReduceLogSumExp", ["x"], ["y"], axes=[1])], ["N", 5, 4, 3],
+                            ["N", 1, 4, 3], opset=13)
+    x = (rng.standard_normal((2, 5, 4, 3)) * 60 + 100).astype(np.float32)
+    want = REDUCTIONS["ReduceLogSumExp"](x, axis=1, keepdims=True)
+    np.testing.assert_allclose(ngx.run(ngx.load(model, device=device), [x])[0], want, rtol=1e-5)
 
 
 @pytest.mark.parametrize("op,attrs,f", [
@@ -460,6 +470,23 @@ def test_a_convolution_before_depth_to_space_fine_tunes(device, rng):
     nodes = [helper.make_node("DepthToSpace", ["h"], ["y"], name="shuffle", blocksize=2, mode="DCR")]
     check_a_convolution_before_fine_tunes(device, rng, nodes, lambda h: depth_to_space(h, 2, "DCR"), [2, 10, 10],
                                           ["shuffle"], outputs=8)
+
+
+@pytest.mark.parametrize("mode,coords,rounding,k", [
+    ("nearest", "asymmetric", "floor", 2),  # F.interpolate(scale_factor=0.5)
+    ("nearest", "half_pixel", "round_prefer_floor", 2), ("nearest", "half_pixel", "round_prefer_ceil", 6),
+    ("nearest", "pytorch_half_pixel", "round_prefer_floor", 3), ("nearest", "half_pixel", "ceil", 6),
+    ("linear", "half_pixel", None, 2), ("linear", "pytorch_half_pixel", None, 3), ("linear", "half_pixel", None, 3),
+    ("linear", "pytorch_half_pixel", None, 6), ("linear", "asymmetric", None, 2)])
+def test_resize_down_by_integer_factors(mode, coords, rounding, k, device, rng):
+    """Resize by 1/k: a crop to the window's first tap, then a one- or two-tap average pooling at
+    stride k (6 → one output pixel, where PyTorch's half pixel reads pixel 0)."""
+    attrs = {"mode": mode, "coordinate_transformation_mode": coords, **({"nearest_mode": rounding} if rounding else {})}
+    model = one_input_model([helper.make_node("Resize", ["x", "", "scales"], ["y"], **attrs)], ["N", 3, 12, 6],
+                            ["N", 3, 12 // k, 6 // k], {"scales": np.array([1, 1, 1 / k, 1 / k], np.float32)})
+    x = rng.standard_normal((2, 3, 12, 6)).astype(np.float32)
+    want = onnxruntime(model, x)
+    np.testing.assert_allclose(ngx.run(ngx.load(model, device=device), [x])[0], want, rtol=1e-5, atol=1e-6)
 
 
 def if_model(condition_nodes):

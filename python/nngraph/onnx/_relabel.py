@@ -204,6 +204,34 @@ def slice_op(imp, n) -> list:
     return [Act(node, infer(node, [out]), out.axes, out.split)]
 
 
+def _shrink(imp, n, x: Act, spatial: list, ks: list, mode: str, coords: str, nearest: str, antialias) -> Act:
+    """A Resize by 1/k (k an integer dividing the axis): output i reads input i·k + (k − 1)/2
+    (half-pixel; i·k asymmetric). Nearest: that pixel, rounded as nearest_mode says; linear: it, or
+    for even k the mean of the two pixels about it. The window's first tap cropped to, then a
+    one- or two-tap average pooling at stride k."""
+    if coords not in ("asymmetric", "half_pixel", "pytorch_half_pixel") or mode not in ("nearest", "linear") or \
+            antialias:
+        raise Unsupported(f"down by {ks} in mode '{mode}' with coordinate_transformation_mode '{coords}' is not "
+                          "supported")
+    ranges, kernel, stride = {}, [1, 1], [1, 1]
+    for i, (atom, k) in enumerate(zip(image_axes(spatial), ks)):
+        # where output 0 reads (PyTorch's half pixel reads pixel 0 for an output of one pixel)
+        one = coords == "pytorch_half_pixel" and x.dims()[2 + i] == k
+        centre = 0.0 if coords == "asymmetric" or one else (k - 1) / 2
+        if mode == "linear" or centre == int(centre):
+            first, taps = int(centre // 1), 1 if centre == int(centre) else 2
+        else:  # nearest, between two pixels
+            first, taps = int(centre // 1) + (nearest in ("round_prefer_ceil", "ceil")), 1
+        j = 0 if atom == "H" else 1
+        kernel[j], stride[j] = taps, k
+        if first:
+            ranges[2 + i] = (first, x.dims()[2 + i])
+    cut = _crop(imp, n, x, ranges) if ranges else x
+    node = Pooling(cut.image, "average", kernel=tuple(kernel), stride=tuple(stride),
+                   label=imp.label(n.name or "resize"))
+    return channels_first(node, infer(node, [cut]), image_axes(spatial))
+
+
 def split(imp, n) -> list:
     x = imp.act(n)
     a = imp.attrs(n)
@@ -294,14 +322,19 @@ def resize(imp, n) -> list:
             factors[i] = float(s) / dims[i] if i >= 2 else (1.0 if i == 0 else float(s) / dims[i])
     else:
         raise Unsupported("needs scales or sizes")
-    if factors[0] != 1 or factors[1] != 1 or any(f < 1 or f != int(f) for f in factors[2:]):
-        raise Unsupported(f"by {factors}: only integer factors of the spatial axes are supported")
-    scale = [1, 1]
-    for atom, f in zip(image_axes(spatial), factors[2:]):
-        scale[0 if atom == "H" else 1] = int(f)
     mode = a.get("mode", "nearest")
     coords = a.get("coordinate_transformation_mode", "half_pixel" if n.op_type == "Resize" else "asymmetric")
     nearest = a.get("nearest_mode", "round_prefer_floor")
+    shrink = [round(1 / f) if 0 < f < 1 else 1 for f in factors]
+    if factors[:2] == [1, 1] and all(f <= 1 for f in factors[2:]) and \
+            all(abs(f * k - 1) < 1e-6 and d % k == 0 for f, k, d in zip(factors[2:], shrink[2:], dims[2:])):
+        return [_shrink(imp, n, x, spatial, shrink[2:], mode, coords, nearest, a.get("antialias", 0))]
+    if factors[0] != 1 or factors[1] != 1 or any(f < 1 or f != int(f) for f in factors[2:]):
+        raise Unsupported(f"by {factors}: only integer factors of the spatial axes (or their inverses) are "
+                          "supported")
+    scale = [1, 1]
+    for atom, f in zip(image_axes(spatial), factors[2:]):
+        scale[0 if atom == "H" else 1] = int(f)
     if mode == "nearest":
         ok = (coords == "asymmetric" and (nearest == "floor" or n.op_type == "Upsample")) or \
              (coords in ("half_pixel", "pytorch_half_pixel") and nearest in ("round_prefer_floor", "round_prefer_ceil"))

@@ -23,6 +23,7 @@ from nngraph._core import (
     Multiplication,
     Neuron,
     Pooling,
+    Subtraction,
 )
 from nngraph.onnx._layout import Act, Unsupported, channels_first, image_axes, infer, unused
 
@@ -208,9 +209,9 @@ DERIVED_REDUCTIONS = {
 
 
 def reduce(imp, n) -> list:
-    """ReduceMean, ReduceMax, ReduceSum and ReduceMin, ReduceL1, ReduceL2, ReduceSumSquare (the
-    first three of −x, |x|, x²) over the spatial axes (global pooling), over the channels, and the
-    sum or mean over a bidirectional layer's directions."""
+    """ReduceMean, ReduceMax, ReduceSum, ReduceLogSumExp and ReduceMin, ReduceL1, ReduceL2,
+    ReduceSumSquare (the first three of −x, |x|, x²) over the spatial axes (global pooling), over
+    the channels or both, and the sum or mean over a bidirectional layer's directions."""
     x = imp.act(n)
     a = imp.attrs(n)
     axes = imp.const(n, 1, optional=True) if len(n.input) > 1 else a.get("axes")
@@ -234,24 +235,38 @@ def reduce(imp, n) -> list:
         if op == "ReduceMean":
             node = Neuron(node, "linear", a=1.0 / x.split, b=0.0, label=label + "_mean")
         shape = (inner, *x.shape[1:])
-    else:  # over the channels, the spatial axes or both, each whole (none: axes of size 1)
-        atoms, channels = {a for i in axes for a in entries[i]}, set(x.channels)
-        spatial = {a for e in entries for a in e} & {"H", "W"}
-        if atoms - channels - spatial or atoms & channels not in (set(), channels) or \
-                atoms & spatial not in (set(), spatial):
-            raise Unsupported(f"over axes {axes} of a tensor lying as {x.describe()}: only the spatial axes, the "
-                              "channels or the directions reduce")
-        node, shape = x.image, x.shape
-        if atoms & channels:
-            node, shape = _over_channels(op, x, label + "_channels" if atoms & spatial else label), (1, *shape[1:])
-        if atoms & spatial:
-            node = (GlobalMaxPooling if op == "ReduceMax" else GlobalAveragePooling)(node, label=label)
-            if op == "ReduceSum":
-                node = Neuron(node, "linear", a=float(shape[1] * shape[2]), b=0.0, label=label + "_sum")
-            shape = (shape[0], 1, 1)
+    elif op == "ReduceLogSumExp":  # m + log Σ exp(x − m), m the maximum, so that no exp overflows
+        top, shape = _reduced("ReduceMax", x, axes, label + "_max")
+        shifted = Subtraction(x.image, top, label=label + "_shifted")
+        exps = Act(Neuron(shifted, "exponential", label=label + "_exp"), x.shape, x.axes, x.split)
+        total, _ = _reduced("ReduceSum", exps, axes, label + "_sum")
+        node = Addition(Neuron(total, "logarithm", label=label + "_log"), top, label=label)
+    else:
+        node, shape = _reduced(op, x, axes, label)
     if after:
         node = _elementwise(node, *after, label + "_" + after[0])
     return [Act(node, shape, out, x.split if shape[0] == x.shape[0] else 1)]
+
+
+def _reduced(op: str, x: Act, axes: list, label: str) -> tuple:
+    """(node, image shape) of ReduceMax, ReduceMean or ReduceSum over the channels, the spatial
+    axes or both, each whole (neither: axes of size 1, x itself)."""
+    entries = x.entries()
+    atoms, channels = {a for i in axes for a in entries[i]}, set(x.channels)
+    spatial = {a for e in entries for a in e} & {"H", "W"}
+    if atoms - channels - spatial or atoms & channels not in (set(), channels) or \
+            atoms & spatial not in (set(), spatial):
+        raise Unsupported(f"over axes {axes} of a tensor lying as {x.describe()}: only the spatial axes, the "
+                          "channels or the directions reduce")
+    node, shape = x.image, x.shape
+    if atoms & channels:
+        node, shape = _over_channels(op, x, label + "_channels" if atoms & spatial else label), (1, *shape[1:])
+    if atoms & spatial:
+        node = (GlobalMaxPooling if op == "ReduceMax" else GlobalAveragePooling)(node, label=label)
+        if op == "ReduceSum":
+            node = Neuron(node, "linear", a=float(shape[1] * shape[2]), b=0.0, label=label + "_sum")
+        shape = (shape[0], 1, 1)
+    return node, shape
 
 
 def _elementwise(image, kind: str, scale, label: str):
