@@ -489,6 +489,19 @@ def test_resize_down_by_integer_factors(mode, coords, rounding, k, device, rng):
     np.testing.assert_allclose(ngx.run(ngx.load(model, device=device), [x])[0], want, rtol=1e-5, atol=1e-6)
 
 
+def test_values_moved_other_than_by_blocks_are_refused():
+    """Reshape → Transpose → Reshape that reorders rows (even rows, then odd) makes no image a
+    convolution by one-hot weights does: the first Reshape's refusal names it."""
+    shapes = {"split": np.array([0, 3, 2, 2, 5], np.int64), "back": np.array([0, 3, 4, 5], np.int64)}
+    nodes = [helper.make_node("Reshape", ["x", "split"], ["a"], name="rows"),
+             helper.make_node("Transpose", ["a"], ["b"], perm=[0, 1, 3, 2, 4]),
+             helper.make_node("Reshape", ["b", "back"], ["c"]), helper.make_node("Relu", ["c"], ["y"])]
+    model = one_input_model(nodes, ["N", 3, 4, 5], ["N", 3, 4, 5], shapes)
+    why = r"\[y\] Relu reads values that \[rows\] Reshape moves where no image holds them \(cannot reshape "
+    with pytest.raises(ng.UnsupportedError, match=why + r"\(N, E, H, W\) to \[N, 3, 2, 2, 5\]"):
+        ngx.load(model)
+
+
 def if_model(condition_nodes):
     """y = If(cond) then relu(x) else sigmoid(x), the condition made by `condition_nodes` into "cond"."""
     then = helper.make_graph([helper.make_node("Relu", ["x"], ["r"])], "then", [],

@@ -196,12 +196,28 @@ class NormalizedEmbedding(torch.nn.Module):
         return F.normalize(F.hardtanh(self.fc(x.flatten(1))), dim=1)
 
 
+class WrittenOutShuffles(torch.nn.Module):
+    """Pixel shuffles written with view and permute (as code before PixelShuffle and TensorFlow's
+    depth_to_space write them, CRD and DCR), and PixelUnshuffle, which PyTorch exports so."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+
+    def forward(self, x):
+        x = self.conv(x)
+        n, c, h, w = x.shape
+        crd = x.view(n, c // 4, 2, 2, h, w).permute(0, 1, 4, 2, 5, 3).reshape(n, c // 4, 2 * h, 2 * w)
+        dcr = x.view(n, 2, 2, c // 4, h, w).permute(0, 3, 4, 1, 5, 2).reshape(n, c // 4, 2 * h, 2 * w)
+        return torch.nn.functional.pixel_unshuffle(crd * torch.sigmoid(dcr), 2)
+
+
 FIXED = {"squeeze_excite": (SqueezeExcite, (2, 3, 9, 9)), "gru_last": (GRULast, (5, 2, 6)),
          "lstm": (LSTMClassifier, (3, 5, 8)), "flattened": (Flattened, (2, 3, 9, 9)),
          "channels_first_norm": (ChannelsFirstNorm, (2, 3, 9, 9)),
          "spatial_attention": (SpatialAttention, (2, 3, 9, 9)),
          "local_response_norms": (local_response_norms, (2, 3, 9, 9)), "sub_pixel": (sub_pixel, (2, 1, 7, 8)),
-         "normalized_embedding": (NormalizedEmbedding, (2, 3, 9, 9))}
+         "normalized_embedding": (NormalizedEmbedding, (2, 3, 9, 9)), "shuffles": (WrittenOutShuffles, (2, 3, 6, 4))}
 
 
 @pytest.mark.parametrize("dynamo", [False, True], ids=["torchscript", "dynamo"])

@@ -13,7 +13,7 @@ from onnx import helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 from nngraph._core import Graph, ImageNode, InvalidInputError, UnsupportedError
-from nngraph.onnx._layout import Act, Unsupported, unique
+from nngraph.onnx._layout import Act, Moved, Unsupported, unique
 from nngraph.onnx._ops import HANDLERS
 from nngraph.onnx._patterns import fuse_gelu
 from nngraph.onnx._symbolic import evaluate, is_symbolic
@@ -125,6 +125,8 @@ class Importer:
                 raise InvalidInputError(f"[onnx] output '{value.name}': {e}") from None
             except Unsupported as e:
                 raise UnsupportedError(f"[onnx] output '{value.name}' {e}") from None
+            if isinstance(v, Moved):
+                raise UnsupportedError(f"[onnx] output '{value.name}' {v.why}")
             if not isinstance(v, Act) or isinstance(v.image, ImageNode) and v.image.producer is None:
                 raise UnsupportedError(f"[onnx] output '{value.name}' is a constant or a graph input: "
                                        "nngraph graphs compute their results")
@@ -199,9 +201,12 @@ class Importer:
                 raise Unsupported(f"operators of domain '{node.domain}' are not supported")
             values = [self.get(n) for n in node.input]
             present = [v for v in values if v is not None]
+            moved = next((v for v in present if isinstance(v, Moved)), None)
+            if moved is not None and node.op_type not in ("Reshape", "Transpose"):
+                raise Unsupported(moved.why)
             if node.op_type == "If":
                 outs = self._branch(node, values[0])
-            elif any(isinstance(v, Act) for v in present):
+            elif any(isinstance(v, (Act, Moved)) for v in present):
                 handler = HANDLERS.get(node.op_type)
                 if handler is None:
                     raise Unsupported("is not supported")

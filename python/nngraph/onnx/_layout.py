@@ -171,6 +171,22 @@ class Act:
         return "(" + ", ".join("·".join(x) or "1" for x in self.entries()) + ")"
 
 
+@dataclass
+class Moved:
+    """Values of an (N, C, H, W) image moved within each image by Reshape and Transpose where no
+    image holds them as they lie (PixelUnshuffle's 6-D view): per element, the index into the
+    source's (C, H, W) values that it reads, over every ONNX axis but the batch. `why` is the
+    first Reshape's refusal, raised if anything but Reshape and Transpose reads it."""
+
+    source: Act
+    index: np.ndarray
+    why: str
+
+
+def _dims_text(dims) -> str:
+    return "[" + ", ".join(str(d) if isinstance(d, Sym) else str(int(d)) for d in dims) + "]"
+
+
 def reshape(act: Act, target: list) -> Act:
     """The same image under new ONNX dims (each int or Sym, already resolved): consecutive
     atoms group into each dim; whole channels may split into an outer dim (D) and the rest."""
@@ -184,7 +200,7 @@ def reshape(act: Act, target: list) -> Act:
     for d in target:
         if isinstance(d, Sym):
             if d.k != 1 or i >= len(flat) or flat[i] != "N":
-                raise ValueError(f"cannot reshape {act.describe()} to {list(target)}")
+                raise ValueError(f"cannot reshape {act.describe()} to {_dims_text(target)}")
             out.append(("N",))
             i += 1
             continue
@@ -201,10 +217,10 @@ def reshape(act: Act, target: list) -> Act:
             flat[i - 1:i] = ["D", "E"]
             group, prod = ["D"], d
         if prod != d:
-            raise ValueError(f"cannot reshape {act.describe()} to {list(target)}")
+            raise ValueError(f"cannot reshape {act.describe()} to {_dims_text(target)}")
         out.append(tuple(group))
     if i != len(flat):
-        raise ValueError(f"cannot reshape {act.describe()} to {list(target)}")
+        raise ValueError(f"cannot reshape {act.describe()} to {_dims_text(target)}")
     return Act(act.image, act.shape, tuple(out), split)
 
 

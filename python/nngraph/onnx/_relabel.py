@@ -10,6 +10,7 @@ from nngraph._core import (
     Concatenation,
     Convolution,
     ConvolutionDescriptor,
+    ConvolutionTranspose,
     Crop,
     ImageCopyToMatrixNode,
     MatrixCopyToImageNode,
@@ -17,7 +18,18 @@ from nngraph._core import (
     Pooling,
     Upsampling,
 )
-from nngraph.onnx._layout import Act, Sym, Unsupported, channels_first, image_axes, infer, ints, reshape, resolve_target
+from nngraph.onnx._layout import (
+    Act,
+    Moved,
+    Sym,
+    Unsupported,
+    channels_first,
+    image_axes,
+    infer,
+    ints,
+    reshape,
+    resolve_target,
+)
 from nngraph.onnx._symbolic import broadcast, slice_args
 
 
@@ -36,14 +48,63 @@ def flatten(imp, n) -> list:
 
 
 def reshape_op(imp, n) -> list:
-    x, target = imp.act(n), imp.get(n.input[1])
+    x, target = imp.get(n.input[0]), imp.get(n.input[1])
     if not isinstance(target, np.ndarray):
         raise Unsupported("to a computed shape is not supported")
+    if isinstance(x, Moved):
+        dims = resolve_target([x.source.dims()[0], *x.index.shape], ints(target), imp.attrs(n).get("allowzero", 0),
+                              imp.batch)
+        if not isinstance(dims[0], Sym):
+            raise Unsupported(x.why)
+        return [_settled(imp, n, Moved(x.source, x.index.reshape([int(d) for d in dims[1:]]), x.why))]
+    x = imp.act(n)
     dims = resolve_target(x.dims(), ints(target), imp.attrs(n).get("allowzero", 0), imp.batch)
     try:
         return [reshape(x, dims)]
     except ValueError as e:
-        return [_copied(imp, n, x, dims, str(e))]
+        try:
+            return [_copied(imp, n, x, dims, str(e))]
+        except Unsupported:
+            if not isinstance(dims[0], Sym) or x.split != 1 or len(x.entries()) != 4:
+                raise
+            x.spatial_form("Reshape")
+            why = f"reads values that [{n.name or n.output[0]}] Reshape moves where no image holds them ({e})"
+            return [Moved(x, np.arange(int(np.prod(x.shape))).reshape([int(d) for d in dims[1:]]), why)]
+
+
+def _settled(imp, n, m: Moved):
+    """A Moved tensor that reads as an image a convolution of kernel and stride k by one-hot weights
+    makes (its source frozen): each output pixel (c′, y, x) reads (c, y·k + i, x·k + j) with c, i, j
+    fixed by c′ (space-to-depth; k = 1: channels permuted), or (c, y//k, x//k) with c fixed by
+    (c′, y mod k, x mod k) (depth-to-space, a transposed convolution). Otherwise m as it is."""
+    if m.index.ndim != 3:
+        return m
+    (c, h, w), (oc, oh, ow) = m.source.shape, m.index.shape
+    src_c, rest = np.divmod(m.index, h * w)
+    src_y, src_x = np.divmod(rest, w)
+    ys, xs = np.arange(oh)[None, :, None], np.arange(ow)[None, None, :]
+    label = imp.label(n.name or "moved")
+    if h % oh == 0 and w % ow == 0 and h // oh == w // ow:
+        k = h // oh
+        i, j = src_y - ys * k, src_x - xs * k
+        if all((v == v[:, :1, :1]).all() for v in (src_c, i, j)) and i.min() >= 0 and i.max() < k and \
+                j.min() >= 0 and j.max() < k:
+            wt = np.zeros((oc, c, k, k), np.float32)
+            wt[np.arange(oc), src_c[:, 0, 0], i[:, 0, 0], j[:, 0, 0]] = 1
+            ds = ArrayDataSource(ConvolutionDescriptor(k, c, oc, stride=k), weights=wt, biases=None, label=label,
+                                 frozen=["weights"])
+            return channels_first(Convolution(m.source.image, ds, label=label), (oc, oh, ow), ["H", "W"])
+    elif oh % h == 0 and ow % w == 0 and oh // h == ow // w:
+        k = oh // h
+        blocks = src_c.reshape(oc, h, k, w, k)
+        if (src_y == ys // k).all() and (src_x == xs // k).all() and (blocks == blocks[:, :1, :, :1, :]).all():
+            wt = np.zeros((c, oc, k, k), np.float32)
+            at = np.indices((oc, k, k))
+            wt[blocks[:, 0, :, 0, :].ravel(), at[0].ravel(), at[1].ravel(), at[2].ravel()] = 1
+            desc = ConvolutionDescriptor(k, c, oc, stride=k, transposed=True)
+            ds = ArrayDataSource(desc, weights=wt, biases=None, label=label, frozen=["weights"])
+            return channels_first(ConvolutionTranspose(m.source.image, ds, label=label), (oc, oh, ow), ["H", "W"])
+    return m
 
 
 def _copied(imp, n, x: Act, dims: list, why: str) -> Act:
@@ -64,6 +125,12 @@ def _copied(imp, n, x: Act, dims: list, why: str) -> Act:
 
 
 def transpose(imp, n) -> list:
+    x = imp.get(n.input[0])
+    if isinstance(x, Moved):
+        perm = imp.attrs(n).get("perm", list(range(x.index.ndim, -1, -1)))
+        if perm[0] != 0:
+            raise Unsupported(x.why)
+        return [_settled(imp, n, Moved(x.source, x.index.transpose([p - 1 for p in perm[1:]]), x.why))]
     x = imp.act(n)
     perm = imp.attrs(n).get("perm", list(range(len(x.axes) - 1, -1, -1)))
     return [x.relabel([x.axes[p] for p in perm])]
