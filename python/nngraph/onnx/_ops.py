@@ -12,7 +12,7 @@ from nngraph.onnx._rnn import import_rnn
 HANDLERS = {
     "Conv": w.conv, "ConvTranspose": w.conv_transpose, "MaxPool": w.pool, "AveragePool": w.pool,
     "GlobalAveragePool": w.global_pool, "GlobalMaxPool": w.global_pool,
-    "DepthToSpace": w.depth_space, "SpaceToDepth": w.depth_space,
+    "DepthToSpace": r.depth_space, "SpaceToDepth": r.depth_space,
     **dict.fromkeys(("ReduceMean", "ReduceMax", "ReduceSum", "ReduceLogSumExp", *w.DERIVED_REDUCTIONS), w.reduce),
     "Gemm": w.gemm, "MatMul": w.matmul,
     "BatchNormalization": e.batch_norm, "InstanceNormalization": e.instance_norm, "GroupNormalization": e.group_norm,

@@ -157,40 +157,6 @@ def _channel_windows(imp, n, x: Act) -> Act:
     return Act(node, infer(node, [x]), x.axes, x.split)
 
 
-def depth_space(imp, n) -> list:
-    """DepthToSpace (DCR or CRD) and SpaceToDepth by blocks of r × r: a transposed convolution (a
-    convolution) of kernel r at stride r whose fixed one-hot weights (its source frozen) move
-    each channel's pixels to their places; CRD's channels of a block lie together, one group each."""
-    x = imp.act(n)
-    axes = image_axes(x.spatial_form(n.op_type, 4))
-    r, (c, h, w) = imp.attrs(n)["blocksize"], x.shape
-    label = imp.source_label(n)
-    taps = [(i, j) for i in range(r) for j in range(r)]
-    if n.op_type == "SpaceToDepth":
-        if h % r or w % r:
-            raise Unsupported(f"by {r} of an image of {h} × {w} is not supported (the block must divide it)")
-        wt = np.zeros((c * r * r, c, r, r), np.float32)
-        for t, (i, j) in enumerate(taps):
-            wt[t * c + np.arange(c), np.arange(c), i, j] = 1  # output channel (i·r + j)·C + c
-        ds = ArrayDataSource(ConvolutionDescriptor(r, c, c * r * r, stride=r), weights=wt, biases=None, label=label,
-                             frozen=["weights"])
-        node = Convolution(x.image, ds, label=label)
-        return [channels_first(node, infer(node, [x]), axes)]
-    if c % (r * r):
-        raise Unsupported(f"by {r} of {c} channels is not supported (r² must divide them)")
-    out, crd = c // (r * r), imp.attrs(n).get("mode", "DCR") == "CRD"
-    wt = np.zeros((c, 1 if crd else out, r, r), np.float32)
-    for t, (i, j) in enumerate(taps):
-        if crd:  # input channel c·r² + i·r + j, in group c
-            wt[np.arange(out) * r * r + t, 0, i, j] = 1
-        else:  # input channel (i·r + j)·C' + c
-            wt[t * out + np.arange(out), np.arange(out), i, j] = 1
-    desc = ConvolutionDescriptor(r, c, out, stride=r, groups=out if crd else 1, transposed=True)
-    ds = ArrayDataSource(desc, weights=wt, biases=None, label=label, frozen=["weights"])
-    node = ConvolutionTranspose(x.image, ds, label=label)
-    return [channels_first(node, infer(node, [x]), axes)]
-
-
 def global_pool(imp, n) -> list:
     x = imp.act(n)
     spatial = x.spatial_form(n.op_type)
