@@ -1,6 +1,8 @@
 """ONNX import against a producer nngraph did not write: PyTorch's exporters (TorchScript and
 dynamo) on the digit network, ResNet-18, Inception-v3 and an LSTM classifier with random
-weights; the imported graph's outputs equal torch's. Skipped where torch is not installed."""
+weights, and on the layers FIXED lists (exported for one batch size, imported, then saved again
+for onnxruntime); the imported graph's outputs equal torch's. Skipped where torch is not
+installed."""
 
 import sys
 from pathlib import Path
@@ -10,6 +12,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
 
 import nngraph as ng  # noqa: E402
 import nngraph.onnx as ngx  # noqa: E402
@@ -224,7 +227,8 @@ FIXED = {"squeeze_excite": (SqueezeExcite, (2, 3, 9, 9)), "gru_last": (GRULast, 
 @pytest.mark.parametrize("name", list(FIXED))
 def test_exports_for_one_batch_size_import(name, dynamo, tmp_path):
     """Exported without dynamic axes: the batch size is a constant in the shape arithmetic
-    (zero initial states, flattening) and the import reads it as the batch."""
+    (zero initial states, flattening) and the import reads it as the batch. An image model
+    imported is saved again, and onnxruntime runs that as the import ran."""
     build, shape = FIXED[name]
     torch.manual_seed(0)
     net = build().eval()
@@ -232,8 +236,14 @@ def test_exports_for_one_batch_size_import(name, dynamo, tmp_path):
     with torch.no_grad():
         expected = net(x).numpy()
     torch.onnx.export(net, (x,), tmp_path / "m.onnx", dynamo=dynamo, **({} if dynamo else {"opset_version": 17}))
-    out = ngx.run(ngx.load(tmp_path / "m.onnx"), [x.numpy()])[0]
+    graph = ngx.load(tmp_path / "m.onnx")
+    out = ngx.run(graph, [x.numpy()])[0]
     np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-5 * np.abs(expected).max())
+    if len(shape) == 4:
+        ngx.save(graph, tmp_path / "back.onnx")
+        s = ort.InferenceSession(str(tmp_path / "back.onnx"), providers=["CPUExecutionProvider"])
+        again = s.run(None, {s.get_inputs()[0].name: x.numpy()})[0]
+        np.testing.assert_allclose(again.reshape(out.shape), out, rtol=1e-5, atol=1e-6 * np.abs(out).max())
 
 
 def test_weights_keep_their_module_names(tmp_path):
