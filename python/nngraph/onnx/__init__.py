@@ -41,8 +41,11 @@ def load(model, device="cpu", *, format: str = "float32", input_shapes: dict | N
 
     Weights become ArrayDataSources labelled from their initializers ("conv1.weight" →
     "conv1"), so the graph can be fine-tuned: add a Loss on `graph.result_images[0]` and make its
-    training graph. An operator, attribute or layout nngraph does not compute raises
-    UnsupportedError naming the node and the operator; a malformed model InvalidInputError."""
+    training graph. Operators nngraph builds from others with fixed weights (LRN's window, sums
+    over the channels, DepthToSpace's one-hot moves) keep those in data sources of their own,
+    frozen, so fine-tuning leaves them as they are. An operator, attribute or layout nngraph
+    does not compute raises UnsupportedError naming the node and the operator; a malformed model
+    InvalidInputError."""
     graph, info = import_graph(model, device, format, input_shapes)
     _imported[graph] = info
     return graph
