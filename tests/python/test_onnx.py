@@ -502,6 +502,71 @@ def test_values_moved_other_than_by_blocks_are_refused():
         ngx.load(model)
 
 
+RESIZES = [  # mode, coordinate transformation, nearest mode, scales or sizes, output (H, W) from 7 × 12
+    ("linear", "half_pixel", None, "sizes", (10, 17)),  # interpolate(size=...), bilinear
+    ("linear", "align_corners", None, "sizes", (3, 30)),
+    ("linear", "pytorch_half_pixel", None, "scales", (1, 5)),
+    ("cubic", "half_pixel", None, "scales", (10, 5)),  # 5/12 as a float32 scale: 5 columns, as onnxruntime
+    ("cubic", "pytorch_half_pixel", None, "sizes", (1, 12)),  # one row: pixel 0
+    ("nearest", "asymmetric", "floor", "scales", (10, 30)),
+    ("nearest", "half_pixel", "floor", "sizes", (1, 12)),  # 7 → 1 reads 2.9999998 in float32: row 2
+    ("nearest", "half_pixel", "round_prefer_ceil", "sizes", (3, 17)),
+    ("nearest", "align_corners", "round_prefer_floor", "scales", (3, 4)),
+]
+
+
+def resize_model(mode, coords, rounding, how, out):
+    attrs = {"mode": mode, "coordinate_transformation_mode": coords, **({"nearest_mode": rounding} if rounding else {})}
+    given = np.array([1, 1, out[0] / 7, out[1] / 12], np.float32) if how == "scales" else np.array([2, 3, *out],
+                                                                                                     np.int64)
+    inputs = ["x", "", "given"] if how == "scales" else ["x", "", "", "given"]
+    return one_input_model([helper.make_node("Resize", inputs, ["y"], name="resize", **attrs)], ["N", 3, 7, 12],
+                           ["N", 3, "H", "W"], {"given": given}, opset=13)
+
+
+@pytest.mark.parametrize("mode,coords,rounding,how,out", RESIZES)
+def test_resize_to_any_size(mode, coords, rounding, how, out, device, rng):
+    """Resize to sizes no factor reaches, any mode: a fixed matrix along each axis (the axis copied
+    into the channels, a frozen 1×1 convolution, copied back)."""
+    model = resize_model(mode, coords, rounding, how, out)
+    x = rng.standard_normal((2, 3, 7, 12)).astype(np.float32)
+    want = onnxruntime(model, x)
+    got = ngx.run(ngx.load(model, device=device), [x])[0]
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_a_convolution_before_a_resize_to_any_size_fine_tunes(device, rng):
+    """Bilinear resize of 5 × 5 to 8 × 3: the gradient passes back through both axes' matrices."""
+    resize = helper.make_node("Resize", ["h", "", "", "sizes"], ["y"], name="resize", mode="linear")
+    sizes = numpy_helper.from_array(np.array([2, 6, 8, 3], np.int64), "sizes")
+    nodes = [helper.make_node("Constant", [], ["sizes"], value=sizes), resize]
+    one = one_input_model([helper.make_node("Resize", ["x", "", "", "sizes"], ["y"], mode="linear")], [5, 1, 5, 5],
+                          [5, 1, 8, 3], {"sizes": np.array([5, 1, 8, 3], np.int64)})
+    units = np.eye(5, dtype=np.float32)
+    rows = onnxruntime(one, np.repeat(units[:, None, :, None], 5, axis=3))[:, 0, :, 0].T  # 8 × 5
+    cols = onnxruntime(one, np.repeat(units[:, None, None, :], 5, axis=2))[:, 0, 0, :].T  # 3 × 5
+    check_a_convolution_before_fine_tunes(device, rng, nodes, lambda h: np.einsum("yh,nchw,xw->ncyx", rows, h, cols),
+                                          [6, 8, 3], ["resize_H", "resize_W"])
+
+
+@pytest.mark.parametrize("steps", [(1, -1), (-1, 1), (-2, -1)], ids=["flip_w", "flip_h", "both"])
+def test_slices_running_backwards(steps, device, rng):
+    """Slice with negative steps along H and W (torch.flip, x[..., ::-1]): the rows or columns
+    picked, as a matrix along that axis."""
+    inits = {"starts": np.array([-1, -1], np.int64), "ends": np.array([-2**63, -2**63], np.int64),
+             "axes": np.array([2, 3], np.int64), "steps": np.array(steps, np.int64)}
+    for i, st in enumerate(steps):
+        if st > 0:
+            inits["starts"][i], inits["ends"][i] = 0, 2**63 - 1
+    model = one_input_model([helper.make_node("Slice", ["x", "starts", "ends", "axes", "steps"], ["y"])],
+                            ["N", 3, 7, 12], ["N", 3, "H", "W"], inits)
+    x = rng.standard_normal((2, 3, 7, 12)).astype(np.float32)
+    want = onnxruntime(model, x)
+    np.testing.assert_array_equal(want, x[:, :, ::steps[0], ::steps[1]])
+    np.testing.assert_allclose(ngx.run(ngx.load(model, device=device), [x])[0], want, rtol=1e-6, atol=1e-6)
+
+
 def if_model(condition_nodes):
     """y = If(cond) then relu(x) else sigmoid(x), the condition made by `condition_nodes` into "cond"."""
     then = helper.make_graph([helper.make_node("Relu", ["x"], ["r"])], "then", [],

@@ -196,7 +196,7 @@ class NormalizedEmbedding(torch.nn.Module):
         F = torch.nn.functional
         x = F.normalize(F.selu(self.conv(x)), dim=1)
         x = torch.minimum(F.mish(x), F.celu(x, 0.5)).clamp(min=-0.2)
-        return F.normalize(F.hardtanh(self.fc(x.flatten(1))), dim=1)
+        return F.normalize(F.hardtanh(self.fc(F.normalize(x.flatten(1), dim=1))), dim=1)
 
 
 class WrittenOutShuffles(torch.nn.Module):
@@ -215,12 +215,28 @@ class WrittenOutShuffles(torch.nn.Module):
         return torch.nn.functional.pixel_unshuffle(crd * torch.sigmoid(dcr), 2)
 
 
+class Resampled(torch.nn.Module):
+    """interpolate to sizes no integer factor reaches (bilinear, bicubic, nearest), by 1/2, and
+    torch.flip."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3)
+
+    def forward(self, x):
+        F = torch.nn.functional
+        x = F.interpolate(self.conv(x), size=(11, 6), mode="bilinear")
+        x = F.interpolate(torch.flip(x, [3]), scale_factor=0.5) + F.interpolate(x, size=(5, 3), mode="bicubic")
+        return torch.flip(F.interpolate(x, size=(7, 4), mode="nearest"), [2, 3])
+
+
 FIXED = {"squeeze_excite": (SqueezeExcite, (2, 3, 9, 9)), "gru_last": (GRULast, (5, 2, 6)),
          "lstm": (LSTMClassifier, (3, 5, 8)), "flattened": (Flattened, (2, 3, 9, 9)),
          "channels_first_norm": (ChannelsFirstNorm, (2, 3, 9, 9)),
          "spatial_attention": (SpatialAttention, (2, 3, 9, 9)),
          "local_response_norms": (local_response_norms, (2, 3, 9, 9)), "sub_pixel": (sub_pixel, (2, 1, 7, 8)),
-         "normalized_embedding": (NormalizedEmbedding, (2, 3, 9, 9)), "shuffles": (WrittenOutShuffles, (2, 3, 6, 4))}
+         "normalized_embedding": (NormalizedEmbedding, (2, 3, 9, 9)), "shuffles": (WrittenOutShuffles, (2, 3, 6, 4)),
+         "resampled": (Resampled, (2, 3, 9, 9))}
 
 
 @pytest.mark.parametrize("dynamo", [False, True], ids=["torchscript", "dynamo"])

@@ -215,6 +215,15 @@ def total(imp, n) -> list:
 
 
 def _two_images(imp, n, p: Act, q: Act, kind=None) -> Act:
+    try:
+        return _combined(imp, n, p, q, kind)
+    except Unsupported:  # one value per image spread over channels that lie otherwise: broadcast it
+        if p.repeats is None and q.repeats is None:
+            raise
+        return _combined(imp, n, p.repeats or p, q.repeats or q, kind)
+
+
+def _combined(imp, n, p: Act, q: Act, kind) -> Act:
     rank = max(len(p.axes), len(q.axes))
     pa, qa = [()] * (rank - len(p.axes)) + list(p.axes), [()] * (rank - len(q.axes)) + list(q.axes)
     out = []

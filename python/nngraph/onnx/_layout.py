@@ -115,6 +115,9 @@ class Act:
     shape: tuple  # (C, H, W)
     axes: tuple  # one tuple of atoms per ONNX axis
     split: int = 1  # D
+    # For an Expand of one value per image over the channels: that value, which an elementwise
+    # operator broadcasts itself where the channels it was spread over lie otherwise.
+    repeats: Act | None = None
 
     def size(self, atom: str):
         c, h, w = self.shape
