@@ -72,6 +72,9 @@ def neuron(imp, n) -> list:
     if op == "Celu":  # α·elu(x/α; 1)
         alpha = a.get("alpha", 1.0)
         return _chain(imp, n, x, [("linear", 1.0 / alpha), ("elu", 1.0), ("linear", alpha)])
+    if op == "Softsign":  # x / (1 + |x|)
+        d = _chain(imp, n, x, [("absolute", None), ("shift", 1.0)], last=False)[0]
+        return [_two_images(imp, n, x, d, Division)]
     if op == "Mish":  # x·tanh(softplus(x))
         t = _chain(imp, n, x, [("softplus", None), ("tanh", None)], last=False)[0]
         return [Act(Multiplication(x.image, t.image, label=imp.label(n.name or op)), x.shape, x.axes, x.split)]

@@ -23,10 +23,11 @@ HANDLERS = {
     "Identity": r.identity, "Cast": r.identity, "Flatten": r.flatten, "Reshape": r.reshape_op,
     "Transpose": r.transpose, "Squeeze": r.squeeze, "Unsqueeze": r.unsqueeze, "Shape": r.shape, "Gather": r.gather,
     "Slice": s.slice_op, "Split": r.split, "Concat": r.concat, "Pad": r.pad, "Resize": s.resize, "Upsample": s.resize,
+    "CumSum": s.cumulative,
     "Expand": r.expand,
     "LSTM": import_rnn, "GRU": import_rnn, "RNN": import_rnn,
-    **dict.fromkeys((*e.NEURONS, "LeakyRelu", "Elu", "Selu", "Celu", "Mish", "HardSigmoid", "Gelu", "Clip", "Pow"),
-                    e.neuron),
+    **dict.fromkeys((*e.NEURONS, "LeakyRelu", "Elu", "Selu", "Celu", "Mish", "Softsign", "HardSigmoid", "Gelu",
+                     "Clip", "Pow"), e.neuron),
     "Max": e.extremum, "Min": e.extremum,
     **dict.fromkeys(e.ARITHMETIC, e.arithmetic), "Sum": e.total, "Mean": e.total,
 }

@@ -247,6 +247,27 @@ def _resize_matrix(imp, n, size: int, given: tuple) -> np.ndarray:
     return np.ascontiguousarray(out[0, :, :, 0].T)
 
 
+def cumulative(imp, n) -> list:
+    """CumSum along H, W or the channels (exclusive and reverse too): a triangular matrix of ones
+    along the spatial axis (_along), or as a 1×1 convolution over the channels, its source frozen."""
+    x, axis = imp.act(n), int(np.asarray(imp.const(n, 1)).ravel()[0])
+    a = imp.attrs(n)
+    entry = x.norm(x.axes[axis % len(x.axes)])
+    size = x.dims()[axis % len(x.axes)]
+    i, j = np.indices((size, size))
+    before = j > i if a.get("reverse", 0) else j < i  # the elements summed into element i, but i itself
+    matrix = (before | ((i == j) & (not a.get("exclusive", 0)))).astype(np.float32)
+    if entry in (("H",), ("W",)):
+        image, shape = _along(imp, n, x.image, x.shape, entry[0], matrix)
+        return [Act(image, shape, x.axes, x.split)]
+    if entry == x.channels and x.split == 1 and entry:
+        label = imp.label(n.name or n.op_type)
+        ds = ArrayDataSource(ConvolutionDescriptor(1, size, size), weights=matrix[:, :, None, None], biases=None,
+                             label=label, frozen=["weights"])
+        return [Act(Convolution(x.image, ds, label=label), x.shape, x.axes, x.split)]
+    raise Unsupported(f"along axis {axis} of a tensor lying as {x.describe()}: only along H, W or the channels")
+
+
 def _along(imp, n, image, shape: tuple, atom: str, matrix: np.ndarray) -> tuple:
     """A fixed (out × in) map along the H or W axis of an image of `shape`: the axis copied into
     the channels, a 1×1 convolution by the matrix (its source frozen), copied back. Returns the
