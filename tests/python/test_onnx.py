@@ -581,6 +581,18 @@ def test_cumulative_sums(axis, exclusive, reverse, device, rng):
     np.testing.assert_allclose(ngx.run(ngx.load(model, device=device), [x])[0], want, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("repeats", [(1, 2, 1, 1), (1, 1, 3, 1), (1, 1, 1, 2), (1, 2, 2, 3)])
+def test_tiles(repeats, device, rng):
+    """Tile (`x.repeat(...)`) along the channels, H, W and all three."""
+    out = [d * r for d, r in zip((2, 3, 4, 5), repeats)]
+    model = one_input_model([helper.make_node("Tile", ["x", "repeats"], ["y"])], ["N", 3, 4, 5], ["N", *out[1:]],
+                            {"repeats": np.array(repeats, np.int64)})
+    x = rng.standard_normal((2, 3, 4, 5)).astype(np.float32)
+    want = onnxruntime(model, x)
+    np.testing.assert_array_equal(want, np.tile(x, repeats))
+    np.testing.assert_allclose(ngx.run(ngx.load(model, device=device), [x])[0], want, rtol=1e-6, atol=1e-6)
+
+
 def test_softsign(device, rng):
     model = one_input_model([helper.make_node("Softsign", ["x"], ["y"])], ["N", 3, 4, 5], ["N", 3, 4, 5])
     x = rng.standard_normal((2, 3, 4, 5)).astype(np.float32) * 3

@@ -23,7 +23,7 @@ from nngraph._core import (
     SoftMax,
     Subtraction,
 )
-from nngraph.onnx._layout import Act, Filled, Unsupported, infer, unused
+from nngraph.onnx._layout import Act, Filled, Unsupported, fixed_map, infer, unused
 
 NEURONS = {
     "Relu": ("relu", {}), "Sigmoid": ("sigmoid", {}), "Tanh": ("tanh", {}), "Abs": ("absolute", {}),
@@ -335,9 +335,7 @@ def local_response_norm(imp, n) -> list:
     band = ((i[None, :] >= i[:, None] - below) & (i[None, :] <= i[:, None] + size - 1 - below)).astype(np.float32)
     label = imp.source_label(n)
     squares = Multiplication(x.image, x.image, label=imp.label(label + "_squares"))
-    ds = ArrayDataSource(ConvolutionDescriptor(1, c, c), weights=band.reshape(c, c, 1, 1), biases=None, label=label,
-                         frozen=["weights"])
-    sums = Convolution(squares, ds, label=label)
+    sums = fixed_map(squares, band, label)
     divisor = Neuron(sums, "power", a=float(a.get("bias", 1.0)), b=float(a.get("alpha", 1e-4)) / size,
                      c=-float(a.get("beta", 0.75)), label=imp.label(label + "_scale"))
     node = Multiplication(x.image, divisor, label=imp.label(n.name or "LRN"))

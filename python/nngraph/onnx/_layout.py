@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from nngraph._core import ArrayDataSource, Convolution, ConvolutionDescriptor
+
 CANONICAL = ("N", "D", "E", "H", "W")
 
 
@@ -294,6 +296,15 @@ def channels_first(image, shape: tuple, spatial: list) -> Act:
 def image_axes(spatial: list) -> list:
     """The image axis each spatial ONNX axis runs over: (H, W) for 2-D windows, one of them for 1-D."""
     return ["H", "W"] if len(spatial) == 2 else [spatial[0] or "W"] if spatial else []
+
+
+def fixed_map(image, matrix, label: str):
+    """A fixed (out × in) map over an image's channels: a 1×1 convolution whose weights sit in a
+    frozen data source of its own, labelled `label`, so fine-tuning leaves them."""
+    m = np.asarray(matrix, np.float32)
+    ds = ArrayDataSource(ConvolutionDescriptor(1, m.shape[1], m.shape[0]), weights=m[:, :, None, None], biases=None,
+                         label=label, frozen=["weights"])
+    return Convolution(image, ds, label=label)
 
 
 def unused(what: str):

@@ -23,7 +23,7 @@ HANDLERS = {
     "Identity": r.identity, "Cast": r.identity, "Flatten": r.flatten, "Reshape": r.reshape_op,
     "Transpose": r.transpose, "Squeeze": r.squeeze, "Unsqueeze": r.unsqueeze, "Shape": r.shape, "Gather": r.gather,
     "Slice": s.slice_op, "Split": r.split, "Concat": r.concat, "Pad": r.pad, "Resize": s.resize, "Upsample": s.resize,
-    "CumSum": s.cumulative,
+    "CumSum": s.cumulative, "Tile": s.tile,
     "Expand": r.expand,
     "LSTM": import_rnn, "GRU": import_rnn, "RNN": import_rnn,
     **dict.fromkeys((*e.NEURONS, "LeakyRelu", "Elu", "Selu", "Celu", "Mish", "Softsign", "HardSigmoid", "Gelu",

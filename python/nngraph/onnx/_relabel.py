@@ -7,10 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from nngraph._core import (
-    ArrayDataSource,
     Concatenation,
-    Convolution,
-    ConvolutionDescriptor,
     ImageCopyToMatrixNode,
     MatrixCopyToImageNode,
     Padding,
@@ -22,6 +19,7 @@ from nngraph.onnx._layout import (
     Sym,
     Unsupported,
     channels_first,
+    fixed_map,
     image_axes,
     infer,
     ints,
@@ -114,7 +112,7 @@ def expand(imp, n) -> list:
         return [x]
     label = imp.label(n.name or "expand")
     if len(dims) == len(have) == 2 and x.shape == (1, 1, 1):
-        out = channels_first(_ones(x.image, int(dims[1]), label), (int(dims[1]), 1, 1), [])
+        out = channels_first(fixed_map(x.image, np.ones((int(dims[1]), 1)), label), (int(dims[1]), 1, 1), [])
         out.repeats = x
         return [out]
     spatial = x.spatial_form("Expand") if len(dims) == len(have) == 4 else None
@@ -124,17 +122,10 @@ def expand(imp, n) -> list:
                           "spatial axes of (N, C, 1, 1) grow")
     node, c = x.image, int(dims[1])
     if channels:
-        node = _ones(node, c, label + "_channels" if area else label)
+        node = fixed_map(node, np.ones((c, 1)), label + "_channels" if area else label)
     if area:
         node = Upsampling(node, (int(dims[2]), int(dims[3])), mode="nearest", label=label)
     return [channels_first(node, (c, int(dims[2]), int(dims[3])), ["H", "W"])]
-
-
-def _ones(image, c: int, label: str):
-    """A one-channel image repeated over c channels: a 1×1 convolution by ones, its source frozen."""
-    ds = ArrayDataSource(ConvolutionDescriptor(1, 1, c), weights=np.ones((c, 1, 1, 1), np.float32), biases=None,
-                         label=label, frozen=["weights"])
-    return Convolution(image, ds, label=label)
 
 
 def _axes_arg(imp, n, rank: int):

@@ -10,16 +10,13 @@ from onnx import helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 from nngraph._core import (
-    ArrayDataSource,
-    Convolution,
-    ConvolutionDescriptor,
     Crop,
     ImageCopyToMatrixNode,
     MatrixCopyToImageNode,
     Pooling,
     Upsampling,
 )
-from nngraph.onnx._layout import Act, Unsupported, channels_first, image_axes, infer
+from nngraph.onnx._layout import Act, Unsupported, channels_first, fixed_map, image_axes, infer
 from nngraph.onnx._symbolic import slice_args
 
 
@@ -247,6 +244,27 @@ def _resize_matrix(imp, n, size: int, given: tuple) -> np.ndarray:
     return np.ascontiguousarray(out[0, :, :, 0].T)
 
 
+def tile(imp, n) -> list:
+    """Tile along H, W or the channels (`x.repeat(...)`): copies of the axis one after another, as
+    a matrix of stacked identities along the spatial axis (_along), or a frozen 1×1 convolution."""
+    x, repeats = imp.act(n), [int(r) for r in np.asarray(imp.const(n, 1)).ravel()]
+    out = x
+    for axis, r in enumerate(repeats):
+        if r == 1:
+            continue
+        entry, size = out.norm(out.axes[axis]), out.dims()[axis]
+        matrix = np.tile(np.eye(size, dtype=np.float32), (r, 1))
+        if entry in (("H",), ("W",)):
+            image, shape = _along(imp, n, out.image, out.shape, entry[0], matrix)
+        elif entry == out.channels and out.split == 1 and entry:
+            image, shape = fixed_map(out.image, matrix, imp.label(n.name or n.op_type)), (size * r, *out.shape[1:])
+        else:
+            raise Unsupported(f"along axis {axis} of a tensor lying as {x.describe()}: only along H, W or the "
+                              "channels")
+        out = Act(image, shape, out.axes, out.split)
+    return [out]
+
+
 def cumulative(imp, n) -> list:
     """CumSum along H, W or the channels (exclusive and reverse too): a triangular matrix of ones
     along the spatial axis (_along), or as a 1×1 convolution over the channels, its source frozen."""
@@ -261,10 +279,7 @@ def cumulative(imp, n) -> list:
         image, shape = _along(imp, n, x.image, x.shape, entry[0], matrix)
         return [Act(image, shape, x.axes, x.split)]
     if entry == x.channels and x.split == 1 and entry:
-        label = imp.label(n.name or n.op_type)
-        ds = ArrayDataSource(ConvolutionDescriptor(1, size, size), weights=matrix[:, :, None, None], biases=None,
-                             label=label, frozen=["weights"])
-        return [Act(Convolution(x.image, ds, label=label), x.shape, x.axes, x.split)]
+        return [Act(fixed_map(x.image, matrix, imp.label(n.name or n.op_type)), x.shape, x.axes, x.split)]
     raise Unsupported(f"along axis {axis} of a tensor lying as {x.describe()}: only along H, W or the channels")
 
 
@@ -275,16 +290,14 @@ def _along(imp, n, image, shape: tuple, atom: str, matrix: np.ndarray) -> tuple:
     c, h, w = shape
     out = matrix.shape[0]
     label = imp.label(f"{n.name or n.op_type}_{atom}")
-    ds = ArrayDataSource(ConvolutionDescriptor(1, matrix.shape[1], out), weights=matrix[:, :, None, None],
-                         biases=None, label=label, frozen=["weights"])
     if atom == "H":  # (c, h, w) → (h, 1, w·c) → map → (out, w, c) read as (c, out, w)
         rows = MatrixCopyToImageNode(ImageCopyToMatrixNode(image, "hwc", label=label + "_hwc"), (h, 1, w * c), "chw",
                                      label=label + "_rows")
-        mapped = Convolution(rows, ds, label=label)
+        mapped = fixed_map(rows, matrix, label)
         return MatrixCopyToImageNode(mapped, (c, out, w), "hwc", label=label + "_back"), (c, out, w)
     flat = MatrixCopyToImageNode(image, (c * h, 1, w), "chw", label=label + "_flat")
     columns = MatrixCopyToImageNode(ImageCopyToMatrixNode(flat, "hwc", label=label + "_hwc"), (w, 1, c * h), "chw",
                                     label=label + "_columns")
-    mapped = Convolution(columns, ds, label=label)
+    mapped = fixed_map(columns, matrix, label)
     back = MatrixCopyToImageNode(mapped, (c * h, 1, out), "hwc", label=label + "_back")
     return MatrixCopyToImageNode(back, (c, h, out), "chw", label=label + "_image"), (c, h, out)

@@ -25,7 +25,7 @@ from nngraph._core import (
     Pooling,
     Subtraction,
 )
-from nngraph.onnx._layout import Act, Unsupported, channels_first, image_axes, infer, unused
+from nngraph.onnx._layout import Act, Unsupported, channels_first, fixed_map, image_axes, infer, unused
 
 
 def _window(a: dict, sizes: list, kernel: list, ceil: bool = False) -> list:
@@ -150,10 +150,7 @@ def _channel_windows(imp, n, x: Act) -> Act:
                           "(kernel (k, 1, 1), stride 1, unpadded)")
     i = np.arange(c - k + 1)[:, None]
     band = ((np.arange(c)[None, :] >= i) & (np.arange(c)[None, :] < i + k)) / np.float32(k)
-    label = imp.source_label(n)
-    ds = ArrayDataSource(ConvolutionDescriptor(1, c, c - k + 1), weights=band.astype(np.float32)[:, :, None, None],
-                         biases=None, label=label, frozen=["weights"])
-    node = Convolution(x.image, ds, label=label)
+    node = fixed_map(x.image, band, imp.source_label(n))
     return Act(node, infer(node, [x]), x.axes, x.split)
 
 
@@ -257,10 +254,7 @@ def _over_channels(op: str, x: Act, label: str):
                                      label=label + "_rows")
         pooled = Pooling(rows, "max", kernel=(1, c), label=label + "_max")
         return MatrixCopyToImageNode(pooled, (1, h, w), "chw", label=label)
-    weight = 1.0 / c if op == "ReduceMean" else 1.0
-    ds = ArrayDataSource(ConvolutionDescriptor(1, c, 1), weights=np.full((1, c, 1, 1), weight, np.float32), biases=None,
-                         label=label, frozen=["weights"])
-    return Convolution(x.image, ds, label=label)
+    return fixed_map(x.image, np.full((1, c), 1.0 / c if op == "ReduceMean" else 1.0), label)
 
 
 # --- products ------------------------------------------------------------------------------
