@@ -809,6 +809,23 @@ def test_slices_with_steps_along_the_spatial_axes(starts, ends, axes, steps, dev
     np.testing.assert_array_equal(ngx.run(ngx.load(model, device=device), [x])[0], want)
 
 
+@pytest.mark.parametrize("starts, ends, axes, steps", [
+    ([-1], [-2**62], [1], [-1]), ([0], [2**62], [1], [2]), ([4, 8], [0, 1], [1, 2], [-2, -3])])
+def test_slices_with_steps_along_the_channels(starts, ends, axes, steps, device, rng):
+    """Channels reversed or taken every k-th (`x.flip(1)`, `x[:, ::2]`): the channels picked, as a
+    frozen 1×1 convolution; with H backwards too."""
+    consts = {k: np.array(v, np.int64) for k, v in zip("seat", [starts, ends, axes, steps])}
+    model = one_input_model([helper.make_node("Slice", ["x", "s", "e", "a", "t"], ["y"])], ["N", 5, 9, 4],
+                            ["N", "C", "H", "W"], consts)
+    x = rng.standard_normal((2, 5, 9, 4)).astype(np.float32)
+    want = onnxruntime(model, x)
+    index = [slice(None)] * 4
+    for s0, e0, a0, t0 in zip(starts, ends, axes, steps):
+        index[a0] = slice(s0, e0, t0)
+    np.testing.assert_array_equal(want, x[tuple(index)])
+    np.testing.assert_allclose(ngx.run(ngx.load(model, device=device), [x])[0], want, rtol=1e-6, atol=1e-6)
+
+
 def test_open_dims_are_given_at_load(rng):
     model, _ = recurrent_model("GRU", rng=rng)
     model.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "T"

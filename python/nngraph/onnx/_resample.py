@@ -33,16 +33,13 @@ def slice_op(imp, n) -> list:
         if step == 0:
             raise Unsupported("with a step of 0 is not valid")
         r = range(*slice(start, end, step).indices(dims[axis]))
-        if step < 0:  # backwards (a flip): the pixels picked, as a matrix along that axis
-            if x.norm(x.axes[axis]) not in (("H",), ("W",)) or not len(r):
-                raise Unsupported(f"with a negative step along axis {axis} of a tensor lying as {x.describe()}: "
-                                  "only the spatial axes run backwards")
-            picks[x.norm(x.axes[axis])[0]] = np.eye(dims[axis], dtype=np.float32)[list(r)]
+        if not len(r):
+            raise Unsupported("to an empty tensor is not supported")
+        spatial = x.norm(x.axes[axis]) in (("H",), ("W",))
+        if step < 0 or (step > 1 and len(r) > 1 and not spatial):  # a flip, or channel steps: a matrix
+            picks[axis] = np.eye(dims[axis], dtype=np.float32)[list(r)]
             continue
         if step > 1 and len(r) > 1:
-            if x.norm(x.axes[axis]) not in (("H",), ("W",)):
-                raise Unsupported(f"with a step along axis {axis} of a tensor lying as {x.describe()}: "
-                                  "only the spatial axes take steps")
             steps[x.norm(x.axes[axis])[0]] = step
         if len(r) < dims[axis]:
             ranges[axis] = (r.start, r.start + (len(r) - 1) * step + 1)
@@ -51,9 +48,8 @@ def slice_op(imp, n) -> list:
         stride = (steps.get("H", 1), steps.get("W", 1))
         node = Pooling(out.image, "max", kernel=1, stride=stride, label=imp.label((n.name or "slice") + "_steps"))
         out = Act(node, infer(node, [out]), out.axes, out.split)
-    for atom, matrix in picks.items():
-        image, shape = _along(imp, n, out.image, out.shape, atom, matrix)
-        out = Act(image, shape, out.axes, out.split)
+    for axis, matrix in picks.items():
+        out = _map_axis(imp, n, out, axis, matrix)
     return [out]
 
 
@@ -245,42 +241,34 @@ def _resize_matrix(imp, n, size: int, given: tuple) -> np.ndarray:
 
 
 def tile(imp, n) -> list:
-    """Tile along H, W or the channels (`x.repeat(...)`): copies of the axis one after another, as
-    a matrix of stacked identities along the spatial axis (_along), or a frozen 1×1 convolution."""
+    """Tile (`x.repeat(...)`): copies of an axis one after another, stacked identities (_map_axis)."""
     x, repeats = imp.act(n), [int(r) for r in np.asarray(imp.const(n, 1)).ravel()]
-    out = x
     for axis, r in enumerate(repeats):
-        if r == 1:
-            continue
-        entry, size = out.norm(out.axes[axis]), out.dims()[axis]
-        matrix = np.tile(np.eye(size, dtype=np.float32), (r, 1))
-        if entry in (("H",), ("W",)):
-            image, shape = _along(imp, n, out.image, out.shape, entry[0], matrix)
-        elif entry == out.channels and out.split == 1 and entry:
-            image, shape = fixed_map(out.image, matrix, imp.label(n.name or n.op_type)), (size * r, *out.shape[1:])
-        else:
-            raise Unsupported(f"along axis {axis} of a tensor lying as {x.describe()}: only along H, W or the "
-                              "channels")
-        out = Act(image, shape, out.axes, out.split)
-    return [out]
+        if r != 1:
+            x = _map_axis(imp, n, x, axis, np.tile(np.eye(x.dims()[axis], dtype=np.float32), (r, 1)))
+    return [x]
 
 
 def cumulative(imp, n) -> list:
-    """CumSum along H, W or the channels (exclusive and reverse too): a triangular matrix of ones
-    along the spatial axis (_along), or as a 1×1 convolution over the channels, its source frozen."""
-    x, axis = imp.act(n), int(np.asarray(imp.const(n, 1)).ravel()[0])
-    a = imp.attrs(n)
-    entry = x.norm(x.axes[axis % len(x.axes)])
-    size = x.dims()[axis % len(x.axes)]
-    i, j = np.indices((size, size))
+    """CumSum (exclusive and reverse too): a triangular matrix of ones along the axis (_map_axis)."""
+    x, a = imp.act(n), imp.attrs(n)
+    axis = int(np.asarray(imp.const(n, 1)).ravel()[0]) % len(x.axes)
+    i, j = np.indices((x.dims()[axis],) * 2)
     before = j > i if a.get("reverse", 0) else j < i  # the elements summed into element i, but i itself
-    matrix = (before | ((i == j) & (not a.get("exclusive", 0)))).astype(np.float32)
+    return [_map_axis(imp, n, x, axis, before | ((i == j) & (not a.get("exclusive", 0))))]
+
+
+def _map_axis(imp, n, x: Act, axis: int, matrix) -> Act:
+    """x with a fixed (out × in) matrix applied along ONNX axis `axis`: H or W (_along), or all of
+    the channels (a frozen 1×1 convolution, fixed_map)."""
+    entry, matrix = x.norm(x.axes[axis]), np.asarray(matrix, np.float32)
     if entry in (("H",), ("W",)):
         image, shape = _along(imp, n, x.image, x.shape, entry[0], matrix)
-        return [Act(image, shape, x.axes, x.split)]
-    if entry == x.channels and x.split == 1 and entry:
-        return [Act(fixed_map(x.image, matrix, imp.label(n.name or n.op_type)), x.shape, x.axes, x.split)]
-    raise Unsupported(f"along axis {axis} of a tensor lying as {x.describe()}: only along H, W or the channels")
+    elif entry and entry == x.channels and x.split == 1:
+        image, shape = fixed_map(x.image, matrix, imp.label(n.name or n.op_type)), (matrix.shape[0], *x.shape[1:])
+    else:
+        raise Unsupported(f"along axis {axis} of a tensor lying as {x.describe()}: only along H, W or the channels")
+    return Act(image, shape, x.axes, x.split)
 
 
 def _along(imp, n, image, shape: tuple, atom: str, matrix: np.ndarray) -> tuple:
