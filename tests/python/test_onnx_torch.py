@@ -230,13 +230,34 @@ class Resampled(torch.nn.Module):
         return torch.flip(F.interpolate(x, size=(7, 4), mode="nearest"), [2, 3])
 
 
+class SegmentationHead(torch.nn.Module):
+    """DeepLab's ASPP (dilated branches, an image-pooling branch upsampled to the feature map)
+    and its logits resized to the input's odd size with align_corners, beside an FPN-style sum
+    of a feature map and a coarser one resized to it by nearest."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem, self.coarse = torch.nn.Conv2d(3, 16, 3, stride=4, padding=1), torch.nn.Conv2d(16, 8, 3, 2, 1)
+        self.a1, self.a2 = torch.nn.Conv2d(16, 8, 1), torch.nn.Conv2d(16, 8, 3, padding=2, dilation=2)
+        self.pool = torch.nn.Sequential(torch.nn.AdaptiveAvgPool2d(1), torch.nn.Conv2d(16, 8, 1))
+        self.head = torch.nn.Conv2d(24, 5, 1)
+
+    def forward(self, x):
+        F = torch.nn.functional
+        f = F.relu(self.stem(x))
+        pooled = F.interpolate(self.pool(f), size=f.shape[-2:], mode="bilinear", align_corners=False)
+        lateral = self.a1(f) + F.interpolate(self.coarse(f), size=f.shape[-2:], mode="nearest")
+        y = self.head(torch.cat([lateral, self.a2(f), pooled], 1))
+        return F.interpolate(y, size=x.shape[-2:], mode="bilinear", align_corners=True)
+
+
 FIXED = {"squeeze_excite": (SqueezeExcite, (2, 3, 9, 9)), "gru_last": (GRULast, (5, 2, 6)),
          "lstm": (LSTMClassifier, (3, 5, 8)), "flattened": (Flattened, (2, 3, 9, 9)),
          "channels_first_norm": (ChannelsFirstNorm, (2, 3, 9, 9)),
          "spatial_attention": (SpatialAttention, (2, 3, 9, 9)),
          "local_response_norms": (local_response_norms, (2, 3, 9, 9)), "sub_pixel": (sub_pixel, (2, 1, 7, 8)),
          "normalized_embedding": (NormalizedEmbedding, (2, 3, 9, 9)), "shuffles": (WrittenOutShuffles, (2, 3, 6, 4)),
-         "resampled": (Resampled, (2, 3, 9, 9))}
+         "resampled": (Resampled, (2, 3, 9, 9)), "segmentation_head": (SegmentationHead, (2, 3, 33, 45))}
 
 
 @pytest.mark.parametrize("dynamo", [False, True], ids=["torchscript", "dynamo"])
