@@ -59,13 +59,7 @@ def neuron(imp, n) -> list:
             lo = float(imp.const(n, 1))
         if len(n.input) > 2 and n.input[2]:
             hi = float(imp.const(n, 2))
-        if lo == 0 and hi == np.inf:
-            return _neuron(imp, n, x, "relu")
-        if lo == 0 or lo == -np.inf:  # min(x, hi) is relun with a slope of 1 below zero
-            return _neuron(imp, n, x, "relun", a=0.0 if lo == 0 else 1.0, b=hi)
-        # lo + clip(x − lo, 0, hi − lo); hi throughout where lo > hi, as ONNX defines it
-        clipped = ("relu", None) if hi == np.inf else ("relun", hi - lo)
-        return _chain(imp, n, x, [("shift", -lo), clipped, ("shift", lo)])
+        return _clip(imp, n, x, lo, hi)
     if op == "Selu":  # γ·elu(x; α)
         alpha, gamma = a.get("alpha", 1.6732632423543772), a.get("gamma", 1.0507009873554805)
         return _chain(imp, n, x, [("elu", alpha), ("linear", gamma)])
@@ -91,6 +85,20 @@ def neuron(imp, n) -> list:
     raise Unsupported("is not supported")
 
 
+def _clip(imp, n, x: Act, lo: float, hi: float) -> list:
+    """min(max(x, lo), hi), hi throughout where lo > hi (as ONNX defines Clip): ReLU or ReLUN
+    where lo is 0 or −∞ (ReLUN with a slope of 1 below zero is min(x, hi)), else
+    lo + ReLUN(x − lo) up to hi − lo."""
+    if lo == -np.inf and hi == np.inf:
+        return [x]
+    if lo == 0 and hi == np.inf:
+        return _neuron(imp, n, x, "relu")
+    if lo == 0 or lo == -np.inf:
+        return _neuron(imp, n, x, "relun", a=0.0 if lo == 0 else 1.0, b=hi)
+    clipped = ("relu", None) if hi == np.inf else ("relun", hi - lo)
+    return _chain(imp, n, x, [("shift", -lo), clipped, ("shift", lo)])
+
+
 def _chain(imp, n, x: Act, steps: list, last: bool = True) -> list:
     """Neurons one after another, each (kind, parameter): elu's α, linear's scale, shift's
     offset, relun's ceiling (its slope 0); the last labelled as the node where `last`."""
@@ -105,8 +113,7 @@ def _chain(imp, n, x: Act, steps: list, last: bool = True) -> list:
 
 def extremum(imp, n) -> list:
     """Max and Min of tensors and scalar constants: max(p, q) = q + relu(p − q) and
-    min(p, q) = p − relu(p − q) (broadcast as Add's operands); against a constant c, c + relu(x − c)
-    and min(x, c) as ReLUN."""
+    min(p, q) = p − relu(p − q) (broadcast as Add's operands); against a constant, a Clip."""
     values = [imp.get(name) for name in n.input if name]
     acts = [v for v in values if isinstance(v, Act)]
     consts = [np.asarray(v, np.float32) for v in values if not isinstance(v, Act)]
@@ -121,12 +128,8 @@ def extremum(imp, n) -> list:
         out = _two_images(imp, n, q, excess, Addition) if top else _two_images(imp, n, out, excess, Subtraction)
     if not consts:
         return [out]
-    if top:
-        c = float(max(v.ravel()[0] for v in consts))
-        return _chain(imp, n, out, [("shift", -c), ("relu", None), ("shift", c)])
-    node = Neuron(out.image, "relun", a=1.0, b=float(min(v.ravel()[0] for v in consts)),
-                  label=imp.label(n.name or n.op_type))
-    return [Act(node, out.shape, out.axes, out.split)]
+    bounds = [float(v.ravel()[0]) for v in consts]
+    return _clip(imp, n, out, max(bounds), np.inf) if top else _clip(imp, n, out, -np.inf, min(bounds))
 
 
 ARITHMETIC = {"Add": Addition, "Sub": Subtraction, "Mul": Multiplication, "Div": Division}

@@ -20,7 +20,6 @@ from nngraph._core import (
     GlobalMaxPooling,
     ImageCopyToMatrixNode,
     MatrixCopyToImageNode,
-    Multiplication,
     Neuron,
     Pooling,
     Subtraction,
@@ -162,12 +161,14 @@ def global_pool(imp, n) -> list:
     return [channels_first(node, infer(node, [x]), image_axes(spatial))]
 
 
-# Reductions of an elementwise form of x: (the neuron before, the reduction, the neuron after).
+# Reductions of an elementwise form of x: (the neuron before, the reduction, the neuron after),
+# each neuron (name, parameters): −x, |x|, x², √x.
+_NEGATED, _SQUARED = ("linear", {"a": -1.0, "b": 0.0}), ("power", {"a": 0.0, "b": 1.0, "c": 2.0})
 DERIVED_REDUCTIONS = {
-    "ReduceMin": (("linear", -1.0), "ReduceMax", ("linear", -1.0)),
-    "ReduceL1": (("absolute", None), "ReduceSum", None),
-    "ReduceSumSquare": (("square", None), "ReduceSum", None),
-    "ReduceL2": (("square", None), "ReduceSum", ("sqrt", None)),
+    "ReduceMin": (_NEGATED, "ReduceMax", _NEGATED),
+    "ReduceL1": (("absolute", {}), "ReduceSum", None),
+    "ReduceSumSquare": (_SQUARED, "ReduceSum", None),
+    "ReduceL2": (_SQUARED, "ReduceSum", ("power", {"a": 0.0, "b": 1.0, "c": 0.5})),
 }
 
 
@@ -188,7 +189,8 @@ def reduce(imp, n) -> list:
     label = imp.label(n.name or n.op_type)
     before, op, after = DERIVED_REDUCTIONS.get(n.op_type, (None, n.op_type, None))
     if before:
-        x = Act(_elementwise(x.image, *before, label + "_" + before[0]), x.shape, x.axes, x.split)
+        first = Neuron(x.image, before[0], label=imp.label(label + "_" + before[0]), **before[1])
+        x = Act(first, x.shape, x.axes, x.split)
     if [entries[i] for i in axes] == [("D",)] and op in ("ReduceSum", "ReduceMean"):
         inner = x.shape[0] // x.split
         parts = [Crop(x.image, channels=(d * inner, inner), label=f"{label}_{d}") for d in range(x.split)]
@@ -207,7 +209,7 @@ def reduce(imp, n) -> list:
     else:
         node, shape = _reduced(op, x, axes, label)
     if after:
-        node = _elementwise(node, *after, label + "_" + after[0])
+        node = Neuron(node, after[0], label=imp.label(label + "_" + after[0]), **after[1])
     return [Act(node, shape, out, x.split if shape[0] == x.shape[0] else 1)]
 
 
@@ -230,17 +232,6 @@ def _reduced(op: str, x: Act, axes: list, label: str) -> tuple:
             node = Neuron(node, "linear", a=float(shape[1] * shape[2]), b=0.0, label=label + "_sum")
         shape = (shape[0], 1, 1)
     return node, shape
-
-
-def _elementwise(image, kind: str, scale, label: str):
-    """x², √x, |x| or scale·x of an image."""
-    if kind == "square":
-        return Multiplication(image, image, label=label)
-    if kind == "sqrt":
-        return Neuron(image, "power", a=0.0, b=1.0, c=0.5, label=label)
-    if kind == "absolute":
-        return Neuron(image, "absolute", label=label)
-    return Neuron(image, "linear", a=scale, b=0.0, label=label)
 
 
 def _over_channels(op: str, x: Act, label: str):
