@@ -778,8 +778,8 @@ def test_a_half_precision_model_gives_half_precision_outputs(device, rng):
 
 @pytest.mark.parametrize("starts, ends, axes, steps", [
     ([1, 0], [7, 2**62], [2, 3], [3, 2]), ([0, 1], [2**62, 2**62], [-2, -1], [2, 2]), ([2], [-1], [3], [4]),
-    ([-1], [-2**62], [3], [-1]), ([-1, -1], [-2**62, -2**62], [2, 3], [-2, -1]),  # flips
-    ([-1], [-2**62], [1], [-1]), ([0], [2**62], [1], [2]), ([4, 8], [0, 1], [1, 2], [-2, -3])])  # channels
+    ([-1], [-2**62], [3], [-1]), ([-1], [-2**62], [2], [-1]), ([-1, -1], [-2**62, -2**62], [2, 3], [-2, -1]),
+    ([-1], [-2**62], [1], [-1]), ([0], [2**62], [1], [2]), ([4, 8], [0, 1], [1, 2], [-2, -3])])
 def test_slices_with_steps(starts, ends, axes, steps, device, rng):
     """`x[..., 1:7:3, ::2]` and the like (YOLO's space-to-depth) are a crop, then a one-tap pooling,
     exact; flips (`torch.flip`, `x[..., ::-1]`) and steps along the channels (`x[:, ::2]`) pick
