@@ -11,7 +11,7 @@ from nngraph import UnsupportedError
 import numpy
 import numpy.typing
 import typing
-__all__: list[str] = ['Adam', 'Addition', 'Arithmetic', 'ArrayDataSource', 'BatchNormalization', 'BatchNormalizationDescriptor', 'BuiltinOptimizer', 'Concatenation', 'Convolution', 'ConvolutionDescriptor', 'ConvolutionTranspose', 'Crop', 'DataSource', 'Device', 'DeviceDataset', 'DeviceError', 'Division', 'Dropout', 'Error', 'FilterNode', 'FullyConnected', 'GRU', 'GlobalAveragePooling', 'GlobalMaxPooling', 'Graph', 'GroupNormalization', 'Handle', 'Image', 'ImageCopyToMatrixNode', 'ImageNode', 'InstanceNormalization', 'InvalidInputError', 'LSTM', 'LayerNormalization', 'LogSoftMax', 'Loss', 'LossDescriptor', 'LossScaling', 'MGU', 'Matrix', 'MatrixCopyToImageNode', 'MatrixDescriptor', 'Multiplication', 'Neuron', 'NeuronDescriptor', 'NormalizationDescriptor', 'Optimizer', 'OutOfMemoryError', 'Padding', 'Pooling', 'RMSProp', 'RNN', 'RNNDescriptor', 'RNNMatrixLayer', 'RNNMatrixTrainingLayer', 'RNNMatrixTrainingState', 'SGD', 'SingleGate', 'SoftMax', 'Subtraction', 'TensorSpec', 'UnsupportedError', 'Upsampling', 'WeightsLayout', 'built_backends', 'device_count', 'image_copy_to_matrix', 'kernels', 'matrix_copy_to_image', 'memory_stats', 'patch_moments', 'reset_peak_memory']
+__all__: list[str] = ['Adam', 'Addition', 'Arithmetic', 'ArrayDataSource', 'BatchNormalization', 'BatchNormalizationDescriptor', 'BuiltinOptimizer', 'Concatenation', 'Convolution', 'ConvolutionDescriptor', 'ConvolutionTranspose', 'Crop', 'DataSource', 'Device', 'DeviceDataset', 'DeviceError', 'Division', 'Dropout', 'Error', 'FilterNode', 'FullyConnected', 'GRU', 'GlobalAveragePooling', 'GlobalMaxPooling', 'Graph', 'GroupNormalization', 'Handle', 'Image', 'ImageCopyToMatrixNode', 'ImageNode', 'InstanceNormalization', 'InvalidInputError', 'LSTM', 'LayerNormalization', 'LogSoftMax', 'Loss', 'LossDescriptor', 'LossScaling', 'MGU', 'Matrix', 'MatrixCopyToImageNode', 'MatrixDescriptor', 'MatrixMultiplication', 'Multiplication', 'Neuron', 'NeuronDescriptor', 'NormalizationDescriptor', 'Optimizer', 'OutOfMemoryError', 'Padding', 'Pooling', 'RMSProp', 'RNN', 'RNNDescriptor', 'RNNMatrixLayer', 'RNNMatrixTrainingLayer', 'RNNMatrixTrainingState', 'SGD', 'SingleGate', 'SoftMax', 'Subtraction', 'TensorSpec', 'UnsupportedError', 'Upsampling', 'WeightsLayout', 'built_backends', 'device_count', 'image_copy_to_matrix', 'kernels', 'matrix_copy_to_image', 'memory_stats', 'patch_moments', 'reset_peak_memory']
 class Device:
     """
     Where a graph runs: 'cpu', 'cuda', 'cuda:N' ('mps' reserved).
@@ -524,7 +524,31 @@ class Neuron(FilterNode):
     def neuron(self) -> NeuronDescriptor:
         ...
 class SoftMax(FilterNode):
-    def __init__(self, source: typing.Any, label: str = '') -> None:
+    """
+    Softmax across feature channels at every pixel; with groups, across each group of channels.
+    """
+    def __init__(self, source: typing.Any, groups: typing.SupportsInt | typing.SupportsIndex = 1, label: str = '') -> None:
+        ...
+    @property
+    def groups(self) -> int:
+        ...
+class MatrixMultiplication(FilterNode):
+    """
+    Each image's channels in `groups` groups, each group a matrix of its channels by its pixels: the result's
+    group g is left_g · right_g (either transposed where asked), its rows as channels and its columns as
+    pixels, laid out as right's H×W (1 × right's channels in a group where right is transposed).
+    Attention's products: a head to a group.
+    """
+    def __init__(self, left: typing.Any, right: typing.Any, groups: typing.SupportsInt | typing.SupportsIndex = 1, transpose_left: bool = False, transpose_right: bool = False, label: str = '') -> None:
+        ...
+    @property
+    def groups(self) -> int:
+        ...
+    @property
+    def transpose_left(self) -> bool:
+        ...
+    @property
+    def transpose_right(self) -> bool:
         ...
 class Dropout(FilterNode):
     def __init__(self, source: typing.Any, keep_probability: typing.SupportsFloat | typing.SupportsIndex = 0.5, seed: typing.SupportsInt | typing.SupportsIndex = 0, label: str = '') -> None:
@@ -1089,9 +1113,9 @@ def LayerNormalization(source: typing.Any, parameters: typing.Any, epsilon: typi
     """
     Each image normalized over C×H×W (over='chw', GroupNormalization with one group) or each position over its channels (over='c', as a transformer's LayerNorm over the channel axis); gamma and beta per channel.
     """
-def LogSoftMax(source: typing.Any, label: str = '') -> SoftMax:
+def LogSoftMax(source: typing.Any, groups: typing.SupportsInt | typing.SupportsIndex = 1, label: str = '') -> SoftMax:
     """
-    Log-softmax across feature channels.
+    Log-softmax across feature channels (with groups, across each group of channels).
     """
 def MGU(input_channels: typing.SupportsInt | typing.SupportsIndex, output_channels: typing.SupportsInt | typing.SupportsIndex, weights: typing.Any = None, input_weights: typing.Any = None, recurrent_weights: typing.Any = None, direction: str = 'forward', unit_input: bool = False, seed: typing.SupportsInt | typing.SupportsIndex = 0, label: str = '', gate_neuron: typing.Any = 'sigmoid', cell_neuron: typing.Any = 'tanh') -> RNNDescriptor:
     """

@@ -9,6 +9,7 @@
 #include "ops/concatenation.h"
 #include "ops/conv.h"
 #include "ops/dropout.h"
+#include "ops/matrix_multiplication.h"
 #include "ops/neuron.h"
 #include "ops/normalization.h"
 #include "ops/pool.h"
@@ -221,16 +222,37 @@ void init_nodes(py::module_& m) {
            py::arg("c") = py::none(), py::arg("label") = "")
       .def_property_readonly("neuron", &NeuronNode::neuron);
 
-  py::class_<SoftMaxNode, FilterNode, std::shared_ptr<SoftMaxNode>>(m, "SoftMax")
-      .def(py::init([](const py::object& src, std::string label) {
-             return SoftMaxNode::create(to_image_node(src, SoftMaxNode::kSoftMax), false, std::move(label));
+  py::class_<SoftMaxNode, FilterNode, std::shared_ptr<SoftMaxNode>>(
+      m, "SoftMax", "Softmax across feature channels at every pixel; with groups, across each group of channels.")
+      .def(py::init([](const py::object& src, int groups, std::string label) {
+             return SoftMaxNode::create(to_image_node(src, SoftMaxNode::kSoftMax), false, groups, std::move(label));
            }),
-           py::arg("source"), py::arg("label") = "");
+           py::arg("source"), py::arg("groups") = 1, py::arg("label") = "")
+      .def_property_readonly("groups", &SoftMaxNode::groups);
   // LogSoftMax is a SoftMaxNode in log mode; a factory keeps one C++ class.
-  m.def("LogSoftMax", [](const py::object& src, std::string label) {
-        return SoftMaxNode::create(to_image_node(src, SoftMaxNode::kLogSoftMax), true, std::move(label));
+  m.def("LogSoftMax", [](const py::object& src, int groups, std::string label) {
+        return SoftMaxNode::create(to_image_node(src, SoftMaxNode::kLogSoftMax), true, groups, std::move(label));
       },
-      py::arg("source"), py::arg("label") = "", "Log-softmax across feature channels.");
+      py::arg("source"), py::arg("groups") = 1, py::arg("label") = "",
+      "Log-softmax across feature channels (with groups, across each group of channels).");
+
+  py::class_<MatrixMultiplicationNode, FilterNode, std::shared_ptr<MatrixMultiplicationNode>>(
+      m, "MatrixMultiplication",
+      "Each image's channels in `groups` groups, each group a matrix of its channels by its pixels: the result's\n"
+      "group g is left_g · right_g (either transposed where asked), its rows as channels and its columns as\n"
+      "pixels, laid out as right's H×W (1 × right's channels in a group where right is transposed).\n"
+      "Attention's products: a head to a group.")
+      .def(py::init([](const py::object& left, const py::object& right, int groups, bool transpose_left,
+                       bool transpose_right, std::string label) {
+             return MatrixMultiplicationNode::create(to_image_node(left, MatrixMultiplicationNode::kKind),
+                                                     to_image_node(right, MatrixMultiplicationNode::kKind), groups,
+                                                     transpose_left, transpose_right, std::move(label));
+           }),
+           py::arg("left"), py::arg("right"), py::arg("groups") = 1, py::arg("transpose_left") = false,
+           py::arg("transpose_right") = false, py::arg("label") = "")
+      .def_property_readonly("groups", &MatrixMultiplicationNode::groups)
+      .def_property_readonly("transpose_left", &MatrixMultiplicationNode::transpose_left)
+      .def_property_readonly("transpose_right", &MatrixMultiplicationNode::transpose_right);
 
   py::class_<DropoutNode, FilterNode, std::shared_ptr<DropoutNode>>(m, "Dropout")
       .def(py::init([](const py::object& src, float keep, uint64_t seed, std::string label) {

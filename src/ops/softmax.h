@@ -13,14 +13,17 @@ struct SoftMaxGradientKernel : KernelOf<void(Backend&, bool log, const Tensor& y
   static constexpr const char* name = "softmax_gradient";
 };
 
-// Softmax (or log-softmax) across feature channels, at every pixel of every image.
+// Softmax (or log-softmax) across feature channels, at every pixel of every image; with
+// groups, across each group of C / groups channels apart (attention's heads).
 class SoftMaxNode : public FilterNode {
  public:
   static constexpr const char* kSoftMax = "softmax";
   static constexpr const char* kLogSoftMax = "log_softmax";
-  static std::shared_ptr<SoftMaxNode> create(ImageNodePtr source, bool log, std::string label = "");
+  static std::shared_ptr<SoftMaxNode> create(ImageNodePtr source, bool log, int groups = 1, std::string label = "");
   bool log() const { return log_; }
-  ImageShape infer(const std::vector<ImageShape>& sources) const override { return sources[0]; }
+  int groups() const { return groups_; }
+  ImageShape infer(const std::vector<ImageShape>& sources) const override;
+  Attributes attributes(const std::vector<ImageShape>&) const override { return {{"groups", int64_t(groups_)}}; }
   void encode(const EncodeArgs& args) const override;
   // Reads channels-last images as rows of pixels (Tensor::pixels).
   bool channels_last(DeviceType, const std::vector<ImageShape>&) const override { return true; }
@@ -31,6 +34,7 @@ class SoftMaxNode : public FilterNode {
  private:
   using FilterNode::FilterNode;
   bool log_ = false;
+  int groups_ = 1;
 };
 
 // Sources: dY, Y.
@@ -44,6 +48,7 @@ class SoftMaxGradientNode : public GradientNode {
 
  private:
   bool log_;
+  int groups_;
 };
 
 }  // namespace nngraph

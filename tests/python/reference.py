@@ -107,11 +107,23 @@ def neuron(x, kind, a=None, b=None, c=None):
     }[kind]()
 
 
-def softmax(x, log=False):
-    x = x.astype(np.float64)
-    z = x - x.max(axis=1, keepdims=True)
-    lse = np.log(np.exp(z).sum(axis=1, keepdims=True))
-    return z - lse if log else np.exp(z - lse)
+def softmax(x, log=False, groups=1):
+    n, c, h, w = x.shape
+    x = x.astype(np.float64).reshape(n, groups, c // groups, h, w)
+    z = x - x.max(axis=2, keepdims=True)
+    lse = np.log(np.exp(z).sum(axis=2, keepdims=True))
+    return (z - lse if log else np.exp(z - lse)).reshape(n, c, h, w)
+
+
+def matrix_multiplication(left, right, groups=1, transpose_left=False, transpose_right=False):
+    """Each image's channel groups as matrices (channels by pixels): left_g · right_g."""
+    n = left.shape[0]
+    a = left.astype(np.float64).reshape(n, groups, left.shape[1] // groups, -1)
+    b = right.astype(np.float64).reshape(n, groups, right.shape[1] // groups, -1)
+    a = a.transpose(0, 1, 3, 2) if transpose_left else a
+    b = b.transpose(0, 1, 3, 2) if transpose_right else b
+    h, w = (1, b.shape[3]) if transpose_right else right.shape[2:]
+    return (a @ b).reshape(n, -1, h, w)
 
 
 GATES = {"single_gate": 1, "lstm": 4, "gru": 3, "mgu": 2}

@@ -76,8 +76,19 @@ CASES = {
     "Neuron": (lambda s: forward_and_gradients(ng.Neuron(s["x"], "elu", a=0.7), s["dy"]),
                image_feeds((2, 3, 4, 5), (2, 3, 4, 5))),
     "SoftMax": (lambda s: forward_and_gradients(ng.SoftMax(s["x"]), s["dy"])
-                + forward_and_gradients(ng.LogSoftMax(s["x"]), s["dy"]),
+                + forward_and_gradients(ng.LogSoftMax(s["x"]), s["dy"])
+                + forward_and_gradients(ng.SoftMax(s["x"], groups=3), s["dy"]),
                 image_feeds((2, 6, 3, 2), (2, 6, 3, 2))),
+    # Two groups, as read (3×4 by 4×5) and both transposed (a 3×4 read as 4×3, 5×4 as 4×5).
+    "MatrixMultiplication": (lambda s: forward_and_gradients(ng.MatrixMultiplication(s["a"], s["b"], groups=2), s["dy"])
+                             + forward_and_gradients(ng.MatrixMultiplication(s["c"], s["d"], groups=2,
+                                                                             transpose_left=True,
+                                                                             transpose_right=True), s["dy"]),
+                             lambda rng: {"a": rng.standard_normal((2, 6, 2, 2)),
+                                          "b": rng.standard_normal((2, 8, 1, 5)),
+                                          "c": rng.standard_normal((2, 8, 1, 3)),
+                                          "d": rng.standard_normal((2, 10, 2, 2)),
+                                          "dy": rng.standard_normal((2, 6, 1, 5))}),
     "Dropout": (lambda s: forward_and_gradients(ng.Dropout(s["x"], keep_probability=0.6, seed=3), s["dy"]),
                 image_feeds((2, 3, 9, 9), (2, 3, 9, 9))),
     "Addition": arithmetic_case("Addition"),
