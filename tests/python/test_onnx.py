@@ -86,6 +86,15 @@ def layers():
         ("max_pool", ng.Pooling(x, "max", kernel=(3, 2), stride=(2, 1), padding=(1, 1, 0, 1)), None),
         ("global_pools", ng.Concatenation([ng.GlobalAveragePooling(x), ng.GlobalMaxPooling(x)]), None),
         ("log_softmax", ng.LogSoftMax(x), None),
+        ("grouped_softmax", ng.SoftMax(x, groups=3), None),
+        # Attention over the pixels, two heads: keysᵀ·queries, a softmax over each head's keys,
+        # the values by those weights; and a product of two transposed operands.
+        ("attention", ng.MatrixMultiplication(
+            ng.Neuron(x, "tanh"), ng.SoftMax(ng.MatrixMultiplication(x, ng.Neuron(x, "sigmoid"), groups=2,
+                                                                     transpose_left=True), groups=2), groups=2),
+         None),
+        ("transposed_products", ng.MatrixMultiplication(ng.Neuron(x, "sigmoid"), ng.Pooling(x, "max", kernel=(9, 5)),
+                                                        groups=3, transpose_left=True, transpose_right=True), None),
         ("batch_norm", ng.Neuron(ng.BatchNormalization(x, 6), "relun"), None),
         ("edge", ng.Padding(ng.Neuron(x, "softplus"), (2, 1, 0, 3), mode="edge"), None),
         ("crop_by_padding", ng.Padding(x, (2, -1, 0, -3), value=0.25, mode="constant"), None),
@@ -819,3 +828,103 @@ def test_run_checks_its_inputs(rng):
         ngx.run(graph, {"y": 1})
     with pytest.raises(ng.InvalidInputError, match="made by nngraph.onnx.load"):
         ngx.run(ng.Graph(ng.Neuron(image(), "relu")), [np.zeros((1, 6, 9, 10), np.float32)])
+
+
+# --- attention's forms, built by hand --------------------------------------------------------------
+
+def _tokens(rng, channels=12, length=5):
+    """Tokens (N, L, C) (an input the importer reads as a sequence: C channels along L pixels)."""
+    return [helper.make_node("Identity", ["x"], ["t"])], rng.standard_normal((3, length, channels))
+
+
+@pytest.mark.parametrize("pick", ["Gather", "Split", "Slice"])
+def test_channels_split_three_ways_then_picked(pick, device, rng):
+    """A fused projection's (N, L, 3·C) reshaped (N, L, 3, heads, d), moved (3, N, heads, L, d)
+    and picked apart (Gather as TorchScript writes unbind, Slice as dynamo does, or Split): each
+    part a crop of the channels; the parts' product q·kᵀ with a softmax, against onnxruntime."""
+    nodes, x = _tokens(rng)
+    consts = {"shape": np.array([0, 0, 3, 2, 2], np.int64)}
+    nodes += [helper.make_node("Reshape", ["t", "shape"], ["r"]),
+              helper.make_node("Transpose", ["r"], ["p"], perm=[2, 0, 3, 1, 4])]
+    if pick == "Gather":
+        for i, name in enumerate("qkv"):
+            consts[f"i{i}"] = np.array(i, np.int64)
+            nodes.append(helper.make_node("Gather", ["p", f"i{i}"], [name], axis=0))
+    else:
+        if pick == "Split":
+            consts["parts"] = np.array([1, 1, 1], np.int64)
+            nodes.append(helper.make_node("Split", ["p", "parts"], ["q1", "k1", "v1"], axis=0))
+        else:
+            for i, name in enumerate("qkv"):
+                consts[f"s{i}"], consts[f"e{i}"] = np.array([i], np.int64), np.array([i + 1], np.int64)
+                nodes.append(helper.make_node("Slice", ["p", f"s{i}", f"e{i}", "zero"], [name + "1"]))
+            consts["zero"] = np.array([0], np.int64)
+        consts["axis0"] = np.array([0], np.int64)
+        nodes += [helper.make_node("Squeeze", [n + "1", "axis0"], [n]) for n in "qkv"]
+    nodes += [helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
+              helper.make_node("MatMul", ["q", "kt"], ["s"]), helper.make_node("Softmax", ["s"], ["a"], axis=-1),
+              helper.make_node("MatMul", ["a", "v"], ["y"])]
+    model = one_input_model(nodes, ["N", 5, 12], ["N", 2, 5, 2], consts)
+    x = x.astype(np.float32)
+    want = onnxruntime(model, x)
+    got = ngx.run(ngx.load(model, device=device), [x])[0]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("rows", ["channels", "pixels", "both"])
+def test_products_of_two_tensors_in_either_layout(rows, device, rng):
+    """MatMul of (N, heads, L, d) and (N, heads, d, L) tensors, their rows the channels or the
+    pixels (both operands' rows the channels: the product laid out as ONNX writes it, else as
+    its transpose), each read as it lies; and a refusal naming the node where the operands'
+    batch axes differ."""
+    nodes, x = _tokens(rng)
+    consts = {"shape": np.array([0, 0, 3, 4], np.int64)}
+    nodes += [helper.make_node("Reshape", ["t", "shape"], ["r"]),
+              helper.make_node("Transpose", ["r"], ["a"], perm=[0, 2, 1, 3]),  # (N, 3, L, 4)
+              helper.make_node("Sigmoid", ["a"], ["b"])]
+    if rows == "channels":  # (N, 3, 4, L) · (N, 3, L, 4)
+        nodes += [helper.make_node("Transpose", ["a"], ["at"], perm=[0, 1, 3, 2]),
+                  helper.make_node("MatMul", ["at", "b"], ["y"])]
+        dims = ["N", 3, 4, 4]
+    elif rows == "pixels":  # (N, 3, L, 4) · (N, 3, 4, L)
+        nodes += [helper.make_node("Transpose", ["b"], ["bt"], perm=[0, 1, 3, 2]),
+                  helper.make_node("MatMul", ["a", "bt"], ["y"])]
+        dims = ["N", 3, 5, 5]
+    else:  # (N, 3, 4, L) · (the last product, its last axis in the channels, transposed)
+        nodes += [helper.make_node("Transpose", ["b"], ["bt"], perm=[0, 1, 3, 2]),
+                  helper.make_node("MatMul", ["a", "bt"], ["s"]),
+                  helper.make_node("Transpose", ["s"], ["st"], perm=[0, 1, 3, 2]),
+                  helper.make_node("Transpose", ["a"], ["at"], perm=[0, 1, 3, 2]),
+                  helper.make_node("MatMul", ["at", "st"], ["y"])]
+        dims = ["N", 3, 4, 5]
+    model = one_input_model(nodes, ["N", 5, 12], dims, consts)
+    x = x.astype(np.float32)
+    np.testing.assert_allclose(ngx.run(ngx.load(model, device=device), [x])[0], onnxruntime(model, x), rtol=1e-5,
+                               atol=1e-6)
+    bad = one_input_model(nodes[:-1] + [helper.make_node("Transpose", ["b"], ["c"], perm=[1, 0, 2, 3]),
+                                        helper.make_node("MatMul", ["a", "c"], ["y"], name="scores")],
+                          ["N", 5, 12], dims, consts)
+    with pytest.raises(ng.UnsupportedError, match=r"\[scores\] MatMul"):
+        ngx.load(bad)
+
+
+def test_a_constant_that_varies_within_the_image_is_added(device, rng):
+    """A position embedding (1, L, C) added to tokens, a class token (1, 1, C) expanded over the
+    batch and put before them: both made for every image by a transposed convolution of a pixel
+    of ones, so they are weights (labelled by their initializers)."""
+    nodes, x = _tokens(rng, channels=6, length=4)
+    pos, cls = rng.standard_normal((1, 5, 6)).astype(np.float32), rng.standard_normal((1, 1, 6)).astype(np.float32)
+    consts = {"pos": pos, "cls": cls}
+    nodes += [helper.make_node("Shape", ["t"], ["shape"]), helper.make_node("Gather", ["shape", "zero"], ["n"]),
+              helper.make_node("Concat", ["n", "ones"], ["to"], axis=0),
+              helper.make_node("Expand", ["cls", "to"], ["c"]), helper.make_node("Concat", ["c", "t"], ["j"], axis=1),
+              helper.make_node("Add", ["j", "pos"], ["y"])]
+    consts.update(zero=np.array([0], np.int64), ones=np.array([1, 6], np.int64))
+    model = one_input_model(nodes, ["N", 4, 6], ["N", 5, 6], consts)
+    x = x.astype(np.float32)
+    graph = ngx.load(model, device=device)
+    got = ngx.run(graph, [x])[0]
+    want = np.concatenate([np.broadcast_to(cls, (3, 1, 6)), x], axis=1) + pos
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(onnxruntime(model, x), want, rtol=1e-6, atol=1e-6)
+    assert {"pos", "cls"} <= {ds.label() for ds in graph.data_sources}

@@ -37,6 +37,60 @@ class LSTMClassifier(torch.nn.Module):
         return self.fc(y[:, -1])
 
 
+class ViT(torch.nn.Module):
+    """A small vision transformer as timm writes one: patches, a class token, a learned position
+    embedding, pre-norm blocks of attention (a fused query-key-value projection reshaped
+    (N, T, 3, heads, d), scaled_dot_product_attention) and a GELU MLP; the class token's logits."""
+
+    def __init__(self, width=24, heads=3, depth=2, classes=10, patches=16):
+        super().__init__()
+        f = torch.nn
+        self.heads = heads
+        self.patch = f.Conv2d(3, width, 4, stride=4)
+        self.cls = f.Parameter(torch.randn(1, 1, width))
+        self.pos = f.Parameter(torch.randn(1, patches + 1, width) * 0.1)
+        self.blocks = f.ModuleList(f.ModuleDict({
+            "norm1": f.LayerNorm(width), "qkv": f.Linear(width, 3 * width), "proj": f.Linear(width, width),
+            "norm2": f.LayerNorm(width), "mlp": f.Sequential(f.Linear(width, 2 * width), f.GELU(),
+                                                             f.Linear(2 * width, width))}) for _ in range(depth))
+        self.norm, self.head = f.LayerNorm(width), f.Linear(width, classes)
+
+    def forward(self, x):
+        t = self.patch(x).flatten(2).transpose(1, 2)
+        t = torch.cat([self.cls.expand(t.shape[0], -1, -1), t], dim=1) + self.pos
+        n, length, c = t.shape
+        for b in self.blocks:
+            q, k, v = b["qkv"](b["norm1"](t)).reshape(n, length, 3, self.heads, c // self.heads).permute(
+                2, 0, 3, 1, 4).unbind(0)
+            o = torch.nn.functional.scaled_dot_product_attention(q, k, v)
+            t = t + b["proj"](o.transpose(1, 2).reshape(n, length, c))
+            t = t + b["mlp"](b["norm2"](t))
+        return self.head(self.norm(t)[:, 0])
+
+
+class SelfAttention(torch.nn.Module):
+    """nn.MultiheadAttention over a convolution's pixels, written out by hand beside it
+    (q·kᵀ scaled, softmax, ·v), mean-pooled."""
+
+    def __init__(self, width=16, heads=4, classes=5):
+        super().__init__()
+        self.heads = heads
+        self.stem = torch.nn.Conv2d(3, width, 3, stride=2, padding=1)
+        self.attention = torch.nn.MultiheadAttention(width, heads, batch_first=True)
+        self.q, self.k = torch.nn.Linear(width, width), torch.nn.Linear(width, width)
+        self.head = torch.nn.Linear(width, classes)
+
+    def forward(self, x):
+        t = self.stem(x).flatten(2).transpose(1, 2)
+        t = t + self.attention(t, t, t, need_weights=False)[0]
+        n, length, c = t.shape
+        q, k = (f(t).reshape(n, length, self.heads, -1).transpose(1, 2) for f in (self.q, self.k))
+        scores = (q @ k.transpose(-2, -1)) * (c // self.heads) ** -0.5
+        v = t.reshape(n, length, self.heads, -1).transpose(1, 2)
+        t = t + (scores.softmax(-1) @ v).transpose(1, 2).reshape(n, length, c)
+        return self.head(t.mean(1))
+
+
 def digit_network():
     f = torch.nn
     return f.Sequential(f.Conv2d(1, 32, 5, padding=2), f.ReLU(), f.MaxPool2d(2), f.Conv2d(32, 64, 5, padding=2),
@@ -49,6 +103,8 @@ NETWORKS = {
     "resnet18": (lambda: torch_models.ResNet(False, (2, 2, 2, 2), classes=10), (3, 3, 64, 64)),
     "inception_v3": (lambda: torch_models.InceptionV3(classes=20), (2, 3, 299, 299)),
     "lstm": (LSTMClassifier, (3, 5, 8)),
+    "vit": (ViT, (3, 3, 16, 16)),
+    "self_attention": (SelfAttention, (3, 3, 8, 10)),
 }
 
 
@@ -325,3 +381,34 @@ def test_an_imported_model_fine_tunes(tmp_path):
     assert before < 0.3 < 0.9 < after
     # The graph imported reads the trained weights in place.
     assert ng.evaluate(graph, x[1500:], y[1500:])["accuracy"] == after
+
+
+def test_an_imported_transformer_trains_as_torch_does(tmp_path):
+    """One SGD step of the imported ViT moves its attention's weights and its position embedding
+    by torch's gradients of the same loss."""
+    torch.manual_seed(0)
+    net = ViT().eval()
+    x, y = torch.randn(4, 3, 16, 16), torch.tensor([1, 7, 3, 0])
+    torch.nn.functional.cross_entropy(net(x), y).backward()
+    export(net, x, tmp_path / "vit.onnx", dynamo=False)
+    graph = ngx.load(tmp_path / "vit.onnx")
+    loss = ng.Loss(graph.result_images[0], ng.LossDescriptor("softmax_cross_entropy", "mean"))
+    lr = 0.01
+    train = loss.training_graph(optimizer=ng.SGD(learning_rate=lr))
+    before = train.parameters()
+    ng.fit(train, (x.numpy(), y.numpy()), epochs=1, batch_size=4, shuffle=False, progress=False)
+    after = train.parameters()
+
+    def step(label, tensor="weights"):
+        return (before[label][tensor] - after[label][tensor]) / lr
+
+    # Each Linear on tokens (MatMul, then Add of its bias) is one product with its bias.
+    assert not [label for label in before if label.endswith("Add")]
+
+    # The first block's projection (TorchScript exports a Linear on tokens as MatMul by an anonymous
+    # initializer, so its label is the node's): its gradient passes through both blocks.
+    qkv = net.blocks[0]["qkv"].weight.grad.numpy()
+    np.testing.assert_allclose(step("qkv").reshape(qkv.shape), qkv, rtol=2e-3, atol=2e-5)
+    np.testing.assert_allclose(step("qkv", "biases"), net.blocks[0]["qkv"].bias.grad.numpy(), rtol=2e-3, atol=2e-5)
+    pos = net.pos.grad.numpy()[0]  # (T, C); the embedding's image is (C, 1, T)
+    np.testing.assert_allclose(step("pos").reshape(pos.shape[1], pos.shape[0]).T, pos, rtol=2e-3, atol=2e-5)

@@ -23,6 +23,7 @@ from nngraph._core import (
     SoftMax,
     Subtraction,
 )
+from nngraph.onnx._constants import constant_act
 from nngraph.onnx._layout import Act, Filled, Unsupported, fixed_map, infer, unused
 
 NEURONS = {
@@ -148,24 +149,25 @@ def arithmetic(imp, n) -> list:
     k = np.asarray(k, np.float32)
     if k.ndim > len(x.axes):
         raise Unsupported(f"with a constant of shape {k.shape} that enlarges the tensor is not supported")
+    if not _per_channel(x, k) or (op == "Div" and not first and k.size > 1):
+        # A constant that varies within each image (a position embedding) as an image of its own.
+        const = constant_act(imp, k, x, imp.source_label(n, 1 if first else 0))
+        return [_two_images(imp, n, x, const) if first else _two_images(imp, n, const, x)]
     if op == "Div" and not first:  # s/x = (x/s)⁻¹
-        if k.size != 1 or float(k.ravel()[0]) == 0:
-            raise Unsupported("of a constant other than a non-zero scalar by a tensor is not supported")
+        if float(k.ravel()[0]) == 0:
+            raise Unsupported("of zero by a tensor is not supported")
         return _neuron(imp, n, x, "power", a=0.0, b=1.0 / float(k.ravel()[0]), c=-1.0)
-    _check_per_channel(x, k)
     scale, shift = _affine(op, np.float64(k.ravel()[0]) if k.size == 1 else k.ravel(), first)
     return [_scale_shift(imp, imp.label(n.name or op), x, scale, shift)]
 
 
-def _check_per_channel(x: Act, k: np.ndarray):
-    """That the constant k is a scalar or holds one value per channel of x."""
+def _per_channel(x: Act, k: np.ndarray) -> bool:
+    """Whether the constant k is a scalar or holds one value per channel of x."""
     if k.size == 1:
-        return
+        return True
     dims = [1] * (len(x.axes) - k.ndim) + list(k.shape)
     varying = [i for i, d in enumerate(dims) if d > 1]
-    if len(varying) != 1 or x.entries()[varying[0]] != x.channels:
-        raise Unsupported(f"with a constant of shape {k.shape} over a tensor lying as {x.describe()}: "
-                          "only scalars and one value per channel are supported")
+    return len(varying) == 1 and x.entries()[varying[0]] == x.channels
 
 
 def _scale_shift(imp, label: str, x: Act, scale, shift) -> Act:
@@ -184,7 +186,9 @@ def prelu(imp, n) -> list:
     """max(x, 0) + slope·min(x, 0): a slope per channel is a depthwise convolution's data source
     labelled from its initializer, so it fine-tunes; one shared slope is a fixed linear neuron."""
     x, slope = imp.act(n), np.asarray(imp.const(n, 1), np.float32)
-    _check_per_channel(x, slope)
+    if not _per_channel(x, slope):
+        raise Unsupported(f"with slopes of shape {slope.shape} over a tensor lying as {x.describe()}: only one "
+                          "slope or one per channel is supported")
     source = imp.source_label(n)  # first, so that the slopes keep their initializer's name
     positive = Neuron(x.image, "relu", label=imp.label(source + "_positive"))
     negative = Subtraction(x.image, positive, label=imp.label(source + "_negative"))
@@ -229,20 +233,33 @@ def _two_images(imp, n, p: Act, q: Act, kind=None) -> Act:
         return _combined(imp, n, p.repeats or p, q.repeats or q, kind)
 
 
+def _entry(x: Act, e: tuple) -> tuple:
+    """An axis's atoms, all the channels as ("C",) whatever their split into D and E."""
+    ne = x.norm(e)
+    return ("C",) if ne and ne == x.channels else ne
+
+
+def _whole_channels(x: Act) -> bool:
+    """Whether the channels lie only whole along single axes (their split then does not matter)."""
+    return all(_entry(x, e) == ("C",) or not {"D", "E"} & set(x.norm(e)) for e in x.axes)
+
+
 def _combined(imp, n, p: Act, q: Act, kind) -> Act:
     rank = max(len(p.axes), len(q.axes))
     pa, qa = [()] * (rank - len(p.axes)) + list(p.axes), [()] * (rank - len(q.axes)) + list(q.axes)
     out = []
     for e, f in zip(pa, qa):
-        ne, nf = p.norm(e), q.norm(f)
-        if ne == nf or not nf:
+        ne, nf = _entry(p, e), _entry(q, f)
+        if ne == ("C",) and nf in (ne, ()) or nf == ("C",) and not ne:
+            out.append(("D", "E"))
+        elif ne == nf or not nf:
             out.append(e)
         elif not ne:
             out.append(f)
         else:
             raise Unsupported(f"of tensors lying as {p.describe()} and {q.describe()} is not supported")
     atoms = [a for e in out for a in p.norm(e) or q.norm(e)]
-    if len(set(atoms)) != len(atoms) or p.split != q.split:
+    if len(set(atoms)) != len(atoms) or (p.split != q.split and not (_whole_channels(p) and _whole_channels(q))):
         raise Unsupported(f"of tensors lying as {p.describe()} and {q.describe()} is not supported")
     node = (kind or ARITHMETIC[n.op_type])(p.image, q.image, label=imp.label(n.name or n.op_type))
     return Act(node, infer(node, [p, q]), tuple(out), p.split)
@@ -351,9 +368,12 @@ def softmax(imp, n) -> list:
     axis = imp.attrs(n).get("axis", -1 if imp.opset >= 13 else 1) % rank
     e = x.entries()
     over = e[axis] if imp.opset >= 13 else tuple(a for entry in e[axis:] for a in entry)
-    if over != x.channels or not over:
-        raise Unsupported(f"over axis {axis} of a tensor lying as {x.describe()}: only over the channels")
-    node = (SoftMax if n.op_type == "Softmax" else LogSoftMax)(x.image, label=imp.label(n.name or n.op_type))
+    groups = x.split if over == ("E",) and x.split > 1 else 1  # over each head's channels
+    if (over != x.channels or not over) and groups == 1:
+        raise Unsupported(f"over axis {axis} of a tensor lying as {x.describe()}: only over the channels "
+                          "or over each head's")
+    node = (SoftMax if n.op_type == "Softmax" else LogSoftMax)(x.image, groups=groups,
+                                                               label=imp.label(n.name or n.op_type))
     return [Act(node, x.shape, x.axes, x.split)]
 
 

@@ -135,7 +135,9 @@ def _emit(w: _Writer, node, x: list, in_shapes: list, out_shape: tuple) -> str:
     if kind == "pooling":
         return _pooling(w, a, x[0], label)
     if kind in ("softmax", "log_softmax"):
-        return w.op("Softmax" if kind == "softmax" else "LogSoftmax", x, label, axis=1)
+        return _softmax(w, kind, a["groups"], x[0], in_shapes[0], label)
+    if kind == "matrix_multiplication":
+        return _matrix_multiplication(w, a, x, in_shapes, out_shape, label)
     if kind == "dropout":
         return x[0]
     if kind in ("addition", "subtraction", "multiplication", "division"):
@@ -291,6 +293,32 @@ def _group_normalization(w: _Writer, node, a: dict, x: str, shape: tuple) -> str
         h = w.op("Reshape", [normal, w.ints(label + "_shape", [0, *shape])], label + "_ungrouped")
     scaled = w.op("Mul", [h, w.constant(f"{base}.gamma", gamma)], label + "_scaled")
     return w.op("Add", [scaled, w.constant(f"{base}.beta", beta)], label)
+
+
+def _softmax(w: _Writer, kind: str, groups: int, x: str, shape: tuple, label: str) -> str:
+    op = "Softmax" if kind == "softmax" else "LogSoftmax"
+    if groups == 1:
+        return w.op(op, [x], label, axis=1)
+    c, h, wd = shape
+    grouped = w.op("Reshape", [x, w.ints(label + "_groups", [0, groups, c // groups, h, wd])], label + "_grouped")
+    y = w.op(op, [grouped], label + "_grouped_" + op.lower(), axis=2)
+    return w.op("Reshape", [y, w.ints(label + "_shape", [0, *shape])], label)
+
+
+def _matrix_multiplication(w: _Writer, a: dict, x: list, shapes: list, out_shape: tuple, label: str) -> str:
+    """Each operand as (N, groups, channels in a group, pixels), then one batched MatMul of the
+    product's transpose, op(right)ᵀ·op(left)ᵀ, transposed back: the order an import lays out as
+    this node again (the product's last axis in the channels)."""
+    g = a["groups"]
+    operands = []
+    for side, name, (c, h, wd) in zip(("left", "right"), x, shapes):
+        m = w.op("Reshape", [name, w.ints(f"{label}_{side}_shape", [0, g, c // g, h * wd])], f"{label}_{side}")
+        if not a[f"transpose_{side}"]:
+            m = w.op("Transpose", [m], f"{label}_{side}_t", perm=[0, 1, 3, 2])
+        operands.append(m)
+    y = w.op("MatMul", operands[::-1], label + "_product")
+    y = w.op("Transpose", [y], label + "_product_t", perm=[0, 1, 3, 2])
+    return w.op("Reshape", [y, w.ints(label + "_shape", [0, *out_shape])], label)
 
 
 def _padding(w: _Writer, a: dict, x: str, label: str) -> str:

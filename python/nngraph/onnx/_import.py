@@ -13,9 +13,10 @@ from onnx import helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 from nngraph._core import Graph, ImageNode, InvalidInputError, UnsupportedError
-from nngraph.onnx._layout import Act, Moved, Unsupported, unique
+from nngraph.onnx._constants import expanded
+from nngraph.onnx._layout import Act, Moved, Stacked, Unsupported, symbolic, unique
 from nngraph.onnx._ops import HANDLERS
-from nngraph.onnx._patterns import fuse_gelu
+from nngraph.onnx._patterns import fuse_bias, fuse_gelu
 from nngraph.onnx._symbolic import evaluate, is_symbolic
 
 MIN_OPSET = 11
@@ -53,6 +54,7 @@ class Importer:
         self.info: dict = {"inputs": [], "outputs": [], "dtypes": []}
         self.lazy: dict = {}  # outputs made only when read (a recurrent layer's final state)
         self.batch = None  # the batch size of a model exported for one batch size only
+        self.inputs: list = []  # the graph inputs' Acts
 
     # --- values -------------------------------------------------------------------------
 
@@ -93,7 +95,8 @@ class Importer:
         if not anonymous:
             return self.label(re.sub(r"[._](weight|weights|bias|biases|W|B|kernel)$", "", name))
         base = node.name.strip("/")
-        base = re.sub(r"/" + node.op_type + r"(_\d+)?$", "", base)
+        ops = node.op_type + ("|MatMul" if node.op_type == "Gemm" else "")  # a MatMul and its bias fused
+        base = re.sub(r"/(" + ops + r")(_\d+)?$", "", base)
         return self.label(base or node.op_type.lower())
 
     # --- the walk ---------------------------------------------------------------------
@@ -102,7 +105,7 @@ class Importer:
         g = self.model.graph
         for init in g.initializer:
             self.env[init.name] = _array(init)
-        nodes = fuse_gelu(g)
+        nodes = fuse_bias(g, fuse_gelu(g))
         for node in nodes:
             for name in node.input:
                 self.consumers.setdefault(name, []).append(node)
@@ -113,6 +116,7 @@ class Importer:
             act = self._graph_input(value)
             self.env[value.name] = act
             sources.append(act.image)
+            self.inputs.append(act)
         if not sources:
             raise InvalidInputError("[onnx] the model has no input")
         for node in nodes:
@@ -125,7 +129,7 @@ class Importer:
                 raise InvalidInputError(f"[onnx] output '{value.name}': {e}") from None
             except Unsupported as e:
                 raise UnsupportedError(f"[onnx] output '{value.name}' {e}") from None
-            if isinstance(v, Moved):
+            if isinstance(v, (Moved, Stacked)):
                 raise UnsupportedError(f"[onnx] output '{value.name}' {v.why}")
             if not isinstance(v, Act) or isinstance(v.image, ImageNode) and v.image.producer is None:
                 raise UnsupportedError(f"[onnx] output '{value.name}' is a constant or a graph input: "
@@ -201,16 +205,18 @@ class Importer:
                 raise Unsupported(f"operators of domain '{node.domain}' are not supported")
             values = [self.get(n) for n in node.input]
             present = [v for v in values if v is not None]
-            moved = next((v for v in present if isinstance(v, Moved)), None)
-            if moved is not None and node.op_type not in ("Reshape", "Transpose"):
-                raise Unsupported(moved.why)
+            pending = next((v for v in present if isinstance(v, (Moved, Stacked))), None)
+            if pending is not None and node.op_type not in pending.readers:
+                raise Unsupported(pending.why)
             if node.op_type == "If":
                 outs = self._branch(node, values[0])
-            elif any(isinstance(v, (Act, Moved)) for v in present):
+            elif any(isinstance(v, (Act, Moved, Stacked)) for v in present):
                 handler = HANDLERS.get(node.op_type)
                 if handler is None:
                     raise Unsupported("is not supported")
                 outs = handler(self, node)
+            elif node.op_type == "Expand" and symbolic(values[1]) and np.unique(np.asarray(values[0])).size > 1:
+                outs = expanded(self, node)
             elif any(is_symbolic(v) for v in present):
                 outs = evaluate(node.op_type, values, _attrs(node), self.batch)
             else:

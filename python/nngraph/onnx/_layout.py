@@ -9,6 +9,7 @@ that compute check that their input lies as they read it."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -186,6 +187,20 @@ class Moved:
     source: Act
     index: np.ndarray
     why: str
+    readers: ClassVar[tuple] = ("Reshape", "Transpose")
+
+
+@dataclass
+class Stacked:
+    """Equal parts of an image's channels stacked along ONNX axis `axis`, where a Reshape splits
+    the channels three ways or more (a fused projection's queries, keys and values as
+    (N, T, 3, heads, d)): each part an Act over a Crop of its channels. Operators that relabel or
+    pick along the stack read it; `why` is the Reshape's refusal, raised for any other."""
+
+    parts: list
+    axis: int
+    why: str
+    readers: ClassVar[tuple] = ("Transpose", "Squeeze", "Unsqueeze", "Gather", "Split", "Slice")
 
 
 def _dims_text(dims) -> str:
@@ -203,25 +218,26 @@ def reshape(act: Act, target: list) -> Act:
 
     out, i = [], 0
     for d in target:
-        if isinstance(d, Sym):
-            if d.k != 1 or i >= len(flat) or flat[i] != "N":
-                raise ValueError(f"cannot reshape {act.describe()} to {_dims_text(target)}")
-            out.append(("N",))
-            i += 1
-            continue
-        if d == 1:
+        # k·N takes the batch and atoms of k beside it (attention's batch × heads, a
+        # sequence's steps × batch); an integer, atoms of its size.
+        batch, k = isinstance(d, Sym), d.k if isinstance(d, Sym) else d
+        if not batch and k == 1:
             out.append(())
             continue
         group, prod = [], 1
-        while prod < d and i < len(flat) and flat[i] != "N":
+        while i < len(flat) and (prod < k or (batch and "N" not in group)):
+            if flat[i] == "N" and (not batch or "N" in group):
+                break
+            if flat[i] != "N":
+                prod *= size(flat[i])
             group.append(flat[i])
-            prod *= size(flat[i])
             i += 1
-        if prod != d and group == ["E"] and split == 1 and c % d == 0:
-            split = d  # whole channels as (d, c/d): D is the outer part
+        if prod != k and group[-1:] == ["E"] and split == 1 and k % (prod // size("E")) == 0 and \
+                c % (k // (prod // size("E"))) == 0:
+            split = k // (prod // size("E"))  # whole channels as (split, c/split): D is the outer part
             flat[i - 1:i] = ["D", "E"]
-            group, prod = ["D"], d
-        if prod != d:
+            group[-1], prod = "D", k
+        if prod != k or (batch and "N" not in group):
             raise ValueError(f"cannot reshape {act.describe()} to {_dims_text(target)}")
         out.append(tuple(group))
     if i != len(flat):

@@ -1,5 +1,6 @@
 """Operator patterns imported as one node: GELU written out with Erf, as exporters write it
-for opsets before 20 (x·½·(1 + erf(x/√2)), the products in either order)."""
+for opsets before 20 (x·½·(1 + erf(x/√2)), the products in either order), and a MatMul by
+weights followed by the Add of a bias (a Linear layer on tokens), as one Gemm-like product."""
 
 from __future__ import annotations
 
@@ -79,4 +80,30 @@ def fuse_gelu(graph) -> list:
             chain.append(half)
         drop.update(id(n) for n in chain)
         replace[id(last)] = helper.make_node("Gelu", [x], list(last.output), name=(erf.name or "gelu") + "_gelu")
+    return [replace.get(id(n), n) for n in nodes if id(n) in replace or id(n) not in drop]
+
+
+def fuse_bias(graph, nodes: list) -> list:
+    """`nodes` (the graph's) with each MatMul by a 2-D initializer whose only reader adds a 1-D
+    initializer of its output size replaced by one Gemm of the three (the importer's Gemm reads
+    any layout of its first input), named as the MatMul, so its weights keep their label."""
+    shapes = {i.name: tuple(i.dims) for i in graph.initializer}
+    users: dict = {}
+    for n in nodes:
+        for i in n.input:
+            users.setdefault(i, []).append(n)
+    outputs = {o.name for o in graph.output}
+    drop, replace = set(), {}
+    for mm in nodes:
+        if mm.op_type != "MatMul" or len(shapes.get(mm.input[1], ())) != 2 or mm.input[0] in shapes or \
+                mm.output[0] in outputs:
+            continue
+        u = users.get(mm.output[0], [])
+        add = u[0] if len(u) == 1 and u[0].op_type == "Add" else None
+        bias = None if add is None else next((i for i in add.input if i != mm.output[0]), None)
+        if bias is None or shapes.get(bias) != (shapes[mm.input[1]][1],):
+            continue
+        drop.add(id(mm))
+        replace[id(add)] = helper.make_node("Gemm", [mm.input[0], mm.input[1], bias], list(add.output),
+                                           name=mm.name or "matmul")
     return [replace.get(id(n), n) for n in nodes if id(n) in replace or id(n) not in drop]

@@ -7,15 +7,18 @@ from __future__ import annotations
 import numpy as np
 
 from nngraph._core import (
+    Addition,
     Concatenation,
     ImageCopyToMatrixNode,
     MatrixCopyToImageNode,
     Padding,
     Upsampling,
 )
+from nngraph.onnx import _stacked as stacked
 from nngraph.onnx._layout import (
     Act,
     Moved,
+    Stacked,
     Sym,
     Unsupported,
     channels_first,
@@ -64,7 +67,7 @@ def reshape_op(imp, n) -> list:
             return [_copied(imp, n, x, dims, str(e))]
         except Unsupported:
             if not isinstance(dims[0], Sym) or x.split != 1 or len(x.entries()) != 4:
-                raise
+                return [stacked.stack(imp, n, x, dims, str(e))]
             x.spatial_form("Reshape")
             why = f"reads values that [{n.name or n.output[0]}] Reshape moves where no image holds them ({e})"
             return [Moved(x, np.arange(int(np.prod(x.shape))).reshape([int(d) for d in dims[1:]]), why)]
@@ -94,6 +97,8 @@ def transpose(imp, n) -> list:
         if perm[0] != 0:
             raise Unsupported(x.why)
         return [settled(imp, n, Moved(x.source, x.index.transpose([p - 1 for p in perm[1:]]), x.why))]
+    if isinstance(x, Stacked):
+        return [stacked.transpose(x, list(imp.attrs(n).get("perm", range(len(x.parts[0].axes), -1, -1))))]
     x = imp.act(n)
     perm = imp.attrs(n).get("perm", list(range(len(x.axes) - 1, -1, -1)))
     return [x.relabel([x.axes[p] for p in perm])]
@@ -134,6 +139,10 @@ def _axes_arg(imp, n, rank: int):
 
 
 def squeeze(imp, n) -> list:
+    x = imp.get(n.input[0])
+    if isinstance(x, Stacked):
+        axes = _axes_arg(imp, n, len(x.parts[0].axes) + 1)
+        return [stacked.reindexed(x, axes if axes is not None else [], [])]
     x = imp.act(n)
     axes = _axes_arg(imp, n, len(x.axes))
     dims = x.dims()
@@ -145,10 +154,12 @@ def squeeze(imp, n) -> list:
 
 
 def unsqueeze(imp, n) -> list:
-    x = imp.act(n)
+    x = imp.get(n.input[0])
     raw = imp.const(n, 1, optional=True) if len(n.input) > 1 else imp.attrs(n)["axes"]
-    rank = len(x.axes) + np.asarray(raw).size
+    rank = (len(x.parts[0].axes) + 1 if isinstance(x, Stacked) else len(imp.act(n).axes)) + np.asarray(raw).size
     axes = sorted(int(v) % rank for v in np.asarray(raw).ravel())
+    if isinstance(x, Stacked):
+        return [stacked.reindexed(x, [], axes)]
     out = list(x.axes)
     for a in axes:
         out.insert(a, ())
@@ -163,7 +174,12 @@ def shape(imp, n) -> list:
 
 
 def gather(imp, n) -> list:
-    x, idx = imp.act(n), imp.const(n, 1)
+    x, idx = imp.get(n.input[0]), imp.const(n, 1)
+    if isinstance(x, Stacked):
+        count = len(x.parts)
+        axis = imp.attrs(n).get("axis", 0) % (len(x.parts[0].axes) + 1)
+        return [stacked.pick(x, axis, [int(i) % count for i in idx.ravel()], idx.ndim == 1)]
+    x = imp.act(n)
     axis = imp.attrs(n).get("axis", 0) % len(x.axes)
     size = x.dims()[axis]
     v = [int(i) % size for i in idx.ravel()]
@@ -177,10 +193,14 @@ def gather(imp, n) -> list:
 
 
 def split(imp, n) -> list:
-    x = imp.act(n)
+    x = imp.get(n.input[0])
     a = imp.attrs(n)
-    axis = a.get("axis", 0) % len(x.axes)
-    size = x.dims()[axis]
+    if isinstance(x, Stacked):
+        axis, size = a.get("axis", 0) % (len(x.parts[0].axes) + 1), len(x.parts)
+    else:
+        x = imp.act(n)
+        axis = a.get("axis", 0) % len(x.axes)
+        size = x.dims()[axis]
     parts = imp.const(n, 1, optional=True) if len(n.input) > 1 else a.get("split")
     if parts is None:
         count = a.get("num_outputs", len(n.output))
@@ -188,7 +208,9 @@ def split(imp, n) -> list:
         parts = [min(step, size - i * step) for i in range(count)]
     out, start = [], 0
     for p in np.asarray(parts).ravel():
-        out.append(crop(imp, n, x, {axis: (start, start + int(p))}))
+        span = (start, start + int(p))
+        out.append(stacked.pick(x, axis, list(range(*span)), True) if isinstance(x, Stacked) else
+                   crop(imp, n, x, {axis: span}))
         start += int(p)
     return out
 
@@ -199,6 +221,8 @@ def concat(imp, n) -> list:
         raise Unsupported("of computed tensors and constants is not supported")
     axis = imp.attrs(n)["axis"] % len(xs[0].axes)
     first = xs[0].entries()
+    if first[axis] != xs[0].channels and all(x.entries()[axis] in POSITIONS for x in xs):
+        return [_positions(imp, n, xs, axis)]
     for x in xs:
         e = x.entries()
         if len(e) != len(first) or e[axis] != x.channels or x.split != 1 or \
@@ -209,6 +233,32 @@ def concat(imp, n) -> list:
     axes = list(xs[0].axes)
     axes[axis] = ("D", "E")
     return [Act(node, infer(node, xs), tuple(axes))]
+
+
+POSITIONS = {(), ("H",), ("W",), ("H", "W")}
+
+
+def _positions(imp, n, xs: list, axis: int) -> Act:
+    """Concat along the pixels of tensors lying as (N, pixels, C) (a class token before a
+    sequence of patches): each as a (C, 1, L) row, padded with zeros to the whole length
+    where the others lie, and the rows summed."""
+    entries = [x.entries() for x in xs]
+    if any(len(e) != 3 or e[0] != ("N",) or e[2] != x.channels or x.split != 1 or axis != 1
+           or x.shape[0] != xs[0].shape[0] for x, e in zip(xs, entries)):
+        raise Unsupported(f"along axis {axis} of tensors lying as {', '.join(x.describe() for x in xs)}: only "
+                          "along the channels, or along the pixels of (N, pixels, C) tensors")
+    label = imp.label(n.name or "concat")
+    lengths = [x.shape[1] * x.shape[2] for x in xs]
+    total, start, out = sum(lengths), 0, None
+    for i, (x, length) in enumerate(zip(xs, lengths)):
+        row = x.image if x.shape[1] == 1 else MatrixCopyToImageNode(x.image, (x.shape[0], 1, length), "chw",
+                                                                     label=imp.label(f"{label}_row{i}"))
+        part = Padding(row, (0, 0, start, total - start - length), mode="constant", value=0.0,
+                       label=imp.label(f"{label}_part{i}"))
+        out = part if out is None else Addition(out, part, label=label if i == len(xs) - 1 else
+                                                imp.label(f"{label}_sum{i}"))
+        start += length
+    return Act(out, (xs[0].shape[0], 1, total), (("N",), ("W",), ("D", "E")))
 
 
 def pad(imp, n) -> list:

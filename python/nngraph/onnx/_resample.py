@@ -16,14 +16,21 @@ from nngraph._core import (
     Pooling,
     Upsampling,
 )
-from nngraph.onnx._layout import Act, Unsupported, channels_first, fixed_map, image_axes, infer
+from nngraph.onnx import _stacked as stacked
+from nngraph.onnx._layout import Act, Stacked, Unsupported, channels_first, fixed_map, image_axes, infer
 from nngraph.onnx._symbolic import slice_args
 
 
 def slice_op(imp, n) -> list:
+    values = [imp.get(name) for name in n.input]
+    if isinstance(values[0], Stacked):  # parts of a stack, along it
+        x = values[0]
+        (axis, start, end, step), *rest = slice_args(values, len(x.parts[0].axes) + 1, imp.attrs(n))
+        if rest or step != 1:
+            raise Unsupported(x.why)
+        return [stacked.pick(x, axis, list(range(*slice(start, end).indices(len(x.parts)))), True)]
     x = imp.act(n)
     dims = x.dims()
-    values = [imp.get(name) for name in n.input]
     ranges, steps, picks = {}, {}, {}
     for axis, start, end, step in slice_args(values, len(dims), imp.attrs(n)):
         if x.norm(x.axes[axis]) == ("N",):

@@ -25,6 +25,7 @@ from nngraph._core import (
     Subtraction,
 )
 from nngraph.onnx._layout import Act, Unsupported, channels_first, fixed_map, image_axes, infer, unused
+from nngraph.onnx._products import matmul as products
 
 
 def _window(a: dict, sizes: list, kernel: list, ceil: bool = False) -> list:
@@ -267,8 +268,8 @@ def gemm(imp, n) -> list:
 
 def matmul(imp, n) -> list:
     x = imp.act(n)
-    if not isinstance(imp.get(n.input[1]), np.ndarray):
-        raise Unsupported("of two computed tensors is not supported")
+    if isinstance(imp.get(n.input[1]), Act):
+        return products(imp, n)
     b = imp.const(n, 1)
     if b.ndim != 2:
         raise Unsupported(f"by a {b.ndim}-D constant is not supported")
