@@ -1,9 +1,10 @@
 """Imported ONNX models: import time and inference latency of ResNet-18 (224×224) and Network
-in Network (CIFAR, 32×32), exported from PyTorch with random weights, in nngraph against
-onnxruntime and PyTorch on the cpu (against PyTorch on cuda, the batch already on the device in
-both and the result read back); and the time to switch between two models resident in an
-nngraph.store against loading one from disk. Each (framework, network, batch) runs in its own
-process; outputs are checked equal across frameworks.
+in Network (CIFAR, 32×32) (and, with --networks vit_tiny, a ViT-Ti/16 at 224×224), exported
+from PyTorch with random weights, in nngraph against onnxruntime and PyTorch on the cpu
+(against PyTorch on cuda, the batch already on the device in both and the result read back);
+and the time to switch between two models resident in an nngraph.store against loading one
+from disk. Each (framework, network, batch) runs in its own process; outputs are checked equal
+across frameworks.
 
     python bench/onnx_inference.py [--device cpu|cuda] [--batches 1 64] [--steps 20] [--rounds 1]
 """
@@ -22,15 +23,19 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(__file__))
 from common import add_rounds_argument, measure_frameworks, measure_in_subprocess, median_ms, peak_rss_mib, rss_mib
 
-NETWORKS = {"resnet18": (3, 224, 224), "nin": (3, 32, 32)}
+NETWORKS = {"resnet18": (3, 224, 224), "nin": (3, 32, 32), "vit_tiny": (3, 224, 224)}
+DEFAULT = ["resnet18", "nin"]  # the issue's networks; vit_tiny (ViT-Ti/16) where asked
 
 
 def torch_network(name: str):
     import torch
     import torch_models
     torch.manual_seed(0)
-    net = torch_models.ResNet(False, (2, 2, 2, 2), classes=1000) if name == "resnet18" else \
-        torch_models.NetworkInNetwork()
+    if name == "vit_tiny":
+        net = torch_models.ViT(width=192, heads=3, depth=12, classes=1000, patches=196, patch=16)
+    else:
+        net = torch_models.ResNet(False, (2, 2, 2, 2), classes=1000) if name == "resnet18" else \
+            torch_models.NetworkInNetwork()
     with torch.no_grad():  # statistics and shifts that are not the defaults
         for m in net.modules():
             if isinstance(m, torch.nn.BatchNorm2d):
@@ -154,7 +159,7 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--device", default="cpu")
     p.add_argument("--batches", type=int, nargs="+", default=[1, 64])
-    p.add_argument("--networks", nargs="+", default=list(NETWORKS))
+    p.add_argument("--networks", nargs="+", default=DEFAULT, choices=list(NETWORKS))
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--threads", type=int, default=os.cpu_count())
     p.add_argument("--tf32", action="store_true", help="cuda: tf32 convolutions and products in both frameworks")

@@ -330,3 +330,35 @@ class NetworkInNetwork(torch.nn.Module):
 
     def forward(self, x):
         return self.features(x)
+
+
+class ViT(torch.nn.Module):
+    """A vision transformer as timm writes one: patches, a class token, a learned position
+    embedding, pre-norm blocks of attention (a fused query-key-value projection reshaped
+    (N, T, 3, heads, d), scaled_dot_product_attention) and a GELU MLP; the class token's logits.
+    `patches` is the number of patches (the image's side over `patch`, squared)."""
+
+    def __init__(self, width=24, heads=3, depth=2, classes=10, patches=16, patch=4):
+        super().__init__()
+        f = torch.nn
+        self.heads = heads
+        self.patch = f.Conv2d(3, width, patch, stride=patch)
+        self.cls = f.Parameter(torch.randn(1, 1, width))
+        self.pos = f.Parameter(torch.randn(1, patches + 1, width) * 0.1)
+        self.blocks = f.ModuleList(f.ModuleDict({
+            "norm1": f.LayerNorm(width), "qkv": f.Linear(width, 3 * width), "proj": f.Linear(width, width),
+            "norm2": f.LayerNorm(width), "mlp": f.Sequential(f.Linear(width, 2 * width), f.GELU(),
+                                                             f.Linear(2 * width, width))}) for _ in range(depth))
+        self.norm, self.head = f.LayerNorm(width), f.Linear(width, classes)
+
+    def forward(self, x):
+        t = self.patch(x).flatten(2).transpose(1, 2)
+        t = torch.cat([self.cls.expand(t.shape[0], -1, -1), t], dim=1) + self.pos
+        n, length, c = t.shape
+        for b in self.blocks:
+            q, k, v = b["qkv"](b["norm1"](t)).reshape(n, length, 3, self.heads, c // self.heads).permute(
+                2, 0, 3, 1, 4).unbind(0)
+            o = torch.nn.functional.scaled_dot_product_attention(q, k, v)
+            t = t + b["proj"](o.transpose(1, 2).reshape(n, length, c))
+            t = t + b["mlp"](b["norm2"](t))
+        return self.head(self.norm(t)[:, 0])

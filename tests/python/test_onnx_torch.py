@@ -37,37 +37,6 @@ class LSTMClassifier(torch.nn.Module):
         return self.fc(y[:, -1])
 
 
-class ViT(torch.nn.Module):
-    """A small vision transformer as timm writes one: patches, a class token, a learned position
-    embedding, pre-norm blocks of attention (a fused query-key-value projection reshaped
-    (N, T, 3, heads, d), scaled_dot_product_attention) and a GELU MLP; the class token's logits."""
-
-    def __init__(self, width=24, heads=3, depth=2, classes=10, patches=16):
-        super().__init__()
-        f = torch.nn
-        self.heads = heads
-        self.patch = f.Conv2d(3, width, 4, stride=4)
-        self.cls = f.Parameter(torch.randn(1, 1, width))
-        self.pos = f.Parameter(torch.randn(1, patches + 1, width) * 0.1)
-        self.blocks = f.ModuleList(f.ModuleDict({
-            "norm1": f.LayerNorm(width), "qkv": f.Linear(width, 3 * width), "proj": f.Linear(width, width),
-            "norm2": f.LayerNorm(width), "mlp": f.Sequential(f.Linear(width, 2 * width), f.GELU(),
-                                                             f.Linear(2 * width, width))}) for _ in range(depth))
-        self.norm, self.head = f.LayerNorm(width), f.Linear(width, classes)
-
-    def forward(self, x):
-        t = self.patch(x).flatten(2).transpose(1, 2)
-        t = torch.cat([self.cls.expand(t.shape[0], -1, -1), t], dim=1) + self.pos
-        n, length, c = t.shape
-        for b in self.blocks:
-            q, k, v = b["qkv"](b["norm1"](t)).reshape(n, length, 3, self.heads, c // self.heads).permute(
-                2, 0, 3, 1, 4).unbind(0)
-            o = torch.nn.functional.scaled_dot_product_attention(q, k, v)
-            t = t + b["proj"](o.transpose(1, 2).reshape(n, length, c))
-            t = t + b["mlp"](b["norm2"](t))
-        return self.head(self.norm(t)[:, 0])
-
-
 class SelfAttention(torch.nn.Module):
     """nn.MultiheadAttention over a convolution's pixels, written out by hand beside it
     (q·kᵀ scaled, softmax, ·v), mean-pooled."""
@@ -103,7 +72,7 @@ NETWORKS = {
     "resnet18": (lambda: torch_models.ResNet(False, (2, 2, 2, 2), classes=10), (3, 3, 64, 64)),
     "inception_v3": (lambda: torch_models.InceptionV3(classes=20), (2, 3, 299, 299)),
     "lstm": (LSTMClassifier, (3, 5, 8)),
-    "vit": (ViT, (3, 3, 16, 16)),
+    "vit": (torch_models.ViT, (3, 3, 16, 16)),
     "self_attention": (SelfAttention, (3, 3, 8, 10)),
 }
 
@@ -387,7 +356,7 @@ def test_an_imported_transformer_trains_as_torch_does(tmp_path):
     """One SGD step of the imported ViT moves its attention's weights and its position embedding
     by torch's gradients of the same loss."""
     torch.manual_seed(0)
-    net = ViT().eval()
+    net = torch_models.ViT().eval()
     x, y = torch.randn(4, 3, 16, 16), torch.tensor([1, 7, 3, 0])
     torch.nn.functional.cross_entropy(net(x), y).backward()
     export(net, x, tmp_path / "vit.onnx", dynamo=False)
