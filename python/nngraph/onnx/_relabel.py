@@ -61,7 +61,17 @@ def reshape_op(imp, n) -> list:
     x = imp.act(n)
     dims = resolve_target(x.dims(), ints(target), imp.attrs(n).get("allowzero", 0), imp.batch)
     try:
-        return [reshape(x, dims)]
+        out = reshape(x, dims)
+        e = out.entries()
+        if len(e) == 4 and e[0] == ("N",) and e[1] == out.channels and (e[2] not in (("H",), ()) or
+                                                                      e[3] not in (("W",), ())):
+            # (N, C, h, w) whose pixels lie otherwise than as H and W (a (C, 4, 4) image read as
+            # (C, 1, 16)): copied where it can be, so that the operators reading images read it.
+            try:
+                return [_copied(imp, n, x, dims, "")]
+            except Unsupported:
+                pass
+        return [out]
     except ValueError as e:
         try:
             return [_copied(imp, n, x, dims, str(e))]
