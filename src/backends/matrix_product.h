@@ -1,7 +1,8 @@
 #pragma once
-// The sizes of MatrixProductKernel's products, which every backend reads alike: `count`
-// products (images × groups) of M×K by K×N, each operand's group a row-major matrix of its
-// channels by its pixels, `*_size` values apart.
+// The sizes of MatrixProductKernel's products, which every backend reads alike: per image and
+// group, op(x_g)·op(y_g), M×K by K×N, each operand's group a matrix of its channels by its
+// pixels. In NCHW a group's matrix is row-major (its rows, the channels, a row of pixels apart);
+// channels-last it is stored transposed (its pixels a row of channels apart).
 #include <cstddef>
 
 #include "backends/tensor.h"
@@ -10,25 +11,38 @@
 namespace nngraph {
 
 struct MatrixProduct {
-  MatrixProduct(int groups, const Tensor& x, bool tx, const Tensor& y, bool ty, const Tensor& out) {
-    const auto rows = [&](const Tensor& t) { return t.shape().c / groups; };
-    const auto columns = [](const Tensor& t) { return t.shape().h * t.shape().w; };
-    x_columns = columns(x);
-    y_columns = columns(y);
-    m = tx ? x_columns : rows(x);
-    k = tx ? rows(x) : x_columns;
-    n = ty ? rows(y) : y_columns;
-    if ((ty ? y_columns : rows(y)) != k || rows(out) != m || columns(out) != n || x.batch() != out.batch() ||
-        y.batch() != out.batch())
+  // One operand (or the result) as the product reads it.
+  struct Operand {
+    Operand(const Tensor& t, int groups)
+        : rows(t.shape().c / groups), columns(t.shape().h * t.shape().w),
+          transposed(t.layout() == Layout::NHWC),
+          ld(transposed ? t.shape().c : columns),
+          group(static_cast<size_t>(transposed ? rows : rows * columns)),
+          image(static_cast<size_t>(t.shape().count())) {}
+    int rows, columns;
+    bool transposed;  // stored as its transpose (channels-last)
+    int ld;           // values between the stored matrix's rows
+    size_t group;     // values between one group's matrix and the next's
+    size_t image;     // values between one image's and the next's
+  };
+
+  MatrixProduct(int groups, const Tensor& x, bool tx, const Tensor& y, bool ty, const Tensor& out)
+      : x(x, groups), y(y, groups), out(out, groups), groups(groups), images(out.batch()) {
+    m = tx ? this->x.columns : this->x.rows;
+    k = tx ? this->x.rows : this->x.columns;
+    n = ty ? this->y.rows : this->y.columns;
+    if ((ty ? this->y.columns : this->y.rows) != k || this->out.rows != m || this->out.columns != n ||
+        x.batch() != images || y.batch() != images)
       fail("[matrix_product] operands ", x.shape().str(), " and ", y.shape().str(), " do not make ",
            out.shape().str(), " in ", groups, " groups");
-    count = static_cast<size_t>(out.batch()) * groups;
-    x_size = static_cast<size_t>(x.shape().count()) / groups;
-    y_size = static_cast<size_t>(y.shape().count()) / groups;
-    out_size = static_cast<size_t>(out.shape().count()) / groups;
   }
-  int m, n, k, x_columns, y_columns;
-  size_t count, x_size, y_size, out_size;
+  // Every group of every image a fixed step after the one before: one batched product of
+  // `count` (all three NCHW).
+  bool uniform() const { return !x.transposed && !y.transposed && !out.transposed; }
+  size_t count() const { return static_cast<size_t>(images) * groups; }
+
+  Operand x, y, out;
+  int groups, images, m, n, k;
 };
 
 }  // namespace nngraph

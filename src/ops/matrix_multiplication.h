@@ -31,6 +31,10 @@ class MatrixMultiplicationNode : public FilterNode {
     return {{"groups", int64_t(groups_)}, {"transpose_left", int64_t(tl_)}, {"transpose_right", int64_t(tr_)}};
   }
   void encode(const EncodeArgs& args) const override;
+  // Channels-last images where the device's kernel reads them (each group's matrix transposed).
+  bool channels_last(DeviceType device, const std::vector<ImageShape>&) const override {
+    return reads_channels_last<MatrixProductKernel>(device);
+  }
 
  protected:
   std::vector<FilterNodePtr> make_gradients(const ImageNodePtr& source_gradient) override;
@@ -49,6 +53,9 @@ class MatrixMultiplicationGradientNode : public GradientNode {
   ImageShape infer(const std::vector<ImageShape>& sources) const override { return sources[1 + operand_]; }
   void encode(const EncodeArgs& args) const override;
   bool reads_values(size_t source) const override { return source != static_cast<size_t>(1 + operand_); }
+  bool channels_last(DeviceType device, const std::vector<ImageShape>&) const override {
+    return reads_channels_last<MatrixProductKernel>(device);
+  }
 
  private:
   int groups_, operand_;

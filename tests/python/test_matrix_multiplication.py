@@ -17,47 +17,71 @@ CASES = [
     ((2, 8, 1, 3), (2, 10, 2, 2), 2, True, True),  # 4×3 as 3×4, 5×4 as 4×5
     ((1, 9, 2, 2), (1, 15, 2, 2), 3, False, True),  # 3×4 by 5×4 as 4×5
     ((2, 12, 1, 7), (2, 21, 2, 2), 3, False, False),  # a head's values (4×7) by its weights (7×4)
+    ((2, 6, 1, 1), (2, 2, 2, 2), 2, False, False),  # outer products: 3×1 by 1×4 (one operand of one pixel)
+    ((2, 4, 3, 1), (2, 4, 1, 1), 2, True, False),  # 2×3 as 3×2 by 2×1: a result of one pixel
 ]
 
 
+# Channels-last graphs hand cuda's kernel each group's matrix transposed (where an image has more
+# than one channel and pixel; the others are NCHW as well), the cpu NCHW copies.
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
 @pytest.mark.parametrize("left,right,groups,tl,tr", CASES)
-def test_matrix_multiplication_matches_numpy(device, rng, left, right, groups, tl, tr):
+def test_matrix_multiplication_matches_numpy(device, rng, left, right, groups, tl, tr, layout):
     a = rng.standard_normal(left).astype(np.float32)
     b = rng.standard_normal(right).astype(np.float32)
     x, y = ng.ImageNode(label="a"), ng.ImageNode(label="b")
     node = ng.MatrixMultiplication(x, y, groups=groups, transpose_left=tl, transpose_right=tr)
     assert (node.groups, node.transpose_left, node.transpose_right) == (groups, tl, tr)
-    got = ng.Graph(node, device=device).run({"a": a, "b": b})
+    got = ng.Graph(node, device=device, layout=layout).run({"a": a, "b": b})
     want = ref.matrix_multiplication(a, b, groups, tl, tr)
     assert got.shape == want.shape
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
 @pytest.mark.parametrize("left,right,groups,tl,tr", CASES)
-def test_matrix_multiplication_gradients(device, rng, left, right, groups, tl, tr):
+def test_matrix_multiplication_gradients(device, rng, left, right, groups, tl, tr, layout):
     a = rng.standard_normal(left).astype(np.float32)
     b = rng.standard_normal(right).astype(np.float32)
     r = rng.standard_normal(ref.matrix_multiplication(a, b, groups, tl, tr).shape).astype(np.float32)
     x, y, dy = ng.ImageNode(label="a"), ng.ImageNode(label="b"), ng.ImageNode(label="dy")
     node = ng.MatrixMultiplication(x, y, groups=groups, transpose_left=tl, transpose_right=tr)
-    da, db = ng.Graph([g.result_image for g in node.gradient_filters(dy)], device=device).run(
+    da, db = ng.Graph([g.result_image for g in node.gradient_filters(dy)], device=device, layout=layout).run(
         {"a": a, "b": b, "dy": r})
     check(da, numeric_grad(lambda v: (ref.matrix_multiplication(v, b, groups, tl, tr) * r).sum(), a))
     check(db, numeric_grad(lambda v: (ref.matrix_multiplication(a, v, groups, tl, tr) * r).sum(), b))
 
 
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
 @pytest.mark.parametrize("log", [False, True])
-def test_softmax_over_channel_groups(device, rng, log):
+def test_softmax_over_channel_groups(device, rng, log, layout):
     x = rng.standard_normal((2, 12, 3, 2)).astype(np.float32)
     node = (ng.LogSoftMax if log else ng.SoftMax)(ng.ImageNode(label="x"), groups=4)
     assert node.groups == 4
-    got = ng.Graph(node, device=device).run(x)
+    got = ng.Graph(node, device=device, layout=layout).run(x)
     np.testing.assert_allclose(got, ref.softmax(x, log, groups=4), rtol=1e-5, atol=1e-6)
     if not log:
         np.testing.assert_allclose(got.reshape(2, 4, 3, 3, 2).sum(axis=2), 1.0, rtol=1e-5)
     r = rng.standard_normal(x.shape).astype(np.float32)
     [dx] = input_gradient(lambda s: (ng.LogSoftMax if log else ng.SoftMax)(s, groups=4), x, r, device)
     check(dx, numeric_grad(lambda v: (ref.softmax(v, log, groups=4) * r).sum(), x))
+
+
+@pytest.mark.parametrize("shape", [(3, 200, 1, 1), (2, 70, 5, 9), (2, 3, 40, 1), (1, 37, 33, 2)])
+def test_softmax_of_many_channels_and_pixels(device, rng, shape):
+    """Channels more than a warp's lanes and pixels more than a tile's 32 (cuda's two kernels), an
+    image of −∞ but for one channel, and −∞ throughout one pixel's channels but one: finite."""
+    x = rng.standard_normal(shape).astype(np.float32) * 4
+    x[0, 1:, 0, 0] = -np.inf
+    for layout in ("NCHW", "NHWC"):
+        got = ng.Graph(ng.SoftMax(ng.ImageNode(label="x")), device=device, layout=layout).run(x)
+        np.testing.assert_allclose(got, ref.softmax(x), rtol=1e-5, atol=1e-7)
+        np.testing.assert_allclose(got.sum(axis=1), 1.0, rtol=1e-5)
+        r = rng.standard_normal(shape).astype(np.float32)
+        [g] = ng.SoftMax(ng.ImageNode(label="x")).gradient_filters(ng.ImageNode(label="dy"))
+        want = ref.softmax(x) * (r - (r * ref.softmax(x)).sum(axis=1, keepdims=True))
+        np.testing.assert_allclose(ng.Graph(g, device=device, layout=layout).run({"dy": r, "x": x}), want,
+                                   rtol=1e-4, atol=1e-6)
 
 
 def test_bad_shapes_name_the_node():
