@@ -56,10 +56,16 @@ size_t GroupNormalizationNode::state_size(const std::vector<ImageShape>& s) cons
   return 2 * static_cast<size_t>(span(s[0]).stats());
 }
 
+// Over the channels at each position, a channels-last image is its pixels' rows, each row a
+// position of one channel-wide span (the statistics in the same order as NCHW's).
+Tensor GroupNormalizationNode::view(const EncodeArgs& a, const Image& image) const {
+  return per_position_ ? pixels(a, image) : Tensor(image);
+}
+
 void GroupNormalizationNode::encode(const EncodeArgs& a) const {
-  const Image& x = *a.sources[0];
+  const Tensor x = view(a, *a.sources[0]);
   dispatch<GroupNormalizationKernel>(a.backend, span(x.shape()), epsilon_, x, Tensor::parameter(a.weights, 0),
-                                     Tensor::parameter(a.weights, 1), state_tensor(a.state), a.result);
+                                     Tensor::parameter(a.weights, 1), state_tensor(a.state), view(a, a.result));
 }
 
 std::vector<FilterNodePtr> GroupNormalizationNode::make_gradients(const ImageNodePtr& dy) {
@@ -74,9 +80,10 @@ GroupNormalizationGradientNode::GroupNormalizationGradientNode(const ImageNodePt
 
 void GroupNormalizationGradientNode::encode(const EncodeArgs& a) const {
   if (a.result.empty() && !Tensor::parameter(a.gradients, 0) && !Tensor::parameter(a.gradients, 1)) return;
-  const Image& x = *a.sources[1];
-  dispatch<GroupNormalizationGradientKernel>(a.backend, forward_->span(x.shape()), x, *a.sources[0],
-                                             Tensor::parameter(a.weights, 0), state_tensor(a.sources[2]), a.result,
+  const Tensor x = forward_->view(a, *a.sources[1]);
+  dispatch<GroupNormalizationGradientKernel>(a.backend, forward_->span(x.shape()), x, forward_->view(a, *a.sources[0]),
+                                             Tensor::parameter(a.weights, 0), state_tensor(a.sources[2]),
+                                             a.result.empty() ? Tensor() : forward_->view(a, a.result),
                                              Tensor::parameter(a.gradients, 0), Tensor::parameter(a.gradients, 1));
 }
 

@@ -40,6 +40,10 @@ class GroupNormalizationNode : public FilterNode {
   std::vector<WeightSource> weight_sources() const override { return {{source_.get(), desc_}}; }
   size_t state_size(const std::vector<ImageShape>& sources) const override;
   math::NormSpan span(const ImageShape& in) const;
+  // What its kernels read of an image of a step: over the channels at each position, a
+  // channels-last image as its pixels' rows; else the image.
+  Tensor view(const EncodeArgs& a, const Image& image) const;
+  bool channels_last(DeviceType, const std::vector<ImageShape>&) const override { return per_position_; }
   int groups() const { return groups_ ? groups_ : desc_.feature_channels; }
   bool per_position() const { return per_position_; }
   float epsilon() const { return epsilon_; }
@@ -63,6 +67,7 @@ class GroupNormalizationGradientNode : public GradientNode {
   GroupNormalizationGradientNode(const ImageNodePtr& dy, std::shared_ptr<GroupNormalizationNode> forward);
   ImageShape infer(const std::vector<ImageShape>& sources) const override { return sources[1]; }
   void encode(const EncodeArgs& args) const override;
+  bool channels_last(DeviceType, const std::vector<ImageShape>&) const override { return forward_->per_position(); }
   const FilterNode* trains() const override { return forward_.get(); }
 
  private:
