@@ -37,7 +37,8 @@ ImageShape MatrixMultiplicationNode::infer(const std::vector<ImageShape>& s) con
 }
 
 void MatrixMultiplicationNode::encode(const EncodeArgs& a) const {
-  dispatch<MatrixProductKernel>(a.backend, groups_, *a.sources[0], tl_, *a.sources[1], tr_, a.result, a.allow_tf32);
+  dispatch<MatrixProductKernel>(a.backend, groups_, image_of(a, *a.sources[0]), tl_, image_of(a, *a.sources[1]), tr_,
+                                image_of(a, a.result), a.allow_tf32);
 }
 
 std::vector<FilterNodePtr> MatrixMultiplicationNode::make_gradients(const ImageNodePtr& dy) {
@@ -56,7 +57,8 @@ void MatrixMultiplicationGradientNode::encode(const EncodeArgs& a) const {
   // forward product read its operand transposed.
   const Image &dy = *a.sources[0], &l = *a.sources[1], &r = *a.sources[2];
   auto product = [&](const Image& x, bool tx, const Image& y, bool ty) {
-    dispatch<MatrixProductKernel>(a.backend, groups_, x, tx, y, ty, a.result, a.allow_tf32);
+    dispatch<MatrixProductKernel>(a.backend, groups_, image_of(a, x), tx, image_of(a, y), ty, image_of(a, a.result),
+                                  a.allow_tf32);
   };
   if (operand_ == 0)
     tl_ ? product(r, tr_, dy, true) : product(dy, false, r, !tr_);
