@@ -54,6 +54,7 @@ CASES = [  # kind, groups, shape
     ("layer_chw", 1, (2, 3, 4, 3)),
     ("layer_c", 1, (2, 5, 3, 4)),
     ("layer_c", 1, (3, 4, 1, 1)),
+    ("layer_c", 1, (2, 3, 17, 19)),  # more positions than the cpu's runs of 256
 ]
 
 
@@ -126,3 +127,22 @@ def test_bad_input():
     short = AffineCapture(np.ones(3, np.float32), np.zeros(4, np.float32))
     with pytest.raises(ng.InvalidInputError, match=r"\[norm\] data source .norm. returned 4 beta, expected 3"):
         ng.Graph(ng.InstanceNormalization(ng.ImageNode(shape=(3, 2, 2)), short)).run(np.ones((1, 3, 2, 2), np.float32))
+
+
+def test_layer_normalization_over_channels_reads_channels_last_rows(device, rng):
+    """Channels-last graphs hand it each position's channels side by side (no NCHW copies): the
+    same values and gradients as the NCHW graph."""
+    x = (2 * rng.standard_normal((2, 6, 17, 19)) + 0.5).astype(np.float32)
+    r = rng.standard_normal(x.shape).astype(np.float32)
+    gamma = rng.uniform(0.5, 1.5, 6).astype(np.float32)
+    beta = rng.standard_normal(6).astype(np.float32)
+    out = {}
+    for layout in ("NCHW", "NHWC"):
+        src = AffineCapture(gamma, beta)
+        node = make("layer_c", ng.ImageNode(label="x"), src, 1, eps=1e-3)
+        y = ng.Graph(node, device=device, layout=layout).run(x)
+        [g] = node.gradient_filters(ng.ImageNode(label="dy"))
+        dx = ng.Graph(g, device=device, layout=layout).run({"x": x, "dy": r})
+        out[layout] = (y, dx, *src.grads)
+    for a, b in zip(out["NCHW"], out["NHWC"]):
+        np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-5)

@@ -1,5 +1,6 @@
 // Group, instance and layer normalization on the cpu: a thread per run of statistics, sums
 // in double; gamma's and beta's gradients a thread per run of channels.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -9,6 +10,49 @@
 namespace nngraph {
 namespace {
 
+// Over the channels at each position of NCHW images: the sums of a run of positions at once, each
+// channel's row read along the run (what a thread per position reads a row apart), in the same
+// order per position.
+constexpr size_t kRun = 256;
+
+template <class Fn>
+void position_runs(Backend& backend, const math::NormSpan& s, int images, Fn fn) {
+  const size_t runs = (static_cast<size_t>(s.hw) + kRun - 1) / kRun;
+  pool_of(backend).parallel_for(static_cast<size_t>(images) * runs, [&](size_t first, size_t end) {
+    for (size_t r = first; r < end; ++r) {
+      const size_t p0 = r % runs * kRun;
+      fn(static_cast<int>(r / runs), p0, std::min(kRun, static_cast<size_t>(s.hw) - p0));
+    }
+  });
+}
+
+void layer_normalization_positions(Backend& backend, const math::NormSpan& s, float eps, const float* xv,
+                                   const float* g, const float* b, float* st, float* yv, int images) {
+  const size_t hw = s.hw;
+  position_runs(backend, s, images, [&](int n, size_t p0, size_t len) {
+    double sum[kRun] = {}, sq[kRun] = {};
+    float mean[kRun], inv[kRun];
+    const float* x = xv + static_cast<size_t>(n) * s.channels * hw + p0;
+    for (int c = 0; c < s.channels; ++c)
+      for (size_t p = 0; p < len; ++p) sum[p] += x[c * hw + p];
+    for (size_t p = 0; p < len; ++p) sum[p] /= s.channels;
+    for (int c = 0; c < s.channels; ++c)
+      for (size_t p = 0; p < len; ++p) {
+        const double d = x[c * hw + p] - sum[p];
+        sq[p] += d * d;
+      }
+    for (size_t p = 0; p < len; ++p) {
+      inv[p] = static_cast<float>(1.0 / std::sqrt(sq[p] / s.channels + eps));
+      mean[p] = static_cast<float>(sum[p]);
+      if (st) st[2 * (n * hw + p0 + p)] = mean[p], st[2 * (n * hw + p0 + p) + 1] = inv[p];
+    }
+    if (!yv) return;
+    float* y = yv + static_cast<size_t>(n) * s.channels * hw + p0;
+    for (int c = 0; c < s.channels; ++c)
+      for (size_t p = 0; p < len; ++p) y[c * hw + p] = g[c] * (x[c * hw + p] - mean[p]) * inv[p] + b[c];
+  });
+}
+
 void group_normalization(Backend& backend, const math::NormSpan& s, float eps, const Tensor& x, const Tensor& gamma,
                          const Tensor& beta, const Tensor& stats, const Tensor& y) {
   const float* xv = x.data_as<const float>();
@@ -16,6 +60,7 @@ void group_normalization(Backend& backend, const math::NormSpan& s, float eps, c
   const float* b = beta.data_as<const float>();
   float* st = stats.data_as<float>();
   float* yv = y.data_as<float>();
+  if (s.per_position && s.hw > 1) return layer_normalization_positions(backend, s, eps, xv, g, b, st, yv, x.batch());
   const int per = s.stats(), count = s.count(), stride = s.stride();
   pool_of(backend).parallel_for(static_cast<size_t>(x.batch()) * per, [&](size_t first, size_t end) {
     for (size_t k = first; k < end; ++k) {
@@ -50,7 +95,29 @@ void group_normalization_gradient(Backend& backend, const math::NormSpan& s, con
   const float* g = gamma.data_as<const float>();
   const float* st = stats.data_as<const float>();
   const int n_images = x.batch(), per = s.stats(), count = s.count(), stride = s.stride();
-  if (float* out = dx.data_as<float>()) {
+  float* out = dx.data_as<float>();
+  if (out && s.per_position && s.hw > 1) {
+    const size_t hw = s.hw;
+    position_runs(backend, s, n_images, [&](int n, size_t p0, size_t len) {
+      double s1[kRun] = {}, s2[kRun] = {};  // Σ gamma·dy and Σ gamma·dy·x̂ per position
+      const size_t base = static_cast<size_t>(n) * s.channels * hw + p0;
+      const float* m = st + 2 * (n * hw + p0);
+      for (int c = 0; c < s.channels; ++c)
+        for (size_t p = 0; p < len; ++p) {
+          const size_t at = base + c * hw + p;
+          const double v = static_cast<double>(g[c]) * gy[at];
+          s1[p] += v;
+          s2[p] += v * (xv[at] - m[2 * p]) * m[2 * p + 1];
+        }
+      for (int c = 0; c < s.channels; ++c)
+        for (size_t p = 0; p < len; ++p) {
+          const size_t at = base + c * hw + p;
+          const float inv = m[2 * p + 1], m1 = static_cast<float>(s1[p] / s.channels),
+                      m2 = static_cast<float>(s2[p] / s.channels);
+          out[at] = inv * (g[c] * gy[at] - m1 - (xv[at] - m[2 * p]) * inv * m2);
+        }
+    });
+  } else if (out) {
     pool.parallel_for(static_cast<size_t>(n_images) * per, [&](size_t first, size_t end) {
       for (size_t k = first; k < end; ++k) {
         const int a = static_cast<int>(k % per);
