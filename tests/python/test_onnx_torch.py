@@ -317,6 +317,15 @@ def test_weights_keep_their_module_names(tmp_path):
     np.testing.assert_array_equal(fc.tensors()["weights"].reshape(10, 512), net.fc.weight.detach().numpy())
 
 
+def test_linear_layers_on_tokens_keep_their_module_names(tmp_path):
+    """The dynamo exporter writes a Linear on tokens as MatMul by an anonymous transposed copy of
+    its weights and an Add of its named bias: the layer takes the bias's module name."""
+    torch.manual_seed(0)
+    export(torch_models.ViT().eval(), torch.randn(2, 3, 16, 16), tmp_path / "v.onnx", dynamo=True)
+    labels = {ds.label() for ds in ngx.load(tmp_path / "v.onnx").data_sources}
+    assert {"patch", "cls", "pos", "blocks.0.qkv", "blocks.1.proj", "blocks.1.mlp.2", "head"} <= labels
+
+
 @pytest.mark.parametrize("opset", [11, 13, 17, 20])
 def test_older_and_newer_opsets(opset, tmp_path):
     net = torch.nn.Sequential(torch.nn.Conv2d(2, 4, 3, padding=1), torch.nn.BatchNorm2d(4), torch.nn.GELU(),
@@ -374,11 +383,11 @@ def test_an_imported_transformer_trains_as_torch_does(tmp_path):
     # Each Linear on tokens (MatMul, then Add of its bias) is one product with its bias.
     assert not [label for label in before if label.endswith("Add")]
 
-    # The first block's projection (TorchScript exports a Linear on tokens as MatMul by an anonymous
-    # initializer, so its label is the node's): its gradient passes through both blocks.
+    # The first block's projection: its gradient passes through both blocks.
     qkv = net.blocks[0]["qkv"].weight.grad.numpy()
-    np.testing.assert_allclose(step("qkv").reshape(qkv.shape), qkv, rtol=2e-3, atol=2e-5)
-    np.testing.assert_allclose(step("qkv", "biases"), net.blocks[0]["qkv"].bias.grad.numpy(), rtol=2e-3, atol=2e-5)
+    np.testing.assert_allclose(step("blocks.0.qkv").reshape(qkv.shape), qkv, rtol=2e-3, atol=2e-5)
+    np.testing.assert_allclose(step("blocks.0.qkv", "biases"), net.blocks[0]["qkv"].bias.grad.numpy(), rtol=2e-3,
+                               atol=2e-5)
     pos = net.pos.grad.numpy()[0]  # (T, C); the embedding's image is (C, 1, T)
     np.testing.assert_allclose(step("pos").reshape(pos.shape[1], pos.shape[0]).T, pos, rtol=2e-3, atol=2e-5)
 

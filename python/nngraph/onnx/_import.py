@@ -89,11 +89,16 @@ class Importer:
 
     def source_label(self, node, tensor: int = 1) -> str:
         """A data source's label: its weights' initializer name without the tensor's own name
-        ("conv1.weight" → "conv1"); the node's name where the initializer is anonymous."""
-        name = node.input[tensor] if len(node.input) > tensor else ""
-        anonymous = not name or "::" in name or re.fullmatch(r"(val|_v|const|onnx)_?\d*|\d+", name) is not None
-        if not anonymous:
-            return self.label(re.sub(r"[._](weight|weights|bias|biases|W|B|kernel)$", "", name))
+        ("conv1.weight" → "conv1"), or its bias's where the weights' is anonymous (a transposed
+        copy the exporter made); else the node's name."""
+        def named(i):
+            name = node.input[i] if len(node.input) > i else ""
+            anonymous = not name or "::" in name or re.fullmatch(r"(val|_v|const|onnx)_?\d*|\d+", name) is not None
+            return None if anonymous else re.sub(r"[._](weight|weights|bias|biases|W|B|kernel)$", "", name)
+        name = named(tensor) or (named(2) if tensor == 1 and node.op_type in ("Gemm", "Conv", "ConvTranspose")
+                                 else None)
+        if name:
+            return self.label(name)
         base = node.name.strip("/")
         ops = node.op_type + ("|MatMul" if node.op_type == "Gemm" else "")  # a MatMul and its bias fused
         base = re.sub(r"/(" + ops + r")(_\d+)?$", "", base)
