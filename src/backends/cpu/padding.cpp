@@ -22,12 +22,23 @@ void padding(Backend& backend, PadMode mode, const PadGeometry& g, float value, 
         continue;
       }
       const float* in = src + ((p / os.c) * is.c + c) * in_plane;
+      // The columns [j0, j1) read their own source column, shifted: one copy (a crop's whole row).
+      const int j0 = std::min(std::max(0, g.left), os.w), j1 = std::max(j0, std::min(os.w, is.w + g.left));
       for (int i = 0; i < os.h; ++i) {
         const int sy = math::pad_source(mode, i - g.top, is.h);
-        for (int j = 0; j < os.w; ++j) {
-          const int sx = math::pad_source(mode, j - g.left, is.w);
-          out[i * os.w + j] = sy < 0 || sx < 0 ? value : in[sy * is.w + sx];
+        float* row = out + static_cast<size_t>(i) * os.w;
+        if (sy < 0) {
+          std::fill_n(row, os.w, value);
+          continue;
         }
+        const float* from = in + static_cast<size_t>(sy) * is.w;
+        auto edge = [&](int j) {
+          const int sx = math::pad_source(mode, j - g.left, is.w);
+          row[j] = sx < 0 ? value : from[sx];
+        };
+        for (int j = 0; j < j0; ++j) edge(j);
+        if (j1 > j0) std::copy_n(from + (j0 - g.left), j1 - j0, row + j0);
+        for (int j = j1; j < os.w; ++j) edge(j);
       }
     }
   });
