@@ -928,3 +928,25 @@ def test_a_constant_that_varies_within_the_image_is_added(device, rng):
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(onnxruntime(model, x), want, rtol=1e-6, atol=1e-6)
     assert {"pos", "cls"} <= {ds.label() for ds in graph.data_sources}
+
+
+@pytest.mark.parametrize("bias_first", [False, True])
+def test_a_matmul_and_its_bias_are_one_product(bias_first, device, rng):
+    """MatMul by weights, then Add of a bias of its output size (either operand order): one product
+    with its bias, labelled by the bias's initializer; a MatMul whose output another node reads
+    too keeps its Add apart."""
+    nodes, x = _tokens(rng, channels=6, length=4)
+    w, b = rng.standard_normal((6, 5)).astype(np.float32), rng.standard_normal(5).astype(np.float32)
+    consts = {"val_3": w, "fc.bias": b}
+    nodes += [helper.make_node("MatMul", ["t", "val_3"], ["m"]),
+              helper.make_node("Add", ["fc.bias", "m"] if bias_first else ["m", "fc.bias"], ["y"])]
+    model = one_input_model(nodes, ["N", 4, 6], ["N", 4, 5], consts)
+    x = x.astype(np.float32)
+    graph = ngx.load(model, device=device)
+    np.testing.assert_allclose(ngx.run(graph, [x])[0], x @ w + b, rtol=1e-5, atol=1e-5)
+    assert [ds.label() for ds in graph.data_sources] == ["fc"]
+    shared = one_input_model(nodes + [helper.make_node("Relu", ["m"], ["z"])], ["N", 4, 6], ["N", 4, 5], consts)
+    shared.graph.output.append(helper.make_tensor_value_info("z", TensorProto.FLOAT, ["N", 4, 5]))
+    outs = ngx.run(ngx.load(shared, device=device), [x])
+    np.testing.assert_allclose(outs[0], x @ w + b, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(outs[1], np.maximum(x @ w, 0), rtol=1e-5, atol=1e-5)

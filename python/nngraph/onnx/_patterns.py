@@ -88,6 +88,7 @@ def fuse_bias(graph, nodes: list) -> list:
     initializer of its output size replaced by one Gemm of the three (the importer's Gemm reads
     any layout of its first input), named as the MatMul, so its weights keep their label."""
     shapes = {i.name: tuple(i.dims) for i in graph.initializer}
+    constants = set(shapes) | {o for n in nodes if n.op_type == "Constant" for o in n.output}
     users: dict = {}
     for n in nodes:
         for i in n.input:
@@ -95,7 +96,7 @@ def fuse_bias(graph, nodes: list) -> list:
     outputs = {o.name for o in graph.output}
     drop, replace = set(), {}
     for mm in nodes:
-        if mm.op_type != "MatMul" or len(shapes.get(mm.input[1], ())) != 2 or mm.input[0] in shapes or \
+        if mm.op_type != "MatMul" or len(shapes.get(mm.input[1], ())) != 2 or mm.input[0] in constants or \
                 mm.output[0] in outputs:
             continue
         u = users.get(mm.output[0], [])
