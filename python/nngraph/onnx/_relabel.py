@@ -152,7 +152,9 @@ def squeeze(imp, n) -> list:
     x = imp.get(n.input[0])
     if isinstance(x, Stacked):
         axes = _axes_arg(imp, n, len(x.parts[0].axes) + 1)
-        return [stacked.reindexed(x, axes if axes is not None else [], [])]
+        if axes is None:
+            raise Unsupported("without axes of a tensor whose channels a Reshape split three ways is not supported")
+        return [stacked.reindexed(x, axes, [])]
     x = imp.act(n)
     axes = _axes_arg(imp, n, len(x.axes))
     dims = x.dims()
