@@ -871,6 +871,14 @@ def test_channels_split_three_ways_then_picked(pick, device, rng):
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
+def test_a_squeeze_without_axes_of_channels_split_three_ways_is_refused(rng):
+    nodes, _ = _tokens(rng)
+    nodes += [helper.make_node("Reshape", ["t", "shape"], ["r"]), helper.make_node("Squeeze", ["r"], ["y"])]
+    model = one_input_model(nodes, ["N", 5, 12], ["N", 5, 3, 2, 2], {"shape": np.array([0, 0, 3, 2, 2], np.int64)})
+    with pytest.raises(ng.UnsupportedError, match=r"Squeeze without axes of a tensor whose channels a Reshape split"):
+        ngx.load(model)
+
+
 @pytest.mark.parametrize("rows", ["channels", "pixels", "both"])
 def test_products_of_two_tensors_in_either_layout(rows, device, rng):
     """MatMul of (N, heads, L, d) and (N, heads, d, L) tensors, their rows the channels or the
