@@ -28,12 +28,12 @@ def constant_act(imp, k: np.ndarray, like: Act, label: str) -> Act:
         raise Unsupported(f"with a constant of shape {k.shape} over a tensor lying as {like.describe()}") from None
     image = to_image(np.ascontiguousarray(full), Act(None, like.shape, like.axes, like.split))[0]
     c, h, w = image.shape
-    first = imp.inputs[0]
-    pixel = Crop(first.image, window=(0, 0, 1, 1), channels=(0, 1), label=imp.label(label + "_pixel"))
-    one = Neuron(pixel, "power", a=1.0, b=0.0, c=0.0, label=imp.label(label + "_one"))  # (1 + 0·x)⁰
+    if imp.ones is None:  # one for every constant of the model: the first input's first value, (1 + 0·x)⁰
+        pixel = Crop(imp.inputs[0].image, window=(0, 0, 1, 1), channels=(0, 1), label=imp.label("constants_pixel"))
+        imp.ones = Neuron(pixel, "power", a=1.0, b=0.0, c=0.0, label=imp.label("constants_one"))
     ds = ArrayDataSource(ConvolutionDescriptor((h, w), 1, c, transposed=True), weights=image[None], biases=None,
                          label=label)
-    return Act(ConvolutionTranspose(one, ds, label=ds.label()), (c, h, w), like.axes, like.split)
+    return Act(ConvolutionTranspose(imp.ones, ds, label=ds.label()), (c, h, w), like.axes, like.split)
 
 
 def expanded(imp, n) -> list:

@@ -55,6 +55,7 @@ class Importer:
         self.lazy: dict = {}  # outputs made only when read (a recurrent layer's final state)
         self.batch = None  # the batch size of a model exported for one batch size only
         self.inputs: list = []  # the graph inputs' Acts
+        self.ones = None  # a pixel of ones per image, made for the first constant that varies within images
 
     # --- values -------------------------------------------------------------------------
 
@@ -114,15 +115,13 @@ class Importer:
         for node in nodes:
             for name in node.input:
                 self.consumers.setdefault(name, []).append(node)
-        sources = []
         for value in g.input:
             if value.name in self.env:
                 continue  # an initializer listed as an input too (older exporters)
             act = self._graph_input(value)
             self.env[value.name] = act
-            sources.append(act.image)
             self.inputs.append(act)
-        if not sources:
+        if not self.inputs:
             raise InvalidInputError("[onnx] the model has no input")
         for node in nodes:
             self._node(node)
@@ -220,7 +219,8 @@ class Importer:
                 if handler is None:
                     raise Unsupported("is not supported")
                 outs = handler(self, node)
-            elif node.op_type == "Expand" and symbolic(values[1]) and np.unique(np.asarray(values[0])).size > 1:
+            elif node.op_type == "Expand" and symbolic(values[1]) and isinstance(values[0], np.ndarray) and \
+                    values[0].dtype != object and np.unique(values[0]).size > 1:  # a class token over the batch
                 outs = expanded(self, node)
             elif any(is_symbolic(v) for v in present):
                 outs = evaluate(node.op_type, values, _attrs(node), self.batch)
