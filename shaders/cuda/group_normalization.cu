@@ -1,7 +1,12 @@
 // Group, instance and layer normalization: a block per statistic (image, group or position)
 // sums its values twice (mean, then squared deviations) and normalizes them; the gradient's
 // block sums gamma·dy and gamma·dy·x̂ the same way; gamma's and beta's gradients take a block
-// per channel. Registered here as the cuda kernels of ops/group_normalization.h.
+// per channel. Statistics over the channels of each position of NCHW images (layer
+// normalization over C) take tiles of 32 positions by 8 rows of threads instead, so that a
+// warp reads 32 neighbouring values where a block per position read values hw apart.
+// Registered here as the cuda kernels of ops/group_normalization.h.
+#include <algorithm>
+
 #include "backends/cuda/cuda_backend.h"
 #include "common.cuh"
 #include "kernels.cuh"
@@ -61,6 +66,91 @@ __global__ void input_gradient_kernel(math::NormSpan s, const T* x, const T* dy,
   }
 }
 
+constexpr int kRows = 8;  // rows of threads sharing a tile's channels
+
+// The total of v over the kRows threads of this thread's tile column, to each of them.
+__device__ __forceinline__ float column_sum(float v, float (&share)[kRows][32]) {
+  share[threadIdx.y][threadIdx.x] = v;
+  __syncthreads();
+  float total = 0.f;
+  for (int k = 0; k < kRows; ++k) total += share[k][threadIdx.x];
+  __syncthreads();  // the next call writes the shares again
+  return total;
+}
+
+// Tile t: its image and this thread's position, the position's first value and whether it is one.
+struct TilePosition {
+  int image, p;
+  size_t base;
+  bool in;
+  __device__ TilePosition(const math::NormSpan& s, size_t t) {
+    const size_t per = (s.hw + 31) / 32;
+    image = static_cast<int>(t / per), p = static_cast<int>(t % per) * 32 + threadIdx.x;
+    in = p < s.hw;
+    base = s.first(image, in ? p : 0);
+  }
+};
+
+template <class T>
+__global__ void normalize_positions_kernel(math::NormSpan s, size_t tiles, float eps, const T* x, const float* gamma,
+                                           const float* beta, float* stats, T* y) {
+  __shared__ float share[kRows][32];
+  const int c = s.channels, hw = s.hw;
+  for (size_t t = blockIdx.x; t < tiles; t += gridDim.x) {
+    const TilePosition at(s, t);
+    float sum = 0.f;
+    if (at.in)
+      for (int ch = threadIdx.y; ch < c; ch += kRows) sum += ld(x[at.base + static_cast<size_t>(ch) * hw]);
+    const float mean = column_sum(sum, share) / c;
+    float sq = 0.f;
+    if (at.in)
+      for (int ch = threadIdx.y; ch < c; ch += kRows) {
+        const float d = ld(x[at.base + static_cast<size_t>(ch) * hw]) - mean;
+        sq += d * d;
+      }
+    const float inv = rsqrtf(column_sum(sq, share) / c + eps);
+    if (!at.in) continue;
+    const size_t k = static_cast<size_t>(at.image) * hw + at.p;
+    if (stats && threadIdx.y == 0) stats[2 * k] = mean, stats[2 * k + 1] = inv;
+    if (!y) continue;
+    for (int ch = threadIdx.y; ch < c; ch += kRows) {
+      const size_t i = at.base + static_cast<size_t>(ch) * hw;
+      y[i] = st<T>(gamma[ch] * (ld(x[i]) - mean) * inv + beta[ch]);
+    }
+  }
+}
+
+template <class T>
+__global__ void input_gradient_positions_kernel(math::NormSpan s, size_t tiles, const T* x, const T* dy,
+                                                const float* gamma, const float* stats, T* dx) {
+  __shared__ float share[kRows][32];
+  const int c = s.channels, hw = s.hw;
+  for (size_t t = blockIdx.x; t < tiles; t += gridDim.x) {
+    const TilePosition at(s, t);
+    const size_t k = static_cast<size_t>(at.image) * hw + at.p;
+    const float mean = at.in ? stats[2 * k] : 0.f, inv = at.in ? stats[2 * k + 1] : 0.f;
+    float s1 = 0.f, s2 = 0.f;
+    if (at.in)
+      for (int ch = threadIdx.y; ch < c; ch += kRows) {
+        const size_t i = at.base + static_cast<size_t>(ch) * hw;
+        const float v = gamma[ch] * ld(dy[i]);
+        s1 += v;
+        s2 += v * (ld(x[i]) - mean) * inv;
+      }
+    const float m1 = column_sum(s1, share) / c, m2 = column_sum(s2, share) / c;
+    if (!at.in) continue;
+    for (int ch = threadIdx.y; ch < c; ch += kRows) {
+      const size_t i = at.base + static_cast<size_t>(ch) * hw;
+      dx[i] = st<T>(inv * (gamma[ch] * ld(dy[i]) - m1 - (ld(x[i]) - mean) * inv * m2));
+    }
+  }
+}
+
+// Whether the statistics go by tiles of positions, and the tiles and blocks for them.
+bool by_tiles(const math::NormSpan& s) { return s.per_position && s.hw > 1; }
+size_t tiles_of(const math::NormSpan& s, int images) { return static_cast<size_t>(s.hw + 31) / 32 * images; }
+unsigned tile_blocks(size_t tiles) { return static_cast<unsigned>(std::min<size_t>(tiles, 65535 * 8)); }
+
 template <class T>
 __global__ void parameter_gradient_kernel(math::NormSpan s, int images, const T* x, const T* dy, const float* stats,
                                           float* dgamma, float* dbeta) {
@@ -88,9 +178,15 @@ void group_normalization(Backend& backend, const math::NormSpan& s, float eps, c
   auto lock = b.enter();
   cuda::with_storage(x.dtype(), [&](auto z) {
     using T = decltype(z);
-    normalize_kernel<<<x.batch() * s.stats(), kThreads, 0, b.stream()>>>(
-        s, eps, x.data_as<const T>(), gamma.data_as<const float>(), beta.data_as<const float>(),
-        stats.data_as<float>(), y.data_as<T>());
+    const size_t tiles = tiles_of(s, x.batch());
+    if (by_tiles(s))
+      normalize_positions_kernel<<<tile_blocks(tiles), dim3(32, kRows), 0, b.stream()>>>(
+          s, tiles, eps, x.data_as<const T>(), gamma.data_as<const float>(), beta.data_as<const float>(),
+          stats.data_as<float>(), y.data_as<T>());
+    else
+      normalize_kernel<<<x.batch() * s.stats(), kThreads, 0, b.stream()>>>(
+          s, eps, x.data_as<const T>(), gamma.data_as<const float>(), beta.data_as<const float>(),
+          stats.data_as<float>(), y.data_as<T>());
   });
   cuda::check_launch("group_normalization");
 }
@@ -102,7 +198,12 @@ void group_normalization_gradient(Backend& backend, const math::NormSpan& s, con
   auto lock = b.enter();
   cuda::with_storage(x.dtype(), [&](auto z) {
     using T = decltype(z);
-    if (dx)
+    const size_t tiles = tiles_of(s, x.batch());
+    if (dx && by_tiles(s))
+      input_gradient_positions_kernel<<<tile_blocks(tiles), dim3(32, kRows), 0, b.stream()>>>(
+          s, tiles, x.data_as<const T>(), dy.data_as<const T>(), gamma.data_as<const float>(),
+          stats.data_as<const float>(), dx.data_as<T>());
+    else if (dx)
       input_gradient_kernel<<<x.batch() * s.stats(), kThreads, 0, b.stream()>>>(
           s, x.data_as<const T>(), dy.data_as<const T>(), gamma.data_as<const float>(), stats.data_as<const float>(),
           dx.data_as<T>());

@@ -55,6 +55,7 @@ CASES = [  # kind, groups, shape
     ("layer_c", 1, (2, 5, 3, 4)),
     ("layer_c", 1, (3, 4, 1, 1)),
     ("layer_c", 1, (2, 3, 17, 19)),  # more positions than the cpu's runs of 256
+    ("layer_c", 1, (2, 19, 5, 9)),  # cuda's tiles: 45 positions, 19 channels over 8 rows of threads
 ]
 
 
