@@ -6,6 +6,23 @@
 #include "nngraph/error.h"
 
 namespace nngraph {
+namespace {
+
+bool pads_channels_only(PadMode mode, const PadGeometry& g) {
+  return mode == PadMode::Constant && g.top == 0 && g.bottom == 0 && g.left == 0 && g.right == 0;
+}
+
+// A channels-last image's pixels as N·H·W images of one row of C values, where a padding of the
+// channels is one of the columns: the kernels' NCHW padding then serves NHWC images.
+Tensor pixel_rows(const EncodeArgs& a, const Image& image) {
+  const Tensor t = image_of(a, image);
+  const ImageShape& s = t.shape();
+  return t ? Tensor(t.data(), t.batch() * s.h * s.w, ImageShape{1, 1, s.c}, t.dtype()) : t;
+}
+
+PadGeometry as_columns(const PadGeometry& g) { return {0, 0, 0, 0, g.front, g.back}; }
+
+}  // namespace
 
 std::shared_ptr<PaddingNode> PaddingNode::create(ImageNodePtr source, PadMode mode, PadGeometry pads, float value,
                                                  std::string label) {
@@ -64,8 +81,16 @@ ImageShape PaddingNode::infer(const std::vector<ImageShape>& s) const {
   return out;
 }
 
+bool PaddingNode::channels_last(DeviceType, const std::vector<ImageShape>& s) const {
+  return pads_channels_only(mode_, geometry(s[0]));
+}
+
 void PaddingNode::encode(const EncodeArgs& a) const {
-  dispatch<PaddingKernel>(a.backend, mode_, geometry(a.sources[0]->shape()), value_, *a.sources[0], a.result);
+  const PadGeometry g = geometry(a.sources[0]->shape());
+  if (a.layout == Layout::NHWC)
+    dispatch<PaddingKernel>(a.backend, mode_, as_columns(g), value_, pixel_rows(a, *a.sources[0]), pixel_rows(a, a.result));
+  else
+    dispatch<PaddingKernel>(a.backend, mode_, g, value_, *a.sources[0], a.result);
 }
 
 std::vector<FilterNodePtr> PaddingNode::make_gradients(const ImageNodePtr& dy) {
@@ -86,10 +111,18 @@ ImageShape PaddingGradientNode::infer(const std::vector<ImageShape>& s) const {
   return in;
 }
 
+bool PaddingGradientNode::channels_last(DeviceType, const std::vector<ImageShape>& s) const {
+  return pads_channels_only(forward_->mode(), forward_->geometry(forward_->is_crop() ? s[1] : s[0]));
+}
+
 void PaddingGradientNode::encode(const EncodeArgs& a) const {
   if (a.result.empty()) return;
-  dispatch<PaddingGradientKernel>(a.backend, forward_->mode(), forward_->geometry(a.result.shape()), *a.sources[0],
-                                  a.result);
+  const PadGeometry g = forward_->geometry(a.result.shape());
+  if (a.layout == Layout::NHWC)
+    dispatch<PaddingGradientKernel>(a.backend, forward_->mode(), as_columns(g), pixel_rows(a, *a.sources[0]),
+                                    pixel_rows(a, a.result));
+  else
+    dispatch<PaddingGradientKernel>(a.backend, forward_->mode(), g, *a.sources[0], a.result);
 }
 
 }  // namespace nngraph

@@ -42,6 +42,9 @@ class PaddingNode : public FilterNode {
   float value() const { return value_; }
   // The amounts for a source of this shape (a crop's window resolved).
   PadGeometry geometry(const ImageShape& in) const;
+  // Channels-last graphs: a constant padding or crop of the channels alone (the qkv split of an
+  // imported transformer) pads each pixel's row of channels, so it reads NHWC images.
+  bool channels_last(DeviceType device, const std::vector<ImageShape>& sources) const override;
 
  protected:
   std::vector<FilterNodePtr> make_gradients(const ImageNodePtr& source_gradient) override;
@@ -61,6 +64,7 @@ class PaddingGradientNode : public GradientNode {
   PaddingGradientNode(const ImageNodePtr& dy, std::shared_ptr<PaddingNode> forward);
   ImageShape infer(const std::vector<ImageShape>& sources) const override;
   void encode(const EncodeArgs& args) const override;
+  bool channels_last(DeviceType device, const std::vector<ImageShape>& sources) const override;
 
  private:
   std::shared_ptr<PaddingNode> forward_;
