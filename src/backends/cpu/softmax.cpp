@@ -1,69 +1,83 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <vector>
 
 #include "backends/cpu/cpu_backend.h"
+#include "backends/math.h"
 #include "ops/softmax.h"
 
 namespace nngraph {
 
-// Channels are strided by H·W; each image keeps per-pixel max and sum in small arrays so
-// the inner loops run along contiguous pixels.
+// Channels are strided by H·W. The work is split into runs of pixels of one image, each
+// keeping its pixels' max and sum in small arrays, so the inner loops run along contiguous
+// pixels, vectorize (exp_fast), and a single image's softmax (attention's scores at batch 1)
+// still spreads over the threads.
 namespace {
+
+constexpr size_t kRun = 64;  // pixels a unit of work takes
+
+// e^d, 0 for −∞ (a masked value) as expf gives; exp_fast alone would saturate to 1e-38.
+inline float exp_of(float d) { return d == -std::numeric_limits<float>::infinity() ? 0.f : math::exp_fast(d); }
+
+// fn(x, y, pixels, hw) for each run: x and y at the run's first pixel of channel 0.
+template <class Fn>
+void for_each_run(Backend& backend, const Tensor& t, Fn fn) {
+  const size_t c = static_cast<size_t>(t.shape().c), hw = static_cast<size_t>(t.shape().h) * t.shape().w;
+  const size_t runs = (hw + kRun - 1) / kRun;
+  pool_of(backend).parallel_for(static_cast<size_t>(t.batch()) * runs, [&](size_t first, size_t end) {
+    for (size_t u = first; u < end; ++u) {
+      const size_t p0 = u % runs * kRun;
+      fn(u / runs * c * hw + p0, std::min(kRun, hw - p0), hw);
+    }
+  });
+}
 
 void softmax(Backend& backend, bool log, const Tensor& in, const Tensor& out) {
   const int c = in.shape().c;
-  const size_t hw = static_cast<size_t>(in.shape().h) * in.shape().w;
   const float* src = in.data_as<float>();
   float* dst = out.data_as<float>();
-  pool_of(backend).parallel_for(static_cast<size_t>(in.batch()), [&](size_t b, size_t e) {
-    std::vector<float> mx(hw), sum(hw);
-    for (size_t n = b; n < e; ++n) {
-      const float* x = src + n * c * hw;
-      float* y = dst + n * c * hw;
-      std::fill(mx.begin(), mx.end(), -std::numeric_limits<float>::infinity());
-      std::fill(sum.begin(), sum.end(), 0.f);
-      for (int ch = 0; ch < c; ++ch)
-        for (size_t p = 0; p < hw; ++p) mx[p] = std::max(mx[p], x[ch * hw + p]);
-      for (int ch = 0; ch < c; ++ch)
-        for (size_t p = 0; p < hw; ++p) {
-          const float v = std::exp(x[ch * hw + p] - mx[p]);
-          sum[p] += v;
-          if (!log) y[ch * hw + p] = v;
-        }
-      if (log) {
-        for (size_t p = 0; p < hw; ++p) sum[p] = mx[p] + std::log(sum[p]);
-        for (int ch = 0; ch < c; ++ch)
-          for (size_t p = 0; p < hw; ++p) y[ch * hw + p] = x[ch * hw + p] - sum[p];
-      } else {
-        for (size_t p = 0; p < hw; ++p) sum[p] = 1.f / sum[p];
-        for (int ch = 0; ch < c; ++ch)
-          for (size_t p = 0; p < hw; ++p) y[ch * hw + p] *= sum[p];
+  for_each_run(backend, in, [&](size_t at, size_t np, size_t hw) {
+    const float* x = src + at;
+    float* y = dst + at;
+    float mx[kRun], sum[kRun];
+    std::fill_n(mx, np, -std::numeric_limits<float>::infinity());
+    std::fill_n(sum, np, 0.f);
+    for (int ch = 0; ch < c; ++ch)
+      for (size_t p = 0; p < np; ++p) mx[p] = std::max(mx[p], x[ch * hw + p]);
+    for (int ch = 0; ch < c; ++ch)
+      for (size_t p = 0; p < np; ++p) {
+        const float v = exp_of(x[ch * hw + p] - mx[p]);
+        sum[p] += v;
+        if (!log) y[ch * hw + p] = v;
       }
+    if (log) {
+      for (size_t p = 0; p < np; ++p) sum[p] = mx[p] + std::log(sum[p]);
+      for (int ch = 0; ch < c; ++ch)
+        for (size_t p = 0; p < np; ++p) y[ch * hw + p] = x[ch * hw + p] - sum[p];
+    } else {
+      for (size_t p = 0; p < np; ++p) sum[p] = 1.f / sum[p];
+      for (int ch = 0; ch < c; ++ch)
+        for (size_t p = 0; p < np; ++p) y[ch * hw + p] *= sum[p];
     }
   });
 }
 
 void softmax_gradient(Backend& backend, bool log, const Tensor& y, const Tensor& dy, const Tensor& dx) {
   const int c = y.shape().c;
-  const size_t hw = static_cast<size_t>(y.shape().h) * y.shape().w;
-  pool_of(backend).parallel_for(static_cast<size_t>(y.batch()), [&](size_t b, size_t e) {
-    std::vector<float> sum(hw);
-    for (size_t n = b; n < e; ++n) {
-      const float* yv = y.data_as<float>() + n * c * hw;
-      const float* g = dy.data_as<float>() + n * c * hw;
-      float* out = dx.data_as<float>() + n * c * hw;
-      std::fill(sum.begin(), sum.end(), 0.f);
-      // softmax: dx = y·(dy − Σ dy·y);  log-softmax: dx = dy − exp(y)·Σ dy
-      for (int ch = 0; ch < c; ++ch)
-        for (size_t p = 0; p < hw; ++p) sum[p] += log ? g[ch * hw + p] : g[ch * hw + p] * yv[ch * hw + p];
-      for (int ch = 0; ch < c; ++ch)
-        for (size_t p = 0; p < hw; ++p) {
-          const size_t i = ch * hw + p;
-          out[i] = log ? g[i] - std::exp(yv[i]) * sum[p] : yv[i] * (g[i] - sum[p]);
-        }
-    }
+  for_each_run(backend, y, [&](size_t at, size_t np, size_t hw) {
+    const float* yv = y.data_as<float>() + at;
+    const float* g = dy.data_as<float>() + at;
+    float* out = dx.data_as<float>() + at;
+    float sum[kRun];
+    std::fill_n(sum, np, 0.f);
+    // softmax: dx = y·(dy − Σ dy·y);  log-softmax: dx = dy − exp(y)·Σ dy
+    for (int ch = 0; ch < c; ++ch)
+      for (size_t p = 0; p < np; ++p) sum[p] += log ? g[ch * hw + p] : g[ch * hw + p] * yv[ch * hw + p];
+    for (int ch = 0; ch < c; ++ch)
+      for (size_t p = 0; p < np; ++p) {
+        const size_t i = ch * hw + p;
+        out[i] = log ? g[i] - exp_of(yv[i]) * sum[p] : yv[i] * (g[i] - sum[p]);
+      }
   });
 }
 
