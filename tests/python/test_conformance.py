@@ -116,7 +116,8 @@ CASES = {
                                                    channels=(1, -1)), s["dy"])
                 + forward_and_gradients(ng.Crop(s["x"], window=(1, 0, 3, 5), channels=(1, 1)), s["crop"])
                 # Channels alone, which channels-last graphs pad pixel by pixel.
-                + forward_and_gradients(ng.Padding(s["x"], (0, 0, 0, 0), mode="constant", value=0.5, channels=(1, 2)), s["dyc"])
+                + forward_and_gradients(ng.Padding(s["x"], (0, 0, 0, 0), mode="constant", value=0.5,
+                                                   channels=(1, 2)), s["dyc"])
                 + forward_and_gradients(ng.Crop(s["x"], channels=(1, 1)), s["cropc"]),
                 lambda rng: {"x": rng.standard_normal((2, 2, 5, 6)), "dy": rng.standard_normal((2, 2, 8, 9)),
                              "crop": rng.standard_normal((2, 1, 3, 5)), "dyc": rng.standard_normal((2, 5, 5, 6)),
