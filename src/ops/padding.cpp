@@ -8,19 +8,29 @@
 namespace nngraph {
 namespace {
 
-bool pads_channels_only(PadMode mode, const PadGeometry& g) {
-  return mode == PadMode::Constant && g.top == 0 && g.bottom == 0 && g.left == 0 && g.right == 0;
+// Channels-last images for the kernels' NCHW padding: a constant padding of the channels alone
+// pads each pixel's row of C values (N·H·W one-row images), and one of the rows and columns
+// alone pads rows of W·C values (N one-channel images of H rows), a pixel's C values moving
+// together. Other paddings (both at once; reflect and edge) read NCHW copies.
+bool channels_alone(const PadGeometry& g) { return g.top == 0 && g.bottom == 0 && g.left == 0 && g.right == 0; }
+
+bool reads_nhwc(PadMode mode, const PadGeometry& g) {
+  return mode == PadMode::Constant && (channels_alone(g) || (g.front == 0 && g.back == 0));
 }
 
-// A channels-last image's pixels as N·H·W images of one row of C values, where a padding of the
-// channels is one of the columns: the kernels' NCHW padding then serves NHWC images.
-Tensor pixel_rows(const EncodeArgs& a, const Image& image) {
+Tensor nhwc_view(const EncodeArgs& a, const Image& image, const PadGeometry& g) {
   const Tensor t = image_of(a, image);
+  if (!t) return t;
   const ImageShape& s = t.shape();
-  return t ? Tensor(t.data(), t.batch() * s.h * s.w, ImageShape{1, 1, s.c}, t.dtype()) : t;
+  return channels_alone(g) ? Tensor(t.data(), t.batch() * s.h * s.w, ImageShape{1, 1, s.c}, t.dtype())
+                           : Tensor(t.data(), t.batch(), ImageShape{1, s.h, s.w * s.c}, t.dtype());
 }
 
-PadGeometry as_columns(const PadGeometry& g) { return {0, 0, 0, 0, g.front, g.back}; }
+// The amounts over those images; c, the channels, which a padding of rows and columns keeps.
+PadGeometry nhwc_amounts(const PadGeometry& g, int c) {
+  return channels_alone(g) ? PadGeometry{0, 0, 0, 0, g.front, g.back}
+                           : PadGeometry{0, 0, g.top, g.bottom, g.left * c, g.right * c};
+}
 
 }  // namespace
 
@@ -82,13 +92,14 @@ ImageShape PaddingNode::infer(const std::vector<ImageShape>& s) const {
 }
 
 bool PaddingNode::channels_last(DeviceType, const std::vector<ImageShape>& s) const {
-  return pads_channels_only(mode_, geometry(s[0]));
+  return reads_nhwc(mode_, geometry(s[0]));
 }
 
 void PaddingNode::encode(const EncodeArgs& a) const {
   const PadGeometry g = geometry(a.sources[0]->shape());
   if (a.layout == Layout::NHWC)
-    dispatch<PaddingKernel>(a.backend, mode_, as_columns(g), value_, pixel_rows(a, *a.sources[0]), pixel_rows(a, a.result));
+    dispatch<PaddingKernel>(a.backend, mode_, nhwc_amounts(g, a.sources[0]->shape().c), value_,
+                            nhwc_view(a, *a.sources[0], g), nhwc_view(a, a.result, g));
   else
     dispatch<PaddingKernel>(a.backend, mode_, g, value_, *a.sources[0], a.result);
 }
@@ -112,15 +123,15 @@ ImageShape PaddingGradientNode::infer(const std::vector<ImageShape>& s) const {
 }
 
 bool PaddingGradientNode::channels_last(DeviceType, const std::vector<ImageShape>& s) const {
-  return pads_channels_only(forward_->mode(), forward_->geometry(forward_->is_crop() ? s[1] : s[0]));
+  return reads_nhwc(forward_->mode(), forward_->geometry(forward_->is_crop() ? s[1] : s[0]));
 }
 
 void PaddingGradientNode::encode(const EncodeArgs& a) const {
   if (a.result.empty()) return;
   const PadGeometry g = forward_->geometry(a.result.shape());
   if (a.layout == Layout::NHWC)
-    dispatch<PaddingGradientKernel>(a.backend, forward_->mode(), as_columns(g), pixel_rows(a, *a.sources[0]),
-                                    pixel_rows(a, a.result));
+    dispatch<PaddingGradientKernel>(a.backend, forward_->mode(), nhwc_amounts(g, a.result.shape().c),
+                                    nhwc_view(a, *a.sources[0], g), nhwc_view(a, a.result, g));
   else
     dispatch<PaddingGradientKernel>(a.backend, forward_->mode(), g, *a.sources[0], a.result);
 }

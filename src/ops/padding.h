@@ -43,7 +43,7 @@ class PaddingNode : public FilterNode {
   // The amounts for a source of this shape (a crop's window resolved).
   PadGeometry geometry(const ImageShape& in) const;
   // Channels-last graphs: a constant padding or crop of the channels alone (the qkv split of an
-  // imported transformer) pads each pixel's row of channels, so it reads NHWC images.
+  // imported transformer), or of the rows and columns alone, reads NHWC images.
   bool channels_last(DeviceType device, const std::vector<ImageShape>& sources) const override;
 
  protected:

@@ -115,13 +115,15 @@ CASES = {
                 + forward_and_gradients(ng.Padding(s["x"], (-1, 4, 2, 1), mode="constant", value=0.5,
                                                    channels=(1, -1)), s["dy"])
                 + forward_and_gradients(ng.Crop(s["x"], window=(1, 0, 3, 5), channels=(1, 1)), s["crop"])
-                # Channels alone, which channels-last graphs pad pixel by pixel.
+                # Channels alone, or rows and columns alone: channels-last graphs pad them in place.
                 + forward_and_gradients(ng.Padding(s["x"], (0, 0, 0, 0), mode="constant", value=0.5,
                                                    channels=(1, 2)), s["dyc"])
-                + forward_and_gradients(ng.Crop(s["x"], channels=(1, 1)), s["cropc"]),
+                + forward_and_gradients(ng.Crop(s["x"], channels=(1, 1)), s["cropc"])
+                + forward_and_gradients(ng.Padding(s["x"], (1, 2, 0, 3), mode="constant", value=-0.5), s["dy"])
+                + forward_and_gradients(ng.Crop(s["x"], window=(1, 2, 3, 4)), s["crops"]),
                 lambda rng: {"x": rng.standard_normal((2, 2, 5, 6)), "dy": rng.standard_normal((2, 2, 8, 9)),
                              "crop": rng.standard_normal((2, 1, 3, 5)), "dyc": rng.standard_normal((2, 5, 5, 6)),
-                             "cropc": rng.standard_normal((2, 1, 5, 6))}),
+                             "cropc": rng.standard_normal((2, 1, 5, 6)), "crops": rng.standard_normal((2, 2, 3, 4))}),
     "Upsampling": (lambda s: forward_and_gradients(ng.Upsampling(s["x"], (2, 3)), s["dy"])
                    + forward_and_gradients(ng.Upsampling(s["x"], (2, 3), mode="bilinear"), s["dy"])
                    + forward_and_gradients(ng.Upsampling(s["x"], (2, 3), mode="bilinear", align_corners=True),
