@@ -19,7 +19,7 @@ constexpr size_t kRun = 64;  // pixels a unit of work takes
 // e^d, 0 for −∞ (a masked value) as expf gives; exp_fast alone would saturate to 1e-38.
 inline float exp_of(float d) { return d == -std::numeric_limits<float>::infinity() ? 0.f : math::exp_fast(d); }
 
-// fn(x, y, pixels, hw) for each run: x and y at the run's first pixel of channel 0.
+// fn(at, pixels, hw) for each run: `at` the offset of its first pixel in channel 0.
 template <class Fn>
 void for_each_run(Backend& backend, const Tensor& t, Fn fn) {
   const size_t c = static_cast<size_t>(t.shape().c), hw = static_cast<size_t>(t.shape().h) * t.shape().w;
