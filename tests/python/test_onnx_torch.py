@@ -37,6 +37,22 @@ class LSTMClassifier(torch.nn.Module):
         return self.fc(y[:, -1])
 
 
+class SequenceTransformer(torch.nn.Module):
+    """Sequences (N, T, F) → a linear embedding → nn.TransformerEncoder (two layers, post- or
+    pre-norm, relu or gelu) → the mean over the steps → logits."""
+
+    def __init__(self, norm_first=False, activation="relu", features=6, width=16, classes=4):
+        super().__init__()
+        self.embed = torch.nn.Linear(features, width)
+        layer = torch.nn.TransformerEncoderLayer(width, 4, 32, dropout=0.0, activation=activation, batch_first=True,
+                                                 norm_first=norm_first)
+        self.encoder = torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+        self.head = torch.nn.Linear(width, classes)
+
+    def forward(self, x):
+        return self.head(self.encoder(self.embed(x)).mean(1))
+
+
 class SelfAttention(torch.nn.Module):
     """nn.MultiheadAttention over a convolution's pixels, written out by hand beside it
     (q·kᵀ scaled, softmax, ·v), mean-pooled."""
@@ -74,6 +90,8 @@ NETWORKS = {
     "lstm": (LSTMClassifier, (3, 5, 8)),
     "vit": (torch_models.ViT, (3, 3, 16, 16)),
     "self_attention": (SelfAttention, (3, 3, 8, 10)),
+    "transformer_encoder": (SequenceTransformer, (3, 7, 6)),
+    "transformer_encoder_pre_norm": (lambda: SequenceTransformer(True, "gelu"), (3, 7, 6)),
 }
 
 
