@@ -938,6 +938,61 @@ def test_a_constant_that_varies_within_the_image_is_added(device, rng):
     assert {"pos", "cls"} <= {ds.label() for ds in graph.data_sources}
 
 
+@pytest.mark.parametrize("form", ["fill", "fill_first", "two_tensors", "additive"])
+def test_where_and_masks_of_constants(form, device, rng):
+    """Where with a constant condition: a finite fill (either branch), two computed branches,
+    and a causal mask of −∞ (masked_fill's Where, and the additive mask TorchScript folds it to)
+    before a softmax, against onnxruntime; the masks are frozen data sources."""
+    nodes, x = _tokens(rng, channels=5, length=5)
+    x = x.astype(np.float32)
+    upper = np.triu(np.ones((5, 5), bool), 1)  # tokens along L, the mask over (L, C)
+    consts = {"c": upper}
+    if form == "fill":
+        consts["v"] = np.array(2.5, np.float32)
+        nodes += [helper.make_node("Where", ["c", "v", "t"], ["y"])]
+        want = np.where(upper, 2.5, x)
+    elif form == "fill_first":
+        consts["v"] = rng.standard_normal((5, 5)).astype(np.float32)
+        nodes += [helper.make_node("Where", ["c", "t", "v"], ["y"])]
+        want = np.where(upper, x, consts["v"])
+    elif form == "two_tensors":
+        nodes += [helper.make_node("Sigmoid", ["t"], ["s"]), helper.make_node("Where", ["c", "t", "s"], ["y"])]
+        want = np.where(upper, x, 1 / (1 + np.exp(-x)))
+    else:
+        consts["m"] = np.where(upper, -np.inf, 0).astype(np.float32)
+        consts["v"] = np.array(-np.inf, np.float32)
+        nodes += [helper.make_node("Add", ["t", "m"], ["a"]), helper.make_node("Where", ["c", "v", "t"], ["w"]),
+                  helper.make_node("Softmax", ["a"], ["sa"], axis=-1), helper.make_node("Softmax", ["w"], ["sw"],
+                                                                                     axis=-1),
+                  helper.make_node("Sub", ["sa", "sw"], ["d"]), helper.make_node("Add", ["sa", "d"], ["y"])]
+        e = np.exp(np.where(upper, -np.inf, x) - np.where(upper, -np.inf, x).max(-1, keepdims=True))
+        want = e / e.sum(-1, keepdims=True)
+    model = one_input_model(nodes, ["N", 5, 5], ["N", 5, 5], consts)
+    graph = ngx.load(model, device=device)
+    np.testing.assert_allclose(ngx.run(graph, [x])[0], want, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(onnxruntime(model, x), want, rtol=1e-6, atol=1e-6)
+    masks = [ds for ds in graph.data_sources if "mask" in ds.label() or "fill" in ds.label() or ds.label() == "m"]
+    assert masks and all(ds.frozen == ["weights"] for ds in masks)
+
+
+def test_where_with_a_computed_condition_is_refused(rng):
+    """Only constant conditions (masks) are taken: a comparison of computed tensors is refused by name."""
+    nodes, _ = _tokens(rng, channels=5, length=5)
+    nodes += [helper.make_node("Greater", ["t", "z"], ["c"], name="compare"),
+              helper.make_node("Where", ["c", "t", "z"], ["y"])]
+    model = one_input_model(nodes, ["N", 5, 5], ["N", 5, 5], {"z": np.zeros((), np.float32)})
+    with pytest.raises(ng.UnsupportedError, match=r"\[compare\] Greater is not supported"):
+        ngx.load(model)
+
+
+def test_a_constant_holding_nan_is_refused(rng):
+    nodes, _ = _tokens(rng, channels=5, length=5)
+    nodes += [helper.make_node("Add", ["t", "k"], ["y"])]
+    model = one_input_model(nodes, ["N", 5, 5], ["N", 5, 5], {"k": np.full((5, 5), np.nan, np.float32)})
+    with pytest.raises(ng.UnsupportedError, match=r"Add with a constant holding NaN is not supported"):
+        ngx.load(model)
+
+
 @pytest.mark.parametrize("bias_first", [False, True])
 def test_a_matmul_and_its_bias_are_one_product(bias_first, device, rng):
     """MatMul by weights, then Add of a bias of its output size (either operand order): one product

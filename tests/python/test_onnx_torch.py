@@ -14,6 +14,8 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
+from conftest import GPUS  # noqa: E402
+
 import nngraph as ng  # noqa: E402
 import nngraph.onnx as ngx  # noqa: E402
 
@@ -39,18 +41,41 @@ class LSTMClassifier(torch.nn.Module):
 
 class SequenceTransformer(torch.nn.Module):
     """Sequences (N, T, F) → a linear embedding → nn.TransformerEncoder (two layers, post- or
-    pre-norm, relu or gelu) → the mean over the steps → logits."""
+    pre-norm, relu or gelu; causal: each step attends to those before it, a mask of −∞) → the
+    mean over the steps → logits."""
 
-    def __init__(self, norm_first=False, activation="relu", features=6, width=16, classes=4):
+    def __init__(self, norm_first=False, activation="relu", causal=False, features=6, width=16, classes=4, length=7):
         super().__init__()
         self.embed = torch.nn.Linear(features, width)
         layer = torch.nn.TransformerEncoderLayer(width, 4, 32, dropout=0.0, activation=activation, batch_first=True,
                                                  norm_first=norm_first)
         self.encoder = torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
         self.head = torch.nn.Linear(width, classes)
+        self.causal = causal
+        self.register_buffer("mask", torch.nn.Transformer.generate_square_subsequent_mask(length) if causal else None)
 
     def forward(self, x):
-        return self.head(self.encoder(self.embed(x)).mean(1))
+        y = self.encoder(self.embed(x), mask=self.mask, is_causal=self.causal)
+        return self.head(y.mean(1))
+
+
+class CausalAttention(torch.nn.Module):
+    """Causal self-attention on sequences (N, T, E) twice: scaled_dot_product_attention with
+    is_causal, and written out with masked_fill(−∞) of a lower-triangular buffer; summed."""
+
+    def __init__(self, width=16, heads=4, length=7, classes=3):
+        super().__init__()
+        self.heads = heads
+        self.qkv, self.head = torch.nn.Linear(width, 3 * width), torch.nn.Linear(width, classes)
+        self.register_buffer("tri", torch.tril(torch.ones(length, length)))
+
+    def forward(self, x):
+        n, t, e = x.shape
+        q, k, v = self.qkv(x).reshape(n, t, 3, self.heads, e // self.heads).permute(2, 0, 3, 1, 4)
+        fused = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        scores = (q @ k.transpose(-2, -1) * (e // self.heads) ** -0.5).masked_fill(self.tri == 0, float("-inf"))
+        y = fused + scores.softmax(-1) @ v
+        return self.head(y.transpose(1, 2).reshape(n, t, e))
 
 
 class SelfAttention(torch.nn.Module):
@@ -92,6 +117,8 @@ NETWORKS = {
     "self_attention": (SelfAttention, (3, 3, 8, 10)),
     "transformer_encoder": (SequenceTransformer, (3, 7, 6)),
     "transformer_encoder_pre_norm": (lambda: SequenceTransformer(True, "gelu"), (3, 7, 6)),
+    "causal_transformer_encoder": (lambda: SequenceTransformer(causal=True), (3, 7, 6)),
+    "causal_attention": (CausalAttention, (3, 7, 16)),
 }
 
 
@@ -271,6 +298,22 @@ class Resampled(torch.nn.Module):
         x = F.interpolate(self.conv(x), size=(11, 6), mode="bilinear")
         x = F.interpolate(torch.flip(x, [3]), scale_factor=0.5) + F.interpolate(x, size=(5, 3), mode="bicubic")
         return torch.flip(F.interpolate(x, size=(7, 4), mode="nearest"), [2, 3])
+
+
+@pytest.mark.parametrize("fmt", ["float16", "bfloat16"])
+@pytest.mark.parametrize("device", GPUS)
+def test_causal_masks_in_half_graphs(fmt, device, tmp_path):
+    """A causal mask's −∞ imported as a finite weight (±65504, what float16 holds): half graphs
+    on a GPU give finite outputs near torch's, the masked scores' weights 0."""
+    torch.manual_seed(0)
+    net = CausalAttention().eval()
+    x = torch.randn(3, 7, 16)
+    with torch.no_grad():
+        expected = net(x).numpy()
+    export(net, x, tmp_path / "m.onnx", dynamo=False)
+    out = ngx.run(ngx.load(tmp_path / "m.onnx", device=device, format=fmt), [x.numpy()])[0]
+    assert np.isfinite(out).all()
+    np.testing.assert_allclose(out, expected, rtol=0.05, atol=0.05 * np.abs(expected).max())
 
 
 class SegmentationHead(torch.nn.Module):

@@ -1,7 +1,7 @@
 """Constant tensors that vary within an image (a learned position embedding, a class token
-expanded over the batch), made for every image from a pixel of ones: a transposed
-convolution whose kernel is the constant. Its weights are the constant's, trainable, as the
-embedding is a parameter of the model it came from."""
+expanded over the batch, an attention mask), made for every image from a pixel of ones: a
+transposed convolution whose kernel is the constant. Its weights are the constant's, trainable,
+as the embedding is a parameter of the model it came from; a mask's are frozen."""
 
 from __future__ import annotations
 
@@ -11,15 +11,23 @@ from nngraph._core import ArrayDataSource, ConvolutionDescriptor, ConvolutionTra
 from nngraph.onnx._layout import Act, Sym, Unsupported, to_image
 
 
-def constant_act(imp, k: np.ndarray, like: Act, label: str) -> Act:
+def constant_act(imp, k: np.ndarray, like: Act, label: str, frozen: bool = False) -> Act:
     """k, broadcast to the dims of `like` (1 along the batch), as an image for every image,
-    laid out as `like`; `label` (one the importer gave) names its data source."""
+    laid out as `like`; `label` (one the importer gave) names its data source, whose weights
+    are `frozen` where asked. A constant holding ±∞ (a causal mask added to attention's scores)
+    is a mask, frozen, its infinities ±65504, the largest float16, finite in every format a
+    graph computes in (an infinite weight would make NaN of the zeros a convolution multiplies
+    it by): added to a score, a value whose exponential is 0, as softmax takes −∞."""
     dims = []
     for e, d in zip(like.axes, like.dims()):
         if "N" in like.norm(e) and like.norm(e) != ("N",):
             raise Unsupported(f"of a constant over a tensor lying as {like.describe()} is not supported")
         dims.append(1 if isinstance(d, Sym) else int(d))
     k = np.asarray(k, np.float32)
+    if np.isnan(k).any():
+        raise Unsupported("with a constant holding NaN is not supported")
+    if np.isinf(k).any():
+        k, frozen = np.where(np.isinf(k), np.copysign(np.finfo(np.float16).max, k), k).astype(np.float32), True
     if k.ndim > len(dims):
         raise Unsupported(f"with a constant of shape {k.shape} that enlarges the tensor is not supported")
     try:
@@ -32,7 +40,7 @@ def constant_act(imp, k: np.ndarray, like: Act, label: str) -> Act:
         pixel = Crop(imp.inputs[0].image, window=(0, 0, 1, 1), channels=(0, 1), label=imp.label("constants_pixel"))
         imp.ones = Neuron(pixel, "power", a=1.0, b=0.0, c=0.0, label=imp.label("constants_one"))
     ds = ArrayDataSource(ConvolutionDescriptor((h, w), 1, c, transposed=True), weights=image[None], biases=None,
-                         label=label)
+                         label=label, frozen=["weights"] if frozen else [])
     return Act(ConvolutionTranspose(imp.ones, ds, label=ds.label()), (c, h, w), like.axes, like.split)
 
 

@@ -161,6 +161,51 @@ def arithmetic(imp, n) -> list:
     return [_scale_shift(imp, imp.label(n.name or op), x, scale, shift)]
 
 
+def where(imp, n) -> list:
+    """Where(condition, x, y) with a constant condition (masked_fill of attention's scores):
+    x·c + y·(1 − c), each branch computed or a constant. The masks and the constant part are
+    frozen images of their own (constant_act, which takes ±∞ as ±65504). A computed branch the
+    other fills only with ±∞ is added to it unmasked: masked_fill(−∞) before a softmax, whose
+    exponential of a score less 65504 is 0 as it is of −∞."""
+    cond = imp.get(n.input[0])
+    if isinstance(cond, (Act, Filled)):
+        raise Unsupported("with a computed condition is not supported")
+    c = np.asarray(cond, bool)
+    branches = [imp.get(n.input[1]), imp.get(n.input[2])]
+    if any(isinstance(b, Filled) for b in branches):
+        raise Unsupported("with a batch-sized constant branch is not supported")
+    chosen = [c, ~c]
+    fill = None
+    for b, pick in zip(branches, chosen):
+        if not isinstance(b, Act):
+            v = np.where(pick, np.asarray(b, np.float32), np.float32(0))
+            fill = v if fill is None else fill + v
+    base = n.name or "Where"
+    parts = []
+    for i, (b, pick) in enumerate(zip(branches, chosen)):
+        if not isinstance(b, Act) or not pick.any():
+            continue
+        other = branches[1 - i]
+        if not isinstance(other, Act):
+            values, where_other = np.broadcast_arrays(np.asarray(other, np.float32), ~pick)
+            filled_by_infinity = bool(np.isinf(values[where_other]).all())
+        else:
+            filled_by_infinity = False
+        if pick.all() or filled_by_infinity:
+            parts.append(b)
+        else:
+            mask = constant_act(imp, pick.astype(np.float32), b, imp.label(base + "_mask"), frozen=True)
+            parts.append(_two_images(imp, n, b, mask, Multiplication))
+    if not parts:
+        raise Unsupported("whose condition never picks the computed tensor is not supported")
+    out = parts[0]
+    for p in parts[1:]:
+        out = _two_images(imp, n, out, p, Addition)
+    if fill is not None and np.any(fill != 0):
+        out = _two_images(imp, n, out, constant_act(imp, fill, out, imp.label(base + "_fill"), frozen=True), Addition)
+    return [out]
+
+
 def _per_channel(x: Act, k: np.ndarray) -> bool:
     """Whether the constant k is a scalar or holds one value per channel of x."""
     if k.size == 1:

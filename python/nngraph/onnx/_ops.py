@@ -28,6 +28,6 @@ HANDLERS = {
     "LSTM": import_rnn, "GRU": import_rnn, "RNN": import_rnn,
     **dict.fromkeys((*e.NEURONS, "LeakyRelu", "Elu", "Selu", "Celu", "Mish", "Softsign", "HardSigmoid", "Gelu",
                      "Clip", "Pow"), e.neuron),
-    "Max": e.extremum, "Min": e.extremum,
+    "Max": e.extremum, "Min": e.extremum, "Where": e.where,
     **dict.fromkeys(e.ARITHMETIC, e.arithmetic), "Sum": e.total, "Mean": e.total,
 }
