@@ -453,20 +453,23 @@ def test_an_imported_transformer_trains_as_torch_does(tmp_path):
     np.testing.assert_allclose(step("pos").reshape(pos.shape[1], pos.shape[0]).T, pos, rtol=2e-3, atol=2e-5)
 
 
-@pytest.mark.parametrize("name", ["vit", "self_attention"])
+@pytest.mark.parametrize("name", ["vit", "self_attention", "causal_attention", "causal_transformer_encoder"])
 def test_an_imported_transformer_saves_and_imports_back(name, tmp_path):
     """The import saved again: onnxruntime runs it as the import ran, and it imports back the same
-    (the tokens' (C, 1, L) rows made from (C, H, W) images are copies the reading operators take)."""
+    (the tokens' (C, 1, L) rows made from (C, H, W) images are copies the reading operators take;
+    a causal mask's frozen constants are written as they were read). The saved model takes and
+    gives the graph's images: a sequence (N, T, F) as (N, F, 1, T)."""
     build, shape = NETWORKS[name]
     torch.manual_seed(0)
     net = build().eval()
     x = torch.randn(*shape)
     export(net, x, tmp_path / "m.onnx", dynamo=False)
     graph = ngx.load(tmp_path / "m.onnx")
-    ours = ngx.run(graph, [x.numpy()])[0]
+    image = x.numpy() if x.ndim == 4 else np.ascontiguousarray(x.numpy().transpose(0, 2, 1)[:, :, None, :])
+    ours = graph.run(image)
     ngx.save(graph, tmp_path / "back.onnx")
     s = ort.InferenceSession(str(tmp_path / "back.onnx"), providers=["CPUExecutionProvider"])
-    again = s.run(None, {s.get_inputs()[0].name: x.numpy()})[0]
+    again = s.run(None, {s.get_inputs()[0].name: image})[0]
     np.testing.assert_allclose(again.reshape(ours.shape), ours, rtol=1e-5, atol=1e-6 * np.abs(ours).max())
-    back = ngx.run(ngx.load(tmp_path / "back.onnx"), [x.numpy()])[0]
+    back = ngx.load(tmp_path / "back.onnx").run(image)
     np.testing.assert_allclose(back.reshape(ours.shape), ours, rtol=1e-5, atol=1e-6 * np.abs(ours).max())
