@@ -177,6 +177,10 @@ class Act:
         return "(" + ", ".join("·".join(x) or "1" for x in self.entries()) + ")"
 
 
+# What an ONNX axis of pixels holds: no atom (a length of 1), the rows, the columns, or both.
+POSITIONS = {(), ("H",), ("W",), ("H", "W")}
+
+
 @dataclass
 class Moved:
     """Values of an (N, C, H, W) image moved within each image by Reshape and Transpose where no

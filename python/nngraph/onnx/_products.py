@@ -7,9 +7,7 @@ where it can (a Softmax over it then runs over each group of channels)."""
 from __future__ import annotations
 
 from nngraph._core import MatrixMultiplication
-from nngraph.onnx._layout import Act, Unsupported, infer
-
-POSITIONS = {(), ("H",), ("W",), ("H", "W")}
+from nngraph.onnx._layout import POSITIONS, Act, Unsupported, infer
 
 
 def _matrix(x: Act, which: str, groups: int):

@@ -16,6 +16,7 @@ from nngraph._core import (
 )
 from nngraph.onnx import _stacked as stacked
 from nngraph.onnx._layout import (
+    POSITIONS,
     Act,
     Moved,
     Stacked,
@@ -245,9 +246,6 @@ def concat(imp, n) -> list:
     axes = list(xs[0].axes)
     axes[axis] = ("D", "E")
     return [Act(node, infer(node, xs), tuple(axes))]
-
-
-POSITIONS = {(), ("H",), ("W",), ("H", "W")}
 
 
 def _positions(imp, n, xs: list, axis: int) -> Act:
