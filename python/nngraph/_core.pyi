@@ -531,7 +531,9 @@ class SoftMax(FilterNode):
         ...
     @property
     def groups(self) -> int:
-        ...
+        """
+        Groups of channels, each normalized alone (1: all).
+        """
 class MatrixMultiplication(FilterNode):
     """
     Each image's channels in `groups` groups, each group a matrix of its channels by its pixels: the result's
@@ -543,13 +545,19 @@ class MatrixMultiplication(FilterNode):
         ...
     @property
     def groups(self) -> int:
-        ...
+        """
+        Groups of channels, each operand's group a matrix (attention's heads).
+        """
     @property
     def transpose_left(self) -> bool:
-        ...
+        """
+        Whether left's group matrices enter the product transposed.
+        """
     @property
     def transpose_right(self) -> bool:
-        ...
+        """
+        Whether right's group matrices enter the product transposed.
+        """
 class Dropout(FilterNode):
     def __init__(self, source: typing.Any, keep_probability: typing.SupportsFloat | typing.SupportsIndex = 0.5, seed: typing.SupportsInt | typing.SupportsIndex = 0, label: str = '') -> None:
         ...

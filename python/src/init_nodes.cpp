@@ -228,7 +228,7 @@ void init_nodes(py::module_& m) {
              return SoftMaxNode::create(to_image_node(src, SoftMaxNode::kSoftMax), false, groups, std::move(label));
            }),
            py::arg("source"), py::arg("groups") = 1, py::arg("label") = "")
-      .def_property_readonly("groups", &SoftMaxNode::groups);
+      .def_property_readonly("groups", &SoftMaxNode::groups, "Groups of channels, each normalized alone (1: all).");
   // LogSoftMax is a SoftMaxNode in log mode; a factory keeps one C++ class.
   m.def("LogSoftMax", [](const py::object& src, int groups, std::string label) {
         return SoftMaxNode::create(to_image_node(src, SoftMaxNode::kLogSoftMax), true, groups, std::move(label));
@@ -250,9 +250,12 @@ void init_nodes(py::module_& m) {
            }),
            py::arg("left"), py::arg("right"), py::arg("groups") = 1, py::arg("transpose_left") = false,
            py::arg("transpose_right") = false, py::arg("label") = "")
-      .def_property_readonly("groups", &MatrixMultiplicationNode::groups)
-      .def_property_readonly("transpose_left", &MatrixMultiplicationNode::transpose_left)
-      .def_property_readonly("transpose_right", &MatrixMultiplicationNode::transpose_right);
+      .def_property_readonly("groups", &MatrixMultiplicationNode::groups,
+                             "Groups of channels, each operand's group a matrix (attention's heads).")
+      .def_property_readonly("transpose_left", &MatrixMultiplicationNode::transpose_left,
+                             "Whether left's group matrices enter the product transposed.")
+      .def_property_readonly("transpose_right", &MatrixMultiplicationNode::transpose_right,
+                             "Whether right's group matrices enter the product transposed.");
 
   py::class_<DropoutNode, FilterNode, std::shared_ptr<DropoutNode>>(m, "Dropout")
       .def(py::init([](const py::object& src, float keep, uint64_t seed, std::string label) {
