@@ -1,4 +1,5 @@
 #pragma once
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <atomic>
@@ -64,6 +65,21 @@ class CpuBackend : public Backend {
 CpuBackend& cpu_backend();
 // The pool of the backend a cpu kernel was given.
 inline ThreadPool& pool_of(Backend& b) { return static_cast<CpuBackend&>(b).pool(); }
+
+// fn(image, first, count) for each run of up to `run` consecutive pixels of each of `images`
+// images of `hw` pixels, spread over the pool: a pass over the channels at each pixel (softmax,
+// layer normalization over C) reads each channel's row along a run, and one image's pixels
+// still share the threads.
+template <class Fn>
+void for_pixel_runs(ThreadPool& pool, int images, size_t hw, size_t run, Fn fn) {
+  const size_t runs = (hw + run - 1) / run;
+  pool.parallel_for(static_cast<size_t>(images) * runs, [&](size_t first, size_t end) {
+    for (size_t r = first; r < end; ++r) {
+      const size_t p0 = r % runs * run;
+      fn(static_cast<int>(r / runs), p0, std::min(run, hw - p0));
+    }
+  });
+}
 
 // Row-major C[M×N] = alpha·op(A)·op(B) + beta·C, split over the pool when `parallel`.
 void gemm(ThreadPool* pool, bool trans_a, bool trans_b, int m, int n, int k, float alpha,

@@ -15,21 +15,10 @@ namespace {
 // order per position.
 constexpr size_t kRun = 256;
 
-template <class Fn>
-void position_runs(Backend& backend, const math::NormSpan& s, int images, Fn fn) {
-  const size_t runs = (static_cast<size_t>(s.hw) + kRun - 1) / kRun;
-  pool_of(backend).parallel_for(static_cast<size_t>(images) * runs, [&](size_t first, size_t end) {
-    for (size_t r = first; r < end; ++r) {
-      const size_t p0 = r % runs * kRun;
-      fn(static_cast<int>(r / runs), p0, std::min(kRun, static_cast<size_t>(s.hw) - p0));
-    }
-  });
-}
-
 void layer_normalization_positions(Backend& backend, const math::NormSpan& s, float eps, const float* xv,
                                    const float* g, const float* b, float* st, float* yv, int images) {
   const size_t hw = s.hw;
-  position_runs(backend, s, images, [&](int n, size_t p0, size_t len) {
+  for_pixel_runs(pool_of(backend), images, s.hw, kRun, [&](int n, size_t p0, size_t len) {
     double sum[kRun] = {}, sq[kRun] = {};
     float mean[kRun], inv[kRun];
     const float* x = xv + static_cast<size_t>(n) * s.channels * hw + p0;
@@ -98,7 +87,7 @@ void group_normalization_gradient(Backend& backend, const math::NormSpan& s, con
   float* out = dx.data_as<float>();
   if (out && s.per_position && s.hw > 1) {
     const size_t hw = s.hw;
-    position_runs(backend, s, n_images, [&](int n, size_t p0, size_t len) {
+    for_pixel_runs(pool_of(backend), n_images, s.hw, kRun, [&](int n, size_t p0, size_t len) {
       double s1[kRun] = {}, s2[kRun] = {};  // Σ gamma·dy and Σ gamma·dy·x̂ per position
       const size_t base = static_cast<size_t>(n) * s.channels * hw + p0;
       const float* m = st + 2 * (n * hw + p0);

@@ -8,10 +8,9 @@
 
 namespace nngraph {
 
-// Channels are strided by H·W. The work is split into runs of pixels of one image, each
-// keeping its pixels' max and sum in small arrays, so the inner loops run along contiguous
-// pixels, vectorize (exp_fast), and a single image's softmax (attention's scores at batch 1)
-// still spreads over the threads.
+// Channels are strided by H·W. The work goes by runs of pixels of one image (for_pixel_runs),
+// each keeping its pixels' max and sum in small arrays, so the inner loops run along contiguous
+// pixels and vectorize (exp_fast).
 namespace {
 
 constexpr size_t kRun = 64;  // pixels a unit of work takes
@@ -23,13 +22,8 @@ inline float exp_of(float d) { return d == -std::numeric_limits<float>::infinity
 template <class Fn>
 void for_each_run(Backend& backend, const Tensor& t, Fn fn) {
   const size_t c = static_cast<size_t>(t.shape().c), hw = static_cast<size_t>(t.shape().h) * t.shape().w;
-  const size_t runs = (hw + kRun - 1) / kRun;
-  pool_of(backend).parallel_for(static_cast<size_t>(t.batch()) * runs, [&](size_t first, size_t end) {
-    for (size_t u = first; u < end; ++u) {
-      const size_t p0 = u % runs * kRun;
-      fn(u / runs * c * hw + p0, std::min(kRun, hw - p0), hw);
-    }
-  });
+  for_pixel_runs(pool_of(backend), t.batch(), hw, kRun,
+                 [&](int n, size_t p0, size_t len) { fn(n * c * hw + p0, len, hw); });
 }
 
 void softmax(Backend& backend, bool log, const Tensor& in, const Tensor& out) {
