@@ -173,6 +173,35 @@ __device__ T block_sum(T v) {
   return total;
 }
 
+// Tiles of 32 pixels of one image by kTileRows rows of threads (blocks of tile_threads()), each
+// row a share of the channels, which lie hw apart: a warp reads 32 neighbouring values where a
+// block per pixel read values hw apart. Kernels loop over the tiles grid-strided.
+constexpr int kTileRows = 8;
+inline size_t pixel_tiles(size_t images, int hw) { return (static_cast<size_t>(hw) + 31) / 32 * images; }
+inline unsigned tile_blocks(size_t tiles) { return static_cast<unsigned>(std::min<size_t>(tiles, 65535 * 8)); }
+inline dim3 tile_threads() { return dim3(32, kTileRows); }
+
+// Tile t of images of hw pixels: its image, this thread's pixel and whether that is one.
+struct PixelTile {
+  size_t image;
+  int p;
+  bool in;
+  __device__ PixelTile(size_t t, int hw) {
+    const size_t per = (static_cast<size_t>(hw) + 31) / 32;
+    image = t / per, p = static_cast<int>(t % per) * 32 + threadIdx.x, in = p < hw;
+  }
+};
+
+// The total of v over the kTileRows threads of this thread's tile column, to each of them.
+__device__ __forceinline__ float column_sum(float v, float (&share)[kTileRows][32]) {
+  share[threadIdx.y][threadIdx.x] = v;
+  __syncthreads();
+  float total = 0.f;
+  for (int k = 0; k < kTileRows; ++k) total += share[k][threadIdx.x];
+  __syncthreads();  // the next call writes the shares again
+  return total;
+}
+
 // A neuron f(v) or its derivative f'(v) as a kernel argument: none, relu and GELU (the common
 // ones, kept lean: the general switch cost the bandwidth-bound 2×2 pooling gradient a third of
 // its speed, and a GELU pass through it moved 1.4 TB/s on an H200), or any.

@@ -5,7 +5,6 @@
 // normalization over C) take tiles of 32 positions by 8 rows of threads instead, so that a
 // warp reads 32 neighbouring values where a block per position read values hw apart.
 // Registered here as the cuda kernels of ops/group_normalization.h.
-#include <algorithm>
 
 #include "backends/cuda/cuda_backend.h"
 #include "common.cuh"
@@ -16,6 +15,8 @@ namespace nngraph {
 namespace {
 
 using cuda::block_sum;
+using cuda::column_sum;
+using cuda::kTileRows;
 using cuda::kThreads;
 using cuda::ld;
 using cuda::st;
@@ -66,54 +67,37 @@ __global__ void input_gradient_kernel(math::NormSpan s, const T* x, const T* dy,
   }
 }
 
-constexpr int kRows = 8;  // rows of threads sharing a tile's channels
-
-// The total of v over the kRows threads of this thread's tile column, to each of them.
-__device__ __forceinline__ float column_sum(float v, float (&share)[kRows][32]) {
-  share[threadIdx.y][threadIdx.x] = v;
-  __syncthreads();
-  float total = 0.f;
-  for (int k = 0; k < kRows; ++k) total += share[k][threadIdx.x];
-  __syncthreads();  // the next call writes the shares again
-  return total;
-}
-
-// Tile t: its image and this thread's position, the position's first value and whether it is one.
-struct TilePosition {
-  int image, p;
+// Tile t: its image and this thread's position (common.cuh's pixel tiles), and the position's
+// first value.
+struct TilePosition : cuda::PixelTile {
   size_t base;
-  bool in;
-  __device__ TilePosition(const math::NormSpan& s, size_t t) {
-    const size_t per = (s.hw + 31) / 32;
-    image = static_cast<int>(t / per), p = static_cast<int>(t % per) * 32 + threadIdx.x;
-    in = p < s.hw;
-    base = s.first(image, in ? p : 0);
-  }
+  __device__ TilePosition(const math::NormSpan& s, size_t t)
+      : PixelTile(t, s.hw), base(s.first(static_cast<int>(image), in ? p : 0)) {}
 };
 
 template <class T>
 __global__ void normalize_positions_kernel(math::NormSpan s, size_t tiles, float eps, const T* x, const float* gamma,
                                            const float* beta, float* stats, T* y) {
-  __shared__ float share[kRows][32];
+  __shared__ float share[kTileRows][32];
   const int c = s.channels, hw = s.hw;
   for (size_t t = blockIdx.x; t < tiles; t += gridDim.x) {
     const TilePosition at(s, t);
     float sum = 0.f;
     if (at.in)
-      for (int ch = threadIdx.y; ch < c; ch += kRows) sum += ld(x[at.base + static_cast<size_t>(ch) * hw]);
+      for (int ch = threadIdx.y; ch < c; ch += kTileRows) sum += ld(x[at.base + static_cast<size_t>(ch) * hw]);
     const float mean = column_sum(sum, share) / c;
     float sq = 0.f;
     if (at.in)
-      for (int ch = threadIdx.y; ch < c; ch += kRows) {
+      for (int ch = threadIdx.y; ch < c; ch += kTileRows) {
         const float d = ld(x[at.base + static_cast<size_t>(ch) * hw]) - mean;
         sq += d * d;
       }
     const float inv = rsqrtf(column_sum(sq, share) / c + eps);
     if (!at.in) continue;
-    const size_t k = static_cast<size_t>(at.image) * hw + at.p;
+    const size_t k = at.image * hw + at.p;
     if (stats && threadIdx.y == 0) stats[2 * k] = mean, stats[2 * k + 1] = inv;
     if (!y) continue;
-    for (int ch = threadIdx.y; ch < c; ch += kRows) {
+    for (int ch = threadIdx.y; ch < c; ch += kTileRows) {
       const size_t i = at.base + static_cast<size_t>(ch) * hw;
       y[i] = st<T>(gamma[ch] * (ld(x[i]) - mean) * inv + beta[ch]);
     }
@@ -123,15 +107,15 @@ __global__ void normalize_positions_kernel(math::NormSpan s, size_t tiles, float
 template <class T>
 __global__ void input_gradient_positions_kernel(math::NormSpan s, size_t tiles, const T* x, const T* dy,
                                                 const float* gamma, const float* stats, T* dx) {
-  __shared__ float share[kRows][32];
+  __shared__ float share[kTileRows][32];
   const int c = s.channels, hw = s.hw;
   for (size_t t = blockIdx.x; t < tiles; t += gridDim.x) {
     const TilePosition at(s, t);
-    const size_t k = static_cast<size_t>(at.image) * hw + at.p;
+    const size_t k = at.image * hw + at.p;
     const float mean = at.in ? stats[2 * k] : 0.f, inv = at.in ? stats[2 * k + 1] : 0.f;
     float s1 = 0.f, s2 = 0.f;
     if (at.in)
-      for (int ch = threadIdx.y; ch < c; ch += kRows) {
+      for (int ch = threadIdx.y; ch < c; ch += kTileRows) {
         const size_t i = at.base + static_cast<size_t>(ch) * hw;
         const float v = gamma[ch] * ld(dy[i]);
         s1 += v;
@@ -139,7 +123,7 @@ __global__ void input_gradient_positions_kernel(math::NormSpan s, size_t tiles, 
       }
     const float m1 = column_sum(s1, share) / c, m2 = column_sum(s2, share) / c;
     if (!at.in) continue;
-    for (int ch = threadIdx.y; ch < c; ch += kRows) {
+    for (int ch = threadIdx.y; ch < c; ch += kTileRows) {
       const size_t i = at.base + static_cast<size_t>(ch) * hw;
       dx[i] = st<T>(inv * (gamma[ch] * ld(dy[i]) - m1 - (ld(x[i]) - mean) * inv * m2));
     }
@@ -148,8 +132,7 @@ __global__ void input_gradient_positions_kernel(math::NormSpan s, size_t tiles, 
 
 // Whether the statistics go by tiles of positions, and the tiles and blocks for them.
 bool by_tiles(const math::NormSpan& s) { return s.per_position && s.hw > 1; }
-size_t tiles_of(const math::NormSpan& s, int images) { return static_cast<size_t>(s.hw + 31) / 32 * images; }
-unsigned tile_blocks(size_t tiles) { return static_cast<unsigned>(std::min<size_t>(tiles, 65535 * 8)); }
+size_t tiles_of(const math::NormSpan& s, int images) { return cuda::pixel_tiles(images, s.hw); }
 
 template <class T>
 __global__ void parameter_gradient_kernel(math::NormSpan s, int images, const T* x, const T* dy, const float* stats,
@@ -180,7 +163,7 @@ void group_normalization(Backend& backend, const math::NormSpan& s, float eps, c
     using T = decltype(z);
     const size_t tiles = tiles_of(s, x.batch());
     if (by_tiles(s))
-      normalize_positions_kernel<<<tile_blocks(tiles), dim3(32, kRows), 0, b.stream()>>>(
+      normalize_positions_kernel<<<cuda::tile_blocks(tiles), cuda::tile_threads(), 0, b.stream()>>>(
           s, tiles, eps, x.data_as<const T>(), gamma.data_as<const float>(), beta.data_as<const float>(),
           stats.data_as<float>(), y.data_as<T>());
     else
@@ -200,7 +183,7 @@ void group_normalization_gradient(Backend& backend, const math::NormSpan& s, con
     using T = decltype(z);
     const size_t tiles = tiles_of(s, x.batch());
     if (dx && by_tiles(s))
-      input_gradient_positions_kernel<<<tile_blocks(tiles), dim3(32, kRows), 0, b.stream()>>>(
+      input_gradient_positions_kernel<<<cuda::tile_blocks(tiles), cuda::tile_threads(), 0, b.stream()>>>(
           s, tiles, x.data_as<const T>(), dy.data_as<const T>(), gamma.data_as<const float>(),
           stats.data_as<const float>(), dx.data_as<T>());
     else if (dx)

@@ -1,6 +1,6 @@
 // Softmax across channels. Pixels one value apart (channels-last rows, C×1×1 images) take a warp
 // per pixel, its lanes reading the channels side by side; channels hw apart take blocks of 32
-// pixels by 8 rows of threads, each row a share of the channels. The maximum and the sum of
+// pixels by 8 rows of threads (common.cuh's pixel tiles), each row a share of the channels. The maximum and the sum of
 // exponentials come in one pass (a running sum rescaled as the maximum grows), so the input is
 // read twice, where a thread per pixel read it three times.
 #include "common.cuh"
@@ -8,8 +8,6 @@
 
 namespace nngraph::cuda {
 namespace {
-
-constexpr int kRows = 8;  // rows of threads sharing a tile's channels
 
 // (m, s): the largest value so far and Σ exp(v − m); −∞ and 0 before any value.
 __device__ __forceinline__ void take(float& m, float& s, float v) {
@@ -48,24 +46,23 @@ __global__ void softmax_rows_kernel(bool log, const T* in, T* out, size_t rows, 
 }
 
 template <class T>
-__global__ void softmax_tiles_kernel(bool log, const T* in, T* out, int n, int c, int hw) {
-  __shared__ float shared_m[kRows][32], shared_s[kRows][32];
+__global__ void softmax_tiles_kernel(bool log, const T* in, T* out, size_t tiles, int c, int hw) {
+  __shared__ float shared_m[kTileRows][32], shared_s[kTileRows][32];
   const int tx = threadIdx.x, ty = threadIdx.y;
-  const size_t per = (hw + 31) / 32, tiles = per * n;
   for (size_t t = blockIdx.x; t < tiles; t += gridDim.x) {
-    const int p = static_cast<int>(t % per) * 32 + tx;
-    const size_t base = t / per * c * static_cast<size_t>(hw) + p;
+    const PixelTile at(t, hw);
+    const size_t base = at.image * c * hw + at.p;
     float m = -INFINITY, s = 0.f;
-    if (p < hw)
-      for (int ch = ty; ch < c; ch += kRows) take(m, s, ld(in[base + static_cast<size_t>(ch) * hw]));
+    if (at.in)
+      for (int ch = ty; ch < c; ch += kTileRows) take(m, s, ld(in[base + static_cast<size_t>(ch) * hw]));
     shared_m[ty][tx] = m, shared_s[ty][tx] = s;
     __syncthreads();
     m = shared_m[0][tx], s = shared_s[0][tx];
-    for (int k = 1; k < kRows; ++k) merge(m, s, shared_m[k][tx], shared_s[k][tx]);
+    for (int k = 1; k < kTileRows; ++k) merge(m, s, shared_m[k][tx], shared_s[k][tx]);
     __syncthreads();  // the next tile writes the shares again
-    if (p >= hw) continue;
+    if (!at.in) continue;
     const float lse = m + logf(s), inv = 1.f / s;
-    for (int ch = ty; ch < c; ch += kRows) {
+    for (int ch = ty; ch < c; ch += kTileRows) {
       const size_t at = base + static_cast<size_t>(ch) * hw;
       out[at] = value<T>(log, ld(in[at]), m, lse, inv);
     }
@@ -97,35 +94,27 @@ __global__ void softmax_gradient_rows_kernel(bool log, const T* y, const T* dy, 
 }
 
 template <class T>
-__global__ void softmax_gradient_tiles_kernel(bool log, const T* y, const T* dy, T* dx, int n, int c, int hw) {
-  __shared__ float shared[kRows][32];
-  const int tx = threadIdx.x, ty = threadIdx.y;
-  const size_t per = (hw + 31) / 32, tiles = per * n;
+__global__ void softmax_gradient_tiles_kernel(bool log, const T* y, const T* dy, T* dx, size_t tiles, int c, int hw) {
+  __shared__ float share[kTileRows][32];
+  const int ty = threadIdx.y;
   for (size_t t = blockIdx.x; t < tiles; t += gridDim.x) {
-    const int p = static_cast<int>(t % per) * 32 + tx;
-    const size_t base = t / per * c * static_cast<size_t>(hw) + p;
+    const PixelTile at(t, hw);
+    const size_t base = at.image * c * hw + at.p;
     float sum = 0.f;
-    if (p < hw)
-      for (int ch = ty; ch < c; ch += kRows) sum += term(log, y[base + static_cast<size_t>(ch) * hw],
-                                                         dy[base + static_cast<size_t>(ch) * hw]);
-    shared[ty][tx] = sum;
-    __syncthreads();
-    sum = 0.f;
-    for (int k = 0; k < kRows; ++k) sum += shared[k][tx];
-    __syncthreads();
-    if (p >= hw) continue;
-    for (int ch = ty; ch < c; ch += kRows) {
+    if (at.in)
+      for (int ch = ty; ch < c; ch += kTileRows)
+        sum += term(log, y[base + static_cast<size_t>(ch) * hw], dy[base + static_cast<size_t>(ch) * hw]);
+    sum = column_sum(sum, share);
+    if (!at.in) continue;
+    for (int ch = ty; ch < c; ch += kTileRows) {
       const size_t at = base + static_cast<size_t>(ch) * hw;
       dx[at] = gradient(log, y[at], dy[at], sum);
     }
   }
 }
 
-// Blocks of kThreads for a warp per row, or of 32 × kRows for tiles of 32 pixels.
+// Blocks of kThreads for a warp per row.
 unsigned warp_blocks(size_t rows) { return blocks_for(rows * 32); }
-unsigned tile_blocks(int n, int hw) {
-  return static_cast<unsigned>(std::min<size_t>((static_cast<size_t>(hw) + 31) / 32 * n, 65535 * 8));
-}
 
 }  // namespace
 
@@ -134,7 +123,8 @@ void softmax(cudaStream_t s, bool log, const T* in, T* out, int n, int c, int hw
   if (hw == 1)
     softmax_rows_kernel<<<warp_blocks(n), kThreads, 0, s>>>(log, in, out, static_cast<size_t>(n), c);
   else
-    softmax_tiles_kernel<<<tile_blocks(n, hw), dim3(32, kRows), 0, s>>>(log, in, out, n, c, hw);
+    softmax_tiles_kernel<<<tile_blocks(pixel_tiles(n, hw)), tile_threads(), 0, s>>>(log, in, out, pixel_tiles(n, hw),
+                                                                                     c, hw);
   check_launch("softmax");
 }
 
@@ -143,7 +133,8 @@ void softmax_gradient(cudaStream_t s, bool log, const T* y, const T* dy, T* dx, 
   if (hw == 1)
     softmax_gradient_rows_kernel<<<warp_blocks(n), kThreads, 0, s>>>(log, y, dy, dx, static_cast<size_t>(n), c);
   else
-    softmax_gradient_tiles_kernel<<<tile_blocks(n, hw), dim3(32, kRows), 0, s>>>(log, y, dy, dx, n, c, hw);
+    softmax_gradient_tiles_kernel<<<tile_blocks(pixel_tiles(n, hw)), tile_threads(), 0, s>>>(
+        log, y, dy, dx, pixel_tiles(n, hw), c, hw);
   check_launch("softmax_gradient");
 }
 
