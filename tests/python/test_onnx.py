@@ -678,6 +678,44 @@ def test_bad_files_raise_clear_errors(tmp_path):
         ngx.load(zeros)
 
 
+@pytest.mark.parametrize("axis", [-4, -3, -2, -1, 0, 1, 2, 3, 4])
+def test_flatten_at_every_axis(axis, rng):
+    """Flatten's axis in [-r, r], a negative one counting from the end (-1: all but the last axis)."""
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Flatten", ["r"], ["f"], axis=axis),
+             helper.make_node("Relu", ["f"], ["y"])]
+    model = one_input_model(nodes, ["N", 3, 2, 5], ["A", "B"])
+    x = rng.standard_normal((2, 3, 2, 5)).astype(np.float32)
+    want = onnxruntime(model, x)
+    got = ngx.run(ngx.load(model), [x])[0]
+    assert got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
+
+
+def test_invalid_attributes_and_constants_raise_naming_the_node():
+    """Models that break ONNX's rules get an error naming the node, never a guess."""
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Flatten", ["r"], ["y"], axis=5, name="f")]
+    with pytest.raises(ng.InvalidInputError, match=r"\[f\] Flatten: axis 5 is outside \[-4, 4\]"):
+        ngx.load(one_input_model(nodes, ["N", 3, 8, 8], ["A", "B"]))
+    with pytest.raises(ng.InvalidInputError, match=r"\[the_node\] MaxPool: attribute ceil_mode must be 0 or 1, got 2"):
+        ngx.load(small_model("MaxPool", kernel_shape=[2, 2], ceil_mode=2))
+    with pytest.raises(ng.InvalidInputError, match=r"\[the_node\] Conv: kernel_shape \[5, 5\] disagrees with weights"):
+        ngx.load(small_model("Conv", (4, 3, 3, 3), kernel_shape=[5, 5]))
+    biased = _with_constant(small_model("Conv", (4, 3, 3, 3)), "b", np.ones((4, 1), np.float32))
+    biased.graph.node[0].input.append("b")
+    with pytest.raises(ng.InvalidInputError, match=r"\[the_node\] Conv: bias of shape \[4, 1\] where 4 output"):
+        ngx.load(biased)
+    gather = _with_constant(small_model("Gather", extra_inputs=["i"], axis=1), "i", np.array([3, 4], np.int64))
+    with pytest.raises(ng.InvalidInputError, match=r"\[the_node\] Gather: index 3 is outside \[-3, 2\]"):
+        ngx.load(gather)
+    # A pooling of a 1-D constant, which ONNX's reference implementation cannot evaluate.
+    nodes = [helper.make_node("MaxPool", ["k"], ["p"], kernel_shape=[2], name="pool"),
+             helper.make_node("Add", ["x", "p"], ["y"])]
+    folded = one_input_model(nodes, ["N", 3, 8, 8], ["N", 3, 8, 8])
+    _with_constant(folded, "k", np.ones(10, np.float32))
+    with pytest.raises(ng.InvalidInputError, match=r"\[pool\] MaxPool: its constant inputs could not be evaluated"):
+        ngx.load(folded)
+
+
 def test_weights_in_an_external_file_load_from_the_path(rng, tmp_path):
     graph = ng.Graph(digit_network())
     randomize(graph, rng)

@@ -24,7 +24,7 @@ from nngraph._core import (
     Subtraction,
 )
 from nngraph.onnx._constants import constant_act
-from nngraph.onnx._layout import Act, Filled, Unsupported, fixed_map, infer, unused
+from nngraph.onnx._layout import Act, Filled, Unsupported, fixed_map, in_range, infer, unused
 
 NEURONS = {
     "Relu": ("relu", {}), "Sigmoid": ("sigmoid", {}), "Tanh": ("tanh", {}), "Abs": ("absolute", {}),
@@ -368,7 +368,7 @@ def layer_norm(imp, n) -> list:
     bias = imp.const(n, 2, optional=True)
     bias = np.zeros_like(scale) if bias is None else bias
     a = imp.attrs(n)
-    axis = a.get("axis", -1) % len(x.axes)
+    axis = in_range(a.get("axis", -1), len(x.axes))
     e = x.entries()
     c = x.shape[0]
     eps = a.get("epsilon", 1e-5)
@@ -410,7 +410,7 @@ def local_response_norm(imp, n) -> list:
 def softmax(imp, n) -> list:
     x = imp.act(n)
     rank = len(x.axes)
-    axis = imp.attrs(n).get("axis", -1 if imp.opset >= 13 else 1) % rank
+    axis = in_range(imp.attrs(n).get("axis", -1 if imp.opset >= 13 else 1), rank)
     e = x.entries()
     over = e[axis] if imp.opset >= 13 else tuple(a for entry in e[axis:] for a in entry)
     groups = x.split if over == ("E",) and x.split > 1 else 1  # over each head's channels

@@ -257,7 +257,10 @@ class Importer:
         model = helper.make_model(helper.make_graph([node], "fold", inputs, outputs),
                                   opset_imports=self.model.opset_import)
         feeds = {n: v for n, v in zip(node.input, values) if n}
-        out = ReferenceEvaluator(model).run(None, feeds)
+        try:
+            out = ReferenceEvaluator(model).run(None, feeds)
+        except Exception as e:  # the reference raises whatever its numpy code meets
+            raise InvalidInputError(f"its constant inputs could not be evaluated ({type(e).__name__}: {e})") from None
         it = iter(out)
         return [next(it) if n else None for n in node.output]
 
@@ -265,10 +268,16 @@ class Importer:
         return _attrs(node)
 
 
+# Attributes ONNX defines as 0 or 1, which the handlers read as truths.
+FLAGS = {"allowzero", "ceil_mode", "count_include_pad", "exclusive", "keepdims", "reverse", "transA", "transB"}
+
+
 def _attrs(node) -> dict:
     out = {}
     for a in node.attribute:
         v = helper.get_attribute_value(a)
+        if a.name in FLAGS and v not in (0, 1):
+            raise ValueError(f"attribute {a.name} must be 0 or 1, got {v}")
         if isinstance(v, bytes):
             v = v.decode()
         elif isinstance(v, onnx.TensorProto):

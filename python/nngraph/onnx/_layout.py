@@ -88,6 +88,15 @@ class Sym:
         return "N" if self.k == 1 else f"{self.k}·N"
 
 
+def in_range(v, size: int, what: str = "axis") -> int:
+    """v as one of `size` places, a negative one counting from the end, as ONNX gives axes and
+    indices; a ValueError naming `what` where v lies outside [-size, size)."""
+    v = int(v)
+    if not -size <= v < size:
+        raise ValueError(f"{what} {v} is outside [{-size}, {size - 1}]")
+    return v % size
+
+
 def symbolic(a) -> bool:
     """Whether an integer array holds a Sym."""
     return isinstance(a, np.ndarray) and a.dtype == object

@@ -25,6 +25,7 @@ from nngraph.onnx._layout import (
     channels_first,
     fixed_map,
     image_axes,
+    in_range,
     infer,
     ints,
     reshape,
@@ -44,7 +45,10 @@ def identity(imp, n) -> list:
 
 def flatten(imp, n) -> list:
     x = imp.act(n)
-    axis = imp.attrs(n).get("axis", 1) % (len(x.axes) + 1)
+    rank, axis = len(x.axes), imp.attrs(n).get("axis", 1)
+    if not -rank <= axis <= rank:
+        raise ValueError(f"axis {axis} is outside [{-rank}, {rank}]")
+    axis += rank if axis < 0 else 0
     merge = lambda entries: tuple(a for e in entries for a in e)  # noqa: E731
     return [x.relabel([merge(x.axes[:axis]), merge(x.axes[axis:])])]
 
@@ -146,7 +150,7 @@ def expand(imp, n) -> list:
 
 def _axes_arg(imp, n, rank: int):
     a = imp.const(n, 1, optional=True) if len(n.input) > 1 else imp.attrs(n).get("axes")
-    return None if a is None else sorted({int(v) % rank for v in np.asarray(a).ravel()})
+    return None if a is None else sorted({in_range(v, rank) for v in np.asarray(a).ravel()})
 
 
 def squeeze(imp, n) -> list:
@@ -170,7 +174,7 @@ def unsqueeze(imp, n) -> list:
     x = imp.get(n.input[0])
     raw = imp.const(n, 1, optional=True) if len(n.input) > 1 else imp.attrs(n)["axes"]
     rank = (len(x.parts[0].axes) + 1 if isinstance(x, Stacked) else len(imp.act(n).axes)) + np.asarray(raw).size
-    axes = sorted(int(v) % rank for v in np.asarray(raw).ravel())
+    axes = sorted(in_range(v, rank) for v in np.asarray(raw).ravel())
     if isinstance(x, Stacked):
         return [stacked.reindexed(x, [], axes)]
     out = list(x.axes)
@@ -190,12 +194,12 @@ def gather(imp, n) -> list:
     x, idx = imp.get(n.input[0]), imp.const(n, 1)
     if isinstance(x, Stacked):
         count = len(x.parts)
-        axis = imp.attrs(n).get("axis", 0) % (len(x.parts[0].axes) + 1)
-        return [stacked.pick(x, axis, [int(i) % count for i in idx.ravel()], idx.ndim == 1)]
+        axis = in_range(imp.attrs(n).get("axis", 0), len(x.parts[0].axes) + 1)
+        return [stacked.pick(x, axis, [in_range(i, count, "index") for i in idx.ravel()], idx.ndim == 1)]
     x = imp.act(n)
-    axis = imp.attrs(n).get("axis", 0) % len(x.axes)
+    axis = in_range(imp.attrs(n).get("axis", 0), len(x.axes))
     size = x.dims()[axis]
-    v = [int(i) % size for i in idx.ravel()]
+    v = [in_range(i, size, "index") for i in idx.ravel()]
     if not v or v != list(range(v[0], v[0] + len(v))):
         raise Unsupported("of indices that are not consecutive is not supported")
     out = x if len(v) == size else crop(imp, n, x, {axis: (v[0], v[0] + len(v))})  # the whole axis: no cut
@@ -209,10 +213,10 @@ def split(imp, n) -> list:
     x = imp.get(n.input[0])
     a = imp.attrs(n)
     if isinstance(x, Stacked):
-        axis, size = a.get("axis", 0) % (len(x.parts[0].axes) + 1), len(x.parts)
+        axis, size = in_range(a.get("axis", 0), len(x.parts[0].axes) + 1), len(x.parts)
     else:
         x = imp.act(n)
-        axis = a.get("axis", 0) % len(x.axes)
+        axis = in_range(a.get("axis", 0), len(x.axes))
         size = x.dims()[axis]
     parts = imp.const(n, 1, optional=True) if len(n.input) > 1 else a.get("split")
     if parts is None:
@@ -232,7 +236,7 @@ def concat(imp, n) -> list:
     xs = [imp.get(name) for name in n.input]
     if not all(isinstance(x, Act) for x in xs):
         raise Unsupported("of computed tensors and constants is not supported")
-    axis = imp.attrs(n)["axis"] % len(xs[0].axes)
+    axis = in_range(imp.attrs(n)["axis"], len(xs[0].axes))
     first = xs[0].entries()
     if first[axis] != xs[0].channels and all(x.entries()[axis] in POSITIONS for x in xs):
         return [_positions(imp, n, xs, axis)]
@@ -282,7 +286,7 @@ def pad(imp, n) -> list:
     value = float(imp.const(n, 2)) if len(n.input) > 2 and n.input[2] else a.get("value", 0.0)
     axes = list(range(rank))
     if len(n.input) > 3 and n.input[3]:
-        axes = [int(v) % rank for v in imp.const(n, 3).ravel()]
+        axes = [in_range(v, rank) for v in imp.const(n, 3).ravel()]
     full = [0] * (2 * rank)
     for i, axis in enumerate(axes):
         full[axis], full[axis + rank] = pads[i], pads[i + len(axes)]

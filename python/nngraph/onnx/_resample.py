@@ -17,7 +17,7 @@ from nngraph._core import (
     Upsampling,
 )
 from nngraph.onnx import _stacked as stacked
-from nngraph.onnx._layout import Act, Stacked, Unsupported, channels_first, fixed_map, image_axes, infer
+from nngraph.onnx._layout import Act, Stacked, Unsupported, channels_first, fixed_map, image_axes, in_range, infer
 from nngraph.onnx._symbolic import slice_args
 
 
@@ -96,7 +96,7 @@ def resize(imp, n) -> list:
         scales = imp.const(n, 2, optional=True) if len(n.input) > 2 and n.input[2] else None
         sizes = imp.get(n.input[3]) if len(n.input) > 3 and n.input[3] else None
     factors = [1.0] * rank
-    axes = [int(v) % rank for v in a.get("axes", range(rank))]
+    axes = [in_range(v, rank) for v in a.get("axes", range(rank))]
     if scales is not None and scales.size:
         for i, s in zip(axes, scales.ravel()):
             factors[i] = float(s)
@@ -259,7 +259,7 @@ def tile(imp, n) -> list:
 def cumulative(imp, n) -> list:
     """CumSum (exclusive and reverse too): a triangular matrix of ones along the axis (_map_axis)."""
     x, a = imp.act(n), imp.attrs(n)
-    axis = int(np.asarray(imp.const(n, 1)).ravel()[0]) % len(x.axes)
+    axis = in_range(np.asarray(imp.const(n, 1)).ravel()[0], len(x.axes))
     i, j = np.indices((x.dims()[axis],) * 2)
     before = j > i if a.get("reverse", 0) else j < i  # the elements summed into element i, but i itself
     return [_map_axis(imp, n, x, axis, before | ((i == j) & (not a.get("exclusive", 0))))]

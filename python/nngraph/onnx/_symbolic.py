@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from nngraph.onnx._layout import Filled, Sym, ints, symbolic
+from nngraph.onnx._layout import Filled, Sym, in_range, ints, symbolic
 
 BIG = 2**62  # ends at or beyond this mean "to the end"
 
@@ -35,7 +35,7 @@ def slice_args(node_inputs: list, rank: int, attrs: dict) -> list:
         starts, ends = np.array(attrs["starts"]), np.array(attrs["ends"])
         axes = np.array(attrs.get("axes", range(len(starts))))
         steps = np.ones(len(starts), np.int64)
-    return [(int(a) % rank, int(s), int(e), int(t)) for a, s, e, t in zip(axes, starts, ends, steps)]
+    return [(in_range(a, rank), int(s), int(e), int(t)) for a, s, e, t in zip(axes, starts, ends, steps)]
 
 
 def _axes(inputs: list, attrs: dict):
@@ -66,12 +66,12 @@ def evaluate(op: str, inputs: list, attrs: dict, batch: int | None = None) -> li
         return [ints(np.concatenate([_obj(v) for v in inputs], axis=attrs["axis"]))]
     if op == "Unsqueeze":
         a, axes = _obj(x), _axes(inputs, attrs)
-        for axis in sorted(v % (a.ndim + len(axes)) for v in axes):
+        for axis in sorted(in_range(v, a.ndim + len(axes)) for v in axes):
             a = np.expand_dims(a, axis)
         return [ints(a)]
     if op == "Squeeze":
         a, axes = _obj(x), _axes(inputs, attrs)
-        return [ints(np.squeeze(a, axis=tuple(v % a.ndim for v in axes) if axes is not None else None))]
+        return [ints(np.squeeze(a, axis=tuple(in_range(v, a.ndim) for v in axes) if axes is not None else None))]
     if op == "Reshape":
         return [ints(_obj(x).reshape([int(v) for v in np.asarray(inputs[1]).ravel()]))]
     if op in ("Mul", "Add", "Sub", "Div"):
@@ -130,7 +130,7 @@ def _filled(op: str, inputs: list, attrs: dict, batch: int | None) -> Filled:
         values = {v.value for v in inputs}
         if len(values) != 1 or not all(isinstance(v, Filled) for v in inputs):
             raise ValueError("joining constants of different values")
-        axis = attrs["axis"] % len(x.dims)
+        axis = in_range(attrs["axis"], len(x.dims))
         dims = list(x.dims)
         dims[axis] = sum((v.dims[axis] for v in inputs[1:]), x.dims[axis])
         return Filled(x.value, ints(dims))
@@ -141,11 +141,11 @@ def _filled(op: str, inputs: list, attrs: dict, batch: int | None) -> Filled:
         return x
     if op == "Unsqueeze":
         axes = _axes(inputs, attrs)
-        for axis in sorted(v % (len(dims) + len(axes)) for v in axes):
+        for axis in sorted(in_range(v, len(dims) + len(axes)) for v in axes):
             dims.insert(axis, 1)
     elif op == "Squeeze":
         axes = _axes(inputs, attrs)
-        axes = None if axes is None else [v % len(dims) for v in axes]
+        axes = None if axes is None else [in_range(v, len(dims)) for v in axes]
         dims = [d for i, d in enumerate(dims) if (axes is not None and i not in axes)
                 or (axes is None and (isinstance(d, Sym) or d != 1))]
     elif op == "Transpose":
@@ -154,7 +154,7 @@ def _filled(op: str, inputs: list, attrs: dict, batch: int | None) -> Filled:
         for axis, start, end, step in slice_args(inputs, len(dims), attrs):
             dims[axis] = _slice_len(dims[axis], start, end, step)
     elif op == "Gather":
-        axis = attrs.get("axis", 0) % len(dims)
+        axis = in_range(attrs.get("axis", 0), len(dims))
         dims[axis:axis + 1] = list(np.asarray(inputs[1]).shape)
     elif op == "Expand":
         dims = list(broadcast(ints(dims), ints(inputs[1]), batch))

@@ -24,7 +24,7 @@ from nngraph._core import (
     Pooling,
     Subtraction,
 )
-from nngraph.onnx._layout import Act, Unsupported, channels_first, fixed_map, image_axes, infer, unused
+from nngraph.onnx._layout import Act, Unsupported, channels_first, fixed_map, image_axes, in_range, infer, unused
 from nngraph.onnx._products import matmul as products
 
 
@@ -65,8 +65,17 @@ def _place(axes: list, geo: list) -> tuple:
     return tuple(kernel), tuple(stride), tuple(dil), tuple(pads)
 
 
+def _checked(a: dict, w: np.ndarray, b, outputs: int) -> None:
+    """A ValueError where kernel_shape disagrees with the weights, or the bias is not `outputs` values."""
+    if "kernel_shape" in a and list(a["kernel_shape"]) != list(w.shape[2:]):
+        raise ValueError(f"kernel_shape {list(a['kernel_shape'])} disagrees with weights of shape {list(w.shape)}")
+    if b is not None and b.shape != (outputs,):
+        raise ValueError(f"bias of shape {list(b.shape)} where {outputs} output channels want [{outputs}]")
+
+
 def conv(imp, n) -> list:
     x, w, b = imp.act(n), imp.const(n, 1), imp.const(n, 2, optional=True)
+    _checked(imp.attrs(n), w, b, w.shape[0])
     spatial = x.spatial_form("Conv", w.ndim)
     axes = image_axes(spatial)
     geo = _window(imp.attrs(n), [x.size(a) for a in axes], list(w.shape[2:]))
@@ -81,6 +90,7 @@ def conv(imp, n) -> list:
 
 def conv_transpose(imp, n) -> list:
     x, w, b = imp.act(n), imp.const(n, 1), imp.const(n, 2, optional=True)
+    _checked(imp.attrs(n), w, b, w.shape[1] * imp.attrs(n).get("group", 1))
     spatial = x.spatial_form("ConvTranspose", w.ndim)
     axes = image_axes(spatial)
     a = imp.attrs(n)
@@ -183,7 +193,7 @@ def reduce(imp, n) -> list:
     if axes is None:
         raise Unsupported("over every axis is not supported")
     rank = len(x.axes)
-    axes = sorted({int(v) % rank for v in np.asarray(axes).ravel()})
+    axes = sorted({in_range(v, rank) for v in np.asarray(axes).ravel()})
     entries = x.entries()
     keep = a.get("keepdims", 1)
     out = tuple((() if i in axes else e) for i, e in enumerate(x.axes) if keep or i not in axes)
