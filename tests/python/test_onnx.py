@@ -707,6 +707,12 @@ def test_invalid_attributes_and_constants_raise_naming_the_node():
     gather = _with_constant(small_model("Gather", extra_inputs=["i"], axis=1), "i", np.array([3, 4], np.int64))
     with pytest.raises(ng.InvalidInputError, match=r"\[the_node\] Gather: index 3 is outside \[-3, 2\]"):
         ngx.load(gather)
+    with pytest.raises(ng.InvalidInputError, match=r"\[the_node\] Transpose: perm \[0, 2, 1, -1\] is not an order"):
+        ngx.load(small_model("Transpose", perm=[0, 2, 1, -1]))
+    norm = _with_constant(small_model("LayerNormalization", extra_inputs=["s"], axis=1), "s",
+                          np.ones((3, 8, 8, 1), np.float32))
+    with pytest.raises(ng.InvalidInputError, match=r"LayerNormalization: scale of shape \[3, 8, 8, 1\] does not"):
+        ngx.load(norm)
     # A pooling of a 1-D constant, which ONNX's reference implementation cannot evaluate.
     nodes = [helper.make_node("MaxPool", ["k"], ["p"], kernel_shape=[2], name="pool"),
              helper.make_node("Add", ["x", "p"], ["y"])]

@@ -369,6 +369,10 @@ def layer_norm(imp, n) -> list:
     bias = np.zeros_like(scale) if bias is None else bias
     a = imp.attrs(n)
     axis = in_range(a.get("axis", -1), len(x.axes))
+    normalized = x.dims()[axis:]
+    for t, what in ((scale, "scale"), (bias, "bias")):
+        if t.ndim > len(normalized) or any(s != 1 and s != d for s, d in zip(t.shape[::-1], normalized[::-1])):
+            raise ValueError(f"{what} of shape {list(t.shape)} does not broadcast to the normalized dims {normalized}")
     e = x.entries()
     c = x.shape[0]
     eps = a.get("epsilon", 1e-5)
