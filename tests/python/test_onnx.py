@@ -713,6 +713,29 @@ def test_invalid_attributes_and_constants_raise_naming_the_node():
                           np.ones((3, 8, 8, 1), np.float32))
     with pytest.raises(ng.InvalidInputError, match=r"LayerNormalization: scale of shape \[3, 8, 8, 1\] does not"):
         ngx.load(norm)
+    ints = _with_constant(small_model("Add", extra_inputs=["k"]), "k", np.array(2, np.int64))
+    with pytest.raises(ng.InvalidInputError, match=r"\[the_node\] Add: of a float tensor and a constant of int64"):
+        ngx.load(ints)
+    split = helper.make_node("Split", ["x"], ["a", "b"], axis=1, name="split")
+    halves = one_input_model([split, helper.make_node("Add", ["a", "b"], ["y"])], ["N", 4, 8, 8], ["N", 2, 8, 8],
+                             opset=18)
+    with pytest.raises(ng.InvalidInputError, match=r"\[split\] Split: takes a split input or num_outputs"):
+        ngx.load(halves)
+    gemm = [helper.make_node("Flatten", ["x"], ["f"]),
+            helper.make_node("Gemm", ["f", "w", "c"], ["y"], name="the_node", transB=1)]
+    rows = one_input_model(gemm, [2, 3, 8, 8], [2, 4], {"w": np.ones((4, 192), np.float32),
+                                                         "c": np.ones((2, 1), np.float32)})
+    with pytest.raises(ng.UnsupportedError, match=r"\[the_node\] Gemm with a bias of shape \[2, 1\]"):
+        ngx.load(rows)  # a value per row of the batch, not per output
+    with pytest.raises(ng.InvalidInputError, match=r"\[resize\] Resize: mode 'cubik' is none of"):
+        ngx.load(resize_model("cubik", "half_pixel", None, "scales", (14, 24)))
+    short = resize_model("linear", "half_pixel", None, "scales", (14, 24))
+    short.graph.initializer[0].CopyFrom(numpy_helper.from_array(np.array([1, 2, 2], np.float32), "given"))
+    with pytest.raises(ng.InvalidInputError, match=r"\[resize\] Resize: scales holds 3 values for 4 axes"):
+        ngx.load(short)
+    pair = [helper.make_node("Constant", [], ["cond"], value=numpy_helper.from_array(np.array([True, False])))]
+    with pytest.raises(ng.InvalidInputError, match=r"\[choice\] If: condition holds 2 values, not one"):
+        ngx.load(if_model(pair))
     # A pooling of a 1-D constant, which ONNX's reference implementation cannot evaluate.
     nodes = [helper.make_node("MaxPool", ["k"], ["p"], kernel_shape=[2], name="pool"),
              helper.make_node("Add", ["x", "p"], ["y"])]

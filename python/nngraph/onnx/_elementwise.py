@@ -146,6 +146,8 @@ def arithmetic(imp, n) -> list:
         if (op in ("Add", "Sub") and k.value == 0) or (op in ("Mul", "Div") and k.value == 1 and first):
             return [x]
         raise Unsupported("with a batch-sized constant is not supported")
+    if isinstance(k, np.ndarray) and k.dtype.kind in "iub":  # ONNX types both operands alike
+        raise ValueError(f"of a float tensor and a constant of {k.dtype}")
     k = np.asarray(k, np.float32)
     if k.ndim > len(x.axes):
         raise Unsupported(f"with a constant of shape {k.shape} that enlarges the tensor is not supported")

@@ -243,6 +243,8 @@ class Importer:
         nodes of the branch taken, imported in place; their outputs the If's."""
         if not isinstance(condition, np.ndarray) or condition.dtype == object:  # an Act, or of the batch size
             raise Unsupported("of a condition computed at run time is not supported")
+        if np.asarray(condition).size != 1:
+            raise ValueError(f"condition holds {np.asarray(condition).size} values, not one")
         branch = _attrs(node)["then_branch" if bool(np.asarray(condition).ravel()[0]) else "else_branch"]
         for inner in branch.node:
             self._node(inner)

@@ -227,6 +227,8 @@ def split(imp, n) -> list:
         size = x.dims()[axis]
     parts = imp.const(n, 1, optional=True) if len(n.input) > 1 else a.get("split")
     if parts is None:
+        if imp.opset >= 18 and "num_outputs" not in a:
+            raise ValueError("takes a split input or num_outputs from opset 18")
         count = a.get("num_outputs", len(n.output))
         step = -(-size // count)
         parts = [min(step, size - i * step) for i in range(count)]

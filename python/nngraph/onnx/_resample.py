@@ -84,10 +84,21 @@ def crop(imp, n, x: Act, ranges: dict) -> Act:
     return Act(node, infer(node, [x]), x.axes, split)
 
 
+# The values ONNX defines for Resize's (and Upsample's) string attributes.
+MODES = {"mode": {"nearest", "linear", "cubic"},
+         "coordinate_transformation_mode": {"half_pixel", "half_pixel_symmetric", "pytorch_half_pixel",
+                                            "align_corners", "asymmetric", "tf_half_pixel_for_nn",
+                                            "tf_crop_and_resize"},
+         "nearest_mode": {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"}}
+
+
 def resize(imp, n) -> list:
     x = imp.act(n)
     spatial = x.spatial_form(n.op_type)
     a = imp.attrs(n)
+    for key, allowed in MODES.items():
+        if key in a and a[key] not in allowed:
+            raise ValueError(f"{key} '{a[key]}' is none of {sorted(allowed)}")
     rank = len(x.axes)
     dims = x.dims()
     if n.op_type == "Upsample" or imp.opset < 11:
@@ -97,6 +108,10 @@ def resize(imp, n) -> list:
         sizes = imp.get(n.input[3]) if len(n.input) > 3 and n.input[3] else None
     factors = [1.0] * rank
     axes = [in_range(v, rank) for v in a.get("axes", range(rank))]
+    for given, what in ((scales, "scales"), (sizes, "sizes")):
+        count = 0 if given is None else np.asarray(given).size
+        if count and count != len(axes):
+            raise ValueError(f"{what} holds {count} values for {len(axes)} axes")
     if scales is not None and scales.size:
         for i, s in zip(axes, scales.ravel()):
             factors[i] = float(s)

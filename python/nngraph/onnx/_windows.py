@@ -270,8 +270,9 @@ def gemm(imp, n) -> list:
     c = imp.const(n, 2, optional=True)
     bias = None
     if c is not None:
-        if c.size not in (1, w.shape[0]):
-            raise Unsupported(f"with a bias of shape {c.shape} (one per output expected)")
+        if c.ndim > 2 or (c.ndim == 2 and c.shape[0] != 1) or c.shape[-1:] not in ((), (1,), (w.shape[0],)):
+            # (M, 1) or (M, N) add a value per row of the batch
+            raise Unsupported(f"with a bias of shape {list(c.shape)} (one per output expected: [{w.shape[0]}])")
         bias = np.broadcast_to(c.ravel() * np.float32(a.get("beta", 1.0)), (w.shape[0],)).astype(np.float32)
     return [_dense(imp, n, x, np.ascontiguousarray(w, np.float32), bias)]
 
