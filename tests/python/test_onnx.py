@@ -736,6 +736,14 @@ def test_invalid_attributes_and_constants_raise_naming_the_node():
     pair = [helper.make_node("Constant", [], ["cond"], value=numpy_helper.from_array(np.array([True, False])))]
     with pytest.raises(ng.InvalidInputError, match=r"\[choice\] If: condition holds 2 values, not one"):
         ngx.load(if_model(pair))
+    with pytest.raises(ng.UnsupportedError, match=r"\[the_node\] Celu with alpha -1.0 is not supported"):
+        ngx.load(small_model("Celu", alpha=-1.0))
+    with pytest.raises(ng.InvalidInputError, match=r"\[the_node\] DepthToSpace: .*by zero"):
+        ngx.load(small_model("DepthToSpace", blocksize=0))
+    gru = recurrent_model("GRU", rng=np.random.default_rng(0))[0]
+    next(a for a in gru.graph.node[0].attribute if a.name == "hidden_size").i = 4
+    with pytest.raises(ng.InvalidInputError, match=r"GRU: W of shape \[1, 15, 4\], R of shape \[1, 15, 5\] and B"):
+        ngx.load(gru)
     # A pooling of a 1-D constant, which ONNX's reference implementation cannot evaluate.
     nodes = [helper.make_node("MaxPool", ["k"], ["p"], kernel_shape=[2], name="pool"),
              helper.make_node("Add", ["x", "p"], ["y"])]

@@ -66,6 +66,8 @@ def neuron(imp, n) -> list:
         return _chain(imp, n, x, [("elu", alpha), ("linear", gamma)])
     if op == "Celu":  # α·elu(x/α; 1)
         alpha = a.get("alpha", 1.0)
+        if alpha <= 0:  # max(0, x) + min(0, α·(exp(x/α) − 1)) is α·elu(x/α) for α > 0 alone
+            raise Unsupported(f"with alpha {alpha} is not supported (alpha > 0)")
         return _chain(imp, n, x, [("linear", 1.0 / alpha), ("elu", 1.0), ("linear", alpha)])
     if op == "Softsign":  # x / (1 + |x|)
         d = _chain(imp, n, x, [("absolute", None), ("shift", 1.0)], last=False)[0]
@@ -321,6 +323,9 @@ def batch_norm(imp, n) -> list:
     if a.get("training_mode", 0):
         raise Unsupported("in training mode is not supported")
     scale, bias, mean, var = (imp.const(n, i) for i in range(1, 5))
+    for what, v in zip(("scale", "B", "input_mean", "input_var"), (scale, bias, mean, var)):
+        if v.shape != (x.shape[0],):
+            raise ValueError(f"{what} of shape {list(v.shape)} where {x.shape[0]} channels want [{x.shape[0]}]")
     label = imp.source_label(n)
     ds = ArrayDataSource(NormalizationDescriptor(x.shape[0]), label=label,
                          tensors={"gamma": scale, "beta": bias, "mean": mean, "variance": var})

@@ -230,7 +230,7 @@ class Importer:
             raise UnsupportedError(f"[{where}] {node.op_type} {e}") from None
         except (InvalidInputError, UnsupportedError) as e:
             raise type(e)(f"[{where}] {node.op_type}: {e}") from None
-        except (ValueError, KeyError, IndexError, TypeError) as e:
+        except (ValueError, KeyError, IndexError, TypeError, ArithmeticError) as e:
             raise InvalidInputError(f"[{where}] {node.op_type}: {e}") from None
         for name, v in zip(node.output, outs):
             if name and callable(v):

@@ -226,6 +226,8 @@ def split(imp, n) -> list:
         axis = in_range(a.get("axis", 0), len(x.axes))
         size = x.dims()[axis]
     parts = imp.const(n, 1, optional=True) if len(n.input) > 1 else a.get("split")
+    if parts is not None and np.asarray(parts).ndim != 1:
+        raise ValueError(f"split of shape {list(np.asarray(parts).shape)}, not a vector")
     if parts is None:
         if imp.opset >= 18 and "num_outputs" not in a:
             raise ValueError("takes a split input or num_outputs from opset 18")

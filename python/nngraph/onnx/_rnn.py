@@ -122,6 +122,11 @@ def import_rnn(imp, n) -> list:
     directions = w.shape[0]
     hidden, inputs = r.shape[-1], w.shape[-1]
     gates = len(GATE_ORDER[cell])
+    if a.get("hidden_size", hidden) != hidden or w.shape[1:] != (gates * hidden, inputs) or \
+            r.shape != (directions, gates * hidden, hidden) or \
+            (b is not None and b.shape != (directions, 2 * gates * hidden)):
+        raise ValueError(f"W of shape {list(w.shape)}, R of shape {list(r.shape)} and B disagree with "
+                         f"hidden_size {a.get('hidden_size', hidden)} and {gates} gates")
     neurons = _activations(a, cell, directions)
     base = imp.source_label(n)
     kind = a.get("direction", "forward")
