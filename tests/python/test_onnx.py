@@ -672,6 +672,10 @@ def test_bad_files_raise_clear_errors(tmp_path):
     del missing.graph.initializer[:]
     with pytest.raises(ng.InvalidInputError, match="not a valid ONNX model"):
         ngx.load(missing)
+    foreign = small_model("Conv", (4, 3, 3, 3))
+    foreign.graph.initializer[0].data_type = 42  # a type no onnx release defines
+    with pytest.raises(ng.InvalidInputError, match="initializer 'w' cannot be read"):
+        ngx.load(foreign)
     k = np.array([1, 0, 2], np.float32).reshape(3, 1, 1)
     zeros = _with_constant(small_model("Div", extra_inputs=["k"]), "k", k)
     with pytest.raises(ng.UnsupportedError, match=r"\[the_node\] Div by a constant holding zeros"):

@@ -294,7 +294,10 @@ def _array(init: onnx.TensorProto) -> np.ndarray:
     if init.data_location == onnx.TensorProto.EXTERNAL and not init.raw_data:
         raise InvalidInputError(f"[onnx] initializer '{init.name}' lies in an external file that was not loaded: "
                                 "load the model from its path")
-    a = numpy_helper.to_array(init)
+    try:
+        a = numpy_helper.to_array(init)
+    except Exception as e:  # an unknown data type, or fewer values than its dims
+        raise InvalidInputError(f"[onnx] initializer '{init.name}' cannot be read ({type(e).__name__}: {e})") from None
     return a.astype(np.float32) if a.dtype.kind == "f" and a.dtype != np.float32 else a
 
 
