@@ -725,6 +725,11 @@ def test_invalid_attributes_and_constants_raise_naming_the_node():
                              opset=18)
     with pytest.raises(ng.InvalidInputError, match=r"\[split\] Split: takes a split input or num_outputs"):
         ngx.load(halves)
+    uneven = one_input_model([helper.make_node("Split", ["x", "sizes"], ["a", "b"], axis=1, name="split"),
+                              helper.make_node("Add", ["a", "b"], ["y"])], ["N", 4, 8, 8], ["N", 2, 8, 8],
+                             {"sizes": np.array([2, 3], np.int64)})
+    with pytest.raises(ng.InvalidInputError, match=r"\[split\] Split: split \[2, 3\] does not add up to the axis's 4"):
+        ngx.load(uneven)
     gemm = [helper.make_node("Flatten", ["x"], ["f"]),
             helper.make_node("Gemm", ["f", "w", "c"], ["y"], name="the_node", transB=1)]
     rows = one_input_model(gemm, [2, 3, 8, 8], [2, 4], {"w": np.ones((4, 192), np.float32),

@@ -232,6 +232,8 @@ class Importer:
             raise type(e)(f"[{where}] {node.op_type}: {e}") from None
         except (ValueError, KeyError, IndexError, TypeError, ArithmeticError) as e:
             raise InvalidInputError(f"[{where}] {node.op_type}: {e}") from None
+        except MemoryError:
+            raise InvalidInputError(f"[{where}] {node.op_type}: asks for more memory than there is") from None
         for name, v in zip(node.output, outs):
             if name and callable(v):
                 self.lazy[name] = v

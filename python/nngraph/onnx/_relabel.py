@@ -234,12 +234,15 @@ def split(imp, n) -> list:
         count = a.get("num_outputs", len(n.output))
         step = -(-size // count)
         parts = [min(step, size - i * step) for i in range(count)]
+    parts = [int(p) for p in np.asarray(parts).ravel()]
+    if isinstance(size, (int, np.integer)) and (min(parts, default=0) < 0 or sum(parts) != size):
+        raise ValueError(f"split {parts} does not add up to the axis's {size}")
     out, start = [], 0
-    for p in np.asarray(parts).ravel():
-        span = (start, start + int(p))
+    for p in parts:
+        span = (start, start + p)
         out.append(stacked.pick(x, axis, list(range(*span)), True) if isinstance(x, Stacked) else
                    crop(imp, n, x, {axis: span}))
-        start += int(p)
+        start += p
     return out
 
 
