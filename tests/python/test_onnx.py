@@ -753,6 +753,16 @@ def test_invalid_attributes_and_constants_raise_naming_the_node():
     next(a for a in gru.graph.node[0].attribute if a.name == "hidden_size").i = 4
     with pytest.raises(ng.InvalidInputError, match=r"GRU: W of shape \[1, 15, 4\], R of shape \[1, 15, 5\] and B"):
         ngx.load(gru)
+    floats = _with_constant(small_model("Reshape", extra_inputs=["shape"]), "shape", np.array([0, 3, 64], np.float32))
+    with pytest.raises(ng.InvalidInputError, match=r"\[the_node\] Reshape: to a shape of float32 values"):
+        ngx.load(floats)
+    batch_sized = [helper.make_node("Shape", ["x"], ["s"]),
+                   helper.make_node("ConstantOfShape", ["s"], ["f"],
+                                    value=numpy_helper.from_array(np.array([1.0], np.float32))),
+                   helper.make_node("Concat", ["f", "k"], ["c"], axis=1, name="join"),
+                   helper.make_node("Add", ["x", "c"], ["y"])]
+    with pytest.raises(ng.InvalidInputError, match=r"\[join\] Concat: joining constants of different values"):
+        ngx.load(one_input_model(batch_sized, ["N", 3, 8, 8], ["N", 6, 8, 8], {"k": np.ones((2, 3, 8, 8), np.float32)}))
     # A pooling of a 1-D constant, which ONNX's reference implementation cannot evaluate.
     nodes = [helper.make_node("MaxPool", ["k"], ["p"], kernel_shape=[2], name="pool"),
              helper.make_node("Add", ["x", "p"], ["y"])]

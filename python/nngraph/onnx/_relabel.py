@@ -57,6 +57,8 @@ def reshape_op(imp, n) -> list:
     x, target = imp.get(n.input[0]), imp.get(n.input[1])
     if not isinstance(target, np.ndarray):
         raise Unsupported("to a computed shape is not supported")
+    if target.dtype.kind == "f":
+        raise ValueError(f"to a shape of {target.dtype} values (int64 expected)")
     if isinstance(x, Moved):
         dims = resolve_target([x.source.dims()[0], *x.index.shape], ints(target), imp.attrs(n).get("allowzero", 0),
                               imp.batch)

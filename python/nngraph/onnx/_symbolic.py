@@ -127,8 +127,7 @@ def broadcast(a, b, batch: int | None = None) -> np.ndarray:
 def _filled(op: str, inputs: list, attrs: dict, batch: int | None) -> Filled:
     x = inputs[0]
     if op == "Concat":
-        values = {v.value for v in inputs}
-        if len(values) != 1 or not all(isinstance(v, Filled) for v in inputs):
+        if not all(isinstance(v, Filled) for v in inputs) or len({v.value for v in inputs}) != 1:
             raise ValueError("joining constants of different values")
         axis = in_range(attrs["axis"], len(x.dims))
         dims = list(x.dims)
