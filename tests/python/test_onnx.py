@@ -785,6 +785,14 @@ RULE_BREAKERS = {  # what ONNX's checker lets through: (model, error, message)
                     r"\[the_node\] Reshape: to a shape of float32 values"),
     "batch_sized_concat": (_batch_sized_concat, Invalid, r"\[join\] Concat: joining constants of different values"),
     "folding": (_folded_pool, Invalid, r"\[pool\] MaxPool: its constant inputs could not be evaluated"),
+    "axes_matrix": (lambda: _with_constant(small_model("ReduceSum", extra_inputs=["axes"]), "axes",
+                                           np.array([[2, 3]], np.int64)), Invalid,
+                    r"\[the_node\] ReduceSum: axes of shape \[1, 2\], not a vector"),
+    "axes_twice": (lambda: _with_constant(small_model("ReduceSum", extra_inputs=["axes"]), "axes",
+                                          np.array([2, -2], np.int64)), Invalid,
+                   r"\[the_node\] ReduceSum: axes \[2, -2\] name an axis twice"),
+    "gemm_rank": (lambda: small_model("Gemm", (4, 8), transB=1), Invalid,
+                  r"\[the_node\] Gemm: multiplies matrices; A has 4 dims and B 2"),
 }
 
 

@@ -1,4 +1,4 @@
-"""Models broken on purpose: a small network's attributes, initializers and wiring changed at
+"""Models broken on purpose: two small networks' attributes, initializers and wiring changed at
 random (seeded). Each must either fail to import with an error naming what is wrong, or run and
 agree with onnxruntime wherever onnxruntime runs it too; never a crash or another exception."""
 
@@ -43,6 +43,33 @@ def network() -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=opsets, ir_version=helper.find_min_ir_version_for(opsets))
 
 
+def attention() -> onnx.ModelProto:
+    """Self-attention over (N, 5, 8) sequences → residual → layer norm → mean over time → Gemm:
+    the products, transposes, softmax and reductions, for (N, 5, 8)."""
+    rng = np.random.default_rng(1)
+    weights = lambda *s: (rng.standard_normal(s) * 0.5).astype(np.float32)  # noqa: E731
+    inits = {"wq": weights(8, 8), "wk": weights(8, 8), "wv": weights(8, 8), "scale": np.array(8 ** 0.5, np.float32),
+             "gamma": rng.uniform(0.5, 1.5, 8).astype(np.float32), "beta": weights(8), "head": weights(3, 8),
+             "hb": weights(3), "axes": np.array([1], np.int64)}
+    h = helper.make_node
+    nodes = [h("MatMul", ["x", "wq"], ["q"], name="q"), h("MatMul", ["x", "wk"], ["k"], name="k"),
+             h("MatMul", ["x", "wv"], ["v"], name="v"), h("Transpose", ["k"], ["kt"], name="kt", perm=[0, 2, 1]),
+             h("MatMul", ["q", "kt"], ["s"], name="scores"), h("Div", ["s", "scale"], ["sd"], name="scaled"),
+             h("Softmax", ["sd"], ["p"], name="softmax", axis=-1), h("MatMul", ["p", "v"], ["a"], name="attend"),
+             h("Add", ["x", "a"], ["r"], name="residual"),
+             h("LayerNormalization", ["r", "gamma", "beta"], ["n"], name="norm", axis=-1, epsilon=1e-5),
+             h("ReduceMean", ["n", "axes"], ["m"], name="pool", keepdims=0),
+             h("Gemm", ["m", "head", "hb"], ["y"], name="head", transB=1)]
+    graph = helper.make_graph(nodes, "attention", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 5, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3])],
+                              [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    opsets = [helper.make_opsetid("", 18)]
+    return helper.make_model(graph, opset_imports=opsets, ir_version=helper.find_min_ir_version_for(opsets))
+
+
+BASES = {"convolutions": (network, (2, 3, 8, 8)), "attention": (attention, (2, 5, 8))}
+
+
 def mutated(base: onnx.ModelProto, rng: random.Random) -> tuple[str, onnx.ModelProto]:
     """One random change to a copy of `base`, and what it was."""
     m = onnx.ModelProto()
@@ -75,11 +102,13 @@ def mutated(base: onnx.ModelProto, rng: random.Random) -> tuple[str, onnx.ModelP
     return f"{node.name} without its last input", m
 
 
-@pytest.mark.parametrize("seed", range(8))
-def test_mutated_models_fail_clearly_or_agree_with_onnxruntime(seed):
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("name", list(BASES))
+def test_mutated_models_fail_clearly_or_agree_with_onnxruntime(name, seed):
+    make, shape = BASES[name]
     rng = random.Random(seed)
-    base = network()
-    x = np.random.default_rng(seed).standard_normal((2, 3, 8, 8)).astype(np.float32)
+    base = make()
+    x = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
     outcomes = {"refused": 0, "agreed": 0}
     for _ in range(25):
         what, model = mutated(base, rng)

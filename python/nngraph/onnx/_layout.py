@@ -97,6 +97,18 @@ def in_range(v, size: int, what: str = "axis") -> int:
     return v % size
 
 
+def axes_in(values, rank: int) -> list:
+    """ONNX axes (a list, or a tensor of one dim) of a tensor of `rank` axes, sorted; a ValueError
+    where they are not a vector, lie out of range or repeat one."""
+    a = np.asarray(values)
+    if a.ndim != 1:
+        raise ValueError(f"axes of shape {list(a.shape)}, not a vector")
+    out = [in_range(v, rank) for v in a]
+    if len(set(out)) != len(out):
+        raise ValueError(f"axes {a.tolist()} name an axis twice")
+    return sorted(out)
+
+
 def symbolic(a) -> bool:
     """Whether an integer array holds a Sym."""
     return isinstance(a, np.ndarray) and a.dtype == object

@@ -83,6 +83,11 @@ def fuse_gelu(graph) -> list:
     return [replace.get(id(n), n) for n in nodes if id(n) in replace or id(n) not in drop]
 
 
+# The attribute that marks a Gemm made here, whose first input may have any rank (a model's own
+# Gemm multiplies matrices; the checker refuses the attribute in a model).
+FUSED = "nngraph_fused"
+
+
 def fuse_bias(graph, nodes: list) -> list:
     """`nodes` (the graph's) with each MatMul by a 2-D initializer whose only reader adds a 1-D
     initializer of its output size replaced by one Gemm of the three (the importer's Gemm reads
@@ -106,5 +111,5 @@ def fuse_bias(graph, nodes: list) -> list:
             continue
         drop.add(id(mm))
         replace[id(add)] = helper.make_node("Gemm", [mm.input[0], mm.input[1], bias], list(add.output),
-                                           name=mm.name or "matmul")
+                                           name=mm.name or "matmul", **{FUSED: 1})
     return [replace.get(id(n), n) for n in nodes if id(n) in replace or id(n) not in drop]

@@ -22,6 +22,7 @@ from nngraph.onnx._layout import (
     Stacked,
     Sym,
     Unsupported,
+    axes_in,
     channels_first,
     fixed_map,
     image_axes,
@@ -159,7 +160,7 @@ def expand(imp, n) -> list:
 
 def _axes_arg(imp, n, rank: int):
     a = imp.const(n, 1, optional=True) if len(n.input) > 1 else imp.attrs(n).get("axes")
-    return None if a is None else sorted({in_range(v, rank) for v in np.asarray(a).ravel()})
+    return None if a is None else axes_in(a, rank)
 
 
 def squeeze(imp, n) -> list:
@@ -183,7 +184,7 @@ def unsqueeze(imp, n) -> list:
     x = imp.get(n.input[0])
     raw = imp.const(n, 1, optional=True) if len(n.input) > 1 else imp.attrs(n)["axes"]
     rank = (len(x.parts[0].axes) + 1 if isinstance(x, Stacked) else len(imp.act(n).axes)) + np.asarray(raw).size
-    axes = sorted(in_range(v, rank) for v in np.asarray(raw).ravel())
+    axes = axes_in(raw, rank)
     if isinstance(x, Stacked):
         return [stacked.reindexed(x, [], axes)]
     out = list(x.axes)

@@ -24,7 +24,17 @@ from nngraph._core import (
     Pooling,
     Subtraction,
 )
-from nngraph.onnx._layout import Act, Unsupported, channels_first, fixed_map, image_axes, in_range, infer, unused
+from nngraph.onnx._layout import (
+    Act,
+    Unsupported,
+    axes_in,
+    channels_first,
+    fixed_map,
+    image_axes,
+    infer,
+    unused,
+)
+from nngraph.onnx._patterns import FUSED
 from nngraph.onnx._products import matmul as products
 
 
@@ -193,7 +203,7 @@ def reduce(imp, n) -> list:
     if axes is None:
         raise Unsupported("over every axis is not supported")
     rank = len(x.axes)
-    axes = sorted({in_range(v, rank) for v in np.asarray(axes).ravel()})
+    axes = axes_in(axes, rank)
     entries = x.entries()
     keep = a.get("keepdims", 1)
     out = tuple((() if i in axes else e) for i, e in enumerate(x.axes) if keep or i not in axes)
@@ -264,6 +274,8 @@ def _over_channels(op: str, x: Act, label: str):
 def gemm(imp, n) -> list:
     x, b = imp.act(n), imp.const(n, 1)
     a = imp.attrs(n)
+    if (len(x.axes) != 2 and not a.get(FUSED)) or b.ndim != 2:
+        raise ValueError(f"multiplies matrices; A has {len(x.axes)} dims and B {b.ndim}")
     if a.get("transA", 0):
         raise Unsupported("with transA is not supported")
     w = (b if a.get("transB", 0) else b.T) * np.float32(a.get("alpha", 1.0))
