@@ -791,6 +791,9 @@ RULE_BREAKERS = {  # what ONNX's checker lets through: (model, error, message)
     "axes_twice": (lambda: _with_constant(small_model("ReduceSum", extra_inputs=["axes"]), "axes",
                                           np.array([2, -2], np.int64)), Invalid,
                    r"\[the_node\] ReduceSum: axes \[2, -2\] name an axis twice"),
+    "pads": (lambda: _with_constant(small_model("Pad", extra_inputs=["pads"]), "pads",
+                                    np.array([0, 0, 1, 1, 0, 0, 1], np.int64)), Invalid,
+             r"\[the_node\] Pad: pads \[0, 0, 1, 1, 0, 0, 1\] are not two 32-bit amounts for each of 4 axes"),
     "gemm_rank": (lambda: small_model("Gemm", (4, 8), transB=1), Invalid,
                   r"\[the_node\] Gemm: multiplies matrices; A has 4 dims and B 2"),
 }

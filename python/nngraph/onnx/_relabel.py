@@ -304,6 +304,8 @@ def pad(imp, n) -> list:
     axes = list(range(rank))
     if len(n.input) > 3 and n.input[3]:
         axes = [in_range(v, rank) for v in imp.const(n, 3).ravel()]
+    if len(pads) != 2 * len(axes) or any(abs(p) >= 1 << 31 for p in pads):
+        raise ValueError(f"pads {pads} are not two 32-bit amounts for each of {len(axes)} axes")
     full = [0] * (2 * rank)
     for i, axis in enumerate(axes):
         full[axis], full[axis + rank] = pads[i], pads[i + len(axes)]

@@ -282,6 +282,8 @@ def gemm(imp, n) -> list:
     c = imp.const(n, 2, optional=True)
     bias = None
     if c is not None:
+        if c.dtype.kind != "f":
+            raise ValueError(f"adds a bias of {c.dtype} to float products")
         if c.ndim > 2 or (c.ndim == 2 and c.shape[0] != 1) or c.shape[-1:] not in ((), (1,), (w.shape[0],)):
             # (M, 1) or (M, N) add a value per row of the batch
             raise Unsupported(f"with a bias of shape {list(c.shape)} (one per output expected: [{w.shape[0]}])")
