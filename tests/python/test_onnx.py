@@ -794,6 +794,8 @@ RULE_BREAKERS = {  # what ONNX's checker lets through: (model, error, message)
     "pads": (lambda: _with_constant(small_model("Pad", extra_inputs=["pads"]), "pads",
                                     np.array([0, 0, 1, 1, 0, 0, 1], np.int64)), Invalid,
              r"\[the_node\] Pad: pads \[0, 0, 1, 1, 0, 0, 1\] are not two 32-bit amounts for each of 4 axes"),
+    "wide_attribute": (lambda: small_model("MaxPool", kernel_shape=[2, 2], strides=[1 << 40, 1]), Invalid,
+                       r"\[the_node\] MaxPool: attribute strides holds \[1099511627776, 1\], beyond 32 bits"),
     "gemm_rank": (lambda: small_model("Gemm", (4, 8), transB=1), Invalid,
                   r"\[the_node\] Gemm: multiplies matrices; A has 4 dims and B 2"),
 }

@@ -282,6 +282,9 @@ def _attrs(node) -> dict:
         v = helper.get_attribute_value(a)
         if a.name in FLAGS and v not in (0, 1):
             raise ValueError(f"attribute {a.name} must be 0 or 1, got {v}")
+        # Integers go to 32-bit geometry, but for Slice-1's bounds (INT64_MAX: to the end).
+        if a.name not in ("starts", "ends") and any(abs(i) >= 1 << 31 for i in (a.ints or [a.i])):
+            raise ValueError(f"attribute {a.name} holds {v}, beyond 32 bits")
         if isinstance(v, bytes):
             v = v.decode()
         elif isinstance(v, onnx.TensorProto):
