@@ -787,7 +787,7 @@ RULE_BREAKERS = {  # what ONNX's checker lets through: (model, error, message)
     "folding": (_folded_pool, Invalid, r"\[pool\] MaxPool: its constant inputs could not be evaluated"),
     "axes_matrix": (lambda: _with_constant(small_model("ReduceSum", extra_inputs=["axes"]), "axes",
                                            np.array([[2, 3]], np.int64)), Invalid,
-                    r"\[the_node\] ReduceSum: axes of shape \[1, 2\], not a vector"),
+                    r"\[the_node\] ReduceSum: axes of shape \[1, 2\] and type int64, not a vector"),
     "axes_twice": (lambda: _with_constant(small_model("ReduceSum", extra_inputs=["axes"]), "axes",
                                           np.array([2, -2], np.int64)), Invalid,
                    r"\[the_node\] ReduceSum: axes \[2, -2\] name an axis twice"),

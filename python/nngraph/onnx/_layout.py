@@ -101,8 +101,8 @@ def axes_in(values, rank: int) -> list:
     """ONNX axes (a list, or a tensor of one dim) of a tensor of `rank` axes, sorted; a ValueError
     where they are not a vector, lie out of range or repeat one."""
     a = np.asarray(values)
-    if a.ndim != 1:
-        raise ValueError(f"axes of shape {list(a.shape)}, not a vector")
+    if a.ndim != 1 or (a.size and a.dtype.kind not in "iu"):
+        raise ValueError(f"axes of shape {list(a.shape)} and type {a.dtype}, not a vector of integers")
     out = [in_range(v, rank) for v in a]
     if len(set(out)) != len(out):
         raise ValueError(f"axes {a.tolist()} name an axis twice")
@@ -117,6 +117,8 @@ def symbolic(a) -> bool:
 def ints(a) -> np.ndarray:
     """Integers as int64, or as an object array where one is a Sym."""
     a = np.asarray(a, dtype=object)
+    if a.ndim > 32:  # beyond what numpy iterates
+        raise ValueError(f"a shape computation makes a tensor of {a.ndim} dims")
     if any(isinstance(v, Sym) for v in a.flat):
         return a
     return a.astype(np.int64)
