@@ -796,6 +796,10 @@ RULE_BREAKERS = {  # what ONNX's checker lets through: (model, error, message)
              r"\[the_node\] Pad: pads \[0, 0, 1, 1, 0, 0, 1\] are not two 32-bit amounts for each of 4 axes"),
     "wide_attribute": (lambda: small_model("MaxPool", kernel_shape=[2, 2], strides=[1 << 40, 1]), Invalid,
                        r"\[the_node\] MaxPool: attribute strides holds \[1099511627776, 1\], beyond 32 bits"),
+    "depth_mode": (lambda: small_model("DepthToSpace", blocksize=1, mode="BOGUS"), Invalid,
+                   r"\[the_node\] DepthToSpace: mode 'BOGUS' is none of \['CRD', 'DCR'\]"),
+    "auto_pad": (lambda: small_model("Conv", (4, 3, 3, 3), auto_pad="SAME"), Invalid,
+                 r"\[the_node\] Conv: auto_pad 'SAME' is none of"),
     "gemm_rank": (lambda: small_model("Gemm", (4, 8), transB=1), Invalid,
                   r"\[the_node\] Gemm: multiplies matrices; A has 4 dims and B 2"),
 }

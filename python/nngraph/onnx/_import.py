@@ -274,6 +274,17 @@ class Importer:
 
 # Attributes ONNX defines as 0 or 1, which the handlers read as truths.
 FLAGS = {"allowzero", "ceil_mode", "count_include_pad", "exclusive", "keepdims", "reverse", "transA", "transB"}
+# The values ONNX defines for string attributes, by (operator, attribute); "" for any operator.
+_RESIZE = {"mode": {"nearest", "linear", "cubic"},
+           "coordinate_transformation_mode": {"half_pixel", "half_pixel_symmetric", "pytorch_half_pixel",
+                                              "align_corners", "asymmetric", "tf_half_pixel_for_nn",
+                                              "tf_crop_and_resize"},
+           "nearest_mode": {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"}}
+CHOICES = {("", "auto_pad"): {"NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"},
+           ("", "direction"): {"forward", "reverse", "bidirectional"},
+           ("DepthToSpace", "mode"): {"DCR", "CRD"}, ("Pad", "mode"): {"constant", "reflect", "edge", "wrap"},
+           ("Upsample", "mode"): {"nearest", "linear", "bilinear"},
+           **{("Resize", k): v for k, v in _RESIZE.items()}}
 
 
 def _attrs(node) -> dict:
@@ -287,6 +298,9 @@ def _attrs(node) -> dict:
             raise ValueError(f"attribute {a.name} holds {v}, beyond 32 bits")
         if isinstance(v, bytes):
             v = v.decode()
+            allowed = CHOICES.get((node.op_type, a.name), CHOICES.get(("", a.name)))
+            if allowed is not None and v not in allowed:
+                raise ValueError(f"{a.name} '{v}' is none of {sorted(allowed)}")
         elif isinstance(v, onnx.TensorProto):
             v = numpy_helper.to_array(v)
         elif isinstance(v, list) and v and isinstance(v[0], bytes):

@@ -84,21 +84,10 @@ def crop(imp, n, x: Act, ranges: dict) -> Act:
     return Act(node, infer(node, [x]), x.axes, split)
 
 
-# The values ONNX defines for Resize's (and Upsample's) string attributes.
-MODES = {"mode": {"nearest", "linear", "cubic"},
-         "coordinate_transformation_mode": {"half_pixel", "half_pixel_symmetric", "pytorch_half_pixel",
-                                            "align_corners", "asymmetric", "tf_half_pixel_for_nn",
-                                            "tf_crop_and_resize"},
-         "nearest_mode": {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"}}
-
-
 def resize(imp, n) -> list:
     x = imp.act(n)
     spatial = x.spatial_form(n.op_type)
     a = imp.attrs(n)
-    for key, allowed in MODES.items():
-        if key in a and a[key] not in allowed:
-            raise ValueError(f"{key} '{a[key]}' is none of {sorted(allowed)}")
     rank = len(x.axes)
     dims = x.dims()
     if n.op_type == "Upsample" or imp.opset < 11:
