@@ -739,6 +739,13 @@ def _folded_pool():
     return one_input_model(nodes, ["N", 3, 8, 8], ["N", 3, 8, 8], {"k": np.ones(10, np.float32)})
 
 
+def _unreadable_constant():
+    value = numpy_helper.from_array(np.array([2.0], np.float32))
+    value.data_type = 99  # a type no onnx release defines
+    nodes = [helper.make_node("Constant", [], ["c"], value=value, name="k"), helper.make_node("Add", ["x", "c"], ["y"])]
+    return one_input_model(nodes, ["N", 3, 8, 8], ["N", 3, 8, 8])
+
+
 def _flatten_at(axis):
     nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Flatten", ["r"], ["y"], axis=axis, name="f")]
     return one_input_model(nodes, ["N", 3, 8, 8], ["A", "B"])
@@ -784,7 +791,7 @@ RULE_BREAKERS = {  # what ONNX's checker lets through: (model, error, message)
                                            np.array([0, 3, 64], np.float32)), Invalid,
                     r"\[the_node\] Reshape: to a shape of float32 values"),
     "batch_sized_concat": (_batch_sized_concat, Invalid, r"\[join\] Concat: joining constants of different values"),
-    "folding": (_folded_pool, Invalid, r"\[pool\] MaxPool: its constant inputs could not be evaluated"),
+    "folding": (_folded_pool, Invalid, r"\[pool\] MaxPool: ONNX's reference implementation could not evaluate"),
     "axes_matrix": (lambda: _with_constant(small_model("ReduceSum", extra_inputs=["axes"]), "axes",
                                            np.array([[2, 3]], np.int64)), Invalid,
                     r"\[the_node\] ReduceSum: axes of shape \[1, 2\] and type int64, not a vector"),
@@ -800,6 +807,7 @@ RULE_BREAKERS = {  # what ONNX's checker lets through: (model, error, message)
                    r"\[the_node\] DepthToSpace: mode 'BOGUS' is none of \['CRD', 'DCR'\]"),
     "auto_pad": (lambda: small_model("Conv", (4, 3, 3, 3), auto_pad="SAME"), Invalid,
                  r"\[the_node\] Conv: auto_pad 'SAME' is none of"),
+    "constant_type": (_unreadable_constant, Invalid, r"\[k\] Constant: .*KeyError: 99"),
     "gemm_rank": (lambda: small_model("Gemm", (4, 8), transB=1), Invalid,
                   r"\[the_node\] Gemm: multiplies matrices; A has 4 dims and B 2"),
 }

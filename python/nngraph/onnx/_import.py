@@ -264,7 +264,8 @@ class Importer:
         try:
             out = ReferenceEvaluator(model).run(None, feeds)
         except Exception as e:  # the reference raises whatever its numpy code meets
-            raise InvalidInputError(f"its constant inputs could not be evaluated ({type(e).__name__}: {e})") from None
+            raise InvalidInputError(f"ONNX's reference implementation could not evaluate it on its constants "
+                                    f"({type(e).__name__}: {e})") from None
         it = iter(out)
         return [next(it) if n else None for n in node.output]
 

@@ -15,7 +15,10 @@ def _constants(graph) -> dict:
         if n.op_type != "Constant" or not n.attribute or n.attribute[0].name != "value":
             continue
         if np.prod(n.attribute[0].t.dims) == 1:
-            out[n.output[0]] = numpy_helper.to_array(n.attribute[0].t)
+            try:
+                out[n.output[0]] = numpy_helper.to_array(n.attribute[0].t)
+            except Exception:  # unreadable: its node raises, naming itself, when imported
+                continue
     return out
 
 
