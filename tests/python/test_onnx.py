@@ -808,6 +808,10 @@ RULE_BREAKERS = {  # what ONNX's checker lets through: (model, error, message)
     "auto_pad": (lambda: small_model("Conv", (4, 3, 3, 3), auto_pad="SAME"), Invalid,
                  r"\[the_node\] Conv: auto_pad 'SAME' is none of"),
     "constant_type": (_unreadable_constant, Invalid, r"\[k\] Constant: .*KeyError: 99"),
+    "resize_batch": (lambda: one_input_model([helper.make_node("Resize", ["x", "", "", "given"], ["y"], name="resize")],
+                                             [2, 3, 7, 12], [4, 3, 14, 24],
+                                             {"given": np.array([4, 3, 14, 24], np.int64)}, opset=13),
+                     Unsupported, r"\[resize\] Resize to 4 images of a batch of 2 is not supported"),
     "gemm_rank": (lambda: small_model("Gemm", (4, 8), transB=1), Invalid,
                   r"\[the_node\] Gemm: multiplies matrices; A has 4 dims and B 2"),
 }

@@ -17,7 +17,7 @@ from nngraph._core import (
     Upsampling,
 )
 from nngraph.onnx import _stacked as stacked
-from nngraph.onnx._layout import Act, Stacked, Unsupported, channels_first, fixed_map, image_axes, in_range, infer
+from nngraph.onnx._layout import Act, Stacked, Sym, Unsupported, channels_first, fixed_map, image_axes, in_range, infer
 from nngraph.onnx._symbolic import slice_args
 
 
@@ -106,6 +106,9 @@ def resize(imp, n) -> list:
             factors[i] = float(s)
     elif sizes is not None:
         for i, s in zip(axes, list(np.asarray(sizes).ravel())):
+            # The batch keeps its size: a fixed one where the model's batch is fixed, else taken for it.
+            if i == 0 and not isinstance(s, Sym) and imp.batch is not None and s != imp.batch:
+                raise Unsupported(f"to {s} images of a batch of {imp.batch} is not supported")
             factors[i] = float(s) / dims[i] if i >= 2 else (1.0 if i == 0 else float(s) / dims[i])
     else:
         raise Unsupported("needs scales or sizes")
