@@ -746,6 +746,17 @@ def _unreadable_constant():
     return one_input_model(nodes, ["N", 3, 8, 8], ["N", 3, 8, 8])
 
 
+def _direction(model, value):
+    next(a for a in model.graph.node[0].attribute if a.name == "direction").s = value.encode()
+    return model
+
+
+def _computed_sizes():
+    nodes = [helper.make_node("GlobalAveragePool", ["x"], ["g"]),
+             helper.make_node("Resize", ["x", "", "", "g"], ["y"], name="resize")]
+    return one_input_model(nodes, ["N", 4, 8, 8], ["N", 4, "H", "W"], opset=13)
+
+
 def _flatten_at(axis):
     nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Flatten", ["r"], ["y"], axis=axis, name="f")]
     return one_input_model(nodes, ["N", 3, 8, 8], ["A", "B"])
@@ -812,6 +823,9 @@ RULE_BREAKERS = {  # what ONNX's checker lets through: (model, error, message)
                                              [2, 3, 7, 12], [4, 3, 14, 24],
                                              {"given": np.array([4, 3, 14, 24], np.int64)}, opset=13),
                      Unsupported, r"\[resize\] Resize to 4 images of a batch of 2 is not supported"),
+    "direction": (lambda: _direction(recurrent_model("LSTM", rng=np.random.default_rng(0))[0], "BOGUS"), Invalid,
+                  r"LSTM: direction 'BOGUS' is none of"),  # read first for the input's layout
+    "computed_sizes": (_computed_sizes, Unsupported, r"\[resize\] Resize to sizes computed at run time"),
     "gemm_rank": (lambda: small_model("Gemm", (4, 8), transB=1), Invalid,
                   r"\[the_node\] Gemm: multiplies matrices; A has 4 dims and B 2"),
 }

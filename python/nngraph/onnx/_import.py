@@ -187,14 +187,14 @@ class Importer:
     def _transposed_to_channels_first(self, name: str) -> bool:
         """Whether every operator reading `name` is a Transpose from (N, H, W, C) to (N, C, H, W)."""
         readers = self.consumers.get(name, [])
-        return bool(readers) and all(n.op_type == "Transpose" and _attrs(n).get("perm") == [0, 3, 1, 2]
+        return bool(readers) and all(n.op_type == "Transpose" and _attr(n, "perm") == [0, 3, 1, 2]
                                      for n in readers)
 
     def _recurrent_layout(self, name: str):
         """The layout attribute of a recurrent operator reading `name` directly (None: none does)."""
         for n in self.consumers.get(name, []):
             if n.op_type in ("LSTM", "GRU", "RNN") and n.input[0] == name:
-                return _attrs(n).get("layout", 0)
+                return _attr(n, "layout", 0)
         return None
 
     def _reads_channels_first(self, name: str) -> bool:
@@ -286,6 +286,13 @@ CHOICES = {("", "auto_pad"): {"NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"},
            ("DepthToSpace", "mode"): {"DCR", "CRD"}, ("Pad", "mode"): {"constant", "reflect", "edge", "wrap"},
            ("Upsample", "mode"): {"nearest", "linear", "bilinear"},
            **{("Resize", k): v for k, v in _RESIZE.items()}}
+
+
+def _attr(node, name: str, default=None):
+    """One attribute as stored, unchecked: for a look at a reader before the walk reaches it, which
+    checks its attributes (_attrs) and raises naming it."""
+    a = next((a for a in node.attribute if a.name == name), None)
+    return default if a is None else helper.get_attribute_value(a)
 
 
 def _attrs(node) -> dict:

@@ -17,7 +17,18 @@ from nngraph._core import (
     Upsampling,
 )
 from nngraph.onnx import _stacked as stacked
-from nngraph.onnx._layout import Act, Stacked, Sym, Unsupported, channels_first, fixed_map, image_axes, in_range, infer
+from nngraph.onnx._layout import (
+    Act,
+    Filled,
+    Stacked,
+    Sym,
+    Unsupported,
+    channels_first,
+    fixed_map,
+    image_axes,
+    in_range,
+    infer,
+)
 from nngraph.onnx._symbolic import slice_args
 
 
@@ -95,6 +106,8 @@ def resize(imp, n) -> list:
     else:
         scales = imp.const(n, 2, optional=True) if len(n.input) > 2 and n.input[2] else None
         sizes = imp.get(n.input[3]) if len(n.input) > 3 and n.input[3] else None
+        if isinstance(sizes, (Act, Filled)):
+            raise Unsupported("to sizes computed at run time is not supported")
     factors = [1.0] * rank
     axes = [in_range(v, rank) for v in a.get("axes", range(rank))]
     for given, what in ((scales, "scales"), (sizes, "sizes")):

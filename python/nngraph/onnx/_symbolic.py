@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from nngraph.onnx._layout import Filled, Sym, in_range, ints, symbolic
+from nngraph.onnx._layout import Filled, Sym, axes_in, in_range, ints, symbolic
 
 BIG = 2**62  # ends at or beyond this mean "to the end"
 
@@ -41,7 +41,7 @@ def slice_args(node_inputs: list, rank: int, attrs: dict) -> list:
 def _axes(inputs: list, attrs: dict):
     """Squeeze's and Unsqueeze's axes: their second input (opset 13+) or attribute; None: absent."""
     a = inputs[1] if len(inputs) > 1 and inputs[1] is not None else attrs.get("axes")
-    return None if a is None else [int(v) for v in np.asarray(a).ravel()]
+    return None if a is None else np.asarray(a)
 
 
 def evaluate(op: str, inputs: list, attrs: dict, batch: int | None = None) -> list:
@@ -66,12 +66,12 @@ def evaluate(op: str, inputs: list, attrs: dict, batch: int | None = None) -> li
         return [ints(np.concatenate([_obj(v) for v in inputs], axis=attrs["axis"]))]
     if op == "Unsqueeze":
         a, axes = _obj(x), _axes(inputs, attrs)
-        for axis in sorted(in_range(v, a.ndim + len(axes)) for v in axes):
+        for axis in axes_in(axes, a.ndim + axes.size):
             a = np.expand_dims(a, axis)
         return [ints(a)]
     if op == "Squeeze":
         a, axes = _obj(x), _axes(inputs, attrs)
-        return [ints(np.squeeze(a, axis=tuple(in_range(v, a.ndim) for v in axes) if axes is not None else None))]
+        return [ints(np.squeeze(a, axis=tuple(axes_in(axes, a.ndim)) if axes is not None else None))]
     if op == "Reshape":
         return [ints(_obj(x).reshape([int(v) for v in np.asarray(inputs[1]).ravel()]))]
     if op in ("Mul", "Add", "Sub", "Div"):
@@ -140,11 +140,11 @@ def _filled(op: str, inputs: list, attrs: dict, batch: int | None) -> Filled:
         return x
     if op == "Unsqueeze":
         axes = _axes(inputs, attrs)
-        for axis in sorted(in_range(v, len(dims) + len(axes)) for v in axes):
+        for axis in axes_in(axes, len(dims) + axes.size):
             dims.insert(axis, 1)
     elif op == "Squeeze":
         axes = _axes(inputs, attrs)
-        axes = None if axes is None else [in_range(v, len(dims)) for v in axes]
+        axes = None if axes is None else axes_in(axes, len(dims))
         dims = [d for i, d in enumerate(dims) if (axes is not None and i not in axes)
                 or (axes is None and (isinstance(d, Sym) or d != 1))]
     elif op == "Transpose":
