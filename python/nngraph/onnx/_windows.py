@@ -84,13 +84,13 @@ def _checked(a: dict, w: np.ndarray, b, outputs: int) -> None:
 
 
 def conv(imp, n) -> list:
-    x, w, b = imp.act(n), imp.const(n, 1), imp.const(n, 2, optional=True)
-    _checked(imp.attrs(n), w, b, w.shape[0])
+    x, w, b, a = imp.act(n), imp.const(n, 1), imp.const(n, 2, optional=True), imp.attrs(n)
+    _checked(a, w, b, w.shape[0])
     spatial = x.spatial_form("Conv", w.ndim)
     axes = image_axes(spatial)
-    geo = _window(imp.attrs(n), [x.size(a) for a in axes], list(w.shape[2:]))
+    geo = _window(a, [x.size(axis) for axis in axes], list(w.shape[2:]))
     kernel, stride, dil, pads = _place(axes, geo)
-    g = imp.attrs(n).get("group", 1)
+    g = a.get("group", 1)
     desc = ConvolutionDescriptor(kernel, w.shape[1] * g, w.shape[0], stride=stride, dilation=dil, groups=g)
     label = imp.source_label(n)
     ds = ArrayDataSource(desc, weights=w.reshape(w.shape[0], w.shape[1], *kernel), biases=b, label=label)
@@ -99,11 +99,10 @@ def conv(imp, n) -> list:
 
 
 def conv_transpose(imp, n) -> list:
-    x, w, b = imp.act(n), imp.const(n, 1), imp.const(n, 2, optional=True)
-    _checked(imp.attrs(n), w, b, w.shape[1] * imp.attrs(n).get("group", 1))
+    x, w, b, a = imp.act(n), imp.const(n, 1), imp.const(n, 2, optional=True), imp.attrs(n)
+    _checked(a, w, b, w.shape[1] * a.get("group", 1))
     spatial = x.spatial_form("ConvTranspose", w.ndim)
     axes = image_axes(spatial)
-    a = imp.attrs(n)
     k = w.ndim - 2
     sizes, kernel = [x.size(ax) for ax in axes], list(w.shape[2:])
     strides, dil = a.get("strides", [1] * k), a.get("dilations", [1] * k)
