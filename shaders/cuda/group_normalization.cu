@@ -130,9 +130,8 @@ __global__ void input_gradient_positions_kernel(math::NormSpan s, size_t tiles, 
   }
 }
 
-// Whether the statistics go by tiles of positions, and the tiles and blocks for them.
+// Whether the statistics go by tiles of positions.
 bool by_tiles(const math::NormSpan& s) { return s.per_position && s.hw > 1; }
-size_t tiles_of(const math::NormSpan& s, int images) { return cuda::pixel_tiles(images, s.hw); }
 
 template <class T>
 __global__ void parameter_gradient_kernel(math::NormSpan s, int images, const T* x, const T* dy, const float* stats,
@@ -161,7 +160,7 @@ void group_normalization(Backend& backend, const math::NormSpan& s, float eps, c
   auto lock = b.enter();
   cuda::with_storage(x.dtype(), [&](auto z) {
     using T = decltype(z);
-    const size_t tiles = tiles_of(s, x.batch());
+    const size_t tiles = cuda::pixel_tiles(x.batch(), s.hw);
     if (by_tiles(s))
       normalize_positions_kernel<<<cuda::tile_blocks(tiles), cuda::tile_threads(), 0, b.stream()>>>(
           s, tiles, eps, x.data_as<const T>(), gamma.data_as<const float>(), beta.data_as<const float>(),
@@ -181,7 +180,7 @@ void group_normalization_gradient(Backend& backend, const math::NormSpan& s, con
   auto lock = b.enter();
   cuda::with_storage(x.dtype(), [&](auto z) {
     using T = decltype(z);
-    const size_t tiles = tiles_of(s, x.batch());
+    const size_t tiles = cuda::pixel_tiles(x.batch(), s.hw);
     if (dx && by_tiles(s))
       input_gradient_positions_kernel<<<cuda::tile_blocks(tiles), cuda::tile_threads(), 0, b.stream()>>>(
           s, tiles, x.data_as<const T>(), dy.data_as<const T>(), gamma.data_as<const float>(),

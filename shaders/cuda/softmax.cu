@@ -1,8 +1,8 @@
 // Softmax across channels. Pixels one value apart (channels-last rows, C×1×1 images) take a warp
 // per pixel, its lanes reading the channels side by side; channels hw apart take blocks of 32
-// pixels by 8 rows of threads (common.cuh's pixel tiles), each row a share of the channels. The maximum and the sum of
-// exponentials come in one pass (a running sum rescaled as the maximum grows), so the input is
-// read twice, where a thread per pixel read it three times.
+// pixels by 8 rows of threads (common.cuh's pixel tiles), each row a share of the channels. The
+// maximum and the sum of exponentials come in one pass (a running sum rescaled as the maximum
+// grows), so the input is read twice, where a thread per pixel read it three times.
 #include "common.cuh"
 #include "kernels.cuh"
 
@@ -122,9 +122,10 @@ template <class T>
 void softmax(cudaStream_t s, bool log, const T* in, T* out, int n, int c, int hw) {
   if (hw == 1)
     softmax_rows_kernel<<<warp_blocks(n), kThreads, 0, s>>>(log, in, out, static_cast<size_t>(n), c);
-  else
-    softmax_tiles_kernel<<<tile_blocks(pixel_tiles(n, hw)), tile_threads(), 0, s>>>(log, in, out, pixel_tiles(n, hw),
-                                                                                     c, hw);
+  else {
+    const size_t tiles = pixel_tiles(n, hw);
+    softmax_tiles_kernel<<<tile_blocks(tiles), tile_threads(), 0, s>>>(log, in, out, tiles, c, hw);
+  }
   check_launch("softmax");
 }
 
@@ -132,9 +133,10 @@ template <class T>
 void softmax_gradient(cudaStream_t s, bool log, const T* y, const T* dy, T* dx, int n, int c, int hw) {
   if (hw == 1)
     softmax_gradient_rows_kernel<<<warp_blocks(n), kThreads, 0, s>>>(log, y, dy, dx, static_cast<size_t>(n), c);
-  else
-    softmax_gradient_tiles_kernel<<<tile_blocks(pixel_tiles(n, hw)), tile_threads(), 0, s>>>(
-        log, y, dy, dx, pixel_tiles(n, hw), c, hw);
+  else {
+    const size_t tiles = pixel_tiles(n, hw);
+    softmax_gradient_tiles_kernel<<<tile_blocks(tiles), tile_threads(), 0, s>>>(log, y, dy, dx, tiles, c, hw);
+  }
   check_launch("softmax_gradient");
 }
 
