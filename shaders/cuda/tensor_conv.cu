@@ -313,13 +313,32 @@ void launch_rows(cudaStream_t s, const P& p, bool exact, const float* a, const f
 }
 
 // Weight gradient: its k (every output pixel) split over tiles of 64 × 64, or in tf32 where the
-// image is channels-last and the output channels fit one tile's rows, of 64 × 256 (`wide`): a warp
-// on each 64 columns loads 32 fragment values for 32 products, where 32 × 32 loads 16 for 8.
-// The wide tile's registers and shared memory leave room for two a multiprocessor.
-bool wide_tile(const ConvShape& g, bool exact) { return g.x_last && !exact && g.oc <= 64 && g.c * g.kh * g.kw > 64; }
-int weight_gradient_splits(const ConvShape& g, bool wide, int* k_split) {
-  const int columns = wide ? 256 : 64, tiles = ((g.oc + 63) / 64) * ((g.c * g.kh * g.kw + columns - 1) / columns);
-  return k_splits(tiles, static_cast<long>(g.n) * g.oh * g.ow, k_split, 256, wide ? 2 : 4);
+// image is channels-last and the output channels fit 64 rows, over `wide` tiles of 32 or 64 rows
+// (the fewer that hold them) × 256 or 288 columns (whichever pads the columns less: 288 is a
+// 3 × 3 window of 32 channels, which 256 leaves a 32-column tile behind). A warp on each quarter
+// of the columns loads 34 fragment values for 36 products (64 × 288), where a warp's 32 × 32 of
+// the 64 × 64 tile loads 16 for 8; the stages leave room for two tiles a multiprocessor.
+struct WeightTile {
+  int rows, columns;
+  bool wide;
+};
+WeightTile weight_tile(const ConvShape& g, bool exact) {
+  const int n = g.c * g.kh * g.kw;
+  if (!g.x_last || exact || g.oc > 64 || n <= 64) return {64, 64, false};
+  const auto padded = [n](int columns) { return (n + columns - 1) / columns * columns; };
+  return {g.oc <= 32 ? 32 : 64, padded(288) < padded(256) ? 288 : 256, true};
+}
+int weight_gradient_splits(const ConvShape& g, const WeightTile& t, int* k_split) {
+  const int n = g.c * g.kh * g.kw;
+  const long tiles = static_cast<long>((g.oc + t.rows - 1) / t.rows) * ((n + t.columns - 1) / t.columns);
+  return k_splits(tiles, static_cast<long>(g.n) * g.oh * g.ow, k_split, 256, t.wide ? 2 : 4);
+}
+template <int BM, int BN>
+void launch_wide(cudaStream_t s, const WeightGradientLast& p, int splits, int k_split, const float* dz,
+                 const float* x, float* out) {
+  using P = WeightGradientLast;
+  launch_as<P, Across<BM, P, true>, Windows<BN, P, false>, BM, BN, false, 1>(s, p, splits, k_split, dz, x, nullptr,
+                                                                            NeuronDescriptor{}, out);
 }
 
 bool sizes_fit(const ConvShape& g) {
@@ -373,22 +392,24 @@ void tensor_input_gradient(cudaStream_t s, const ConvShape& g, bool exact, const
 
 size_t tensor_weight_gradient_partial(const ConvShape& g) {  // exact or not: either tile's
   int k_split = 0;
-  int splits = weight_gradient_splits(g, false, &k_split);
-  if (wide_tile(g, false)) splits = std::max(splits, weight_gradient_splits(g, true, &k_split));
+  const int splits = std::max(weight_gradient_splits(g, weight_tile(g, true), &k_split),
+                              weight_gradient_splits(g, weight_tile(g, false), &k_split));
   return splits > 1 ? static_cast<size_t>(splits) * g.oc * g.c * g.kh * g.kw : 0;
 }
 
 void tensor_weight_gradient(cudaStream_t s, const ConvShape& g, bool exact, const float* x, const float* dz,
                             float* dw, float* partial) {
   int k_split = 0;
-  const bool wide = wide_tile(g, exact);
-  const int splits = weight_gradient_splits(g, wide, &k_split), n = g.c * g.kh * g.kw;
+  const WeightTile tile = weight_tile(g, exact);
+  const int splits = weight_gradient_splits(g, tile, &k_split), n = g.c * g.kh * g.kw;
   float* out = splits > 1 ? partial : dw;
   if (g.x_last) {
     using P = WeightGradientLast;
-    if (wide)
-      launch_as<P, Across<64, P, true>, Windows<256, P, false>, 64, 256, false, 1>(s, P{g}, splits, k_split, dz, x,
-                                                                                  nullptr, NeuronDescriptor{}, out);
+    using Launch = void (*)(cudaStream_t, const P&, int, int, const float*, const float*, float*);
+    static constexpr Launch wide[2][2] = {{launch_wide<32, 256>, launch_wide<32, 288>},
+                                        {launch_wide<64, 256>, launch_wide<64, 288>}};
+    if (tile.wide)
+      wide[tile.rows == 64][tile.columns == 288](s, P{g}, splits, k_split, dz, x, out);
     else
       launch<P, Across<64, P, true>, Windows<64, P, false>, 64, 64>(s, P{g}, splits, k_split, exact, dz, x, nullptr,
                                                                      NeuronDescriptor{}, out);

@@ -134,10 +134,11 @@ class CudaVsCpu : public OnGpu {
     return r;
   }
   // Forward pass and both gradients of a float32 channels-last convolution on the gpu, as its
-  // plan's choices stand (tanh, a bias), against the cpu's NCHW ones on the same random values:
-  // outputs and input gradient within tol, weight and bias gradients (longer sums) sum_tol.
+  // plan's choices stand (tanh or `neuron`, a bias), against the cpu's NCHW ones on the same
+  // random values: outputs and input gradient within tol, weight and bias gradients (longer sums)
+  // sum_tol.
   void channels_last_convolution(int n, const ConvGeometry& g, ImageShape in, ImageShape out, float tol,
-                                 float sum_tol) {
+                                 float sum_tol, NeuronType neuron = NeuronType::TanH) {
     auto image = [&](const std::vector<float>& v, ImageShape s) {  // stored channels-last
       Image img = Image::allocate({n, s, DType::Float32}, Device(DeviceType::CUDA, 0));
       if (!v.empty()) img.copy_from_host(channels_last(v, n, s, false).data());
@@ -146,13 +147,13 @@ class CudaVsCpu : public OnGpu {
     const auto last = [](const Image& img) { return Tensor::image(img, Layout::NHWC); };
     const auto xv = random(static_cast<size_t>(n) * in.count());
     const auto wv = random(static_cast<size_t>(out.c) * in.c * g.kh * g.kw), bv = random(out.c);
-    const auto tanh = NeuronDescriptor::make(NeuronType::TanH);
+    const auto nd = NeuronDescriptor::make(neuron);
     auto [xc, unused_x] = pair(n, in, xv);
     auto [yc, unused_y] = empty(n, out);
     Image xg = image(xv, in), yg = image({}, out);
     auto wg = on_gpu(wv), bg = on_gpu(bv);
-    dispatch<ConvolutionKernel>(cpu(), g, xc, t(wv), t(bv), tanh, yc);
-    dispatch<ConvolutionKernel>(gpu(), g, last(xg), t(wg), t(bg), tanh, last(yg));
+    dispatch<ConvolutionKernel>(cpu(), g, xc, t(wv), t(bv), nd, yc);
+    dispatch<ConvolutionKernel>(gpu(), g, last(xg), t(wg), t(bg), nd, last(yg));
     const auto check = [](const char* what, const std::vector<float>& a, const std::vector<float>& b, float within,
                           float scale) {
       SCOPED_TRACE(what);
@@ -165,8 +166,8 @@ class CudaVsCpu : public OnGpu {
     Image dyg = image(dyv, out), dxg = image({}, in);
     std::vector<float> dwc(wv.size()), dbc(out.c);
     auto dwg = gpu().allocate(wv.size() * 4), dbg = gpu().allocate(out.c * 4);
-    dispatch<ConvolutionGradientKernel>(cpu(), g, xc, t(wv), dyc, yc, tanh, dxc, t(dwc), t(dbc));
-    dispatch<ConvolutionGradientKernel>(gpu(), g, last(xg), t(wg), last(dyg), last(yg), tanh, last(dxg), t(dwg),
+    dispatch<ConvolutionGradientKernel>(cpu(), g, xc, t(wv), dyc, yc, nd, dxc, t(dwc), t(dbc));
+    dispatch<ConvolutionGradientKernel>(gpu(), g, last(xg), t(wg), last(dyg), last(yg), nd, last(dxg), t(dwg),
                                         t(dbg));
     check("dx", host(dxc), channels_last(host(dxg), n, in, true), tol, 1.f);
     // tf32 rounds every term of a sum (and the outputs whose neuron's slope weighs the bias
@@ -178,7 +179,7 @@ class CudaVsCpu : public OnGpu {
     // reads it) comes out in that order.
     auto dwk = gpu().allocate(wv.size() * 4);
     const Tensor krsc(dwk->data(), 1, ImageShape{static_cast<int>(wv.size()), 1, 1}, DType::Float32, Layout::NHWC);
-    dispatch<ConvolutionGradientKernel>(gpu(), g, last(xg), t(wg), last(dyg), last(yg), tanh, Tensor(), krsc,
+    dispatch<ConvolutionGradientKernel>(gpu(), g, last(xg), t(wg), last(dyg), last(yg), nd, Tensor(), krsc,
                                         Tensor());
     const ImageShape filter{in.c / g.groups, g.kh, g.kw};
     check("dw KRSC", channels_last(dwc, out.c, filter, false), host(dwk), sum_tol,
