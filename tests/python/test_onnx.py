@@ -732,6 +732,14 @@ def _batch_sized_concat():
     return one_input_model(nodes, ["N", 3, 8, 8], ["N", 6, 8, 8], {"k": np.ones((2, 3, 8, 8), np.float32)})
 
 
+def _batch_sized_transpose():
+    one = numpy_helper.from_array(np.array([1.0], np.float32))
+    nodes = [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("ConstantOfShape", ["s"], ["f"], value=one),
+             helper.make_node("Transpose", ["f"], ["t"], perm=[0, 1, 1, 3], name="turn"),
+             helper.make_node("Add", ["x", "t"], ["y"])]
+    return one_input_model(nodes, ["N", 3, 8, 8], ["N", 3, 8, 8])
+
+
 def _folded_pool():
     """A pooling of a 1-D constant, which ONNX's reference implementation cannot evaluate."""
     nodes = [helper.make_node("MaxPool", ["k"], ["p"], kernel_shape=[2], name="pool"),
@@ -776,6 +784,8 @@ RULE_BREAKERS = {  # what ONNX's checker lets through: (model, error, message)
                      r"\[the_node\] Gather: index 3 is outside \[-3, 2\]"),
     "perm": (lambda: small_model("Transpose", perm=[0, 2, 1, -1]), Invalid,
              r"\[the_node\] Transpose: perm \[0, 2, 1, -1\] is not an order"),
+    "perm_of_constant": (_batch_sized_transpose, Invalid,
+                         r"\[turn\] Transpose: perm \[0, 1, 1, 3\] is not an order"),
     "norm_scale": (lambda: _with_constant(small_model("LayerNormalization", extra_inputs=["s"], axis=1), "s",
                                           np.ones((3, 8, 8, 1), np.float32)), Invalid,
                    r"LayerNormalization: scale of shape \[3, 8, 8, 1\] does not"),

@@ -109,6 +109,14 @@ def axes_in(values, rank: int) -> list:
     return sorted(out)
 
 
+def perm_of(attrs: dict, rank: int) -> list:
+    """Transpose's perm (reversing the axes where absent); a ValueError unless it orders all `rank` axes."""
+    perm = list(attrs.get("perm", range(rank - 1, -1, -1)))
+    if sorted(perm) != list(range(rank)):
+        raise ValueError(f"perm {perm} is not an order of the {rank} axes")
+    return perm
+
+
 def symbolic(a) -> bool:
     """Whether an integer array holds a Sym."""
     return isinstance(a, np.ndarray) and a.dtype == object

@@ -29,6 +29,7 @@ from nngraph.onnx._layout import (
     in_range,
     infer,
     ints,
+    perm_of,
     reshape,
     resolve_target,
 )
@@ -108,25 +109,17 @@ def _copied(imp, n, x: Act, dims: list, why: str) -> Act:
     return channels_first(node, shape, ["H", "W"] if len(dims) == 4 else ["W"])
 
 
-def _perm(imp, n, rank: int) -> list:
-    """Transpose's perm (reversing the axes where absent); a ValueError unless it orders all `rank` axes."""
-    perm = list(imp.attrs(n).get("perm", range(rank - 1, -1, -1)))
-    if sorted(perm) != list(range(rank)):
-        raise ValueError(f"perm {perm} is not an order of the {rank} axes")
-    return perm
-
-
 def transpose(imp, n) -> list:
     x = imp.get(n.input[0])
     if isinstance(x, Moved):
-        perm = _perm(imp, n, x.index.ndim + 1)
+        perm = perm_of(imp.attrs(n), x.index.ndim + 1)
         if perm[0] != 0:
             raise Unsupported(x.why)
         return [settled(imp, n, Moved(x.source, x.index.transpose([p - 1 for p in perm[1:]]), x.why))]
     if isinstance(x, Stacked):
-        return [stacked.transpose(x, _perm(imp, n, len(x.parts[0].axes) + 1))]
+        return [stacked.transpose(x, perm_of(imp.attrs(n), len(x.parts[0].axes) + 1))]
     x = imp.act(n)
-    return [x.relabel([x.axes[p] for p in _perm(imp, n, len(x.axes))])]
+    return [x.relabel([x.axes[p] for p in perm_of(imp.attrs(n), len(x.axes))])]
 
 
 def expand(imp, n) -> list:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from nngraph.onnx._layout import Filled, Sym, axes_in, in_range, ints, symbolic
+from nngraph.onnx._layout import Filled, Sym, axes_in, in_range, ints, perm_of, symbolic
 
 BIG = 2**62  # ends at or beyond this mean "to the end"
 
@@ -148,7 +148,7 @@ def _filled(op: str, inputs: list, attrs: dict, batch: int | None) -> Filled:
         dims = [d for i, d in enumerate(dims) if (axes is not None and i not in axes)
                 or (axes is None and (isinstance(d, Sym) or d != 1))]
     elif op == "Transpose":
-        dims = [dims[p] for p in attrs.get("perm", range(len(dims) - 1, -1, -1))]
+        dims = [dims[p] for p in perm_of(attrs, len(dims))]
     elif op == "Slice":
         for axis, start, end, step in slice_args(inputs, len(dims), attrs):
             dims[axis] = _slice_len(dims[axis], start, end, step)
