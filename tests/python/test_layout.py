@@ -269,20 +269,24 @@ def pooling_gradient(x, dy, mode, kernel, stride, padding, count_include_pad):
 
 
 @pytest.mark.parametrize("fmt", ["float32", "float16"])
-@pytest.mark.parametrize("mode,stride,count_include_pad", [("max", 2, False), ("max", 1, False),
-                                                           ("average", 1, True), ("average", 2, False)])
+@pytest.mark.parametrize("mode,stride,count_include_pad,padding,size", [
+    ("max", 2, False, 1, 9), ("max", 2, False, 0, 9), ("max", 2, False, 0, 8), ("max", 1, False, 1, 9),
+    ("average", 1, True, 1, 9), ("average", 2, False, 1, 9)])
 @pytest.mark.parametrize("device", GPUS)
-def test_channels_last_overlapping_pooling_gradient_in_packs(device, mode, stride, count_include_pad, fmt, rng):
-    """NHWC 3×3 windows that overlap (ResNet's stride-2 max pooling, Inception's stride-1
-    average pooling): a thread per pixel and pack of channels gathers from the windows that
-    hold it, with relu's derivative folded in."""
-    x = rng.standard_normal((3, 16, 9, 9))
+def test_channels_last_overlapping_pooling_gradient_in_packs(device, mode, stride, count_include_pad, padding, size,
+                                                             fmt, rng):
+    """NHWC 3×3 windows that overlap (ResNet's stride-2 max pooling, Inception's unpadded one
+    whose last pixel an even side leaves uncovered, Inception's stride-1 average pooling): a
+    thread per pixel, or per 2×2 cell at stride 2, and pack of channels gathers from the
+    windows that reach it, with relu's derivative folded in."""
+    x = rng.standard_normal((3, 16, size, size))
     x = (x + 0.05 * np.sign(x)).astype(np.float32)
     exact = x.astype(np.float16).astype(np.float64) if fmt == "float16" else x.astype(np.float64)
     src = ng.ImageNode(shape=x.shape[1:], label="x")
     act = ng.Neuron(src, "relu", label="act")
-    pool = ng.Pooling(act, mode, 3, stride, padding=(1, 1, 1, 1), count_include_pad=count_include_pad, label="pool")
-    side = (9 + 2 - 3) // stride + 1
+    pool = ng.Pooling(act, mode, 3, stride, padding=(padding,) * 4, count_include_pad=count_include_pad,
+                      label="pool")
+    side = (size + 2 * padding - 3) // stride + 1
     dy = ng.ImageNode(shape=(16, side, side), label="dy")
     [dp] = pool.gradient_filters(dy)
     [dx] = act.gradient_filters(dp.result_image)
@@ -291,9 +295,39 @@ def test_channels_last_overlapping_pooling_gradient_in_packs(device, mode, strid
     assert g.memory_plan(3)["steps"] == ["act"] + ["pool"] * (mode == "max") + ["pool_gradient+relu"]
     r = rng.standard_normal((3, 16, side, side)).astype(np.float32)
     relu = np.maximum(exact, 0)
-    want = pooling_gradient(relu, r.astype(np.float64), mode, 3, stride, 1, count_include_pad) * (exact > 0)
+    want = pooling_gradient(relu, r.astype(np.float64), mode, 3, stride, padding, count_include_pad) * (exact > 0)
     tol = 1e-2 if fmt == "float16" else 1e-5
-    np.testing.assert_allclose(g.run({"x": x, "dy": r}), want, rtol=tol, atol=tol)
+    for _ in range(2):  # an uncovered edge stays zero in a reused buffer
+        np.testing.assert_allclose(g.run({"x": x, "dy": r}), want, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("fmt", ["float32", "float16"])
+@pytest.mark.parametrize("device", GPUS)
+def test_channels_last_reduction_pooling_gradient_reads_its_concatenation_in_place(device, fmt, rng):
+    """Inception's grid reduction: a 3×3 stride-2 max pooling of relu's output written into
+    its channels of a concatenation beside another branch; its gradient reads its winners'
+    dy and y in place, pixels the concatenation's width apart."""
+    x = rng.standard_normal((2, 16, 11, 11))
+    x = (x + 0.05 * np.sign(x)).astype(np.float32)
+    exact = x.astype(np.float16).astype(np.float64) if fmt == "float16" else x.astype(np.float64)
+    act = ng.Neuron(ng.ImageNode(shape=x.shape[1:], label="x"), "relu", label="act")
+    pool = ng.Pooling(act, "max", 3, 2, label="pool")
+    other = ng.Pooling(act, "average", 3, 2, label="other")
+    cat = ng.Concatenation([other, pool], label="cat")
+    dy = ng.ImageNode(shape=(32, 5, 5), label="dy")
+    [_, dpool] = cat.gradient_filters(dy)
+    [dp] = pool.gradient_filters(dpool.result_image)
+    [dx] = act.gradient_filters(dp.result_image)
+    g = ng.Graph([cat.result_image, dx.result_image], device=device, format=fmt, layout="NHWC")
+    steps = g.memory_plan(3)["steps"]
+    assert "cat" not in steps and not any(s.startswith("cat_gradient") for s in steps)
+    r = rng.standard_normal((2, 32, 5, 5)).astype(np.float32)
+    relu = np.maximum(exact, 0)
+    want = pooling_gradient(relu, r[:, 16:].astype(np.float64), "max", 3, 2, 0, False) * (exact > 0)
+    tol = 1e-2 if fmt == "float16" else 1e-5
+    got_cat, got_dx = g.run({"x": x, "dy": r})
+    np.testing.assert_allclose(got_cat[:, 16:], ref.pooling(relu, "max", (3, 3), (2, 2), "valid"), rtol=tol, atol=tol)
+    np.testing.assert_allclose(got_dx, want, rtol=tol, atol=tol)
 
 
 @pytest.mark.parametrize("fmt", ["float32", "float16"])
