@@ -48,6 +48,29 @@ TEST_F(CudaVsCpu, CapturedScratchHoldsNoGraphMemory) {
   EXPECT_NE(gpu().allocate(64), nullptr);
 }
 
+// One launch of copies: spans whole 16-byte packs apart (a thread per pack) or not (a float
+// at a time; a tail past the last pack), a zero fill, and rows between strided images.
+TEST_F(CudaVsCpu, CopyBlocksCopiesSpansFillsAndRows) {
+  const int n = 4099;
+  const auto v = random(n);
+  auto src = on_gpu(v), dst = gpu().allocate(3 * n * sizeof(float));
+  const float* from = static_cast<const float*>(src->data());
+  float* to = static_cast<float*>(dst->data());
+  gpu().copy_from_host(to, std::vector<float>(3 * n, 7.f).data(), 3 * n * sizeof(float));
+  cuda::copy_blocks(gpu().stream(), {{from, 1026, to, 1026, 1, 1026},             // aligned, a tail of 2
+                                     {from + 1, 1025, to + 1027, 1025, 1, 1025},  // unaligned
+                                     {nullptr, 1000, to + n, 1000, 1, 1000},      // zero fill
+                                     {from, 100, to + 2 * n, 50, 3, 40}});         // 3 rows of 40
+  const auto got = host(dst);
+  for (int i = 0; i < 1026; ++i) ASSERT_EQ(got[i], v[i]) << i;
+  for (int i = 0; i < 1025; ++i) ASSERT_EQ(got[1027 + i], v[1 + i]) << i;
+  ASSERT_EQ(got[1026], 7.f);
+  for (int i = 0; i < 1000; ++i) ASSERT_EQ(got[n + i], 0.f) << i;
+  ASSERT_EQ(got[n + 1000], 7.f);
+  for (int r = 0; r < 3; ++r)
+    for (int c = 0; c < 50; ++c) ASSERT_EQ(got[2 * n + r * 50 + c], c < 40 ? v[r * 100 + c] : 7.f) << r << " " << c;
+}
+
 // Side by side in a capture: both works see what came before, the work after sees both, and
 // scratch one frees is not handed to the other (it may still be read); one after the other
 // where the works are long or the shared workspace cannot hold both.
