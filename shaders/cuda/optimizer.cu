@@ -56,7 +56,14 @@ __device__ void update_four(const math::UpdateConstants& k, float4* w, const flo
 }
 
 // Where OIHW value i of an O × inputs × taps filter lies in its KRSC copy (O × taps × inputs).
+// In 32 bits where i fits (every filter but a huge one): this runs for every value of every
+// filter, and a 64-bit division costs several 32-bit ones.
 __device__ inline size_t krsc_index(size_t i, int inputs, int taps) {
+  if (i <= 0xffffffffu) {
+    const unsigned u = static_cast<unsigned>(i), per = static_cast<unsigned>(inputs) * taps, o = u / per;
+    const unsigned r = u - o * per, in = r / taps;
+    return (static_cast<size_t>(o) * taps + (r - in * taps)) * inputs + in;
+  }
   const size_t per = static_cast<size_t>(inputs) * taps, o = i / per, r = i % per;
   return (o * taps + r % taps) * inputs + r / taps;
 }
@@ -68,7 +75,7 @@ __device__ void update_each(const math::UpdateConstants& k, float* w, const G* g
                             float* s2, float* slow, float* avg, C* copy, int inputs, int taps, size_t first,
                             size_t stride, size_t count) {
   for (size_t i = first; i < count; i += stride) {
-    const size_t in_copy = taps ? krsc_index(i, inputs, taps) : i;
+    const size_t in_copy = taps > 1 ? krsc_index(i, inputs, taps) : i;  // one tap: the same order
     math::update<K, Slot, AmsGrad>(k, w[i], ld(g[g_krsc ? in_copy : i]), s0 + i, s1 + i, s2 + i, slow + i, avg + i);
     if (copy) copy[in_copy] = st<C>(w[i]);
   }
