@@ -122,7 +122,7 @@ def resize(imp, n) -> list:
             # The batch keeps its size: a fixed one where the model's batch is fixed, else taken for it.
             if i == 0 and not isinstance(s, Sym) and imp.batch is not None and s != imp.batch:
                 raise Unsupported(f"to {s} images of a batch of {imp.batch} is not supported")
-            factors[i] = float(s) / dims[i] if i >= 2 else (1.0 if i == 0 else float(s) / dims[i])
+            factors[i] = 1.0 if i == 0 else float(s) / dims[i]
     else:
         raise Unsupported("needs scales or sizes")
     given_scales = scales is not None and scales.size > 0
