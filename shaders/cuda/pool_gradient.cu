@@ -350,14 +350,15 @@ void pooling_gradient(cudaStream_t s, PoolingMode mode, const PoolGeometry& g, c
       const bool whole = Last && c % kPack<T> == 0 && gs % kPack<T> == 0 && ys % kPack<T> == 0 && packed(dy) &&
                          packed(dx) && packed(y);
       const bool side_by_side = g.side_by_side(h, w, oh, ow);
-      const bool cells = g.kh == 3 && g.kw == 3 && g.sy == 2 && g.sx == 2 && g.dil_y == 1 && g.dil_x == 1;
-      const int ch = (h + g.pad_top + 1) / 2, cw = (w + g.pad_left + 1) / 2;  // 2 × 2 cells of the padded image
+      constexpr int K = 3, S = 2;  // the cells' one instance: Inception's and ResNet's windows
+      const bool cells = g.kh == K && g.kw == K && g.sy == S && g.sx == S && g.dil_y == 1 && g.dil_x == 1;
+      const int ch = (h + g.pad_top + S - 1) / S, cw = (w + g.pad_left + S - 1) / S;  // S × S cells, padded image
       const size_t cell_items = static_cast<size_t>(n) * ch * cw * (c / kPack<T>);
       with_derivative(nd, [&](auto derivative) {
         with_index_type(largest, [&](auto i) {
           using I = decltype(i);
           if (whole && cells)
-            cell_winners_kernel<3, 2, kPack<T>><<<blocks_for(cell_items), kThreads, 0, s>>>(
+            cell_winners_kernel<K, S, kPack<T>><<<blocks_for(cell_items), kThreads, 0, s>>>(
                 g, won, won_image, y, dy, dx, I(cell_items), c, h, w, oh, ow, ch, cw, gs, ys, derivative);
           else if (whole && side_by_side)
             side_by_side_winners_kernel<kPack<T>><<<blocks_for(outputs / kPack<T>), kThreads, 0, s>>>(

@@ -320,18 +320,18 @@ void launch_rows(cudaStream_t s, const P& p, bool exact, const float* a, const f
 // the 64 × 64 tile loads 16 for 8; the stages leave room for two tiles a multiprocessor.
 struct WeightTile {
   int rows, columns;
-  bool wide;
+  bool wide() const { return columns > 64; }
 };
 WeightTile weight_tile(const ConvShape& g, bool exact) {
   const int n = g.c * g.kh * g.kw;
-  if (!g.x_last || exact || g.oc > 64 || n <= 64) return {64, 64, false};
+  if (!g.x_last || exact || g.oc > 64 || n <= 64) return {64, 64};
   const auto padded = [n](int columns) { return (n + columns - 1) / columns * columns; };
-  return {g.oc <= 32 ? 32 : 64, padded(288) < padded(256) ? 288 : 256, true};
+  return {g.oc <= 32 ? 32 : 64, padded(288) < padded(256) ? 288 : 256};
 }
 int weight_gradient_splits(const ConvShape& g, const WeightTile& t, int* k_split) {
   const int n = g.c * g.kh * g.kw;
   const long tiles = static_cast<long>((g.oc + t.rows - 1) / t.rows) * ((n + t.columns - 1) / t.columns);
-  return k_splits(tiles, static_cast<long>(g.n) * g.oh * g.ow, k_split, 256, t.wide ? 2 : 4);
+  return k_splits(tiles, static_cast<long>(g.n) * g.oh * g.ow, k_split, 256, t.wide() ? 2 : 4);
 }
 template <int BM, int BN>
 void launch_wide(cudaStream_t s, const WeightGradientLast& p, int splits, int k_split, const float* dz,
@@ -408,7 +408,7 @@ void tensor_weight_gradient(cudaStream_t s, const ConvShape& g, bool exact, cons
     using Launch = void (*)(cudaStream_t, const P&, int, int, const float*, const float*, float*);
     static constexpr Launch wide[2][2] = {{launch_wide<32, 256>, launch_wide<32, 288>},
                                         {launch_wide<64, 256>, launch_wide<64, 288>}};
-    if (tile.wide)
+    if (tile.wide())
       wide[tile.rows == 64][tile.columns == 288](s, P{g}, splits, k_split, dz, x, out);
     else
       launch<P, Across<64, P, true>, Windows<64, P, false>, 64, 64>(s, P{g}, splits, k_split, exact, dz, x, nullptr,
