@@ -156,18 +156,19 @@ class CudaBackend : public Backend {
     GemmBatch batch;
     bool plain;
   };
-  // cuBLASLt's description of one product and its heuristics' first algorithms for it
-  struct LtProduct {
+  // One product shape's candidate chosen (0 undecided) and cuBLASLt's description of it with
+  // its heuristics' first algorithms (none where NNGRAPH_CUBLASLT=0).
+  struct TunedProduct {
+    int choice = 0;
     cuda::LtMatmul desc;
     cuda::LtLayout a, b, c;
     std::vector<cublasLtMatmulHeuristicResult_t> algorithms;
   };
-  // (none where NNGRAPH_CUBLASLT=0)
-  const LtProduct& lt_product(const std::vector<int>& key, const Product& p);
+  TunedProduct describe(const Product& p);
   // Runs p through whichever of cublasGemmEx's default, cuBLASLt's algorithms and `ours` was
   // quickest on its shape and alignment (timed once, `what` naming it in the tuning log);
   // batched or scaled products through cublasGemmEx alone.
-  void product(const Product& p, Candidates ours, const std::function<std::string()>& what);
+  void product(const Product& p, const Candidates& ours, const std::function<std::string()>& what);
   // Mean device milliseconds of what `work` enqueues, over a few runs after a warm-up one,
   // queued while the device is busy so that the host's launch overhead is not counted.
   float time_ms(const std::function<void()>& work);
@@ -204,8 +205,7 @@ class CudaBackend : public Backend {
   size_t next_pinned_ = 0;
   mutable std::recursive_mutex mutex_;
   cuda::CublasLt lt_;  // made with the first product
-  std::map<std::vector<int>, LtProduct> lt_products_;
-  std::map<std::vector<int>, int> gemm_choices_;  // per product shape: undecided, or the quickest
+  std::map<std::vector<int>, TunedProduct> products_;  // by shape, types and operands' alignment
   struct {
     int id, runs;
   } forced_{-1, 0};

@@ -72,15 +72,13 @@ int alignment(const void* a, const void* b, const void* c) {
 }
 }  // namespace
 
-const CudaBackend::LtProduct& CudaBackend::lt_product(const std::vector<int>& key, const Product& p) {
+CudaBackend::TunedProduct CudaBackend::describe(const Product& p) {
   static const bool enabled = [] {
     const char* e = std::getenv("NNGRAPH_CUBLASLT");
     return !(e && e[0] == '0');
   }();
-  static const LtProduct none;
-  if (!enabled) return none;
-  if (const auto made = lt_products_.find(key); made != lt_products_.end()) return made->second;
-  LtProduct lt;  // kept once whole
+  TunedProduct lt;
+  if (!enabled) return lt;
   if (!lt_) cublas_check(cublasLtCreate(lt_.out()), "gemm");
   // Column-major D (n × m) = op(b) · op(a), as cublasGemmEx is called.
   const cudaDataType scale = p.compute == CUBLAS_COMPUTE_16F ? CUDA_R_16F : CUDA_R_32F;
@@ -114,10 +112,10 @@ const CudaBackend::LtProduct& CudaBackend::lt_product(const std::vector<int>& ke
                                      &count) == CUBLAS_STATUS_SUCCESS)
     for (int i = 0; i < count; ++i)
       if (found[i].state == CUBLAS_STATUS_SUCCESS) lt.algorithms.push_back(found[i]);
-  return lt_products_.emplace(key, std::move(lt)).first->second;
+  return lt;
 }
 
-void CudaBackend::product(const Product& p, Candidates ours, const std::function<std::string()>& what) {
+void CudaBackend::product(const Product& p, const Candidates& ours, const std::function<std::string()>& what) {
   auto cublas = [&] {
     if (p.batch.count == 1)
       cublas_check(cublasGemmEx(cublas_, p.ob, p.oa, p.n, p.m, p.k, p.alpha, p.b, p.type, p.ldb, p.a, p.type, p.lda,
@@ -134,32 +132,41 @@ void CudaBackend::product(const Product& p, Candidates ours, const std::function
   if (p.batch.count != 1 || !p.plain) return cublas();
   const std::vector<int> key{static_cast<int>(p.type), static_cast<int>(p.compute), p.oa, p.ob, p.m, p.n, p.k,
                              p.lda, p.ldb, p.ldc, alignment(p.a, p.b, p.c)};
-  const LtProduct& lt = lt_product(key, p);
-  Candidates candidates{{kCublas, cublas}};
-  for (size_t i = 0; i < lt.algorithms.size(); ++i)
-    candidates.push_back({kLt + static_cast<int>(i), [&, i] {
-                            const auto& r = lt.algorithms[i];
-                            const auto scratch = r.workspaceSize ? allocate(r.workspaceSize) : nullptr;
-                            cublas_check(cublasLtMatmul(lt_, lt.desc, p.alpha, p.b, lt.a, p.a, lt.b, p.beta, p.c, lt.c,
-                                                        p.c, lt.c, &r.algo, scratch ? scratch->data() : nullptr,
-                                                        r.workspaceSize, stream_),
-                                         "gemm");
-                          }});
-  candidates.insert(candidates.end(), ours.begin(), ours.end());
-  for (const auto& [id, run] : candidates)
-    if (id == forced_.id) {
-      ++forced_.runs;
-      return run();
-    }
-  if (candidates.size() == 1) return cublas();
-  int& choice = gemm_choices_[key];
-  if (choice == kUndecided && !recording_)
-    choice = quickest(candidates, what(), [](int id) -> std::string {
+  auto found = products_.find(key);
+  if (found == products_.end()) found = products_.emplace(key, describe(p)).first;  // kept once whole
+  TunedProduct& tuned = found->second;
+  const int algorithms = static_cast<int>(tuned.algorithms.size());
+  auto lt = [&](int i) {
+    const auto& r = tuned.algorithms[i];
+    const auto scratch = r.workspaceSize ? allocate(r.workspaceSize) : nullptr;
+    cublas_check(cublasLtMatmul(lt_, tuned.desc, p.alpha, p.b, tuned.a, p.a, tuned.b, p.beta, p.c, tuned.c, p.c,
+                                tuned.c, &r.algo, scratch ? scratch->data() : nullptr, r.workspaceSize, stream_),
+                 "gemm");
+  };
+  auto has = [&](int id) {
+    return id == kCublas || (id >= kLt && id - kLt < algorithms) ||
+           std::any_of(ours.begin(), ours.end(), [id](const auto& o) { return o.first == id; });
+  };
+  // Candidate `id` (undecided: cuBLAS's default, while a capture records the step).
+  auto run = [&](int id) {
+    if (id >= kLt) return lt(id - kLt);
+    for (const auto& [o, work] : ours)
+      if (o == id) return work();
+    cublas();
+  };
+  if (forced_.id >= 0 && has(forced_.id)) {
+    ++forced_.runs;
+    return run(forced_.id);
+  }
+  if (tuned.choice == kUndecided && !recording_ && (algorithms > 0 || !ours.empty())) {
+    Candidates all{{kCublas, cublas}};
+    for (int i = 0; i < algorithms; ++i) all.push_back({kLt + i, [&, i] { lt(i); }});
+    all.insert(all.end(), ours.begin(), ours.end());
+    tuned.choice = quickest(all, what(), [](int id) -> std::string {
       return id == kCublas ? "cublas" : id == kTensor ? "tensor" : id == kThin ? "thin" : "lt" + std::to_string(id - kLt);
     });
-  for (const auto& [id, run] : candidates)
-    if (id == choice) return run();
-  cublas();  // undecided while capturing, or the one chosen does not fit these operands
+  }
+  run(tuned.choice);
 }
 
 void CudaBackend::gemm(bool ta, bool tb, int m, int n, int k, const float* a, int lda, const float* b, int ldb,
