@@ -34,8 +34,13 @@ for m in ("nvidia.cudnn", "nvidia.cu13", "nvidia.cublas", "nvidia.cu12"):
   endmacro()
   _nngraph_find(CUDNN cudnn.h "cudnn;libcudnn.so.9" CUDNN_ROOT)
   _nngraph_find(CUBLAS cublas_v2.h "cublas;libcublas.so.13;libcublas.so.12" CUBLAS_ROOT)
+  if(CUBLAS_LIBRARY)  # cuBLASLt: the installation's own, beside cuBLAS
+    get_filename_component(_dir "${CUBLAS_LIBRARY}" DIRECTORY)
+    find_library(CUBLASLT_LIBRARY NAMES cublasLt libcublasLt.so.13 libcublasLt.so.12 NAMES_PER_DIR HINTS "${_dir}"
+                 NO_DEFAULT_PATH)
+  endif()
   if(CUDAToolkit_FOUND AND CMAKE_CUDA_COMPILER AND CUDNN_INCLUDE_DIR AND CUDNN_LIBRARY AND CUBLAS_INCLUDE_DIR
-     AND CUBLAS_LIBRARY)
+     AND CUBLAS_LIBRARY AND CUBLASLT_LIBRARY)
     set(NNGRAPH_HAVE_CUDA ON)
     if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
       set(CMAKE_CUDA_ARCHITECTURES 90)  # sm_90 machine code plus compute_90 PTX
@@ -46,7 +51,8 @@ for m in ("nvidia.cudnn", "nvidia.cu13", "nvidia.cublas", "nvidia.cu12"):
   elseif(NNGRAPH_CUDA STREQUAL "ON")
     message(FATAL_ERROR "NNGRAPH_CUDA=ON but something is missing: nvcc '${CMAKE_CUDA_COMPILER}', "
                         "cudnn.h '${CUDNN_INCLUDE_DIR}', libcudnn '${CUDNN_LIBRARY}', "
-                        "cublas_v2.h '${CUBLAS_INCLUDE_DIR}', libcublas '${CUBLAS_LIBRARY}'")
+                        "cublas_v2.h '${CUBLAS_INCLUDE_DIR}', libcublas '${CUBLAS_LIBRARY}', "
+                        "libcublasLt '${CUBLASLT_LIBRARY}'")
   else()
     message(STATUS "nngraph: no CUDA toolkit with cuDNN and cuBLAS; building the cpu backend only")
   endif()
@@ -62,7 +68,7 @@ function(nngraph_add_cuda target module)
   target_compile_definitions(${target} PUBLIC NNGRAPH_HAVE_CUDA)
   target_include_directories(${target} PRIVATE ${PROJECT_SOURCE_DIR}/shaders/cuda)
   target_include_directories(${target} PUBLIC ${CUDNN_INCLUDE_DIR} ${CUBLAS_INCLUDE_DIR})
-  target_link_libraries(${target} PUBLIC CUDA::cudart_static ${CUDNN_LIBRARY} ${CUBLAS_LIBRARY})
+  target_link_libraries(${target} PUBLIC CUDA::cudart_static ${CUDNN_LIBRARY} ${CUBLAS_LIBRARY} ${CUBLASLT_LIBRARY})
   get_filename_component(_cudnn_dir "${CUDNN_LIBRARY}" DIRECTORY)
   get_filename_component(_cublas_dir "${CUBLAS_LIBRARY}" DIRECTORY)
   get_target_property(_rpath ${module} INSTALL_RPATH)

@@ -60,6 +60,69 @@ TEST_F(CudaVsCpu, TensorProducts) {
   EXPECT_FALSE(cuda::tensor_product_fits(false, true, 64, 256, 3134, nullptr, 3136, nullptr, 3136, 256));
 }
 
+// Every algorithm cuBLASLt's heuristics offer as a product's candidate, forced in turn, against
+// double sums of the operands as stored: exact float32, tf32, bfloat16 and float16 (summed in
+// float16), every transposition, padded rows, and operands 4 bytes past a 16-byte boundary.
+TEST_F(CudaVsCpu, LtProducts) {
+  struct Math {
+    DType type;
+    bool tf32, half;
+    float tol;
+  };
+  int ran = 0;
+  for (const Math math : {Math{DType::Float32, false, false, 2e-5f}, Math{DType::Float32, true, false, 1e-2f},
+                          Math{DType::BFloat16, false, false, 8e-3f}, Math{DType::Float16, false, true, 3e-2f}})
+    for (const Product q : {Product{false, true, 96, 80, 72, 0}, Product{true, false, 64, 48, 200, 0},
+                            Product{false, false, 40, 24, 33, 8}, Product{true, true, 32, 64, 16, 4}})
+      for (const int offset : {0, 1}) {
+        SCOPED_TRACE(::testing::Message() << dtype_name(math.type) << (math.tf32 ? " tf32" : "") << ' ' << q.m
+                                          << "x" << q.n << "x" << q.k << " offset " << offset);
+        const size_t bytes = dtype_size(math.type);
+        // Values the storage holds exactly; offset: each operand `offset` values into its buffer.
+        auto stored = [&](std::vector<float> v) {
+          for (auto& x : v)
+            x = math.type == DType::BFloat16  ? bfloat16_to_float(float_to_bfloat16(x))
+                : math.type == DType::Float16 ? half_to_float(float_to_half(x))
+                                              : x;
+          return v;
+        };
+        auto upload = [&](const std::vector<float>& v) {
+          std::vector<unsigned char> raw((v.size() + offset) * bytes);
+          for (size_t i = 0; i < v.size(); ++i) {
+            const uint16_t h = math.type == DType::BFloat16 ? float_to_bfloat16(v[i]) : float_to_half(v[i]);
+            std::memcpy(raw.data() + (i + offset) * bytes, bytes == 4 ? static_cast<const void*>(&v[i]) : &h, bytes);
+          }
+          auto b = gpu().allocate(raw.size());
+          gpu().copy_from_host(b->data(), raw.data(), raw.size());
+          return b;
+        };
+        const auto av = stored(random(static_cast<size_t>(q.ta ? q.k : q.m) * q.lda()));
+        const auto bv = stored(random(static_cast<size_t>(q.tb ? q.n : q.k) * q.ldb()));
+        const auto want = q.want(av, bv);
+        const auto ag = upload(av), bg = upload(bv), cg = upload(std::vector<float>(want.size()));
+        auto at = [&](const std::shared_ptr<Buffer>& b) { return static_cast<unsigned char*>(b->data()) + offset * bytes; };
+        for (int i = 0; i < 8; ++i) {
+          gpu().force_product(4 + i);
+          gpu().gemm(math.type, q.ta, q.tb, q.m, q.n, q.k, at(ag), q.lda(), at(bg), q.ldb(), at(cg), q.n, math.tf32,
+                     1.f, 0.f, {}, math.half);
+          if (gpu().forced_runs() == 0) break;  // no more algorithms
+          ++ran;
+          std::vector<unsigned char> raw(cg->bytes());
+          gpu().copy_to_host(raw.data(), cg->data(), raw.size());
+          std::vector<float> got(want.size());
+          for (size_t e = 0; e < got.size(); ++e) {
+            const unsigned char* v = raw.data() + (e + offset) * bytes;
+            uint16_t h;
+            std::memcpy(bytes == 4 ? static_cast<void*>(&got[e]) : &h, v, bytes);
+            if (bytes == 2) got[e] = math.type == DType::BFloat16 ? bfloat16_to_float(h) : half_to_float(h);
+          }
+          EXPECT_LT(worst(want, got), math.tol) << "algorithm " << i;
+        }
+        gpu().force_product(-1);
+      }
+  EXPECT_GT(ran, 4 * 4 * 2);  // more algorithms ran than there are cases (2-byte aligned ones may have none)
+}
+
 // The digit network's last layer (forward, weight and input gradients) and odd shapes.
 TEST_F(CudaVsCpu, ThinProducts) {
   for (const Product q : {Product{false, true, 64, 10, 1024, 0}, Product{true, false, 10, 1024, 64, 0},

@@ -100,9 +100,15 @@ class CudaBackend : public Backend {
   int quickest(const Candidates& candidates, const std::string& what,
                const std::function<std::string(int)>& name);
   // Row-major C = alpha·op(A)·op(B) + beta·C through column-major cuBLAS, batched or once;
-  // single plain products (alpha 1, beta 0) where ours fit run whichever was quicker.
+  // single plain products (alpha 1, beta 0) run whichever of cuBLAS's default, cuBLASLt's
+  // algorithms and ours (where they fit) was quickest.
   void gemm(bool ta, bool tb, int m, int n, int k, const float* a, int lda, const float* b, int ldb, float* c,
             int ldc, bool tf32, float alpha = 1.f, float beta = 0.f, GemmBatch batch = {});
+  // Tests: every plain product from now on runs candidate `id` where it has one (1 cuBLAS's
+  // default, 2 and 3 ours, 4 + i cuBLASLt's i-th algorithm), untimed; -1 returns to the
+  // quickest. forced_runs() counts the products that ran it.
+  void force_product(int id) { forced_ = {id, 0}; }
+  int forced_runs() const { return forced_.runs; }
   // The same product of operands of dtype `t`: float32 as above, half ones on tensor cores
   // through cuBLAS, accumulated in float32 (tf32 then has no say), or float16 ones in float16
   // where `half`.
@@ -133,6 +139,36 @@ class CudaBackend : public Backend {
   static void free_scratch(void* p, size_t bytes, const Device& d);
   static void keep_memory(void*, size_t, const Device&) {}
   void step_kernel(const void* kernel, dim3 grid, dim3 block, void** args);
+  // A row-major product as the gemm overloads take it (cublasGemmEx's operands and scalars);
+  // `plain`: alpha 1 and beta 0.
+  struct Product {
+    cublasOperation_t oa, ob;
+    int m, n, k;
+    const void* a;
+    int lda;
+    const void* b;
+    int ldb;
+    void* c;
+    int ldc;
+    cudaDataType type;
+    cublasComputeType_t compute;
+    const void *alpha, *beta;
+    GemmBatch batch;
+    bool plain;
+  };
+  // One product shape's candidate chosen (0 undecided) and cuBLASLt's description of it with
+  // its heuristics' first algorithms (none where NNGRAPH_CUBLASLT=0).
+  struct TunedProduct {
+    int choice = 0;
+    cuda::LtMatmul desc;
+    cuda::LtLayout a, b, c;
+    std::vector<cublasLtMatmulHeuristicResult_t> algorithms;
+  };
+  TunedProduct describe(const Product& p);
+  // Runs p through whichever of cublasGemmEx's default, cuBLASLt's algorithms and `ours` was
+  // quickest on its shape and alignment (timed once, `what` naming it in the tuning log);
+  // batched or scaled products through cublasGemmEx alone.
+  void product(const Product& p, const Candidates& ours, const std::function<std::string()>& what);
   // Mean device milliseconds of what `work` enqueues, over a few runs after a warm-up one,
   // queued while the device is busy so that the host's launch overhead is not counted.
   float time_ms(const std::function<void()>& work);
@@ -168,7 +204,11 @@ class CudaBackend : public Backend {
   std::deque<Pinned> pinned_ = std::deque<Pinned>(4);  // references stay valid as it grows
   size_t next_pinned_ = 0;
   mutable std::recursive_mutex mutex_;
-  std::map<std::vector<int>, int> gemm_choices_;  // per product shape: undecided, cuBLAS or ours
+  cuda::CublasLt lt_;  // made with the first product
+  std::map<std::vector<int>, TunedProduct> products_;  // by shape, types and operands' alignment
+  struct {
+    int id, runs;
+  } forced_{-1, 0};
   std::map<std::type_index, std::unique_ptr<OpState>> op_states_;
   std::shared_ptr<Buffer> workspace_;
   struct Scratch {

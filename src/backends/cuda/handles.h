@@ -1,6 +1,7 @@
 #pragma once
 // Owners of CUDA, cuDNN and cuBLAS handles: each destroys what it holds exactly once (errors at
 // destruction are ignored: the driver may be shutting down with the process).
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
@@ -46,6 +47,10 @@ using HostMemory = Owned<void*, cudaFreeHost>;
 using Graph = Owned<cudaGraph_t, cudaGraphDestroy>;
 using GraphExec = Owned<cudaGraphExec_t, cudaGraphExecDestroy>;
 using Cublas = Owned<cublasHandle_t, cublasDestroy>;
+using CublasLt = Owned<cublasLtHandle_t, cublasLtDestroy>;
+using LtMatmul = Owned<cublasLtMatmulDesc_t, cublasLtMatmulDescDestroy>;
+using LtLayout = Owned<cublasLtMatrixLayout_t, cublasLtMatrixLayoutDestroy>;
+using LtPreference = Owned<cublasLtMatmulPreference_t, cublasLtMatmulPreferenceDestroy>;
 using Cudnn = Owned<cudnnHandle_t, cudnnDestroy>;
 using TensorDescriptor = Owned<cudnnTensorDescriptor_t, cudnnDestroyTensorDescriptor>;
 using FilterDescriptor = Owned<cudnnFilterDescriptor_t, cudnnDestroyFilterDescriptor>;
