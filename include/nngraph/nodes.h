@@ -74,6 +74,8 @@ struct EncodeArgs {
   bool replay = false;
   // Inference: the node's filter as prepare_filter() wrote it, where it has one (else null).
   const float* prepared = nullptr;
+  // The weights of the nodes reads_weights_of() names, one array per node (as `weights`).
+  std::vector<const WeightsState*> read_weights;
 };
 
 class FilterNode : public std::enable_shared_from_this<FilterNode> {
@@ -243,6 +245,10 @@ class FilterNode : public std::enable_shared_from_this<FilterNode> {
   virtual bool is_gradient() const { return false; }
   // Gradient nodes of trainable nodes: the forward node whose weights they train.
   virtual const FilterNode* trains() const { return nullptr; }
+  // Gradient nodes that read the weights of forward nodes without training them (the stacked
+  // input gradient of sibling 1×1 convolutions): those nodes, whose weights come in
+  // EncodeArgs::read_weights in this order.
+  virtual std::vector<const FilterNode*> reads_weights_of() const { return {}; }
 
  protected:
   FilterNode(std::vector<ImageNodePtr> sources, std::string label, const char* kind);

@@ -2,12 +2,15 @@
 // normalizations folded into their producers, aliases, dead steps and replays.
 #include <algorithm>
 #include <map>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "graph/plan.h"
 #include "nngraph/error.h"
 #include "ops/arithmetic.h"
+#include "ops/concatenation.h"
+#include "ops/conv.h"
 #include "ops/neuron.h"
 
 namespace nngraph {
@@ -336,6 +339,12 @@ std::vector<ImageNodePtr> build_gradient_pass(const std::vector<std::shared_ptr<
   std::unordered_set<const FilterNode*> seen;
   std::unordered_map<const ImageNode*, int> tensor;
   std::unordered_map<const ImageNode*, std::vector<ImageNodePtr>> incoming;
+  // Per image, the pointwise convolutions reading it, each with its dY and its input gradient.
+  struct Sibling {
+    std::shared_ptr<ConvolutionNode> conv;
+    ImageNodePtr dy, dx;
+  };
+  std::unordered_map<const ImageNode*, std::vector<Sibling>> siblings;
   for (const auto& loss : losses) {  // each loss's gradient (its weight applied) flows into its source
     visit(loss->sources()[0], fwd, seen, tensor);
     incoming[loss->sources()[0].get()].push_back(loss->result_image());
@@ -347,8 +356,25 @@ std::vector<ImageNodePtr> build_gradient_pass(const std::vector<std::shared_ptr<
     auto found = incoming.find(f->result_image().get());
     if (found == incoming.end()) continue;
     // A result read by several nodes receives the sum of their gradients: of two by an
-    // addition (which the plan may join to a step), of more in one pass.
-    const auto& in = found->second;
+    // addition (which the plan may join to a step), of more in one pass. Those of its
+    // pointwise convolutions (of one accumulation) come from one stacked product.
+    auto& in = found->second;
+    if (auto sib = siblings.find(f->result_image().get()); sib != siblings.end()) {
+      std::map<AccumulatorPrecision, std::vector<Sibling>> by_accumulator;
+      for (Sibling& c : sib->second) by_accumulator[c.conv->accumulator_precision()].push_back(c);
+      for (auto& [accumulator, group] : by_accumulator) {
+        if (group.size() < 2) continue;
+        std::vector<ImageNodePtr> dys;
+        std::vector<std::shared_ptr<ConvolutionNode>> convs;
+        for (const Sibling& c : group) {
+          in.erase(std::find(in.begin(), in.end(), c.dx));
+          dys.push_back(c.dy);
+          convs.push_back(c.conv);
+        }
+        const auto stacked = ConcatenationNode::create(dys, f->label() + "_stacked_dy")->result_image();
+        in.push_back(std::make_shared<StackedInputGradientNode>(stacked, f->result_image(), convs)->result_image());
+      }
+    }
     const std::string sum_label = f->label() + "_gradient_sum";
     ImageNodePtr dy = in[0];
     if (in.size() == 2)
@@ -360,6 +386,10 @@ std::vector<ImageNodePtr> build_gradient_pass(const std::vector<std::shared_ptr<
       roots.push_back(grads[i]->result_image());
       if (f->sources()[i]->producer()) incoming[f->sources()[i].get()].push_back(grads[i]->result_image());
     }
+    if (auto conv = std::dynamic_pointer_cast<ConvolutionNode>(f->shared_from_this());
+        conv && std::string_view(f->kind()) == ConvolutionNode::kKind && conv->pointwise() &&
+        f->sources()[0]->producer())
+      siblings[f->sources()[0].get()].push_back({conv, dy, grads[0]->result_image()});
   }
   return roots;
 }

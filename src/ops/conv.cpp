@@ -2,6 +2,7 @@
 #include "ops/conv.h"
 
 #include "nngraph/error.h"
+#include "ops/cast.h"
 
 namespace nngraph {
 namespace {
@@ -88,6 +89,14 @@ ConvGeometry ConvolutionNode::geometry(const ImageShape& in) const {
                       d.dilation_x, d.groups, y.pad_before, x.pad_before};
 }
 
+bool ConvolutionNode::pointwise() const {
+  const auto& d = desc_;
+  const Padding& p = padding_;
+  return d.kernel_height == 1 && d.kernel_width == 1 && d.stride_y == 1 && d.stride_x == 1 && d.groups == 1 &&
+         d.neuron.type == NeuronType::None &&
+         (p.mode != PaddingMode::Explicit || (p.top == 0 && p.bottom == 0 && p.left == 0 && p.right == 0));
+}
+
 void ConvolutionNode::encode(const EncodeArgs& a) const {
   ConvGeometry g = geometry(a.sources[0]->shape());
   g.tf32 = a.allow_tf32;
@@ -159,6 +168,54 @@ void ConvolutionNode::encode_gradient(const EncodeArgs& a) const {
 
 ConvolutionGradientNode::ConvolutionGradientNode(const ImageNodePtr& dy, std::shared_ptr<ConvolutionNode> forward)
     : GradientNode(gradient_sources(dy, *forward), *forward, kKind), forward_(std::move(forward)) {}
+
+StackedInputGradientNode::StackedInputGradientNode(const ImageNodePtr& dy, const ImageNodePtr& x,
+                                                   std::vector<std::shared_ptr<ConvolutionNode>> convolutions)
+    : GradientNode({dy, x}, *convolutions.at(0), kKind), convolutions_(std::move(convolutions)) {
+  set_default_label(x->label() + "_stacked_gradient");
+}
+
+ImageShape StackedInputGradientNode::infer(const std::vector<ImageShape>& s) const {
+  int outputs = 0;
+  for (const auto& f : convolutions_) {
+    if (f->descriptor().input_feature_channels != s[1].c)
+      fail("[", label(), "] ", f->label(), " takes ", f->descriptor().input_feature_channels,
+           " channels but the source has ", s[1].c);
+    outputs += f->descriptor().output_feature_channels;
+  }
+  if (s[0].c != outputs || s[0].h != s[1].h || s[0].w != s[1].w)
+    fail("[", label(), "] the stacked gradient is ", s[0].str(), " but the convolutions give ", outputs, "×", s[1].h,
+         "×", s[1].w);
+  return s[1];
+}
+
+std::vector<const FilterNode*> StackedInputGradientNode::reads_weights_of() const {
+  std::vector<const FilterNode*> out;
+  for (const auto& f : convolutions_) out.push_back(f.get());
+  return out;
+}
+
+void StackedInputGradientNode::encode(const EncodeArgs& a) const {
+  if (a.result.empty()) return;
+  const Tensor x = image_of(a, *a.sources[1]), dy = image_of(a, *a.sources[0]), dx = image_of(a, a.result);
+  // Each sibling's filter is K_i × C (a 1×1 window: OIHW and KRSC alike), so one above the
+  // other they are the K × C filter of the convolution whose outputs are all of theirs.
+  const Tensor first = Tensor::parameter(a.read_weights.at(0), 0);
+  const size_t count = static_cast<size_t>(dy.shape().c) * x.shape().c, size = dtype_size(first.dtype());
+  auto stacked = a.backend.allocate(count * size);
+  size_t at = 0;
+  for (const WeightsState* w : a.read_weights) {
+    const Tensor own = Tensor::parameter(w, 0);
+    dispatch<CastKernel>(a.backend, Tensor::vector(own.data(), own.count(), own.dtype()),
+                         Tensor::vector(static_cast<char*>(stacked->data()) + at * size, own.count(), own.dtype()));
+    at += own.count();
+  }
+  const Tensor w(stacked->data(), 1, ImageShape{static_cast<int>(count), 1, 1}, first.dtype(), first.layout());
+  ConvGeometry g = convolutions_[0]->geometry(x.shape());
+  g.tf32 = a.allow_tf32;
+  g.half = convolutions_[0]->accumulator_precision() == AccumulatorPrecision::Half;
+  dispatch<ConvolutionGradientKernel>(a.backend, g, x, w, dy, Tensor(), NeuronDescriptor{}, dx, Tensor(), Tensor());
+}
 
 std::shared_ptr<FullyConnectedNode> FullyConnectedNode::create(ImageNodePtr source,
                                                                std::shared_ptr<DataSource> weights,

@@ -120,6 +120,9 @@ class ConvolutionNode : public FilterNode {
   const Padding& padding() const { return padding_; }
   // Kernel geometry for a source of shape `in` (padding resolved).
   ConvGeometry geometry(const ImageShape& in) const;
+  // A 1×1 window, stride 1, no padding, one group, no neuron of its own: its input gradient
+  // is dY times its weights alone (StackedInputGradientNode).
+  bool pointwise() const;
   // The gradient node's pass: x, dy and (with a neuron's gradient to apply) y in; dx, dw and db out.
   virtual void encode_gradient(const EncodeArgs& args) const;
   AccumulatorPrecision accumulator_precision() const { return accumulator_; }
@@ -180,6 +183,29 @@ class ConvolutionGradientNode : public GradientNode {
 
  private:
   std::shared_ptr<ConvolutionNode> forward_;
+};
+
+// d/d(source) of sibling pointwise convolutions reading one image, Σ_i dY_i · W_i, as one
+// product over their weights stacked: a sum of their own input gradients would write the
+// image's gradient once per sibling and read each copy back (an Inception block: four).
+// Sources: the siblings' dY concatenated along channels in their order, and X (for its shape).
+// Their gradient nodes then compute their weights' gradients alone.
+class StackedInputGradientNode : public GradientNode {
+ public:
+  static constexpr const char* kKind = "stacked_input_gradient";
+  StackedInputGradientNode(const ImageNodePtr& dy, const ImageNodePtr& x,
+                           std::vector<std::shared_ptr<ConvolutionNode>> convolutions);
+  ImageShape infer(const std::vector<ImageShape>& sources) const override;
+  void encode(const EncodeArgs& args) const override;
+  bool reads_values(size_t source) const override { return source == 0; }
+  bool channels_last(DeviceType device, const std::vector<ImageShape>& sources) const override {
+    return convolutions_[0]->channels_last(device, {sources[1]}) &&
+           reads_channels_last<ConvolutionGradientKernel>(device);
+  }
+  std::vector<const FilterNode*> reads_weights_of() const override;
+
+ private:
+  std::vector<std::shared_ptr<ConvolutionNode>> convolutions_;
 };
 
 }  // namespace nngraph
