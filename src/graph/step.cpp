@@ -298,7 +298,11 @@ std::vector<Image> StepRunner::run(const Plan& plan, Parameters& wm, const std::
     if (scale_state) a.loss_scale = &scale_state->scale;
     a.layout = plan.layout;
     a.replay = st.replay;
-    for (const FilterNode* f : st.node->reads_weights_of()) a.read_weights.push_back(weights_of(f));
+    for (const FilterNode* f : st.node->reads_weights_of()) {
+      a.read_weights.push_back(weights_of(f));
+      const bool trains = std::find(trained.begin(), trained.end(), f) != trained.end();
+      a.read_gradients.push_back(trains ? gradients_.at(f).data() : nullptr);
+    }
     if (!s.training && weights && !ins.empty())
       a.prepared = prepared_.of(st, *weights, ins[0]->shape(), wm, folded_, backend_);
     return a;
