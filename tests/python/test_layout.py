@@ -420,9 +420,10 @@ def concatenating_net(layout, device, fmt="float32", k=1):
 
 def stacked_net(layout, device, fmt="float32", k=1):
     """A 3 × 3 unit's output (over 16 channels) read by three 1 × 1 units, conv → bn → relu,
-    whose gradients are stacked; concatenated, then a fully connected layer and a loss; widths × k."""
+    whose gradients are stacked; concatenated, then a fully connected layer and a loss; widths × k.
+    Steps small enough that the loss stays away from 0 for three of them (wide, it learns fast)."""
     from nngraph.models._build import Builder
-    b = Builder(0, ng.SGD(learning_rate=0.1))
+    b = Builder(0, ng.SGD(learning_rate=0.01))
     stem = b.conv_bn(ng.ImageNode(label="x"), "stem", 4, 18 * k, 3, padding=1, relu=False)
     shared = ng.Neuron(stem, "relu", label="shared")
     cat = ng.Concatenation([b.conv_bn(shared, p, 18 * k, w * k, 1) for p, w in (("a", 4), ("b", 2), ("c", 6))],
@@ -477,13 +478,17 @@ def test_stacked_gradients_take_their_dy_in_place(device):
 @pytest.mark.parametrize("device", GPUS)
 def test_half_stacked_gradients_in_place_train_as_float32_does(device):
     """bfloat16 channels-last, widths that give 16-byte packs: the stacked dY in place, and
-    training follows the float32 NCHW graph within bfloat16's rounding."""
+    training follows the float32 NCHW graph within bfloat16's rounding: a tenth of each tensor's
+    largest value, a quarter for the shifts (beta), whose gradient sums over the batch's pixels
+    mostly cancel, so that rounding is a larger share of it (a misplaced row or channel would be
+    off by as much as the tensor's values)."""
     want, want_tensors, _ = concatenating_steps("NCHW", device, k=8, net=stacked_net)
     got, got_tensors, steps = concatenating_steps("NHWC", device, "bfloat16", k=8, net=stacked_net)
     assert "shared_stacked_dy" not in steps
     np.testing.assert_allclose(got, want, rtol=5e-2, atol=5e-3)
     for k, w in want_tensors.items():
-        np.testing.assert_allclose(got_tensors[k], w, rtol=5e-2, atol=0.1 * float(np.abs(w).max()), err_msg=str(k))
+        share = 0.25 if k[1] == "beta" else 0.1
+        np.testing.assert_allclose(got_tensors[k], w, rtol=5e-2, atol=share * float(np.abs(w).max()), err_msg=str(k))
 
 
 @pytest.mark.parametrize("device", GPUS)
