@@ -74,6 +74,10 @@ struct EncodeArgs {
   bool replay = false;
   // Inference: the node's filter as prepare_filter() wrote it, where it has one (else null).
   const float* prepared = nullptr;
+  // The weights of the nodes reads_weights_of() names, one array per node (as `weights`), and
+  // their gradients where they train this step (else null; as `gradients`).
+  std::vector<const WeightsState*> read_weights;
+  std::vector<GradientState*> read_gradients;
 };
 
 class FilterNode : public std::enable_shared_from_this<FilterNode> {
@@ -243,6 +247,10 @@ class FilterNode : public std::enable_shared_from_this<FilterNode> {
   virtual bool is_gradient() const { return false; }
   // Gradient nodes of trainable nodes: the forward node whose weights they train.
   virtual const FilterNode* trains() const { return nullptr; }
+  // Gradient nodes that read the weights of forward nodes and write their weight gradients
+  // while those nodes' own gradient nodes train them (the stacked gradient of sibling 1×1
+  // convolutions): those nodes, in the order of EncodeArgs::read_weights and read_gradients.
+  virtual std::vector<const FilterNode*> reads_weights_of() const { return {}; }
 
  protected:
   FilterNode(std::vector<ImageNodePtr> sources, std::string label, const char* kind);

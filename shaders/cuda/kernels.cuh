@@ -57,22 +57,24 @@ template <class T>
 void neuron(cudaStream_t s, const T* in, T* out, size_t count, const NeuronDescriptor& neuron);
 template <class T>
 void neuron_gradient(cudaStream_t s, const T* v, const T* dy, T* dx, size_t count, const NeuronDescriptor& neuron);
-// Batch normalization, NCHW planes or rows of channels (hw 1), whose y (forward) or dy
-// (gradient) rows may lie further apart than c (y_ld, dy_ld: a view of wider ones). With stats (kBatchNormStatistics·c floats: mean, inverse
-// deviation, variance, two sums, then the coefficients the passes load) the batch's statistics
-// are computed into it (in partial, batch_norm_partial_floats(n, c, hw) floats) and used; with
-// partial null they are already there (a replay); without stats, mean and var.
+// Batch normalization, NCHW planes or rows of channels (hw 1), whose y (forward) or dy and dx
+// (gradient) rows may lie further apart than c (y_ld, dy_ld, dx_ld: a view of wider ones). With
+// stats (kBatchNormStatistics·c floats: mean, inverse deviation, variance, two sums, then the
+// coefficients the passes load) the batch's statistics are computed into it (in partial,
+// batch_norm_partial_floats(n, c, hw) floats) and used; with partial null they are already
+// there (a replay); without stats, mean and var.
 size_t batch_norm_partial_floats(int n, int c, int hw);
 template <class T>
 void batch_norm_forward(cudaStream_t s, const T* x, const float* gamma, const float* beta, const float* mean,
                         const float* var, float* stats, float* partial, float epsilon, const T* addend,
                         const NeuronDescriptor& neuron, T* y, int y_ld, int n, int c, int hw);
 // dgamma and dbeta are written; dx (may be null) from them. With a neuron (the forward pass's
-// after the normalization) dy is taken as dy ⊙ f'(neuron(y)), y recomputed from x.
+// after the normalization) dy is taken as dy ⊙ f'(neuron(y)), y recomputed from x. Rows (hw
+// 1) of dy and dx lie dy_ld and dx_ld values apart (more than c in a view of wider ones).
 template <class T>
 void batch_norm_gradient(cudaStream_t s, const T* x, const T* dy, const float* gamma, const float* beta,
                          float* stats, const NeuronDescriptor& neuron, float* partial, T* dx, float* dgamma,
-                         float* dbeta, int dy_ld, int n, int c, int hw);
+                         float* dbeta, int dy_ld, int dx_ld, int n, int c, int hw);
 // One node's running statistics moved toward its batch's (stats as above; unbias 0: the
 // variance stays); batch_norm_statistics moves n nodes' in as few launches as their
 // parameters fit.

@@ -255,9 +255,10 @@ template <class T, class P>
 struct InputGradientRows {
   GradientTerms<T, P> terms;
   T* dx;
+  int dx_ld;  // values between dx's rows, more than c in a view of wider ones
   using Value = T;
   static constexpr int kReads = 2;  // x, and dy or g
-  bool aligned() const { return terms.aligned() && packed(dx); }
+  bool aligned() const { return terms.aligned() && packed(dx) && dx_ld % kPack<T> == 0; }
   template <int V>
   struct Held {
     float scale[V], shift[V], slope[V], offset[V];  // offset less slope·mean
@@ -288,7 +289,7 @@ struct InputGradientRows {
       const float passed = terms.passed_once(g, x, k.scale[i], k.shift[i]);
       out[i] = k.scale[i] * passed + k.slope[i] * x + k.offset[i];
     }
-    store_values<V>(dx + static_cast<size_t>(r) * terms.c + column, out);
+    store_values<V>(dx + static_cast<size_t>(r) * dx_ld + column, out);
   }
 };
 
@@ -375,20 +376,22 @@ void batch_norm_forward(cudaStream_t s, const T* x, const float* gamma, const fl
 template <class T>
 void batch_norm_gradient(cudaStream_t s, const T* x, const T* dy, const float* gamma, const float* beta,
                          float* stats, const NeuronDescriptor& neuron, float* partial, T* dx, float* dgamma,
-                         float* dbeta, int dy_ld, int n, int c, int hw) {
+                         float* dbeta, int dy_ld, int dx_ld, int n, int c, int hw) {
   const int chunks = batch_norm_chunks(n, c, hw);
   const float inv_count = static_cast<float>(1.0 / (static_cast<double>(n) * hw));
   const size_t count = static_cast<size_t>(n) * c * hw;
   with_through(neuron, [&](auto through) {
-    if (hw == 1 && resident_gradient(s, x, dy, stats, through, partial, dx, dgamma, dbeta, dy_ld, n, c)) return;
+    if (hw == 1 && resident_gradient(s, x, dy, stats, through, partial, dx, dgamma, dbeta, dy_ld, dx_ld, n, c))
+      return;
     GradientTerms<T, decltype(through)> terms{x, dy, gamma, beta, stats, c, through, dy_ld};
-    // g goes through dx's memory where dx shares none with x or dy (the plan's never do).
+    // g goes through dx's memory where dx is dense and shares none with x or dy (the plan's never do).
     const auto apart = [&](const T* a, size_t values) { return dx + count <= a || a + values <= dx; };
-    if (decltype(through)::kCostly && dx && apart(x, count) && apart(dy, count / c * dy_ld)) terms.g_out = dx;
+    if (decltype(through)::kCostly && dx && dx_ld == c && apart(x, count) && apart(dy, count / c * dy_ld))
+      terms.g_out = dx;
     partial_sums<T>(s, terms, partial, n, c, hw, chunks);
     gradient_totals_kernel<<<c, kThreads, 0, s>>>(partial, chunks, c, stats, dgamma, dbeta, inv_count);
     if (!dx) return;
-    if (hw == 1) return row_pass<T>(s, InputGradientRows<T, decltype(through)>{terms, dx}, n, c);
+    if (hw == 1) return row_pass<T>(s, InputGradientRows<T, decltype(through)>{terms, dx, dx_ld}, n, c);
     with_index_type(count, [&](auto index) {
       using I = decltype(index);
       with_pack<T>(c, hw, terms.aligned() && packed(dx), [&](auto v) {
@@ -404,7 +407,7 @@ void batch_norm_gradient(cudaStream_t s, const T* x, const T* dy, const float* g
   template void batch_norm_forward(cudaStream_t, const T*, const float*, const float*, const float*, const float*, \
                                    float*, float*, float, const T*, const NeuronDescriptor&, T*, int, int, int, int); \
   template void batch_norm_gradient(cudaStream_t, const T*, const T*, const float*, const float*, float*,          \
-                                    const NeuronDescriptor&, float*, T*, float*, float*, int, int, int, int);
+                                    const NeuronDescriptor&, float*, T*, float*, float*, int, int, int, int, int);
 NNGRAPH_STORAGE_TYPES(INSTANTIATE)
 #undef INSTANTIATE
 

@@ -95,6 +95,6 @@ bool resident_forward(cudaStream_t s, const T* x, const float* gamma, const floa
                       float epsilon, const T* addend, const F& neuron, T* y, int y_ld, int n, int c);
 template <class T, class P>
 bool resident_gradient(cudaStream_t s, const T* x, const T* dy, float* stats, const P& through, float* partial, T* dx,
-                       float* dgamma, float* dbeta, int dy_ld, int n, int c);
+                       float* dgamma, float* dbeta, int dy_ld, int dx_ld, int n, int c);
 
 }  // namespace nngraph::cuda

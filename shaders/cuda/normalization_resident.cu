@@ -90,7 +90,7 @@ template <class T, class P>
 struct ResidentGradient {
   const T *x, *dy;
   T* dx;
-  int dy_ld, n, c, chunks;
+  int dy_ld, dx_ld, n, c, chunks;
   float *stats, *partial, *dgamma, *dbeta;
   float inv_count;
   P through;
@@ -146,7 +146,7 @@ __global__ void __launch_bounds__(kThreads, 2) resident_gradient_kernel(Resident
       const float g = P::kNone ? dy[k][i] : dy[k][i] * p.through(x[k][i] * scale[i] + shift[i]);
       out[i] = scale[i] * g + slope[i] * x[k][i] + offset[i];
     }
-    store_values<V>(p.dx + static_cast<size_t>(r) * c + column, out);
+    store_values<V>(p.dx + static_cast<size_t>(r) * p.dx_ld + column, out);
   }
 }
 
@@ -211,12 +211,13 @@ bool resident_forward(cudaStream_t s, const T* x, const float* gamma, const floa
 
 template <class T, class P>
 bool resident_gradient(cudaStream_t s, const T* x, const T* dy, float* stats, const P& through, float* partial, T* dx,
-                       float* dgamma, float* dbeta, int dy_ld, int n, int c) {
+                       float* dgamma, float* dbeta, int dy_ld, int dx_ld, int n, int c) {
   constexpr int V = kPack<T>;
-  if (!packed(x) || !packed(dy) || !packed(dx) || dy_ld % V != 0) return false;
+  if (!packed(x) || !packed(dy) || !packed(dx) || dy_ld % V != 0 || dx_ld % V != 0) return false;
   const float inv_count = static_cast<float>(1.0 / n);
   return launch_resident<V>(resident_gradient_kernel<V, T, P>, kGradientRows, n, c, s, [&](int chunks) {
-    return ResidentGradient<T, P>{x, dy, dx, dy_ld, n, c, chunks, stats, partial, dgamma, dbeta, inv_count, through};
+    return ResidentGradient<T, P>{x,     dy,      dx,     dy_ld,  dx_ld,     n,      c,
+                                  chunks, stats, partial, dgamma, dbeta, inv_count, through};
   });
 }
 
@@ -228,7 +229,7 @@ using AnyThrough = Through<AnyNeuron, AnyDerivative>;
                                  const F&, T*, int, int, int);
 #define INSTANTIATE_THROUGH(T, P)                                                                                 \
   template bool resident_gradient(cudaStream_t, const T*, const T*, float*, const P&, float*, T*, float*, float*, int, \
-                                  int, int);
+                                  int, int, int);
 #define INSTANTIATE(T)                                                                        \
   INSTANTIATE_NEURON(T, NoNeuron)                                                             \
   INSTANTIATE_NEURON(T, ReLUNeuron)                                                           \

@@ -67,7 +67,8 @@ Structure build_structure(const std::vector<ImageNodePtr>& results, const std::v
                           bool inference = false, DeviceType device = DeviceType::CPU);
 
 // Per step of s: whether it runs (something reads its result or state, or it trains weights
-// per `trains`, a flag per step), and whether its result and its state are read.
+// per `trains`, a flag per step, or writes the gradients of weights a step trains), and whether
+// its result and its state are read.
 struct StepNeed {
   bool runs = false, output = false, state = false;
 };

@@ -274,20 +274,23 @@ std::vector<Image> StepRunner::run(const Plan& plan, Parameters& wm, const std::
     for (int id : st.inputs) ins.push_back(&t[id]);
     return ins;
   };
+  // The weights a node's kernels read: its compute copy (half, KRSC) where it has one.
+  auto weights_of = [&](const FilterNode* owner) -> const WeightsState* {
+    const std::vector<WeightsState>* copy = copied ? copies_.of(owner) : nullptr;
+    const auto w = wm.of.find(owner);
+    return copy ? copy->data() : w == wm.of.end() ? nullptr : w->second.data();
+  };
   // `result`: where the step writes its result instead of the arena (its NCHW copy).
   auto args_of = [&](size_t k, const std::vector<const Image*>& ins, const Image* result = nullptr) {
     const Step& st = s.steps[k];
     const StepNeed& need = plan.need[k];
     const FilterNode* owner = st.node->trains() ? st.node->trains() : st.node;
-    auto w = wm.of.find(owner);
     auto batch = batch_states_.find(owner);
     const Image* loss = nullptr;
     for (size_t i = 0; i < s.losses.size(); ++i)
       if (s.losses[i].node == st.node) loss = &loss_out[i];
     const WeightsState* folded = !st.folded ? nullptr : copied ? copies_.folded(st.node) : folded_.of(st.node);
-    const std::vector<WeightsState>* copy = copied ? copies_.of(owner) : nullptr;
-    const WeightsState* weights =
-        folded ? folded : copy ? copy->data() : w == wm.of.end() ? nullptr : w->second.data();
+    const WeightsState* weights = folded ? folded : weights_of(owner);
     EncodeArgs a{backend_, ins, result ? *result : need.output ? t[st.output] : none, weights,
                  st.trains_weights ? gradients_.at(owner).data() : nullptr, st.fused,
                  counter, loss, options.allow_tf32, need.state ? &t[st.state] : nullptr, s.training};
@@ -295,6 +298,11 @@ std::vector<Image> StepRunner::run(const Plan& plan, Parameters& wm, const std::
     if (scale_state) a.loss_scale = &scale_state->scale;
     a.layout = plan.layout;
     a.replay = st.replay;
+    for (const FilterNode* f : st.node->reads_weights_of()) {
+      a.read_weights.push_back(weights_of(f));
+      const bool trains = std::find(trained.begin(), trained.end(), f) != trained.end();
+      a.read_gradients.push_back(trains ? gradients_.at(f).data() : nullptr);
+    }
     if (!s.training && weights && !ins.empty())
       a.prepared = prepared_.of(st, *weights, ins[0]->shape(), wm, folded_, backend_);
     return a;

@@ -2,12 +2,15 @@
 // normalizations folded into their producers, aliases, dead steps and replays.
 #include <algorithm>
 #include <map>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "graph/plan.h"
 #include "nngraph/error.h"
 #include "ops/arithmetic.h"
+#include "ops/concatenation.h"
+#include "ops/conv.h"
 #include "ops/neuron.h"
 
 namespace nngraph {
@@ -312,7 +315,12 @@ Structure build_structure(const std::vector<ImageNodePtr>& results, const std::v
 
 std::vector<StepNeed> step_needs(const Structure& s, const std::vector<bool>& trains) {
   // Last to first: a step runs if a result, a loss or a running step reads its result or
-  // state, or it trains weights. Loss steps always run: their per-image losses are results too.
+  // state, or it trains weights, or it writes the weight gradients of a node a step trains
+  // (FilterNode::reads_weights_of). Loss steps always run: their per-image losses are results too.
+  std::vector<bool> writes(s.steps.size(), false);
+  for (size_t k = 0; k < s.steps.size(); ++k)
+    for (const FilterNode* f : s.steps[k].node->reads_weights_of())
+      for (size_t j = 0; j < s.steps.size(); ++j) writes[k] = writes[k] || (trains[j] && s.steps[j].node->trains() == f);
   std::vector<bool> live(s.tensor_count(), false);
   for (int t : s.results) live[s.root[t]] = true;
   for (const LossBinding& l : s.losses)
@@ -324,7 +332,7 @@ std::vector<StepNeed> step_needs(const Structure& s, const std::vector<bool>& tr
     StepNeed& n = need[k];
     n.output = live[st.output];
     n.state = st.state >= 0 && live[st.state];
-    n.runs = n.output || n.state || trains[k];
+    n.runs = n.output || n.state || trains[k] || writes[k];
     if (n.runs)
       for (int t : st.inputs) live[t] = true;
   }
@@ -336,6 +344,13 @@ std::vector<ImageNodePtr> build_gradient_pass(const std::vector<std::shared_ptr<
   std::unordered_set<const FilterNode*> seen;
   std::unordered_map<const ImageNode*, int> tensor;
   std::unordered_map<const ImageNode*, std::vector<ImageNodePtr>> incoming;
+  // Per image, the pointwise convolutions reading it, each with its dY and its gradient node.
+  struct Sibling {
+    std::shared_ptr<ConvolutionNode> conv;
+    ImageNodePtr dy;
+    std::shared_ptr<ConvolutionGradientNode> gradient;
+  };
+  std::unordered_map<const ImageNode*, std::vector<Sibling>> siblings;
   for (const auto& loss : losses) {  // each loss's gradient (its weight applied) flows into its source
     visit(loss->sources()[0], fwd, seen, tensor);
     incoming[loss->sources()[0].get()].push_back(loss->result_image());
@@ -347,8 +362,28 @@ std::vector<ImageNodePtr> build_gradient_pass(const std::vector<std::shared_ptr<
     auto found = incoming.find(f->result_image().get());
     if (found == incoming.end()) continue;
     // A result read by several nodes receives the sum of their gradients: of two by an
-    // addition (which the plan may join to a step), of more in one pass.
-    const auto& in = found->second;
+    // addition (which the plan may join to a step), of more in one pass. Its pointwise
+    // convolutions (of one accumulation) take their gradients from stacked products.
+    auto& in = found->second;
+    if (auto sib = siblings.find(f->result_image().get()); sib != siblings.end()) {
+      std::map<AccumulatorPrecision, std::vector<Sibling>> by_accumulator;
+      for (Sibling& c : sib->second) by_accumulator[c.conv->accumulator_precision()].push_back(c);
+      for (auto& [accumulator, group] : by_accumulator) {
+        if (group.size() < 2) continue;
+        std::vector<ImageNodePtr> dys;
+        std::vector<std::shared_ptr<ConvolutionNode>> convs;
+        for (const Sibling& c : group) {
+          in.erase(std::find(in.begin(), in.end(), c.gradient->result_image()));
+          c.gradient->leave_to_stack();
+          dys.push_back(c.dy);
+          convs.push_back(c.conv);
+        }
+        const auto stacked = ConcatenationNode::create(dys, f->label() + "_stacked_dy")->result_image();
+        const auto node = std::make_shared<StackedGradientNode>(stacked, f->result_image(), convs);
+        roots.push_back(node->result_image());  // it writes weight gradients, whether or not dX is needed
+        in.push_back(node->result_image());
+      }
+    }
     const std::string sum_label = f->label() + "_gradient_sum";
     ImageNodePtr dy = in[0];
     if (in.size() == 2)
@@ -360,6 +395,11 @@ std::vector<ImageNodePtr> build_gradient_pass(const std::vector<std::shared_ptr<
       roots.push_back(grads[i]->result_image());
       if (f->sources()[i]->producer()) incoming[f->sources()[i].get()].push_back(grads[i]->result_image());
     }
+    if (auto conv = std::dynamic_pointer_cast<ConvolutionNode>(f->shared_from_this());
+        conv && std::string_view(f->kind()) == ConvolutionNode::kKind && conv->pointwise() &&
+        !conv->recomputes_neuron_input() && f->sources()[0]->producer())
+      siblings[f->sources()[0].get()].push_back(
+          {conv, dy, std::static_pointer_cast<ConvolutionGradientNode>(grads[0])});
   }
   return roots;
 }

@@ -2,6 +2,7 @@
 #include "ops/conv.h"
 
 #include "nngraph/error.h"
+#include "ops/cast.h"
 
 namespace nngraph {
 namespace {
@@ -88,6 +89,14 @@ ConvGeometry ConvolutionNode::geometry(const ImageShape& in) const {
                       d.dilation_x, d.groups, y.pad_before, x.pad_before};
 }
 
+bool ConvolutionNode::pointwise() const {
+  const auto& d = desc_;
+  const Padding& p = padding_;
+  return d.kernel_height == 1 && d.kernel_width == 1 && d.stride_y == 1 && d.stride_x == 1 && d.groups == 1 &&
+         d.neuron.type == NeuronType::None &&
+         (p.mode != PaddingMode::Explicit || (p.top == 0 && p.bottom == 0 && p.left == 0 && p.right == 0));
+}
+
 void ConvolutionNode::encode(const EncodeArgs& a) const {
   ConvGeometry g = geometry(a.sources[0]->shape());
   g.tf32 = a.allow_tf32;
@@ -159,6 +168,76 @@ void ConvolutionNode::encode_gradient(const EncodeArgs& a) const {
 
 ConvolutionGradientNode::ConvolutionGradientNode(const ImageNodePtr& dy, std::shared_ptr<ConvolutionNode> forward)
     : GradientNode(gradient_sources(dy, *forward), *forward, kKind), forward_(std::move(forward)) {}
+
+StackedGradientNode::StackedGradientNode(const ImageNodePtr& dy, const ImageNodePtr& x,
+                                         std::vector<std::shared_ptr<ConvolutionNode>> convolutions)
+    : GradientNode({dy, x}, *convolutions.at(0), kKind), convolutions_(std::move(convolutions)) {
+  set_default_label(x->label() + "_stacked_gradient");
+}
+
+ImageShape StackedGradientNode::infer(const std::vector<ImageShape>& s) const {
+  int outputs = 0;
+  for (const auto& f : convolutions_) {
+    if (f->descriptor().input_feature_channels != s[1].c)
+      fail("[", label(), "] ", f->label(), " takes ", f->descriptor().input_feature_channels,
+           " channels but the source has ", s[1].c);
+    outputs += f->descriptor().output_feature_channels;
+  }
+  if (s[0].c != outputs || s[0].h != s[1].h || s[0].w != s[1].w)
+    fail("[", label(), "] the stacked gradient is ", s[0].str(), " but the convolutions give ", outputs, "×", s[1].h,
+         "×", s[1].w);
+  return s[1];
+}
+
+std::vector<const FilterNode*> StackedGradientNode::reads_weights_of() const {
+  std::vector<const FilterNode*> out;
+  for (const auto& f : convolutions_) out.push_back(f.get());
+  return out;
+}
+
+void StackedGradientNode::encode(const EncodeArgs& a) const {
+  const Tensor x = image_of(a, *a.sources[1]), dy = image_of(a, *a.sources[0]), dx = image_of(a, a.result);
+  const size_t c = x.shape().c;
+  // Each sibling's tensor t of `states` (0: its 1×1 filter, K_i × C in OIHW and KRSC alike; 1:
+  // its biases, K_i) at its rows of the stacked one, copied in or (where it has one) out.
+  auto stack = [&](const std::vector<const WeightsState*>& states, size_t t, const Tensor& all, bool in) {
+    size_t row = 0;
+    for (size_t i = 0; i < convolutions_.size(); ++i) {
+      const Tensor own = states[i] ? Tensor::parameter(states[i], t) : Tensor();
+      const size_t per_row = t == 0 ? c : 1, at = row * per_row;
+      row += convolutions_[i]->descriptor().output_feature_channels;
+      if (!own) continue;
+      const Tensor part = Tensor::vector(static_cast<char*>(all.data()) + at * dtype_size(all.dtype()), own.count(),
+                                         all.dtype());
+      const Tensor mine = Tensor::vector(own.data(), own.count(), own.dtype());
+      in ? dispatch<CastKernel>(a.backend, mine, part) : dispatch<CastKernel>(a.backend, part, mine);
+    }
+  };
+  // A buffer for tensor t stacked, `count` values typed and ordered as the first sibling's that has one.
+  std::vector<std::shared_ptr<Buffer>> held;
+  auto stacked = [&](const std::vector<const WeightsState*>& states, size_t t, size_t count) {
+    for (const WeightsState* s : states) {
+      const Tensor own = s ? Tensor::parameter(s, t) : Tensor();
+      if (!own) continue;
+      held.push_back(a.backend.allocate(count * dtype_size(own.dtype())));
+      return Tensor(held.back()->data(), 1, ImageShape{static_cast<int>(count), 1, 1}, own.dtype(), own.layout());
+    }
+    return Tensor();
+  };
+  const std::vector<const WeightsState*> grads(a.read_gradients.begin(), a.read_gradients.end());
+  const size_t k = dy.shape().c;
+  // dW and db where some sibling trains them (the others' rows computed and dropped).
+  const Tensor dw = stacked(grads, 0, k * c), db = stacked(grads, 1, k);
+  if (!dx && !dw && !db) return;
+  const Tensor w = dx ? stacked(a.read_weights, 0, k * c) : Tensor();
+  if (w) stack(a.read_weights, 0, w, true);
+  ConvGeometry g = convolutions_[0]->geometry(x.shape());
+  g.tf32 = a.allow_tf32;
+  g.half = convolutions_[0]->accumulator_precision() == AccumulatorPrecision::Half;
+  dispatch<ConvolutionGradientKernel>(a.backend, g, x, w, dy, Tensor(), NeuronDescriptor{}, dx, dw, db);
+  if (dw) stack(grads, 0, dw, false);
+  if (db) stack(grads, 1, db, false);
+}
 
 std::shared_ptr<FullyConnectedNode> FullyConnectedNode::create(ImageNodePtr source,
                                                                std::shared_ptr<DataSource> weights,

@@ -120,6 +120,9 @@ class ConvolutionNode : public FilterNode {
   const Padding& padding() const { return padding_; }
   // Kernel geometry for a source of shape `in` (padding resolved).
   ConvGeometry geometry(const ImageShape& in) const;
+  // A 1×1 window, stride 1, no padding, one group, no neuron of its own: its input gradient
+  // is dY times its weights alone (StackedGradientNode).
+  bool pointwise() const;
   // The gradient node's pass: x, dy and (with a neuron's gradient to apply) y in; dx, dw and db out.
   virtual void encode_gradient(const EncodeArgs& args) const;
   AccumulatorPrecision accumulator_precision() const { return accumulator_; }
@@ -165,21 +168,52 @@ class ConvolutionGradientNode : public GradientNode {
   static constexpr const char* kKind = "convolution_gradient";
   ConvolutionGradientNode(const ImageNodePtr& dy, std::shared_ptr<ConvolutionNode> forward);
   ImageShape infer(const std::vector<ImageShape>& sources) const override { return sources[1]; }
-  void encode(const EncodeArgs& args) const override { forward_->encode_gradient(args); }
+  void encode(const EncodeArgs& args) const override {
+    if (!stacked_) forward_->encode_gradient(args);
+  }
   const FilterNode* trains() const override { return forward_.get(); }
   bool channels_last(DeviceType device, const std::vector<ImageShape>& sources) const override {
     return forward_->channels_last(device, {sources[1]}) && reads_channels_last<ConvolutionGradientKernel>(device);
   }
   const FilterNode* takes_neuron_gradient_of() const override {
-    return forward_->recomputes_neuron_input() ? forward_.get() : nullptr;
+    return !stacked_ && forward_->recomputes_neuron_input() ? forward_.get() : nullptr;
   }
   // Where the descriptor has no neuron of its own (which would take that place).
   bool takes_neuron_gradient_of_result() const override {
-    return forward_->descriptor().neuron.type == NeuronType::None;
+    return !stacked_ && forward_->descriptor().neuron.type == NeuronType::None;
   }
+  bool reads_values(size_t) const override { return !stacked_; }
+  // A StackedGradientNode computes this convolution's gradients; this node only trains its
+  // weights with them (its step runs no kernel).
+  void leave_to_stack() { stacked_ = true; }
 
  private:
   std::shared_ptr<ConvolutionNode> forward_;
+  bool stacked_ = false;
+};
+
+// The gradients of sibling pointwise convolutions reading one image X, each as one product over
+// their weights and dY stacked: d/d(X) = Σ_i dY_i · W_i (a sum of their own input gradients
+// would write X's gradient once per sibling and read each copy back; an Inception block has
+// four) and every sibling's dW_i = dY_iᵀ · X (reading X once, not once per sibling), written
+// into their gradients (EncodeArgs::read_gradients). Their own gradient nodes then only train
+// them (ConvolutionGradientNode::leave_to_stack). Sources: the siblings' dY concatenated along
+// channels in their order, and X.
+class StackedGradientNode : public GradientNode {
+ public:
+  static constexpr const char* kKind = "stacked_gradient";
+  StackedGradientNode(const ImageNodePtr& dy, const ImageNodePtr& x,
+                      std::vector<std::shared_ptr<ConvolutionNode>> convolutions);
+  ImageShape infer(const std::vector<ImageShape>& sources) const override;
+  void encode(const EncodeArgs& args) const override;
+  bool channels_last(DeviceType device, const std::vector<ImageShape>& sources) const override {
+    return convolutions_[0]->channels_last(device, {sources[1]}) &&
+           reads_channels_last<ConvolutionGradientKernel>(device);
+  }
+  std::vector<const FilterNode*> reads_weights_of() const override;
+
+ private:
+  std::vector<std::shared_ptr<ConvolutionNode>> convolutions_;
 };
 
 }  // namespace nngraph

@@ -114,6 +114,8 @@ class BatchNormalizationGradientNode : public GradientNode {
   const FilterNode* takes_neuron_gradient_of() const override { return forward_.get(); }
   bool channels_last(DeviceType, const std::vector<ImageShape>&) const override { return true; }
   bool reads_channel_view(size_t source) const override { return source == 0; }
+  // dX straight into its channels of a concatenation (sibling convolutions' stacked dY).
+  bool writes_channel_view() const override { return true; }
 
  private:
   std::shared_ptr<BatchNormalizationNode> forward_;

@@ -312,6 +312,73 @@ def test_half_gradient_sums_in_one_pass_match_float32(device, rng, readers, chan
     np.testing.assert_allclose(grads[1], grads[0], rtol=3e-2, atol=3e-2 * float(np.abs(grads[0]).max()))
 
 
+def sibling_network(rng, widths, frozen=()):
+    """x → 3×3 convolution → tanh (18 channels: more than a convolution whose neuron's input is
+    computed again takes), read by 1×1 convolutions of these widths (each then tanh; those
+    in `frozen` without an update) and by a 3×3 max pooling, all concatenated; with its weights,
+    input and target, and the float64 loss of given weights."""
+    w0 = (rng.standard_normal((18, 3, 3, 3)) * 0.4).astype(np.float32)
+    b0 = rng.standard_normal(18).astype(np.float32)
+    ws = [(rng.standard_normal((k, 18, 1, 1)) * 0.4).astype(np.float32) for k in widths]
+    bs = [rng.standard_normal(k).astype(np.float32) for k in widths]
+    x = rng.standard_normal((2, 3, 5, 4)).astype(np.float32)
+    target = rng.standard_normal((2, sum(widths) + 18, 5, 4)).astype(np.float32)
+    stem = FixedSource(w0, b0, "stem") if "stem" in frozen else Capture(w0, b0, label="stem")
+    shared = ng.Neuron(ng.Convolution(ng.ImageNode(label="x"), stem, padding="same", label="stem"), "tanh",
+                       label="shared")
+    sources = [FixedSource(w, b, f"b{i}") if i in frozen else Capture(w, b, label=f"b{i}")
+               for i, (w, b) in enumerate(zip(ws, bs))]
+    branches = [ng.Neuron(ng.Convolution(shared, c, label=f"b{i}"), "tanh") for i, c in enumerate(sources)]
+    branches.append(ng.Pooling(shared, "max", 3, 1, padding="same", label="pool"))
+    loss = ng.Loss(ng.Concatenation(branches), ng.LossDescriptor("mean_squared_error", "sum"))
+
+    def total(w0v=w0, changed=None, wv=None, bv=None):
+        y = np.tanh(ref.conv2d(x.astype(np.float64), w0v, b0, padding="same"))
+        outs = [np.tanh(np.einsum("oc,nchw->nohw", (w if i != changed or wv is None else wv)[:, :, 0, 0], y)
+                        + (b if i != changed or bv is None else bv)[None, :, None, None])
+                for i, (w, b) in enumerate(zip(ws, bs))]
+        outs.append(ref.pooling(y, "max", (3, 3), (1, 1), padding="same"))
+        return ((np.concatenate(outs, 1) - target) ** 2).sum()
+
+    return loss, stem, sources, ws, w0, x, target, total
+
+
+@pytest.mark.parametrize("frozen", [(), (1,), ("stem",)])
+def test_sibling_pointwise_convolutions_take_stacked_gradients(device, rng, frozen):
+    """1×1 convolutions reading one image give its gradient as one product over their stacked
+    weights and dY (no sum of their own input gradients: one addition, of the pooling's), and
+    their weight gradients as one product over X; the stem's and every 1×1 convolution's weight
+    gradients are those of finite differences, a frozen sibling's weights taking part all the
+    same, and with the stem frozen (X's gradient unneeded) the stacked step still runs for them."""
+    loss, stem, sources, ws, w0, x, target, total = sibling_network(rng, (4, 3, 5), frozen)
+    g = loss.training_graph(device=device)
+    g.run(x, labels=target)
+    steps = g.memory_plan(2)["steps"]
+    want = ["shared_stacked_dy", "shared_stacked_gradient"]
+    assert [s for s in steps if "stacked" in s or "gradient_sum" in s] == want + (
+        [] if "stem" in frozen else ["shared_gradient_sum+tanh"]), steps
+    if "stem" not in frozen:
+        check(stem.grads[0], numeric_grad(lambda v: total(w0v=v), w0), rtol=5e-3, atol=5e-3)
+    for i, c in enumerate(sources):
+        if i not in frozen:
+            check(c.grads[0], numeric_grad(lambda v, i=i: total(changed=i, wv=v), ws[i]), rtol=5e-3, atol=5e-3)
+            check(c.grads[1], numeric_grad(lambda v, i=i: total(changed=i, bv=v), c.b), rtol=5e-3, atol=5e-3)
+
+
+def test_stacked_gradients_in_half_storage_match_float32(device, rng):
+    """bfloat16 channels-last: the stacked products over the siblings' half copies give the
+    stem's and the siblings' weight gradients of the float32 graph within bfloat16's rounding."""
+    grads = []
+    for fmt in ("float32", "bfloat16"):
+        loss, stem, sources, *_, x, target, _ = sibling_network(np.random.default_rng(5), (8, 16, 8))
+        g = loss.training_graph(device=device, format=fmt, layout="NHWC")
+        g.run(x, labels=target)
+        assert "shared_stacked_gradient" in g.memory_plan(2)["steps"]
+        grads.append([np.asarray(c.grads[0], np.float32) for c in [stem, *sources]])
+    for half, full in zip(*grads):
+        np.testing.assert_allclose(half, full, rtol=3e-2, atol=3e-2 * float(np.abs(full).max()))
+
+
 def test_negative_slope_neuron_after_convolution_trains_correctly(device, rng):
     """A training graph keeps such a neuron as its own forward step (its gradient needs the
     input), which the convolution's gradient reads to apply the neuron's gradient in its own

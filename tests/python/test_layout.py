@@ -418,12 +418,26 @@ def concatenating_net(layout, device, fmt="float32", k=1):
     return ng.Loss(fc, "softmax_cross_entropy").training_graph(device=device, layout=layout, format=fmt), b.sources
 
 
-def concatenating_steps(layout, device, fmt="float32", k=1, steps=3):
-    """Losses of `steps` training steps of concatenating_net, its trained tensors and its steps."""
+def stacked_net(layout, device, fmt="float32", k=1):
+    """A 3 × 3 unit's output (over 16 channels) read by three 1 × 1 units, conv → bn → relu,
+    whose gradients are stacked; concatenated, then a fully connected layer and a loss; widths × k.
+    Steps small enough that the loss stays away from 0 for three of them (wide, it learns fast)."""
+    from nngraph.models._build import Builder
+    b = Builder(0, ng.SGD(learning_rate=0.01))
+    stem = b.conv_bn(ng.ImageNode(label="x"), "stem", 4, 18 * k, 3, padding=1, relu=False)
+    shared = ng.Neuron(stem, "relu", label="shared")
+    cat = ng.Concatenation([b.conv_bn(shared, p, 18 * k, w * k, 1) for p, w in (("a", 4), ("b", 2), ("c", 6))],
+                           label="cat")
+    fc = b.fully_connected(cat, "fc", 12 * k * 5 * 5, 3)
+    return ng.Loss(fc, "softmax_cross_entropy").training_graph(device=device, layout=layout, format=fmt), b.sources
+
+
+def concatenating_steps(layout, device, fmt="float32", k=1, steps=3, net=concatenating_net):
+    """Losses of `steps` training steps of `net`, its trained tensors and its steps."""
     rng = np.random.default_rng(5)
     x = rng.standard_normal((3, 4, 5, 5)).astype(np.float32)
     y = np.eye(3, dtype=np.float32)[[0, 2, 1]]
-    g, sources = concatenating_net(layout, device, fmt, k)
+    g, sources = net(layout, device, fmt, k)
     losses = [g.encode(x, labels=y).loss(0) for _ in range(steps)]
     tensors = {(label, n): v for label, s in sources.items() for n, v in s.tensors().items() if v is not None}
     return losses, tensors, g.memory_plan(3)["steps"]
@@ -445,6 +459,36 @@ def test_concatenated_parts_are_made_and_their_gradients_read_in_place(device):
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)
     for k, w in want_tensors.items():
         np.testing.assert_allclose(got_tensors[k], w, rtol=1e-4, atol=1e-6, err_msg=str(k))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_stacked_gradients_take_their_dy_in_place(device):
+    """Channels-last: the batch norms' gradients of 1×1 units reading one image write straight
+    into their channels of the units' stacked dY, whose concatenation vanishes; training matches
+    the NCHW graph, where it copies."""
+    want, want_tensors, steps = concatenating_steps("NCHW", device, net=stacked_net)
+    assert {"shared_stacked_dy", "shared_stacked_gradient"} <= set(steps)
+    got, got_tensors, steps = concatenating_steps("NHWC", device, net=stacked_net)
+    assert "shared_stacked_dy" not in steps and "shared_stacked_gradient" in steps
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)
+    for k, w in want_tensors.items():
+        np.testing.assert_allclose(got_tensors[k], w, rtol=1e-4, atol=1e-6, err_msg=str(k))
+
+
+@pytest.mark.parametrize("device", GPUS)
+def test_half_stacked_gradients_in_place_train_as_float32_does(device):
+    """bfloat16 channels-last, widths that give 16-byte packs: the stacked dY in place, and
+    training follows the float32 NCHW graph within bfloat16's rounding: a tenth of each tensor's
+    largest value, a quarter for the shifts (beta), whose gradient sums over the batch's pixels
+    mostly cancel, so that rounding is a larger share of it (a misplaced row or channel would be
+    off by as much as the tensor's values)."""
+    want, want_tensors, _ = concatenating_steps("NCHW", device, k=8, net=stacked_net)
+    got, got_tensors, steps = concatenating_steps("NHWC", device, "bfloat16", k=8, net=stacked_net)
+    assert "shared_stacked_dy" not in steps
+    np.testing.assert_allclose(got, want, rtol=5e-2, atol=5e-3)
+    for k, w in want_tensors.items():
+        share = 0.25 if k[1] == "beta" else 0.1
+        np.testing.assert_allclose(got_tensors[k], w, rtol=5e-2, atol=share * float(np.abs(w).max()), err_msg=str(k))
 
 
 @pytest.mark.parametrize("device", GPUS)

@@ -85,6 +85,23 @@ def test_inception_v3_auxiliary_classifier(device, rng):
     assert np.isfinite(aux).all() and np.abs(aux - logits).max() > 0
 
 
+def test_inception_v3_blocks_take_their_input_gradients_stacked(device):
+    """Each block's 1×1 convolutions reading its input give that input's gradient as one
+    stacked product: alone where all four branches start with one (5b–5d, 6b–6e, 7b, 7c), added
+    to the max pooling's gradient in 7a; 6a's input, read by one 1×1 convolution, keeps its sum."""
+    net = models.inception_v3(classes=5, size=75, optimizer=ng.SGD(learning_rate=0.01))
+    graph = ng.Loss(net.logits, "softmax_cross_entropy").training_graph(device=device)
+    loss = graph.run(np.random.default_rng(0).standard_normal((2, 3, 75, 75)).astype(np.float32),
+                     labels=np.array([1, 3]))
+    assert np.isfinite(loss).all()
+    steps = [s for s in graph.memory_plan(2)["steps"] if s.endswith(("stacked_gradient", "gradient_sum"))
+             and s.startswith(("Mixed", "maxpool2"))]
+    assert steps == ["Mixed_7b_stacked_gradient", "Mixed_7a_stacked_gradient", "Mixed_6e_stacked_gradient",
+                     "Mixed_6e_gradient_sum", "Mixed_6d_stacked_gradient", "Mixed_6c_stacked_gradient",
+                     "Mixed_6b_stacked_gradient", "Mixed_6a_stacked_gradient", "Mixed_5d_gradient_sum",
+                     "Mixed_5c_stacked_gradient", "Mixed_5b_stacked_gradient", "maxpool2_stacked_gradient"]
+
+
 @pytest.mark.parametrize("channels, size", [(3, 32), (1, 28)])
 def test_speedrun_net_against_numpy(device, rng, channels, size):
     x = rng.normal(size=(2, channels, size, size)).astype(np.float32)

@@ -126,7 +126,8 @@ void batch_normalization_gradient(Backend& backend, const Tensor& xt, const Tens
   float* stats = batch.data_as<float>();
   float* dg = dgamma ? dgamma.data_as<float>() : stats + 3 * l.c;
   float* db = dbeta ? dbeta.data_as<float>() : stats + 4 * l.c;
-  float* dx = dxt ? dxt.data_as<float>() : nullptr;
+  // dx may be a view of some channels of a wider image (a concatenation's part), as dy may.
+  const auto [dx, dx_ld] = dxt ? rows_of<float>(dxt, l) : std::pair<float*, size_t>{nullptr, l.c};
   const double m = static_cast<double>(l.n) * l.hw;
   const bool through = neuron.type != NeuronType::None;
   pool_of(backend).parallel_for(l.c, [&](size_t c0, size_t c1) {
@@ -157,7 +158,7 @@ void batch_normalization_gradient(Backend& backend, const Tensor& xt, const Tens
       for (int i = 0; i < l.n; ++i) {
         const float* xr = x + l.row(i, c);
         const float* dr = dy_row(i);
-        float* out = dx + l.row(i, c);
+        float* out = dx + l.row(i, c, dx_ld);
         for (size_t j = 0; j < l.hw; ++j) out[j] = k * dr[j] + kx * (xr[j] - mu) + k0;
       }
     }

@@ -51,10 +51,11 @@ void batch_normalization_gradient(Backend& backend, const Tensor& x, const Tenso
   cuda::with_storage(x.dtype(), [&](auto z) {
     using T = decltype(z);
     const auto [dy_values, dy_ld] = p.rows_of<const T>(dy);
+    const auto [dx_values, dx_ld] = dx ? p.rows_of<T>(dx) : std::pair<T*, int>{nullptr, p.c};
     cuda::batch_norm_gradient(b.stream(), x.data_as<const T>(), dy_values, gamma.data_as<const float>(),
                               beta.data_as<const float>(), stats, neuron, static_cast<float*>(partial->data()),
-                              dx ? dx.data_as<T>() : nullptr, dgamma ? dgamma.data_as<float>() : stats + 3 * p.c,
-                              dbeta ? dbeta.data_as<float>() : stats + 4 * p.c, dy_ld, p.n, p.c, p.hw);
+                              dx_values, dgamma ? dgamma.data_as<float>() : stats + 3 * p.c,
+                              dbeta ? dbeta.data_as<float>() : stats + 4 * p.c, dy_ld, dx_ld, p.n, p.c, p.hw);
   });
 }
 
