@@ -2,7 +2,6 @@
 // normalizations folded into their producers, aliases, dead steps and replays.
 #include <algorithm>
 #include <map>
-#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -396,8 +395,7 @@ std::vector<ImageNodePtr> build_gradient_pass(const std::vector<std::shared_ptr<
       if (f->sources()[i]->producer()) incoming[f->sources()[i].get()].push_back(grads[i]->result_image());
     }
     if (auto conv = std::dynamic_pointer_cast<ConvolutionNode>(f->shared_from_this());
-        conv && std::string_view(f->kind()) == ConvolutionNode::kKind && conv->pointwise() &&
-        !conv->recomputes_neuron_input() && f->sources()[0]->producer())
+        conv && conv->stacks_gradients() && f->sources()[0]->producer())
       siblings[f->sources()[0].get()].push_back(
           {conv, dy, std::static_pointer_cast<ConvolutionGradientNode>(grads[0])});
   }

@@ -1,6 +1,8 @@
 // Convolution and fully connected: shape rules, gradient wiring and kernel dispatch.
 #include "ops/conv.h"
 
+#include <string_view>
+
 #include "nngraph/error.h"
 #include "ops/cast.h"
 
@@ -89,11 +91,11 @@ ConvGeometry ConvolutionNode::geometry(const ImageShape& in) const {
                       d.dilation_x, d.groups, y.pad_before, x.pad_before};
 }
 
-bool ConvolutionNode::pointwise() const {
+bool ConvolutionNode::stacks_gradients() const {
   const auto& d = desc_;
   const Padding& p = padding_;
-  return d.kernel_height == 1 && d.kernel_width == 1 && d.stride_y == 1 && d.stride_x == 1 && d.groups == 1 &&
-         d.neuron.type == NeuronType::None &&
+  return std::string_view(kind()) == kKind && !recomputes_neuron_input() && d.kernel_height == 1 &&
+         d.kernel_width == 1 && d.stride_y == 1 && d.stride_x == 1 && d.groups == 1 && d.neuron.type == NeuronType::None &&
          (p.mode != PaddingMode::Explicit || (p.top == 0 && p.bottom == 0 && p.left == 0 && p.right == 0));
 }
 
@@ -173,20 +175,6 @@ StackedGradientNode::StackedGradientNode(const ImageNodePtr& dy, const ImageNode
                                          std::vector<std::shared_ptr<ConvolutionNode>> convolutions)
     : GradientNode({dy, x}, *convolutions.at(0), kKind), convolutions_(std::move(convolutions)) {
   set_default_label(x->label() + "_stacked_gradient");
-}
-
-ImageShape StackedGradientNode::infer(const std::vector<ImageShape>& s) const {
-  int outputs = 0;
-  for (const auto& f : convolutions_) {
-    if (f->descriptor().input_feature_channels != s[1].c)
-      fail("[", label(), "] ", f->label(), " takes ", f->descriptor().input_feature_channels,
-           " channels but the source has ", s[1].c);
-    outputs += f->descriptor().output_feature_channels;
-  }
-  if (s[0].c != outputs || s[0].h != s[1].h || s[0].w != s[1].w)
-    fail("[", label(), "] the stacked gradient is ", s[0].str(), " but the convolutions give ", outputs, "×", s[1].h,
-         "×", s[1].w);
-  return s[1];
 }
 
 std::vector<const FilterNode*> StackedGradientNode::reads_weights_of() const {

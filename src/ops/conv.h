@@ -120,9 +120,11 @@ class ConvolutionNode : public FilterNode {
   const Padding& padding() const { return padding_; }
   // Kernel geometry for a source of shape `in` (padding resolved).
   ConvGeometry geometry(const ImageShape& in) const;
-  // A 1×1 window, stride 1, no padding, one group, no neuron of its own: its input gradient
-  // is dY times its weights alone (StackedGradientNode).
-  bool pointwise() const;
+  // A plain convolution (not fully connected) with a 1×1 window, stride 1, no padding, one
+  // group and no neuron of its own, whose gradient recomputes no neuron's input: its input
+  // gradient is dY times its weights alone, so it may be stacked with its siblings'
+  // (StackedGradientNode).
+  bool stacks_gradients() const;
   // The gradient node's pass: x, dy and (with a neuron's gradient to apply) y in; dx, dw and db out.
   virtual void encode_gradient(const EncodeArgs& args) const;
   AccumulatorPrecision accumulator_precision() const { return accumulator_; }
@@ -204,7 +206,8 @@ class StackedGradientNode : public GradientNode {
   static constexpr const char* kKind = "stacked_gradient";
   StackedGradientNode(const ImageNodePtr& dy, const ImageNodePtr& x,
                       std::vector<std::shared_ptr<ConvolutionNode>> convolutions);
-  ImageShape infer(const std::vector<ImageShape>& sources) const override;
+  // X's shape: the siblings read X, and dY is their results joined (build_gradient_pass makes both).
+  ImageShape infer(const std::vector<ImageShape>& sources) const override { return sources[1]; }
   void encode(const EncodeArgs& args) const override;
   bool channels_last(DeviceType device, const std::vector<ImageShape>& sources) const override {
     return convolutions_[0]->channels_last(device, {sources[1]}) &&
