@@ -70,6 +70,13 @@ int alignment(const void* a, const void* b, const void* c) {
   while (bits % bytes) bytes /= 2;
   return bytes;
 }
+
+// How the tuning log names a product: "gemm NT 64x128x256 tf32", say.
+std::string product_name(bool ta, bool tb, int m, int n, int k, const std::string& types) {
+  std::ostringstream what;
+  what << "gemm " << (ta ? "T" : "N") << (tb ? "T" : "N") << ' ' << m << "x" << n << "x" << k << ' ' << types;
+  return what.str();
+}
 }  // namespace
 
 CudaBackend::TunedProduct CudaBackend::describe(const Product& p) {
@@ -187,12 +194,7 @@ void CudaBackend::gemm(bool ta, bool tb, int m, int n, int k, const float* a, in
     if (cuda::thin_product_fits(ta, tb, m, n, k))
       ours.push_back({kThin, [&] { cuda::thin_product(stream_, ta, tb, m, n, k, a, lda, b, ldb, c, ldc); }});
   }
-  product(p, ours, [&] {
-    std::ostringstream what;
-    what << "gemm " << (ta ? "T" : "N") << (tb ? "T" : "N") << ' ' << m << "x" << n << "x" << k
-         << (tf32 ? " tf32" : " float32");
-    return what.str();
-  });
+  product(p, ours, [&] { return product_name(ta, tb, m, n, k, tf32 ? "tf32" : "float32"); });
 }
 
 void CudaBackend::gemm(DType t, bool ta, bool tb, int m, int n, int k, const void* a, int lda, const void* b, int ldb,
@@ -213,10 +215,8 @@ void CudaBackend::gemm(DType t, bool ta, bool tb, int m, int n, int k, const voi
                   batch,
                   alpha == 1.f && beta == 0.f};
   product(p, {}, [&] {
-    std::ostringstream what;
-    what << "gemm " << (ta ? "T" : "N") << (tb ? "T" : "N") << ' ' << m << "x" << n << "x" << k << ' '
-         << (t == DType::Float16 ? "float16" : "bfloat16") << (half ? " in float16" : "");
-    return what.str();
+    return product_name(ta, tb, m, n, k,
+                        std::string(t == DType::Float16 ? "float16" : "bfloat16") + (half ? " in float16" : ""));
   });
 }
 
