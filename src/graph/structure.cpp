@@ -316,10 +316,12 @@ std::vector<StepNeed> step_needs(const Structure& s, const std::vector<bool>& tr
   // Last to first: a step runs if a result, a loss or a running step reads its result or
   // state, or it trains weights, or it writes the weight gradients of a node a step trains
   // (FilterNode::reads_weights_of). Loss steps always run: their per-image losses are results too.
+  std::unordered_set<const FilterNode*> trained;  // the nodes whose weights a step trains
+  for (size_t j = 0; j < s.steps.size(); ++j)
+    if (trains[j] && s.steps[j].node->trains()) trained.insert(s.steps[j].node->trains());
   std::vector<bool> writes(s.steps.size(), false);
   for (size_t k = 0; k < s.steps.size(); ++k)
-    for (const FilterNode* f : s.steps[k].node->reads_weights_of())
-      for (size_t j = 0; j < s.steps.size(); ++j) writes[k] = writes[k] || (trains[j] && s.steps[j].node->trains() == f);
+    for (const FilterNode* f : s.steps[k].node->reads_weights_of()) writes[k] = writes[k] || trained.count(f);
   std::vector<bool> live(s.tensor_count(), false);
   for (int t : s.results) live[s.root[t]] = true;
   for (const LossBinding& l : s.losses)
