@@ -1,5 +1,6 @@
-"""ONNX import's edges: bad models raise naming the node and the problem; what a load accepts
-besides (older opsets, half precision, open dims, channels-last inputs, slices with steps)."""
+"""ONNX's edges: bad models raise naming the node and the problem, at load and at save; what a
+load accepts besides (external weights, older opsets, half precision, open dims, channels-last
+inputs, flattening at any axis, slices with steps)."""
 
 import numpy as np
 import pytest
